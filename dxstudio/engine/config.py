@@ -1,0 +1,147 @@
+"""Model configuration: every size of docextract-v0, the alphabet, the schema and the label names.
+
+The config is stored in the container (as canonical JSON) and checked against its tensors.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import unicodedata
+from dataclasses import dataclass, field
+
+# Printable ASCII, common Latin-1 letters and currency signs. Character id = index + 2
+# (0 = padding, 1 = unknown). Stored in every container, so this default only seeds new models.
+_LATIN1_LETTERS = "".join(chr(c) for c in range(0xC0, 0x100) if chr(c) not in "\u00d7\u00f7")
+DEFAULT_ALPHABET = "".join(chr(c) for c in range(0x20, 0x7F)) + _LATIN1_LETTERS + "\u00a2\u00a3\u00a5\u20ac\u20b9\u20a9\u00b0\u00a7\u00b5"
+
+DEFAULT_FIELDS = ("vendor", "date", "total", "invoice_number")
+DEFAULT_ROLES = ("other", "key", "value", "header")
+DEFAULT_DOC_TYPES = ("other", "form", "receipt", "invoice")
+
+FORMAT = "docextract-v0"
+
+
+def tag_names(fields) -> list[str]:
+    """Tag 0 = O, 1 + 2c = B-field, 2 + 2c = I-field."""
+    names = ["O"]
+    for f in fields:
+        names += [f"B-{f}", f"I-{f}"]
+    return names
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    d_model: int = 128
+    heads: int = 4
+    layers: int = 4
+    ffn: int = 512
+    char_dim: int = 32  # Dc
+    char_channels: int = 128  # C
+    char_taps: int = 3
+    max_chars: int = 24
+    pos_buckets: int = 128  # B
+    word_features: int = 16
+    pair_features: int = 8
+    pair_hidden: int = 32  # Hp
+    rel_dim: int = 32  # r
+    max_words: int = 512
+    ln_eps: float = 1e-5
+    alphabet: str = DEFAULT_ALPHABET
+    fields: tuple = DEFAULT_FIELDS
+    roles: tuple = DEFAULT_ROLES
+    doc_types: tuple = DEFAULT_DOC_TYPES
+
+    # -- derived sizes ------------------------------------------------------------------
+    @property
+    def vocab(self) -> int:
+        return len(self.alphabet) + 2
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.heads
+
+    @property
+    def tags(self) -> list[str]:
+        return tag_names(self.fields)
+
+    @property
+    def n_tags(self) -> int:
+        return 1 + 2 * len(self.fields)
+
+    def validate(self) -> None:
+        ints = ["d_model", "heads", "layers", "ffn", "char_dim", "char_channels", "char_taps",
+                "max_chars", "pos_buckets", "word_features", "pair_features", "pair_hidden",
+                "rel_dim", "max_words"]
+        for name in ints:
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"config: {name} must be a positive integer, not {v!r}")
+        if self.d_model % self.heads:
+            raise ValueError(f"config: d_model {self.d_model} is not a multiple of heads {self.heads}")
+        if self.char_taps != 3:
+            raise ValueError("config: char_taps must be 3")
+        if self.word_features != 16 or self.pair_features != 8:
+            raise ValueError("config: word_features must be 16 and pair_features 8")
+        if len(set(self.alphabet)) != len(self.alphabet) or not self.alphabet:
+            raise ValueError("config: the alphabet must be non-empty with no repeated character")
+        if unicodedata.normalize("NFC", self.alphabet) != self.alphabet:
+            raise ValueError("config: the alphabet must be NFC-normalized")
+        for name in ("fields", "roles", "doc_types"):
+            vals = getattr(self, name)
+            if not vals or len(set(vals)) != len(vals) or not all(isinstance(v, str) and v for v in vals):
+                raise ValueError(f"config: {name} must be distinct non-empty names")
+
+    def with_fields(self, fields) -> "ModelConfig":
+        return dataclasses.replace(self, fields=tuple(fields))
+
+    # -- JSON -----------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        for k in ("fields", "roles", "doc_types"):
+            d[k] = list(d[k])
+        d["tags"] = self.tags
+        return d
+
+    def to_json(self) -> str:
+        """Canonical JSON: sorted keys, no spaces, ASCII escapes (same bytes in every process)."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ModelConfig":
+        if not isinstance(d, dict):
+            raise ValueError("config is not a JSON object")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - known - {"tags"}
+        if unknown:
+            raise ValueError(f"config has unknown keys {sorted(unknown)}")
+        missing = known - set(d)
+        if missing:
+            raise ValueError(f"config lacks keys {sorted(missing)}")
+        kw = {k: d[k] for k in known}
+        for k in ("fields", "roles", "doc_types"):
+            if not isinstance(kw[k], list):
+                raise ValueError(f"config: {k} must be a list")
+            kw[k] = tuple(kw[k])
+        if not isinstance(kw["alphabet"], str):
+            raise ValueError("config: alphabet must be a string")
+        kw["ln_eps"] = float(kw["ln_eps"])
+        cfg = cls(**kw)
+        cfg.validate()
+        if "tags" in d and list(d["tags"]) != cfg.tags:
+            raise ValueError("config: tags do not match the fields")
+        return cfg
+
+
+SIZES = {
+    "base": ModelConfig(),
+    # "random-7" in the tests: seed 7 and this size. Small enough for fixtures.
+    "tiny": ModelConfig(d_model=32, heads=2, layers=2, ffn=64, char_dim=8, char_channels=16,
+                        pair_hidden=8, rel_dim=8),
+}
+
+
+def size_config(size: str, fields=None) -> ModelConfig:
+    if size not in SIZES:
+        raise ValueError(f"unknown size {size!r}; choose one of {sorted(SIZES)}")
+    cfg = SIZES[size]
+    return cfg.with_fields(fields) if fields else cfg

@@ -1,0 +1,449 @@
+"""Exact, machine-independent numerics: the 16-lane dot product and the library's exp, tanh, log.
+
+Every result here is a fixed sequence of separately rounded IEEE operations, so it is the same
+bytes on every CPU, NumPy build and thread count. Each function exists twice:
+
+* the reference path: plain NumPy elementwise operations (the 16 lanes are an axis of 16),
+  short and easy to check against docs/numerics.md;
+* the fast path: Numba kernels compiled with fastmath off (no contraction into fused
+  multiply-add, no reassociation), one thread per output row.
+
+Tests hold the two paths bit-identical. Nothing here uses BLAS or NumPy's exp/tanh/log.
+"""
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+
+LANES = 16
+F32 = np.float32
+F64 = np.float64
+
+KERNELS = ("reference", "fast")
+
+
+def check_kernels(kernels: str) -> str:
+    if kernels not in KERNELS:
+        raise ValueError(f"kernels must be one of {KERNELS}, not {kernels!r}")
+    return kernels
+
+
+# --------------------------------------------------------------------------------------
+# Constants (docs/numerics.md gives their derivation and the measured errors)
+# --------------------------------------------------------------------------------------
+# binary32 exp: n = floor(x*log2e + 0.5), r = (x - n*LN2_HI) - n*LN2_LO, p = Taylor(7), e = p*2^n.
+EXP32_LOG2E = F32(1.4426950408889634)
+EXP32_LN2_HI = F32(6.9314575195e-01)  # 0x3f317200: 9 trailing zero bits, n*LN2_HI exact
+EXP32_LN2_LO = F32(1.4286067653e-06)  # 0x35bfbe8e
+EXP32_MAX = F32(88.72283)  # above: +inf
+EXP32_MIN = F32(-103.97208)  # below: +0
+EXP32_C = tuple(F32(1.0 / math.factorial(k)) for k in range(8))  # 1, 1, 1/2, ..., 1/7
+
+# binary32 tanh: |x| < 0.5 odd Taylor series to x^17; |x| < 9: 1 - 2/(exp(2|x|) + 1); else 1.
+TANH32_SMALL = F32(0.5)
+TANH32_BIG = F32(9.0)
+_TANH_TAYLOR = (1.0, -1 / 3, 2 / 15, -17 / 315, 62 / 2835, -1382 / 155925, 21844 / 6081075,
+                -929569 / 638512875, 6404582 / 10854718875)
+TANH32_C = tuple(F32(c) for c in _TANH_TAYLOR)
+
+# binary64 exp: same scheme, Taylor degree 13.
+EXP64_LOG2E = 1.4426950408889634
+EXP64_LN2_HI = 6.93147180369123816490e-01  # fdlibm: 0x3fe62e42fee00000
+EXP64_LN2_LO = 1.90821492927058770002e-10
+EXP64_MAX = 709.782712893384
+EXP64_MIN = -745.1332191019412
+EXP64_C = tuple(1.0 / math.factorial(k) for k in range(14))
+
+# binary64 log: x = m*2^e, m in [sqrt(1/2), sqrt(2)), s = (m-1)/(m+1),
+# log m = 2s + 2s*R(s^2), R = s^2/3 + s^4/5 + ... + s^22/23.
+LOG64_SQRT_HALF = 0.70710678118654752440
+LOG64_C = tuple(1.0 / (2 * k + 1) for k in range(1, 12))  # 1/3 ... 1/23
+
+
+# --------------------------------------------------------------------------------------
+# Reference path (NumPy, elementwise only)
+# --------------------------------------------------------------------------------------
+def _fold_lanes_ref(acc: np.ndarray, axis: int) -> np.ndarray:
+    """Fold the 16 lanes in halves: l<8, l<4, l<2, then a[0] + a[1]."""
+    a = np.moveaxis(acc, axis, 0)
+    a = a[:8] + a[8:]
+    a = a[:4] + a[4:]
+    a = a[:2] + a[2:]
+    return a[0] + a[1]
+
+
+def mm_ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """C[i, j] = dot16(a[i, :], b[:, j]) for a (M, K), b (K, N), binary32."""
+    a = np.asarray(a, F32)
+    b = np.asarray(b, F32)
+    m, k = a.shape
+    k2, n = b.shape
+    if k != k2:
+        raise ValueError(f"mm: inner sizes differ ({a.shape} x {b.shape})")
+    acc = np.zeros((m, LANES, n), F32)
+    for k0 in range(0, k, LANES):
+        k1 = min(k0 + LANES, k)
+        # lane l takes k0 + l: one product rounded, then one sum rounded
+        acc[:, : k1 - k0, :] += a[:, k0:k1, None] * b[None, k0:k1, :]
+    return _fold_lanes_ref(acc, 1)
+
+
+def dot16_ref(x: np.ndarray, y: np.ndarray) -> F32:
+    """dot16 of two vectors."""
+    return mm_ref(np.asarray(x, F32)[None, :], np.asarray(y, F32)[:, None])[0, 0]
+
+
+def _ldexp32(p: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """p * 2^n in two exact-power steps (each power is a normal binary32), rounded once at the end."""
+    n1 = np.floor_divide(n, 2)
+    n2 = n - n1
+    s1 = np.ldexp(1.0, n1).astype(F32)
+    s2 = np.ldexp(1.0, n2).astype(F32)
+    return (p * s1) * s2
+
+
+def exp32_ref(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, F32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        xc = np.clip(x, EXP32_MIN, EXP32_MAX)
+        n = np.floor(xc * EXP32_LOG2E + F32(0.5))
+        r = (xc - n * EXP32_LN2_HI) - n * EXP32_LN2_LO
+        c = EXP32_C
+        p = c[7]
+        for k in range(6, -1, -1):
+            p = p * r + c[k]
+        out = _ldexp32(p.astype(F32), n.astype(np.int64))
+        out = np.where(x > EXP32_MAX, F32(np.inf), out)
+        out = np.where(x < EXP32_MIN, F32(0.0), out)
+        out = np.where(np.isnan(x), x, out)
+    return out.astype(F32)
+
+
+def tanh32_ref(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, F32)
+    ax = np.abs(x)
+    c = TANH32_C
+    x2 = x * x
+    q = c[8]
+    for k in range(7, 0, -1):
+        q = q * x2 + c[k]
+    small = x + x * (x2 * q)
+    e = exp32_ref(F32(2.0) * np.minimum(ax, TANH32_BIG))
+    mid = F32(1.0) - F32(2.0) / (e + F32(1.0))
+    mid = np.where(x < 0, -mid, mid)
+    out = np.where(ax < TANH32_SMALL, small, mid)
+    out = np.where(ax >= TANH32_BIG, np.where(x < 0, F32(-1.0), F32(1.0)), out)
+    out = np.where(np.isnan(x), x, out)
+    return out.astype(F32)
+
+
+def exp64_ref(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, F64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        xc = np.clip(x, EXP64_MIN, EXP64_MAX)
+        n = np.floor(xc * EXP64_LOG2E + 0.5)
+        r = (xc - n * EXP64_LN2_HI) - n * EXP64_LN2_LO
+        c = EXP64_C
+        p = np.full_like(r, c[13])
+        for k in range(12, -1, -1):
+            p = p * r + c[k]
+        ni = n.astype(np.int64)
+        n1 = np.floor_divide(ni, 2)
+        out = (p * np.ldexp(1.0, n1)) * np.ldexp(1.0, ni - n1)
+        out = np.where(x > EXP64_MAX, np.inf, out)
+        out = np.where(x < EXP64_MIN, 0.0, out)
+        out = np.where(np.isnan(x), x, out)
+    return out
+
+
+def log64_ref(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, F64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        m, e = np.frexp(x)
+        low = m < LOG64_SQRT_HALF
+        m = np.where(low, m * 2.0, m)
+        e = np.where(low, e - 1, e).astype(F64)
+        f = m - 1.0
+        s = f / (2.0 + f)
+        s2 = s * s
+        c = LOG64_C
+        q = np.full_like(s, c[10])
+        for k in range(9, -1, -1):
+            q = q * s2 + c[k]
+        t = 2.0 * s
+        out = e * EXP64_LN2_HI + (t + (t * (s2 * q) + e * EXP64_LN2_LO))
+        out = np.where(x == 0, -np.inf, out)
+        out = np.where(x < 0, np.nan, out)
+        out = np.where(np.isposinf(x), np.inf, out)
+        out = np.where(np.isnan(x), x, out)
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# Fast path (Numba). Every constant is a binary32 value built inside the kernel so that
+# no operation is promoted to binary64.
+# --------------------------------------------------------------------------------------
+_NUMBA_CACHE = os.environ.get("DXSTUDIO_NUMBA_CACHE", "1") != "0"
+
+try:
+    import numba
+    from numba import njit, prange
+except ImportError:  # pragma: no cover - numba is a hard dependency; keep the reference usable
+    numba = None
+
+if numba is not None:
+    _jit = dict(cache=_NUMBA_CACHE, nogil=True, fastmath=False, error_model="numpy")
+
+    @njit(parallel=True, **_jit)
+    def _mm_fast(a, b, out):
+        m, k = a.shape
+        n = b.shape[1]
+        for i in prange(m):
+            acc = np.zeros((16, n), np.float32)
+            for kk in range(k):
+                aik = a[i, kk]
+                lane = kk & 15
+                for j in range(n):
+                    acc[lane, j] += aik * b[kk, j]
+            for j in range(n):
+                a0 = acc[0, j] + acc[8, j]
+                a1 = acc[1, j] + acc[9, j]
+                a2 = acc[2, j] + acc[10, j]
+                a3 = acc[3, j] + acc[11, j]
+                a4 = acc[4, j] + acc[12, j]
+                a5 = acc[5, j] + acc[13, j]
+                a6 = acc[6, j] + acc[14, j]
+                a7 = acc[7, j] + acc[15, j]
+                a0 = a0 + a4
+                a1 = a1 + a5
+                a2 = a2 + a6
+                a3 = a3 + a7
+                a0 = a0 + a2
+                a1 = a1 + a3
+                out[i, j] = a0 + a1
+
+    @njit(**_jit)
+    def exp32_scalar(x):
+        if x != x:
+            return x
+        if x > np.float32(88.72283):
+            return np.float32(np.inf)
+        if x < np.float32(-103.97208):
+            return np.float32(0.0)
+        n = np.float32(math.floor(x * np.float32(1.4426950408889634) + np.float32(0.5)))
+        r = (x - n * np.float32(6.9314575195e-01)) - n * np.float32(1.4286067653e-06)
+        p = np.float32(1.0 / 5040.0)
+        p = p * r + np.float32(1.0 / 720.0)
+        p = p * r + np.float32(1.0 / 120.0)
+        p = p * r + np.float32(1.0 / 24.0)
+        p = p * r + np.float32(1.0 / 6.0)
+        p = p * r + np.float32(0.5)
+        p = p * r + np.float32(1.0)
+        p = p * r + np.float32(1.0)
+        ni = np.int64(n)
+        n1 = ni // 2
+        s1 = np.float32(math.ldexp(1.0, n1))
+        s2 = np.float32(math.ldexp(1.0, ni - n1))
+        return (p * s1) * s2
+
+    @njit(**_jit)
+    def tanh32_scalar(x):
+        if x != x:
+            return x
+        ax = abs(x)
+        if ax >= np.float32(9.0):
+            return np.float32(-1.0) if x < 0 else np.float32(1.0)
+        if ax < np.float32(0.5):
+            x2 = x * x
+            q = np.float32(6404582 / 10854718875)
+            q = q * x2 + np.float32(-929569 / 638512875)
+            q = q * x2 + np.float32(21844 / 6081075)
+            q = q * x2 + np.float32(-1382 / 155925)
+            q = q * x2 + np.float32(62 / 2835)
+            q = q * x2 + np.float32(-17 / 315)
+            q = q * x2 + np.float32(2 / 15)
+            q = q * x2 + np.float32(-1 / 3)
+            return x + x * (x2 * q)
+        e = exp32_scalar(np.float32(2.0) * ax)
+        t = np.float32(1.0) - np.float32(2.0) / (e + np.float32(1.0))
+        return -t if x < 0 else t
+
+    @njit(**_jit)
+    def exp64_scalar(x):
+        if x != x:
+            return x
+        if x > 709.782712893384:
+            return np.inf
+        if x < -745.1332191019412:
+            return 0.0
+        n = math.floor(x * 1.4426950408889634 + 0.5)
+        r = (x - n * 6.93147180369123816490e-01) - n * 1.90821492927058770002e-10
+        p = 1.0 / 6227020800.0
+        p = p * r + 1.0 / 479001600.0
+        p = p * r + 1.0 / 39916800.0
+        p = p * r + 1.0 / 3628800.0
+        p = p * r + 1.0 / 362880.0
+        p = p * r + 1.0 / 40320.0
+        p = p * r + 1.0 / 5040.0
+        p = p * r + 1.0 / 720.0
+        p = p * r + 1.0 / 120.0
+        p = p * r + 1.0 / 24.0
+        p = p * r + 1.0 / 6.0
+        p = p * r + 0.5
+        p = p * r + 1.0
+        p = p * r + 1.0
+        ni = np.int64(n)
+        n1 = ni // 2
+        return (p * math.ldexp(1.0, n1)) * math.ldexp(1.0, ni - n1)
+
+    @njit(**_jit)
+    def log64_scalar(x):
+        if x != x:
+            return x
+        if x < 0.0:
+            return np.nan
+        if x == 0.0:
+            return -np.inf
+        if x == np.inf:
+            return np.inf
+        m, e = math.frexp(x)
+        if m < 0.70710678118654752440:
+            m = m * 2.0
+            e = e - 1
+        ef = float(e)
+        f = m - 1.0
+        s = f / (2.0 + f)
+        s2 = s * s
+        q = 1.0 / 23.0
+        q = q * s2 + 1.0 / 21.0
+        q = q * s2 + 1.0 / 19.0
+        q = q * s2 + 1.0 / 17.0
+        q = q * s2 + 1.0 / 15.0
+        q = q * s2 + 1.0 / 13.0
+        q = q * s2 + 1.0 / 11.0
+        q = q * s2 + 1.0 / 9.0
+        q = q * s2 + 1.0 / 7.0
+        q = q * s2 + 1.0 / 5.0
+        q = q * s2 + 1.0 / 3.0
+        t = 2.0 * s
+        return ef * 6.93147180369123816490e-01 + (t + (t * (s2 * q) + ef * 1.90821492927058770002e-10))
+
+    @njit(parallel=True, **_jit)
+    def _map_exp32(x, out):
+        for i in prange(x.size):
+            out[i] = exp32_scalar(x[i])
+
+    @njit(parallel=True, **_jit)
+    def _map_tanh32(x, out):
+        for i in prange(x.size):
+            out[i] = tanh32_scalar(x[i])
+
+    @njit(**_jit)
+    def _map_exp64(x, out):
+        for i in range(x.size):
+            out[i] = exp64_scalar(x[i])
+
+    @njit(**_jit)
+    def _map_log64(x, out):
+        for i in range(x.size):
+            out[i] = log64_scalar(x[i])
+
+
+def mm_fast(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a, F32)
+    b = np.ascontiguousarray(b, F32)
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"mm: inner sizes differ ({a.shape} x {b.shape})")
+    out = np.empty((a.shape[0], b.shape[1]), F32)
+    _mm_fast(a, b, out)
+    return out
+
+
+def _mapper(kernel, dtype):
+    def run(x):
+        x = np.asarray(x, dtype)
+        flat = np.ascontiguousarray(x).reshape(-1)
+        out = np.empty_like(flat)
+        kernel(flat, out)
+        return out.reshape(x.shape)
+
+    return run
+
+
+if numba is not None:
+    exp32_fast = _mapper(_map_exp32, F32)
+    tanh32_fast = _mapper(_map_tanh32, F32)
+    exp64_fast = _mapper(_map_exp64, F64)
+    log64_fast = _mapper(_map_log64, F64)
+
+
+def mm(a, b, kernels: str = "fast"):
+    return mm_fast(a, b) if kernels == "fast" else mm_ref(a, b)
+
+
+def exp32(x, kernels: str = "fast"):
+    return exp32_fast(x) if kernels == "fast" else exp32_ref(x)
+
+
+def tanh32(x, kernels: str = "fast"):
+    return tanh32_fast(x) if kernels == "fast" else tanh32_ref(x)
+
+
+def exp64(x, kernels: str = "fast"):
+    return exp64_fast(x) if kernels == "fast" else exp64_ref(x)
+
+
+def log64(x, kernels: str = "fast"):
+    return log64_fast(x) if kernels == "fast" else log64_ref(x)
+
+
+# --------------------------------------------------------------------------------------
+# SplitMix64: the one random source (new models, tag-head draws, batch permutations)
+# --------------------------------------------------------------------------------------
+_MASK64 = (1 << 64) - 1
+SPLITMIX_GAMMA = 0x9E3779B97F4A7C15
+
+
+def splitmix64_block(state: int, count: int) -> tuple[np.ndarray, int]:
+    """The next `count` SplitMix64 outputs from `state`, and the state after them.
+
+    Output k (k = 1..count) mixes state + k * gamma; uint64 arithmetic wraps modulo 2^64
+    exactly as the scalar algorithm does.
+    """
+    state &= _MASK64
+    k = np.arange(1, count + 1, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        z = np.uint64(state) + k * np.uint64(SPLITMIX_GAMMA)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    return z, (state + count * SPLITMIX_GAMMA) & _MASK64
+
+
+class SplitMix64:
+    """Scalar SplitMix64 with block draws; `uniform` gives binary32 in (lo, hi)."""
+
+    def __init__(self, seed: int):
+        self.state = int(seed) & _MASK64
+
+    def next_u64(self) -> int:
+        z, self.state = splitmix64_block(self.state, 1)
+        return int(z[0])
+
+    def block(self, count: int) -> np.ndarray:
+        z, self.state = splitmix64_block(self.state, count)
+        return z
+
+    def uniform(self, count: int, lo: float, hi: float) -> np.ndarray:
+        """u = (z >> 40) * 2^-24 in [0, 1) exactly; v = lo + (hi - lo) * u in binary64, rounded to binary32."""
+        z = self.block(count)
+        u = (z >> np.uint64(40)).astype(F64) * (2.0 ** -24)
+        return (lo + (hi - lo) * u).astype(F32)
+
+
+def set_threads(n: int) -> None:
+    """Number of threads of the compiled kernels (results do not depend on it)."""
+    if numba is not None:
+        numba.set_num_threads(max(1, min(int(n), numba.config.NUMBA_NUM_THREADS)))

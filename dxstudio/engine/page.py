@@ -1,0 +1,109 @@
+"""One page: words in reading order, each with its text and box, plus the page size.
+
+The page JSON (pages/<id>.json in a project, and what `dxstudio extract` reads):
+    {"id": str, "width": number, "height": number,
+     "words": [{"text": str, "box": [x0, y0, x1, y1]}, ...], "image": optional str}
+Boxes are in the page's own units (pixels or points), y growing downwards. Every problem
+is a PageError whose message names the file and what is wrong.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class PageError(ValueError):
+    """A page that cannot be used; str() names the file and the problem."""
+
+
+@dataclass(frozen=True)
+class Word:
+    text: str
+    box: tuple  # (x0, y0, x1, y1), floats
+
+
+@dataclass(frozen=True)
+class Page:
+    id: str
+    width: float
+    height: float
+    words: tuple  # of Word
+    image: str | None = None
+
+    def to_dict(self) -> dict:
+        d = {"id": self.id, "width": self.width, "height": self.height,
+             "words": [{"text": w.text, "box": list(w.box)} for w in self.words]}
+        if self.image is not None:
+            d["image"] = self.image
+        return d
+
+
+def _num(v, what: str, source: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise PageError(f"{source}: {what} is not a number ({v!r})")
+    f = float(v)
+    if not math.isfinite(f):
+        raise PageError(f"{source}: {what} is not finite ({v!r})")
+    return f
+
+
+def page_from_dict(d, source: str = "<page>") -> Page:
+    """Validate a parsed page JSON object. Boxes reaching past the page edge are kept as they
+    are (the coordinate quantization clamps them into 0..1000); a box wholly outside the page,
+    inverted, or not finite is an error."""
+    if not isinstance(d, dict):
+        raise PageError(f"{source}: a page must be a JSON object")
+    pid = d.get("id")
+    if not isinstance(pid, str) or not pid.strip():
+        raise PageError(f"{source}: missing or empty 'id'")
+    if "width" not in d or "height" not in d:
+        raise PageError(f"{source}: missing 'width' or 'height'")
+    width = _num(d["width"], "width", source)
+    height = _num(d["height"], "height", source)
+    if width <= 0 or height <= 0:
+        raise PageError(f"{source}: width and height must be positive ({width} x {height})")
+    words = d.get("words")
+    if not isinstance(words, list):
+        raise PageError(f"{source}: missing 'words' (a list of {{text, box}})")
+    if not words:
+        raise PageError(f"{source}: the page has no words")
+    out = []
+    for i, w in enumerate(words):
+        where = f"{source}: word {i}"
+        if not isinstance(w, dict):
+            raise PageError(f"{where} is not an object")
+        text = w.get("text")
+        if not isinstance(text, str):
+            raise PageError(f"{where} has no text")
+        if not text.strip():
+            raise PageError(f"{where} has empty text")
+        box = w.get("box")
+        if not isinstance(box, (list, tuple)) or len(box) != 4:
+            raise PageError(f"{where} ({text!r}): box must be [x0, y0, x1, y1]")
+        x0, y0, x1, y1 = (_num(v, f"word {i} ({text!r}) box", source) for v in box)
+        if x1 < x0 or y1 < y0:
+            raise PageError(f"{where} ({text!r}): inverted box {list(box)}")
+        if x1 < 0 or y1 < 0 or x0 > width or y0 > height:
+            raise PageError(f"{where} ({text!r}): box {list(box)} lies outside the {width:g} x {height:g} page")
+        out.append(Word(text, (x0, y0, x1, y1)))
+    image = d.get("image")
+    if image is not None and not isinstance(image, str):
+        raise PageError(f"{source}: 'image' must be a file name")
+    return Page(pid, width, height, tuple(out), image)
+
+
+def load_page(path) -> Page:
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise PageError(f"{path}: cannot read ({e.strerror or e})") from None
+    try:
+        d = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise PageError(f"{path}: not UTF-8 text") from None
+    except json.JSONDecodeError as e:
+        raise PageError(f"{path}: not JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+    return page_from_dict(d, str(path))
