@@ -1,0 +1,57 @@
+"""The `dxstudio` command line. With no command it opens the app.
+
+Each command lives in the module named for what it does; this file only routes. A module
+named here provides `configure(name, parser)` and `run(name, args) -> int` and imports its
+heavy parts (the engine, Qt) inside `run`, so `dxstudio --help` stays quick.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# (command, module, one-line help)
+COMMANDS = [
+    ("new-model", "dxstudio.cli_model", "write a new docextract-v0 model from a seed"),
+    ("extract", "dxstudio.cli_model", "extract fields from page JSON files, one JSON line per page"),
+    ("import", "dxstudio.cli_project", "import pages (json, funsd, sroie, cord, pdf) into a project"),
+    ("label", "dxstudio.cli_project", "ask the labelling model for every page's fields"),
+    ("tune", "dxstudio.cli_tune", "fine-tune a model on a project's labels"),
+    ("eval", "dxstudio.cli_tune", "score a model on a project's held-out pages"),
+    ("screenshot", "dxstudio.ui.screenshot", "render a screen of the app to a PNG, offscreen"),
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dxstudio", description="Local document extraction models from a labelling model's answers.")
+    parser.add_argument("project", nargs="?", help="project folder to open in the app (default: the bundled sample)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, module, help_text in COMMANDS:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        try:
+            mod = importlib.import_module(module)
+        except ImportError as e:  # a part not installed should not break the other commands
+            p.set_defaults(_missing=str(e))
+            continue
+        mod.configure(name, p)
+        p.set_defaults(_module=mod)
+    return parser
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    names = {c[0] for c in COMMANDS}
+    if not argv or (argv[0] not in names and not argv[0].startswith("-")):
+        # `dxstudio [PROJECT]` opens the app
+        from dxstudio.ui.app import run_app
+        return run_app(argv[0] if argv else None)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "_missing", None):
+        print(f"dxstudio {args.command}: not available ({args._missing})", file=sys.stderr)
+        return 2
+    return int(args._module.run(args.command, args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
