@@ -76,17 +76,29 @@ def _fold_lanes_ref(acc: np.ndarray, axis: int) -> np.ndarray:
 
 def mm_ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """C[i, j] = dot16(a[i, :], b[:, j]) for a (M, K), b (K, N), binary32."""
-    a = np.asarray(a, F32)
-    b = np.asarray(b, F32)
+    # binary32 in the engine; binary64 only for the finite-difference check of the backward
+    dt = F64 if (np.asarray(a).dtype == F64 or np.asarray(b).dtype == F64) else F32
+    a = np.asarray(a, dt)
+    b = np.asarray(b, dt)
     m, k = a.shape
     k2, n = b.shape
     if k != k2:
         raise ValueError(f"mm: inner sizes differ ({a.shape} x {b.shape})")
-    acc = np.zeros((m, LANES, n), F32)
+    acc = np.zeros((m, LANES, n), dt)
     for k0 in range(0, k, LANES):
         k1 = min(k0 + LANES, k)
         # lane l takes k0 + l: one product rounded, then one sum rounded
         acc[:, : k1 - k0, :] += a[:, k0:k1, None] * b[None, k0:k1, :]
+    return _fold_lanes_ref(acc, 1)
+
+
+def rowdot_ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """out[i] = dot16(a[i, :], b[i, :]) (the same dtype as a; binary64 only in checks)."""
+    m, k = a.shape
+    acc = np.zeros((m, LANES), a.dtype)
+    for k0 in range(0, k, LANES):
+        k1 = min(k0 + LANES, k)
+        acc[:, : k1 - k0] += a[:, k0:k1] * b[:, k0:k1]
     return _fold_lanes_ref(acc, 1)
 
 
@@ -196,8 +208,7 @@ except ImportError:  # pragma: no cover - numba is a hard dependency; keep the r
 if numba is not None:
     _jit = dict(cache=_NUMBA_CACHE, nogil=True, fastmath=False, error_model="numpy")
 
-    @njit(parallel=True, **_jit)
-    def _mm_fast(a, b, out):
+    def _mm_body(a, b, out):
         m, k = a.shape
         n = b.shape[1]
         for i in prange(m):
@@ -223,6 +234,28 @@ if numba is not None:
                 a0 = a0 + a2
                 a1 = a1 + a3
                 out[i, j] = a0 + a1
+
+    # One thread owns each output row, so both give the same bytes. The serial one runs when
+    # examples are spread over Python threads (Numba's default thread pool is not re-entrant).
+    _mm_fast_par = njit(parallel=True, **_jit)(_mm_body)
+    _mm_fast_ser = njit(**_jit)(_mm_body)
+
+    def _rowdot_body(a, b, out):
+        m, k = a.shape
+        for i in prange(m):
+            acc = np.zeros(16, np.float32)
+            for kk in range(k):
+                acc[kk & 15] += a[i, kk] * b[i, kk]
+            for l in range(8):
+                acc[l] = acc[l] + acc[l + 8]
+            for l in range(4):
+                acc[l] = acc[l] + acc[l + 4]
+            for l in range(2):
+                acc[l] = acc[l] + acc[l + 2]
+            out[i] = acc[0] + acc[1]
+
+    _rowdot_par = njit(parallel=True, **_jit)(_rowdot_body)
+    _rowdot_ser = njit(**_jit)(_rowdot_body)
 
     @njit(**_jit)
     def exp32_scalar(x):
@@ -330,14 +363,14 @@ if numba is not None:
         t = 2.0 * s
         return ef * 6.93147180369123816490e-01 + (t + (t * (s2 * q) + ef * 1.90821492927058770002e-10))
 
-    @njit(parallel=True, **_jit)
+    @njit(**_jit)
     def _map_exp32(x, out):
-        for i in prange(x.size):
+        for i in range(x.size):
             out[i] = exp32_scalar(x[i])
 
-    @njit(parallel=True, **_jit)
+    @njit(**_jit)
     def _map_tanh32(x, out):
-        for i in prange(x.size):
+        for i in range(x.size):
             out[i] = tanh32_scalar(x[i])
 
     @njit(**_jit)
@@ -351,13 +384,37 @@ if numba is not None:
             out[i] = log64_scalar(x[i])
 
 
+import threading
+
+_serial = threading.local()
+
+
+class serial_kernels:
+    """Within this context the calling thread uses the single-threaded compiled kernels."""
+
+    def __enter__(self):
+        self.prev = getattr(_serial, "on", False)
+        _serial.on = True
+
+    def __exit__(self, *exc):
+        _serial.on = self.prev
+
+
 def mm_fast(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     a = np.ascontiguousarray(a, F32)
     b = np.ascontiguousarray(b, F32)
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"mm: inner sizes differ ({a.shape} x {b.shape})")
     out = np.empty((a.shape[0], b.shape[1]), F32)
-    _mm_fast(a, b, out)
+    (_mm_fast_ser if getattr(_serial, "on", False) else _mm_fast_par)(a, b, out)
+    return out
+
+
+def rowdot_fast(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a, F32)
+    b = np.ascontiguousarray(b, F32)
+    out = np.empty(a.shape[0], F32)
+    (_rowdot_ser if getattr(_serial, "on", False) else _rowdot_par)(a, b, out)
     return out
 
 
@@ -381,6 +438,10 @@ if numba is not None:
 
 def mm(a, b, kernels: str = "fast"):
     return mm_fast(a, b) if kernels == "fast" else mm_ref(a, b)
+
+
+def rowdot(a, b, kernels: str = "fast"):
+    return rowdot_fast(a, b) if kernels == "fast" else rowdot_ref(np.asarray(a), np.asarray(b))
 
 
 def exp32(x, kernels: str = "fast"):

@@ -1,0 +1,249 @@
+"""The layers of docextract-v0, each forward next to its backward.
+
+Every long sum goes through `Ops.mm` / `Ops.rowdot` (16-lane dot products, docs/numerics.md);
+every other operation is one separately rounded NumPy elementwise operation, written in the
+order docs/model.md pins. A forward returns its output and the values its backward needs;
+a backward takes the output gradient and returns the input gradient and the parameter gradients.
+
+`Ops` selects the kernel path. The reference and fast paths differ only inside the products,
+the row dots and exp/tanh; tests hold them bit-identical. Binary64 arrays (the finite-difference
+check) take the reference products and NumPy's exp/tanh: there we check calculus, not bytes.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import numerics as nu
+
+F32 = np.float32
+F64 = np.float64
+
+# GELU, tanh form: y = 0.5 x (1 + tanh(c0 (x + c1 x^3)))
+GELU_C0 = 0.7978845608028654  # sqrt(2 / pi)
+GELU_C1 = 0.044715
+
+
+class Ops:
+    """The arithmetic that depends on the kernel path."""
+
+    def __init__(self, kernels: str = "fast"):
+        self.kernels = nu.check_kernels(kernels)
+
+    def mm(self, a, b):
+        if a.dtype == F64 or b.dtype == F64:
+            return nu.mm_ref(a, b)
+        return nu.mm(a, b, self.kernels)
+
+    def rowdot(self, a, b):
+        if a.dtype == F64:
+            return nu.rowdot_ref(a, b)
+        return nu.rowdot(a, b, self.kernels)
+
+    def exp(self, x):
+        return np.exp(x) if x.dtype == F64 else nu.exp32(x, self.kernels)
+
+    def tanh(self, x):
+        return np.tanh(x) if x.dtype == F64 else nu.tanh32(x, self.kernels)
+
+    def colsum(self, a):
+        """Column sums: dot16 with ones along the row axis (rows ascending)."""
+        return self.mm(np.ones((1, a.shape[0]), a.dtype), a)[0]
+
+    def rowsum(self, a):
+        return self.rowdot(a, np.ones_like(a))
+
+
+# ----------------------------------------------------------------------------------------
+# Linear: y = x W^T + b, W stored (out, in)
+# ----------------------------------------------------------------------------------------
+def linear_forward(ops: Ops, x, w, b):
+    return ops.mm(x, np.ascontiguousarray(w.T)) + b
+
+
+def linear_backward(ops: Ops, dy, x, w):
+    """dx[i, c] = sum_o dy[i, o] w[o, c]; dw[o, c] = sum_i dy[i, o] x[i, c] (rows ascending); db = column sums."""
+    dx = ops.mm(dy, w)
+    dw = ops.mm(np.ascontiguousarray(dy.T), x)
+    db = ops.colsum(dy)
+    return dx, dw, db
+
+
+# ----------------------------------------------------------------------------------------
+# Layer normalization, per row: mean = dot16(x, 1)/d, xc = x - mean, var = dot16(xc, xc)/d,
+# inv = 1/sqrt(var + eps), xhat = xc * inv, y = xhat * w + b
+# ----------------------------------------------------------------------------------------
+def layernorm_forward(ops: Ops, x, w, b, eps):
+    t = x.dtype.type
+    d = t(x.shape[1])
+    mean = ops.rowsum(x) / d
+    xc = x - mean[:, None]
+    var = ops.rowdot(xc, xc) / d
+    inv = t(1.0) / np.sqrt(var + t(eps))
+    xhat = xc * inv[:, None]
+    return xhat * w + b, (xhat, inv)
+
+
+def layernorm_backward(ops: Ops, dy, saved, w):
+    """g = dy*w; dx = inv * ((g - mean(g)) - xhat * mean(g*xhat)); dw, db column sums of dy*xhat, dy."""
+    xhat, inv = saved
+    d = xhat.dtype.type(xhat.shape[1])
+    g = dy * w
+    mg = ops.rowsum(g) / d
+    mgx = ops.rowdot(g, xhat) / d
+    dx = inv[:, None] * ((g - mg[:, None]) - xhat * mgx[:, None])
+    dw = ops.colsum(dy * xhat)
+    db = ops.colsum(dy)
+    return dx, dw, db
+
+
+# ----------------------------------------------------------------------------------------
+# GELU (tanh form): u = c0 * (x + c1 * ((x*x)*x)), t = tanh(u), y = (0.5*x) * (1 + t)
+# ----------------------------------------------------------------------------------------
+def gelu_forward(ops: Ops, x):
+    c = x.dtype.type
+    u = c(GELU_C0) * (x + c(GELU_C1) * ((x * x) * x))
+    t = ops.tanh(u)
+    return (c(0.5) * x) * (c(1.0) + t), t
+
+
+def gelu_backward(dy, x, t):
+    """dx = dy * (0.5 (1 + t) + ((0.5 x)(1 - t*t)) c0 (1 + 3c1 x*x)): the function as computed."""
+    c = x.dtype.type
+    a = c(0.5) * (c(1.0) + t)
+    b = (((c(0.5) * x) * (c(1.0) - t * t)) * c(GELU_C0)) * (c(1.0) + c(3.0 * GELU_C1) * (x * x))
+    return dy * (a + b)
+
+
+# ----------------------------------------------------------------------------------------
+# ReLU (gradient 0 where the output is 0, as PyTorch)
+# ----------------------------------------------------------------------------------------
+def relu_forward(x):
+    return np.maximum(x, x.dtype.type(0.0))
+
+
+def relu_backward(dy, y):
+    return np.where(y > 0, dy, dy.dtype.type(0.0))
+
+
+# ----------------------------------------------------------------------------------------
+# Softmax over rows of s = raw / scale + bias: m = max, e = exp(s - m), z = dot16(e, 1), p = e / z
+# ----------------------------------------------------------------------------------------
+def softmax_forward(ops: Ops, s):
+    m = np.max(s, axis=1, keepdims=True)  # a max is exact in any order
+    e = ops.exp(s - m)
+    return e / ops.rowsum(e)[:, None]
+
+
+def softmax_backward(ops: Ops, dp, p):
+    """ds = p * (dp - dot16(p, dp))."""
+    return p * (dp - ops.rowdot(p, dp)[:, None])
+
+
+# ----------------------------------------------------------------------------------------
+# One attention head: raw = q k^T, s = raw / scale + bias, p = softmax(s), a = p v
+# ----------------------------------------------------------------------------------------
+def attention_forward(ops: Ops, q, k, v, bias, scale):
+    raw = ops.mm(q, np.ascontiguousarray(k.T))
+    s = raw / scale + bias
+    p = softmax_forward(ops, s)
+    return ops.mm(p, v), p
+
+
+def attention_backward(ops: Ops, da, q, k, v, p, scale):
+    """dP = dA V^T, dV = P^T dA, ds (softmax), dbias = ds, dS = ds/scale, dQ = dS K, dK = dS^T Q."""
+    dp = ops.mm(da, np.ascontiguousarray(v.T))
+    dv = ops.mm(np.ascontiguousarray(p.T), da)
+    ds = softmax_backward(ops, dp, p)
+    dsc = ds / scale
+    dq = ops.mm(dsc, k)
+    dk = ops.mm(np.ascontiguousarray(dsc.T), q)
+    return dq, dk, dv, ds
+
+
+# ----------------------------------------------------------------------------------------
+# Pointer scores: score = (q k^T) / scale, a word may point at itself
+# ----------------------------------------------------------------------------------------
+def pointer_forward(ops: Ops, q, k, scale):
+    return ops.mm(q, np.ascontiguousarray(k.T)) / scale
+
+
+def pointer_backward(ops: Ops, dscore, q, k, scale):
+    dsc = dscore / scale
+    return ops.mm(dsc, k), ops.mm(np.ascontiguousarray(dsc.T), q)
+
+
+# ----------------------------------------------------------------------------------------
+# Character convolution and max pooling over a word's real positions
+# ----------------------------------------------------------------------------------------
+def char_windows(char_ids, char_len):
+    """For every real position (word order, then position), the ids of taps t = 0, 1, 2 at
+    p + t - 1 (0 = outside the word). Returns (ids (P, 3), owner word (P,))."""
+    n, _ = char_ids.shape
+    owners = np.repeat(np.arange(n), char_len)
+    pos = np.concatenate([np.arange(l) for l in char_len]) if n else np.zeros(0, np.int64)
+    pos = pos.astype(np.int64)
+    ids = np.zeros((len(owners), 3), np.int64)
+    for t in range(3):
+        p = pos + t - 1
+        ok = (p >= 0) & (p < char_len[owners])
+        ids[ok, t] = char_ids[owners[ok], p[ok]]
+    return ids, owners
+
+
+def charconv_forward(ops: Ops, emb, w_rt, b, tap_ids, owners, n_words):
+    """u = concat over taps of emb[id] (zero for id 0 outside the word), h = relu(u W_rt^T + b),
+    pooled = max over the word's positions (ties: the first); a word with no position gives zeros.
+    w_rt is the runtime layout (C, taps*Dc), ordered (tap, channel)."""
+    dc = emb.shape[1]
+    u = emb[tap_ids].reshape(len(tap_ids), 3 * dc)
+    u[(tap_ids == 0).repeat(dc, axis=1)] = 0  # padding id: zero vector, not the table row
+    h = relu_forward(linear_forward(ops, u, w_rt, b))
+    c = w_rt.shape[0]
+    pooled = np.zeros((n_words, c), emb.dtype)
+    arg = np.full((n_words, c), -1, np.int64)
+    starts = np.searchsorted(owners, np.arange(n_words))
+    ends = np.searchsorted(owners, np.arange(n_words), side="right")
+    for wi in range(n_words):
+        s, e = starts[wi], ends[wi]
+        if e > s:
+            a = np.argmax(h[s:e], axis=0)  # first maximum
+            arg[wi] = s + a
+            pooled[wi] = h[s + a, np.arange(c)]
+    return pooled, (u, h, arg)
+
+
+def charconv_backward(ops: Ops, dpooled, saved, w_rt, tap_ids, vocab):
+    """Gradient to the arg-max positions, through the ReLU, into W_rt (positions ascending),
+    b, and the character table (rows added in word order, position, tap; row 0 gets none)."""
+    u, h, arg = saved
+    dh = np.zeros_like(h)
+    words, chans = np.nonzero(arg >= 0)
+    dh[arg[words, chans], chans] = dpooled[words, chans]
+    dh = relu_backward(dh, h)
+    du, dw, db = linear_backward(ops, dh, u, w_rt)
+    dc = u.shape[1] // 3
+    demb = np.zeros((vocab, dc), dh.dtype)
+    rows = tap_ids.reshape(-1)
+    grads = du.reshape(-1, dc)
+    keep = rows != 0
+    np.add.at(demb, rows[keep], grads[keep])  # unbuffered, in index order: plain sequential additions
+    return demb, dw, db
+
+
+def conv_weight_to_runtime(w):
+    """(out, channel, tap) -> (out, tap*Dc + channel)."""
+    return np.ascontiguousarray(w.transpose(0, 2, 1).reshape(w.shape[0], -1))
+
+
+def conv_weight_to_container(w_rt, dc):
+    """(out, tap*Dc + channel) -> (out, channel, tap)."""
+    return np.ascontiguousarray(w_rt.reshape(w_rt.shape[0], 3, dc).transpose(0, 2, 1))
+
+
+# ----------------------------------------------------------------------------------------
+# Table lookups (position tables): rows added in word order with plain additions
+# ----------------------------------------------------------------------------------------
+def table_backward(dy, ids, rows):
+    g = np.zeros((rows, dy.shape[1]), dy.dtype)
+    np.add.at(g, ids, dy)
+    return g

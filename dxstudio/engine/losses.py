@@ -1,0 +1,67 @@
+"""Cross-entropy in binary64 with the library's exp and log (PyTorch: reduction='mean',
+ignore_index for negative targets, weight).
+
+    loss = sum_i w[t_i] * nll_i / sum_i w[t_i]   over words i with t_i >= 0
+    nll_i = (m_i + log(sum_j exp(z_ij - m_i))) - z_i,t_i,   m_i = max_j z_ij
+
+Sums are plain binary64 additions in index order (classes ascending for a row, words ascending
+for the loss). The logit gradient scale * w[t_i] / sum w * (softmax_i - onehot_i) is computed in
+binary64 and rounded once to binary32. No counted word: loss 0, gradient 0.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import numerics as nu
+
+F64 = np.float64
+
+
+def _seqsum_rows(e: np.ndarray) -> np.ndarray:
+    """Row sums, classes added left to right."""
+    s = np.zeros(e.shape[0], F64)
+    for j in range(e.shape[1]):
+        s = s + e[:, j]
+    return s
+
+
+def _seqsum(v: np.ndarray) -> float:
+    s = 0.0
+    for x in v.tolist():
+        s = s + x
+    return s
+
+
+def cross_entropy(logits, targets, weight=None, scale: float = 1.0, kernels: str = "fast"):
+    """(loss as float, gradient w.r.t. the logits as binary32 (n, C)) for logits (n, C),
+    integer targets (n,) with negatives ignored, optional class weights (C,)."""
+    z = np.asarray(logits)
+    t = np.asarray(targets, np.int64)
+    n, c = z.shape
+    if t.shape != (n,):
+        raise ValueError(f"targets have shape {t.shape}, expected ({n},)")
+    if np.any(t >= c):
+        bad = int(t[t >= c][0])
+        raise ValueError(f"target {bad} is out of range for {c} classes")
+    grad = np.zeros(z.shape, np.float32)
+    rows = np.nonzero(t >= 0)[0]
+    if len(rows) == 0:
+        return 0.0, grad
+    zr = z[rows].astype(F64)
+    tr = t[rows]
+    w = np.ones(c, F64) if weight is None else np.asarray(weight, F64)
+    if w.shape != (c,):
+        raise ValueError(f"class weights have shape {w.shape}, expected ({c},)")
+    m = np.max(zr, axis=1)
+    e = nu.exp64(zr - m[:, None], kernels)
+    s = _seqsum_rows(e)
+    lse = m + nu.log64(s, kernels)
+    nll = lse - zr[np.arange(len(rows)), tr]
+    wt = w[tr]
+    wsum = _seqsum(wt)
+    loss = _seqsum(wt * nll) / wsum
+    prob = e / s[:, None]
+    prob[np.arange(len(rows)), tr] -= 1.0
+    coef = (scale * wt) / wsum
+    grad[rows] = (coef[:, None] * prob).astype(np.float32)
+    return float(loss), grad

@@ -1,0 +1,248 @@
+"""docextract-v0: the forward pass (inference = training forward) and its backward.
+
+One window of a page in (WindowInputs), every output out. Parameters are in the runtime
+layout (to_runtime). `forward(..., keep=True)` keeps
+every activation the backward needs; its outputs are the same bytes as with keep=False.
+The order of operations is docs/model.md's, one line of code per line of the spec.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import layers as L
+from .config import ModelConfig
+from .layers import Ops
+
+F32 = np.float32
+
+
+@dataclass
+class Outputs:
+    tag_logits: np.ndarray  # (n, 1 + 2K)
+    role_logits: np.ndarray  # (n, R)
+    doc_logits: np.ndarray  # (T,)
+    item_scores: np.ndarray  # (n, n): word i points at word j
+    kv_scores: np.ndarray  # (n, n)
+    cache: dict | None = None
+
+
+def to_runtime(params) -> "OrderedDict[str, np.ndarray]":
+    """Container tensors -> runtime tensors: char_conv.weight becomes (C, taps*Dc) ordered
+    (tap, channel). The engine (forward, backward, optimizer) works in the runtime layout;
+    only writing a model maps back (to_container)."""
+    rt = OrderedDict(params)
+    rt["char_conv.weight"] = L.conv_weight_to_runtime(params["char_conv.weight"])
+    return rt
+
+
+def to_container(params_rt) -> "OrderedDict[str, np.ndarray]":
+    out = OrderedDict(params_rt)
+    w = params_rt["char_conv.weight"]
+    out["char_conv.weight"] = L.conv_weight_to_container(w, w.shape[1] // 3)
+    return out
+
+
+def _scale(dtype, size) -> np.floating:
+    """sqrt(size) rounded to the working precision (attention: d/heads; pointers: r)."""
+    t = np.dtype(dtype).type
+    return np.sqrt(t(size))
+
+
+def forward(cfg: ModelConfig, params, inp, ops: Ops, keep: bool = False) -> Outputs:
+    p = params
+    dt = p["char_emb"].dtype
+    n = inp.n
+    cache = {} if keep else None
+
+    # 1. characters -> pooled channels
+    tap_ids, owners = L.char_windows(inp.char_ids, inp.char_len)
+    w_rt = p["char_conv.weight"]
+    pooled, conv_saved = L.charconv_forward(ops, p["char_emb"], w_rt, p["char_conv.bias"], tap_ids, owners, n)
+
+    # 2. e = char_proj(pooled) + pos_x0 + pos_y0 + pos_x1 + pos_y1 + feat_proj(features), left to right
+    e = L.linear_forward(ops, pooled, p["char_proj.weight"], p["char_proj.bias"])
+    b = inp.buckets
+    e = e + p["pos_x0"][b[:, 0]]
+    e = e + p["pos_y0"][b[:, 1]]
+    e = e + p["pos_x1"][b[:, 2]]
+    e = e + p["pos_y1"][b[:, 3]]
+    feats = inp.word_feats.astype(dt)
+    e = e + L.linear_forward(ops, feats, p["feat_proj.weight"], p["feat_proj.bias"])
+    x, emb_ln_saved = L.layernorm_forward(ops, e, p["emb_ln.weight"], p["emb_ln.bias"], cfg.ln_eps)
+
+    # 3. pair bias over the n^2 pairs in row-major (i, j) order, once per window
+    pf = inp.pair_feats.astype(dt)
+    ph = L.relu_forward(L.linear_forward(ops, pf, p["pair1.weight"], p["pair1.bias"]))
+    pbias = L.linear_forward(ops, ph, p["pair2.weight"], p["pair2.bias"])  # (n*n, L*heads)
+    if keep:
+        cache.update(tap_ids=tap_ids, w_rt=w_rt, conv=conv_saved, pooled=pooled, feats=feats,
+                     emb_ln=emb_ln_saved, pf=pf, ph=ph)
+
+    # 4. blocks
+    d, heads, dh = cfg.d_model, cfg.heads, cfg.head_dim
+    scale = _scale(dt, dh)
+    blocks = []
+    for l in range(cfg.layers):
+        q = f"blocks.{l}."
+        h, ln1 = L.layernorm_forward(ops, x, p[q + "ln1.weight"], p[q + "ln1.bias"], cfg.ln_eps)
+        qkv = L.linear_forward(ops, h, p[q + "qkv.weight"], p[q + "qkv.bias"])
+        a = np.empty((n, d), dt)
+        probs = []
+        for hd in range(heads):
+            cols = slice(hd * dh, (hd + 1) * dh)
+            qh = np.ascontiguousarray(qkv[:, cols])
+            kh = np.ascontiguousarray(qkv[:, d + hd * dh: d + (hd + 1) * dh])
+            vh = np.ascontiguousarray(qkv[:, 2 * d + hd * dh: 2 * d + (hd + 1) * dh])
+            bias = pbias[:, l * heads + hd].reshape(n, n)
+            a[:, cols], prob = L.attention_forward(ops, qh, kh, vh, bias, scale)
+            probs.append(prob)
+        x_attn_in = x
+        x = x + L.linear_forward(ops, a, p[q + "proj.weight"], p[q + "proj.bias"])
+        h2, ln2 = L.layernorm_forward(ops, x, p[q + "ln2.weight"], p[q + "ln2.bias"], cfg.ln_eps)
+        f1 = L.linear_forward(ops, h2, p[q + "fc1.weight"], p[q + "fc1.bias"])
+        g, t = L.gelu_forward(ops, f1)
+        x = x + L.linear_forward(ops, g, p[q + "fc2.weight"], p[q + "fc2.bias"])
+        if keep:
+            blocks.append(dict(ln1=ln1, h=h, qkv=qkv, probs=probs, a=a, ln2=ln2, h2=h2, f1=f1, g=g, t=t))
+
+    # 5. heads
+    f, fin = L.layernorm_forward(ops, x, p["final_ln.weight"], p["final_ln.bias"], cfg.ln_eps)
+    tag = L.linear_forward(ops, f, p["tag_head.weight"], p["tag_head.bias"])
+    role = L.linear_forward(ops, f, p["role_head.weight"], p["role_head.bias"])
+    mean = ops.colsum(f) / dt.type(n)
+    doc = L.linear_forward(ops, mean[None, :], p["doc_head.weight"], p["doc_head.bias"])[0]
+    rq = L.linear_forward(ops, f, p["rel_q.weight"], p["rel_q.bias"])
+    rk = L.linear_forward(ops, f, p["rel_k.weight"], p["rel_k.bias"])
+    r = cfg.rel_dim
+    rscale = _scale(dt, r)
+    qi, ki = np.ascontiguousarray(rq[:, :r]), np.ascontiguousarray(rk[:, :r])
+    qv, kv = np.ascontiguousarray(rq[:, r:]), np.ascontiguousarray(rk[:, r:])
+    items = L.pointer_forward(ops, qi, ki, rscale)
+    kvs = L.pointer_forward(ops, qv, kv, rscale)
+    if keep:
+        cache.update(blocks=blocks, final=fin, f=f, mean=mean, rq=rq, rk=rk)
+    return Outputs(tag, role, doc, items, kvs, cache)
+
+
+@dataclass
+class OutputGrads:
+    """Gradients of the loss with respect to the outputs; None = that output is not used."""
+    tag: np.ndarray | None = None
+    role: np.ndarray | None = None
+    doc: np.ndarray | None = None
+    items: np.ndarray | None = None
+    kv: np.ndarray | None = None
+
+
+def backward(cfg: ModelConfig, params, inp, out: Outputs, go: OutputGrads, ops: Ops,
+             wanted: set | None = None) -> "OrderedDict[str, np.ndarray]":
+    """Parameter gradients (runtime layout, like the parameters) for the
+    tensors in `wanted` (None: every tensor the used outputs reach). Backward stops as soon as
+    no wanted tensor lies further down."""
+    p = params
+    c = out.cache
+    if c is None:
+        raise ValueError("backward needs a forward run with keep=True")
+    dt = p["char_emb"].dtype
+    n = inp.n
+    grads: dict = {}
+    want = (lambda name: True) if wanted is None else (lambda name: name in wanted)
+    f = c["f"]
+
+    # 5. heads -> df, added in the order tag, role, doc, rel_q, rel_k
+    df = None
+
+    def add(a, b):
+        return b if a is None else a + b
+
+    def head(name, dy, x):
+        nonlocal df
+        dx, dw, db = L.linear_backward(ops, dy, x, p[name + ".weight"])
+        grads[name + ".weight"], grads[name + ".bias"] = dw, db
+        return dx
+
+    if go.tag is not None:
+        df = add(df, head("tag_head", go.tag, f))
+    if go.role is not None:
+        df = add(df, head("role_head", go.role, f))
+    if go.doc is not None:
+        dmean = head("doc_head", go.doc[None, :], c["mean"][None, :])[0]
+        df = add(df, np.broadcast_to(dmean / dt.type(n), f.shape))
+    if go.items is not None or go.kv is not None:
+        r = cfg.rel_dim
+        rscale = _scale(dt, r)
+        rq, rk = c["rq"], c["rk"]
+        drq = np.zeros_like(rq)
+        drk = np.zeros_like(rk)
+        for gsc, cols in ((go.items, slice(0, r)), (go.kv, slice(r, 2 * r))):
+            if gsc is None:
+                continue
+            dq, dk = L.pointer_backward(ops, gsc, np.ascontiguousarray(rq[:, cols]),
+                                        np.ascontiguousarray(rk[:, cols]), rscale)
+            drq[:, cols] = dq
+            drk[:, cols] = dk
+        df = add(df, head("rel_q", drq, f))
+        df = add(df, head("rel_k", drk, f))
+
+    backbone = [name for name in p if not name.startswith(("tag_head", "role_head", "doc_head", "rel_q", "rel_k"))]
+    if df is None or not any(want(name) for name in backbone):
+        return _ordered(p, grads)
+
+    dx, grads["final_ln.weight"], grads["final_ln.bias"] = L.layernorm_backward(ops, df, c["final"], p["final_ln.weight"])
+
+    # 4. blocks, last first
+    d, heads, dh = cfg.d_model, cfg.heads, cfg.head_dim
+    scale = _scale(dt, dh)
+    dpbias = np.zeros((n * n, cfg.layers * heads), dt)
+    for l in range(cfg.layers - 1, -1, -1):
+        q = f"blocks.{l}."
+        bc = c["blocks"][l]
+        # x = x + fc2(gelu(fc1(ln2(x))))
+        dg, grads[q + "fc2.weight"], grads[q + "fc2.bias"] = L.linear_backward(ops, dx, bc["g"], p[q + "fc2.weight"])
+        df1 = L.gelu_backward(dg, bc["f1"], bc["t"])
+        dh2, grads[q + "fc1.weight"], grads[q + "fc1.bias"] = L.linear_backward(ops, df1, bc["h2"], p[q + "fc1.weight"])
+        dln2, grads[q + "ln2.weight"], grads[q + "ln2.bias"] = L.layernorm_backward(ops, dh2, bc["ln2"], p[q + "ln2.weight"])
+        dx = dx + dln2
+        # x = x + proj(attention(ln1(x)))
+        da, grads[q + "proj.weight"], grads[q + "proj.bias"] = L.linear_backward(ops, dx, bc["a"], p[q + "proj.weight"])
+        qkv = bc["qkv"]
+        dqkv = np.empty_like(qkv)
+        for hd in range(heads):
+            cols = slice(hd * dh, (hd + 1) * dh)
+            kc = slice(d + hd * dh, d + (hd + 1) * dh)
+            vc = slice(2 * d + hd * dh, 2 * d + (hd + 1) * dh)
+            dq, dk, dv, ds = L.attention_backward(
+                ops, np.ascontiguousarray(da[:, cols]), np.ascontiguousarray(qkv[:, cols]),
+                np.ascontiguousarray(qkv[:, kc]), np.ascontiguousarray(qkv[:, vc]), bc["probs"][hd], scale)
+            dqkv[:, cols], dqkv[:, kc], dqkv[:, vc] = dq, dk, dv
+            dpbias[:, l * heads + hd] = ds.reshape(-1)
+        dh1, grads[q + "qkv.weight"], grads[q + "qkv.bias"] = L.linear_backward(ops, dqkv, bc["h"], p[q + "qkv.weight"])
+        dln1, grads[q + "ln1.weight"], grads[q + "ln1.bias"] = L.layernorm_backward(ops, dh1, bc["ln1"], p[q + "ln1.weight"])
+        dx = dx + dln1
+
+    # 3. pair MLP: weight gradients are dots over the pairs in row-major order; features get none
+    dph, grads["pair2.weight"], grads["pair2.bias"] = L.linear_backward(ops, dpbias, c["ph"], p["pair2.weight"])
+    dph = L.relu_backward(dph, c["ph"])
+    grads["pair1.weight"] = ops.mm(np.ascontiguousarray(dph.T), c["pf"])
+    grads["pair1.bias"] = ops.colsum(dph)
+
+    # 2. embedding sum and its layer norm
+    de, grads["emb_ln.weight"], grads["emb_ln.bias"] = L.layernorm_backward(ops, dx, c["emb_ln"], p["emb_ln.weight"])
+    grads["feat_proj.weight"] = ops.mm(np.ascontiguousarray(de.T), c["feats"])
+    grads["feat_proj.bias"] = ops.colsum(de)
+    b = inp.buckets
+    for k, name in enumerate(("pos_x0", "pos_y0", "pos_x1", "pos_y1")):
+        grads[name] = L.table_backward(de, b[:, k], cfg.pos_buckets)
+    dpooled, grads["char_proj.weight"], grads["char_proj.bias"] = L.linear_backward(ops, de, c["pooled"], p["char_proj.weight"])
+
+    # 1. characters
+    grads["char_emb"], grads["char_conv.weight"], grads["char_conv.bias"] = L.charconv_backward(
+        ops, dpooled, c["conv"], c["w_rt"], c["tap_ids"], cfg.vocab)
+    return _ordered(p, grads)
+
+
+def _ordered(params, grads):
+    return OrderedDict((name, grads[name]) for name in params if name in grads)

@@ -1,0 +1,273 @@
+"""One training step: examples with their targets in, gradients and updated weights out.
+
+    state = TrainState.start(cfg, container_params, settings)
+    result = train_step(state, examples, lr)        # forward, backward, clipping, AdamW
+    params = state.container_params()               # what a model file holds
+
+Each example fills its own gradient set (optionally on `degree` threads); the sets are added
+in example order with plain additions, so no reduction crosses threads and the bytes do not
+depend on the degree. docs/training.md pins every formula.
+"""
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import numerics as nu
+from .config import ModelConfig
+from .layers import Ops
+from .losses import cross_entropy
+from .model import OutputGrads, forward, backward, to_container, to_runtime
+from .params import decays, param_spec
+
+F32 = np.float32
+
+HEAD_PREFIX = {"tag": "tag_head", "role": "role_head", "doc": "doc_head", "items": "rel_", "kv": "rel_"}
+
+
+@dataclass
+class Targets:
+    """Per-word targets of one window; a negative value is ignored by the loss."""
+    tags: np.ndarray  # (n,) tag index 0 .. 2K
+    roles: np.ndarray | None = None  # (n,) role index
+    doc: int = -1  # document type of the page
+    items: np.ndarray | None = None  # (n,) index of the word's line-item anchor word
+    kv: np.ndarray | None = None  # (n,) index of the word's key word
+
+
+@dataclass
+class Example:
+    inputs: object  # WindowInputs
+    targets: Targets
+
+
+@dataclass
+class TrainSettings:
+    backbone_scale: float = 0.0  # 0: head-only (tag head, tag loss)
+    loss_tag: float = 1.0
+    loss_role: float = 0.0
+    loss_doc: float = 0.0
+    loss_items: float = 0.0
+    loss_kv: float = 0.0
+    tag_class_weights: tuple | None = None  # (1 + 2K,) or None for all 1
+    weight_decay: float = 0.01
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+    clip: float | None = None  # global-norm clipping threshold
+    degree: int = 1  # examples in parallel
+    kernels: str = "fast"
+
+    def loss_weights(self) -> dict:
+        w = {"tag": self.loss_tag, "role": self.loss_role, "doc": self.loss_doc,
+             "items": self.loss_items, "kv": self.loss_kv}
+        if self.backbone_scale == 0:  # head-only: every loss but the tag loss is off
+            w = {k: (v if k == "tag" else 0.0) for k, v in w.items()}
+        return w
+
+
+def trainable_scales(cfg: ModelConfig, settings: TrainSettings) -> "OrderedDict[str, float]":
+    """Trainable tensors in the fixed order with their learning-rate scale.
+
+    Head-only (BackboneScale 0): the tag head and its bias. A positive scale: the tag head at 1
+    (with the tag loss on), every backbone tensor at the scale, and the role, document and
+    pointer heads at the scale only when their own loss is on."""
+    lw = settings.loss_weights()
+    s = float(settings.backbone_scale)
+    if s < 0:
+        raise ValueError("backbone_scale must be >= 0")
+    out = OrderedDict()
+    any_loss = any(v > 0 for v in lw.values())
+    for name, _, _ in param_spec(cfg):
+        if name.startswith("tag_head"):
+            if lw["tag"] > 0:
+                out[name] = 1.0
+        elif name.startswith("role_head"):
+            if lw["role"] > 0 and s > 0:
+                out[name] = s
+        elif name.startswith("doc_head"):
+            if lw["doc"] > 0 and s > 0:
+                out[name] = s
+        elif name.startswith(("rel_q", "rel_k")):
+            if (lw["items"] > 0 or lw["kv"] > 0) and s > 0:
+                out[name] = s
+        elif s > 0 and any_loss:
+            out[name] = s
+    return out
+
+
+def _check_targets(cfg, ex: Example, idx: int):
+    n = ex.inputs.n
+    t = ex.targets
+
+    def vec(name, v, hi, what):
+        if v is None:
+            return
+        a = np.asarray(v)
+        if a.shape != (n,):
+            raise ValueError(f"example {idx}: {name} targets have length {a.shape}, the window has {n} words")
+        if not np.issubdtype(a.dtype, np.integer):
+            raise ValueError(f"example {idx}: {name} targets must be integers")
+        if np.any(a >= hi):
+            bad = int(a[a >= hi][0])
+            raise ValueError(f"example {idx}: {name} target {bad} is outside the {hi} {what}")
+
+    vec("tag", t.tags, cfg.n_tags, f"tags of the schema {list(cfg.fields)}")
+    vec("role", t.roles, len(cfg.roles), "roles")
+    vec("items", t.items, n, "words of the window")
+    vec("kv", t.kv, n, "words of the window")
+    if not (-1 <= int(t.doc) < len(cfg.doc_types)) and int(t.doc) >= 0:
+        raise ValueError(f"example {idx}: document type {t.doc} is outside the {len(cfg.doc_types)} types")
+    if int(t.doc) >= len(cfg.doc_types):
+        raise ValueError(f"example {idx}: document type {t.doc} is outside the {len(cfg.doc_types)} types")
+
+
+def example_gradients(cfg, params, ex: Example, settings: TrainSettings, wanted, batch_size: int):
+    """(loss of the example, gradients of the wanted tensors scaled by 1/batch_size)."""
+    ops = Ops(settings.kernels)
+    lw = settings.loss_weights()
+    out = forward(cfg, params, ex.inputs, ops, keep=True)
+    t = ex.targets
+    go = OutputGrads()
+    loss = 0.0
+    k = settings.kernels
+    scale = 1.0 / batch_size
+    cw = None if settings.tag_class_weights is None else np.asarray(settings.tag_class_weights, np.float64)
+    terms = []
+    if lw["tag"] > 0:
+        terms.append(("tag", out.tag_logits, t.tags, cw))
+    if lw["role"] > 0 and t.roles is not None:
+        terms.append(("role", out.role_logits, t.roles, None))
+    if lw["doc"] > 0:
+        terms.append(("doc", out.doc_logits[None, :], np.array([t.doc]), None))
+    if lw["items"] > 0 and t.items is not None:
+        terms.append(("items", out.item_scores, t.items, None))
+    if lw["kv"] > 0 and t.kv is not None:
+        terms.append(("kv", out.kv_scores, t.kv, None))
+    for name, logits, targ, weight in terms:
+        l, g = cross_entropy(logits, targ, weight, scale=lw[name] * scale, kernels=k)
+        loss = loss + lw[name] * l
+        setattr(go, name, g[0] if name == "doc" else g)
+    grads = backward(cfg, params, ex.inputs, out, go, ops, wanted=set(wanted))
+    return loss, OrderedDict((n_, grads[n_]) for n_ in wanted if n_ in grads)
+
+
+def batch_gradients(cfg, params, examples, settings: TrainSettings, wanted):
+    """Mean example loss and the batch gradient: example sets added in example order."""
+    if not examples:
+        raise ValueError("a batch needs at least one example")
+    for i, ex in enumerate(examples):
+        _check_targets(cfg, ex, i)
+    b = len(examples)
+
+    def one(ex):
+        if settings.degree > 1 and settings.kernels == "fast":
+            with nu.serial_kernels():
+                return example_gradients(cfg, params, ex, settings, wanted, b)
+        return example_gradients(cfg, params, ex, settings, wanted, b)
+
+    if settings.degree > 1 and b > 1:
+        with ThreadPoolExecutor(max_workers=settings.degree) as pool:
+            results = list(pool.map(one, examples))
+    else:
+        results = [one(ex) for ex in examples]
+    total = OrderedDict()
+    loss = 0.0
+    for l, g in results:  # example order, plain additions
+        loss = loss + l
+        for name in wanted:
+            if name in g:
+                total[name] = g[name].copy() if name not in total else total[name] + g[name]
+    for name in wanted:  # a tensor no active loss reached: zero gradient
+        if name not in total:
+            total[name] = np.zeros_like(params[name])
+    return loss / b, total
+
+
+def global_norm(grads, kernels: str = "fast") -> float:
+    """sqrt of the binary64 sum (fixed tensor order) of each gradient's dot16 with itself."""
+    total = 0.0
+    for g in grads.values():
+        flat = np.ascontiguousarray(g, F32).reshape(1, -1)
+        total = total + float(nu.rowdot(flat, flat, kernels)[0])
+    return math.sqrt(total)
+
+
+@dataclass
+class TrainState:
+    cfg: ModelConfig
+    params: "OrderedDict[str, np.ndarray]"  # runtime layout
+    settings: TrainSettings
+    m: dict = field(default_factory=dict)
+    v: dict = field(default_factory=dict)
+    step: int = 0  # AdamW steps taken
+
+    @classmethod
+    def start(cls, cfg, container_params, settings):
+        params = OrderedDict((k, np.array(v, F32, copy=True)) for k, v in to_runtime(container_params).items())
+        st = cls(cfg, params, settings)
+        for name in trainable_scales(cfg, settings):
+            st.m[name] = np.zeros_like(params[name])
+            st.v[name] = np.zeros_like(params[name])
+        return st
+
+    def container_params(self):
+        return to_container(self.params)
+
+
+@dataclass
+class StepResult:
+    loss: float
+    grad_norm: float | None
+    grads: "OrderedDict[str, np.ndarray]"
+
+
+def adamw_update(state: TrainState, grads, lr: float) -> None:
+    """AdamW (decoupled weight decay) with a per-tensor learning-rate scale, docs/training.md.
+
+    Scalars are computed in binary64 and rounded once to binary32; each element then takes
+    p = p*(1 - lr*wd) [weights and tables]; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*(g*g);
+    p = p - (lr/bc1) * (m / (sqrt(v)/sqrt(bc2) + eps)).
+    """
+    s = state.settings
+    state.step += 1
+    t = state.step
+    b1, b2 = F32(s.beta1), F32(s.beta2)
+    omb1, omb2 = F32(1.0 - s.beta1), F32(1.0 - s.beta2)
+    bc1 = 1.0 - s.beta1 ** t
+    bc2 = 1.0 - s.beta2 ** t
+    sbc2 = F32(math.sqrt(bc2))
+    eps = F32(s.eps)
+    kinds = {name: kind for name, _, kind in param_spec(state.cfg)}
+    for name, scale in trainable_scales(state.cfg, s).items():
+        g = grads[name]
+        p = state.params[name]
+        lr_t = float(lr) * scale
+        if decays(kinds[name]) and s.weight_decay:
+            p *= F32(1.0 - lr_t * s.weight_decay)
+        m = state.m[name]
+        v = state.v[name]
+        m[...] = b1 * m + omb1 * g
+        v[...] = b2 * v + omb2 * (g * g)
+        denom = np.sqrt(v) / sbc2 + eps
+        p -= F32(lr_t / bc1) * (m / denom)
+
+
+def train_step(state: TrainState, examples, lr: float) -> StepResult:
+    wanted = list(trainable_scales(state.cfg, state.settings))
+    if not wanted:
+        raise ValueError("nothing to train: every loss term is off")
+    loss, grads = batch_gradients(state.cfg, state.params, examples, state.settings, wanted)
+    norm = None
+    if state.settings.clip:
+        norm = global_norm(grads, state.settings.kernels)
+        coef = state.settings.clip / (norm + 1e-6)
+        if coef < 1.0:
+            c = F32(coef)
+            grads = OrderedDict((k, g * c) for k, g in grads.items())
+    adamw_update(state, grads, lr)
+    return StepResult(loss, norm, grads)
