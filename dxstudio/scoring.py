@@ -13,6 +13,7 @@ docs/tuning.md pins the remaining choices.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -55,9 +56,9 @@ def _words(value, where: str) -> frozenset:
     if not isinstance(value, (tuple, list)):
         raise ScoringError(f"{where}: word indices must be a list, not {value!r}")
     for i in value:
-        if isinstance(i, bool) or not isinstance(i, int) or i < 0:
+        if isinstance(i, bool) or not isinstance(i, numbers.Integral) or i < 0:
             raise ScoringError(f"{where}: word index {i!r} is not a non-negative integer")
-    words = frozenset(value)
+    words = frozenset(int(i) for i in value)
     if len(words) != len(value):
         raise ScoringError(f"{where}: a word index appears twice in {list(value)}")
     return words

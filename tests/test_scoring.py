@@ -32,6 +32,8 @@ def test_field_outcomes():
     assert field_outcome((3,), None) == (MISSED, None)
     assert field_outcome((), ((1,), 0.7)) == (SPURIOUS, 0.7)
     assert field_outcome([], (np.array([2]).tolist(), np.float32(0.5))) == (SPURIOUS, 0.5)
+    # numpy indices (as an engine returns them) compare equal to Python ints
+    assert field_outcome((4, 5), (tuple(np.arange(4, 6)), np.float32(0.25))) == (CORRECT, 0.25)
 
 
 def test_bad_predictions_are_clear_errors():
