@@ -23,8 +23,10 @@ COMMANDS = [
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dxstudio", description="Local document extraction models from a labelling model's answers.")
-    parser.add_argument("project", nargs="?", help="project folder to open in the app (default: the bundled sample)")
+    parser = argparse.ArgumentParser(
+        prog="dxstudio", usage="dxstudio [PROJECT] | dxstudio COMMAND ...",
+        description="Local document extraction models from a labelling model's answers. "
+                    "With no command, opens the app on PROJECT (default: the bundled sample).")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module, help_text in COMMANDS:
         p = sub.add_parser(name, help=help_text, description=help_text)
