@@ -399,3 +399,22 @@ def test_funsd_page_features_are_finite_and_in_range():
     wf = wins[0].word_feats
     assert wf[:, F["ends_with_colon"]].any() and wf[:, F["has_digit"]].any()
     assert wf[:, F["title_case"]].any()
+
+
+def test_every_currency_sign_makes_an_amount_and_nothing_else_does():
+    from dxstudio.engine.inputs import CURRENCY_SIGNS
+    for sign in sorted(CURRENCY_SIGNS):
+        f = flags(sign + "3")
+        assert f["currency_sign"] == 1 and f["amount"] == 1, hex(ord(sign))
+    for other in ("#", "%", "\u00a6", "\u20d0", "x", "\u00a7"):
+        f = flags(other + "3")
+        assert f["currency_sign"] == 0 and f["amount"] == 0, hex(ord(other))
+
+
+def test_patterns_are_ascii_only():
+    # Fullwidth digits are not digits: no amount, no date. Non-ASCII case folding is off:
+    # U+017F (long s) does not match the S of "USD".
+    assert flags("\uff11\uff12.50")["amount"] == 0
+    assert flags("\uff10\uff13/01/19")["date"] == 0
+    assert flags("U\u017fD")["currency_sign"] == 0
+    assert flags("usd")["currency_sign"] == 1
