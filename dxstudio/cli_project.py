@@ -1,0 +1,126 @@
+"""`dxstudio import FORMAT SRC PROJECT` and `dxstudio label PROJECT [--jsonl FILE] [--limit N]`.
+
+A JSON summary goes to stdout, one line per bad file to stderr, a progress bar to stderr.
+Exit code: 0 all went well, 1 some files failed, 2 nothing could be done.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+FORMATS = ("json", "funsd", "sroie", "cord", "pdf")
+
+
+class ProgressBar:
+    """A self-written text bar on stderr, redrawn at most ten times a second."""
+
+    def __init__(self, label: str, stream=None, width: int = 30):
+        self.label = label
+        self.stream = stream if stream is not None else sys.stderr
+        self.width = width
+        self._last = 0.0
+        self._shown = False
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done < total and now - self._last < 0.1:
+            return
+        self._last = now
+        frac = done / total if total else 1.0
+        filled = int(round(frac * self.width))
+        self.stream.write(f"\r{self.label} [{'#' * filled}{'.' * (self.width - filled)}] {done}/{total}")
+        self.stream.flush()
+        self._shown = True
+
+    def close(self) -> None:
+        if self._shown:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def configure(name: str, parser) -> None:
+    if name == "import":
+        parser.add_argument("format", choices=FORMATS, metavar="FORMAT", help=f"one of {', '.join(FORMATS)}")
+        parser.add_argument("src", help="source file or folder")
+        parser.add_argument("project", help="project folder (created if needed)")
+        parser.add_argument("--name", help="project name when creating it (default: the folder name)")
+    elif name == "label":
+        parser.add_argument("project", help="project folder")
+        parser.add_argument("--jsonl", metavar="FILE", help="import answers from a JSONL file instead of asking the model")
+        parser.add_argument("--limit", type=int, metavar="N", help="ask for at most N pages")
+        parser.add_argument("--force", action="store_true", help="ask again for pages that already have answers")
+        parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for one answer (default 60)")
+        parser.add_argument("--retries", type=int, default=3, help="tries after the first on timeouts, 429, 5xx (default 3)")
+
+
+def _emit(summary: dict, errors) -> None:
+    for where, message in errors:
+        print(message if str(where) in message else f"{where}: {message}", file=sys.stderr)
+    print(json.dumps(summary, ensure_ascii=False, indent=2))
+
+
+def _run_import(args) -> int:
+    from dxstudio.importers import SourceError, import_pages
+    from dxstudio.project import Project, ProjectError
+
+    try:
+        project = Project.open_or_create(args.project, args.name)
+    except ProjectError as e:
+        print(f"dxstudio import: {e}", file=sys.stderr)
+        return 2
+    bar = ProgressBar(f"import {args.format}")
+    try:
+        report = import_pages(args.format, args.src, project, progress=bar)
+    except (SourceError, ProjectError) as e:
+        bar.close()
+        print(f"dxstudio import: {e}", file=sys.stderr)
+        return 2
+    bar.close()
+    summary = report.to_dict()
+    summary["project"] = str(project.root)
+    summary["pages_in_project"] = len(project.page_ids())
+    _emit({k: v for k, v in summary.items() if k != "errors"} | {"failed": len(report.errors)}, report.errors)
+    if report.errors:
+        return 2 if not (report.added or report.unchanged) else 1
+    return 0
+
+
+def _run_label(args) -> int:
+    from dxstudio.labelling import LabelClient, LabellingError, import_answers_jsonl, label_project
+    from dxstudio.project import LabelError, Project, ProjectError
+
+    try:
+        project = Project.open(args.project)
+        if not project.page_ids():
+            raise ProjectError(f"{project.root}: the project has no pages; import some first")
+        if args.jsonl:
+            report = import_answers_jsonl(project, args.jsonl)
+        else:
+            client = LabelClient.from_project(project, timeout=args.timeout, retries=args.retries)
+            bar = ProgressBar("label")
+            try:
+                report = label_project(project, client, limit=args.limit, progress=bar, force=args.force)
+            finally:
+                bar.close()
+    except (ProjectError, LabelError, LabellingError) as e:
+        print(f"dxstudio label: {e}", file=sys.stderr)
+        return 2
+    summary = report.to_dict()
+    summary.pop("errors")
+    summary["failed"] = len(report.errors)
+    summary["project"] = str(project.root)
+    _emit(summary, report.errors)
+    if report.stopped:
+        print(f"dxstudio label: {report.stopped}", file=sys.stderr)
+    if report.errors or report.stopped:
+        return 2 if not report.labelled else 1
+    return 0
+
+
+def run(name: str, args) -> int:
+    if name == "import":
+        return _run_import(args)
+    if name == "label":
+        return _run_label(args)
+    raise ValueError(f"cli_project does not handle {name!r}")

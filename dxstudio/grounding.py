@@ -1,0 +1,385 @@
+"""Grounding: find each answered value's words on the page, and turn labels into tag targets.
+
+Statuses (the seed's "Labels"):
+  exact       the words' texts joined by single spaces equal the value (white space collapsed)
+  normalized  equal after normalization: Unicode NFKC, case, white space, punctuation at the
+              edges of each word, currency marks before a number, number formats; failing
+              that, ignoring every punctuation mark (OCR often drops or adds a space or a dot)
+  computed    a number that is not printed but equals a sum or product of printed numbers:
+              never labelled (the field has no value on this page)
+  absent      not on the page: the whole page is excluded from training and evaluation,
+              with the reason kept
+  null        no value (the answer is null, missing, or has no words)
+
+When a value occurs more than once, the most exact match wins (exact, then normalized, then
+punctuation-blind), and among equally exact runs the FIRST in reading order is taken for
+text values and the LAST for numbers (a receipt's total follows the items and subtotals it
+sums, which may repeat the same number). See docs/project.md.
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+
+import numpy as np
+
+from dxstudio.project import LabelError, LabelFile
+
+# ---------------------------------------------------------------------------------------
+# Normalization
+
+_CURRENCY_CODES = ("rm", "rp", "usd", "myr", "idr", "sgd", "eur", "gbp", "us", "s", "inr", "aud", "cad", "jpy")
+_CURRENCY_PREFIX = re.compile(r"^(?:%s)\.?(?=\d)" % "|".join(sorted(_CURRENCY_CODES, key=len, reverse=True)))
+_NUMBERISH = re.compile(r"\d[\d.,]*")
+
+
+def _strip_edges(t: str) -> str:
+    """Remove every character that is not a letter or digit from both ends."""
+    i, j = 0, len(t)
+    while i < j and not t[i].isalnum():
+        i += 1
+    while j > i and not t[j - 1].isalnum():
+        j -= 1
+    return t[i:j]
+
+
+def canonical_number(s: str) -> str | None:
+    """'1,234.50', '1234.50', '1.234,50', '1234,50' -> '1234.5'; None when s is not a number.
+
+    A separator followed by exactly three digits is a thousands separator when it is the
+    only one ('75,000' and '75.000' are 75000: receipts almost never print three decimals).
+    With both '.' and ',' the last one is the decimal mark. A number with a leading zero
+    ('007', an id) is kept as it is. Dates such as 25.12.2018 are not numbers."""
+    if not _NUMBERISH.fullmatch(s) or not s[-1].isdigit():
+        return None
+    groups = re.split(r"[.,]", s)
+    seps = re.findall(r"[.,]", s)
+    if not seps:
+        if len(s) > 1 and s[0] == "0":
+            return None
+        int_part, frac = s, ""
+    elif len(set(seps)) == 2:
+        dec = seps[-1]
+        if any(c == dec for c in seps[:-1]):
+            return None
+        head, frac = groups[:-1], groups[-1]
+        if not (1 <= len(head[0]) <= 3) or any(len(g) != 3 for g in head[1:]):
+            return None
+        int_part = "".join(head)
+    elif len(seps) > 1:
+        if not (1 <= len(groups[0]) <= 3) or any(len(g) != 3 for g in groups[1:]):
+            return None
+        int_part, frac = "".join(groups), ""
+    else:
+        a, b = groups
+        if len(b) == 3 and 1 <= len(a) <= 3 and a != "0":
+            int_part, frac = a + b, ""
+        else:
+            int_part, frac = a, b
+    try:
+        d = Decimal(f"{int_part or '0'}.{frac or '0'}")
+    except InvalidOperation:
+        return None
+    return format(d.normalize(), "f")
+
+
+def word_key(text: str) -> str:
+    """The normalized form of one word (or one white-space token of a value)."""
+    t = unicodedata.normalize("NFKC", text).casefold()
+    t = _strip_edges(t)
+    t = _CURRENCY_PREFIX.sub("", t)
+    num = canonical_number(t)
+    if num is not None:
+        return num
+    if t in _CURRENCY_CODES:  # a lone currency word ("RM 12.50") carries no value
+        return ""
+    return t
+
+
+def loose_key(key: str) -> str:
+    """A word key with every punctuation mark removed."""
+    return "".join(c for c in key if c.isalnum())
+
+
+def value_key(value: str) -> str:
+    return "".join(word_key(t) for t in value.split())
+
+
+def number_value(text: str) -> Decimal | None:
+    k = word_key(text)
+    if not k or canonical_number(k) is None:
+        return None
+    return Decimal(k)
+
+
+# ---------------------------------------------------------------------------------------
+# Finding a value
+
+@dataclass(frozen=True)
+class Grounding:
+    status: str  # exact | normalized | computed | absent | null
+    words: tuple = ()
+    reason: str = ""
+
+    def to_dict(self) -> dict:
+        return {"status": self.status, "words": list(self.words), "reason": self.reason}
+
+
+def _find_runs(keys: list[str], target: str, joiner: str) -> list[tuple[int, int]]:
+    """Every run [i, j] of consecutive words, starting and ending on a word with a non-empty
+    key, whose keys joined by `joiner` equal `target`."""
+    runs = []
+    if not target:
+        return runs
+    n = len(keys)
+    for i in range(n):
+        if not keys[i] or not target.startswith(keys[i]):
+            continue
+        acc = keys[i]
+        j = i
+        while True:
+            if acc == target:
+                runs.append((i, j))
+                break
+            j += 1
+            if j >= n:
+                break
+            if not keys[j]:
+                continue
+            nxt = acc + joiner + keys[j] if joiner else acc + keys[j]
+            if not target.startswith(nxt):
+                break
+            acc = nxt
+    return runs
+
+
+def _computed_from(page_numbers: list[Decimal], amounts: list[Decimal], v: Decimal) -> str | None:
+    counts = Counter(page_numbers)
+    for a in page_numbers:
+        b = v - a
+        if b in counts and (b != a or counts[a] > 1) and a != 0 and b != 0:
+            return f"{_fmt(a)} + {_fmt(b)}"
+    for a in page_numbers:
+        if a in (0, 1):
+            continue
+        b = v / a
+        if b in counts and b != 1 and (b != a or counts[a] > 1):
+            return f"{_fmt(a)} x {_fmt(b)}"
+    for i in range(len(amounts)):
+        total = amounts[i]
+        for j in range(i + 1, len(amounts)):
+            total += amounts[j]
+            if total == v:
+                return f"the sum of {j - i + 1} consecutive amounts from {_fmt(amounts[i])} to {_fmt(amounts[j])}"
+    return None
+
+
+def _fmt(d: Decimal) -> str:
+    return format(d.normalize(), "f")
+
+
+def ground_value(page, value, prefer: str | None = None) -> Grounding:
+    """Find `value` on `page` as one run of consecutive words.
+
+    prefer: "first" or "last" occurrence among equally exact runs; by default the last for
+    numbers and the first otherwise."""
+    if value is None:
+        return Grounding("null", (), "no value")
+    if not isinstance(value, str):
+        raise TypeError(f"a value is text or None, not {value!r}")
+    texts = [w.text for w in page.words]
+    target_exact = " ".join(value.split())
+    vkey = value_key(value)
+    if not target_exact:
+        return Grounding("null", (), "the value is empty")
+    is_number = canonical_number(vkey) is not None
+    choose = prefer or ("last" if is_number else "first")
+    if choose not in ("first", "last"):
+        raise ValueError(f"prefer must be 'first' or 'last', not {prefer!r}")
+
+    def pick(runs, status, how):
+        i, j = runs[0] if choose == "first" else runs[-1]
+        reason = how
+        if len(runs) > 1:
+            reason += f"; {len(runs)} occurrences, took the {choose}"
+        return Grounding(status, tuple(range(i, j + 1)), reason)
+
+    runs = _find_runs([" ".join(t.split()) for t in texts], target_exact, " ")
+    if runs:
+        return pick(runs, "exact", "found as printed")
+    if not vkey:
+        return Grounding("null", (), f"the value {value!r} has no words (only punctuation)")
+    keys = [word_key(t) for t in texts]
+    runs = _find_runs(keys, vkey, "")
+    if runs:
+        return pick(runs, "normalized", "found after normalization (case, Unicode, spaces, edge punctuation, "
+                                        "number format)")
+    lkeys = [loose_key(k) for k in keys]
+    lvalue = loose_key(vkey)
+    runs = _find_runs(lkeys, lvalue, "")
+    if runs:
+        return pick(runs, "normalized", "found ignoring punctuation")
+    if is_number:
+        v = Decimal(vkey)
+        numbers = [Decimal(k) for k in keys if k and canonical_number(k) is not None]
+        amounts = [Decimal(word_key(t)) for t in texts
+                   if re.search(r"\d[.,]\d", t) and canonical_number(word_key(t)) is not None]
+        how = _computed_from(numbers, amounts, v)
+        if how is not None:
+            return Grounding("computed", (), f"not printed: {value!r} equals {how}")
+    return Grounding("absent", (), f"{value!r} is not on the page")
+
+
+def ground_answers(page, answers: dict, field_names) -> dict:
+    """The grounding report {field: Grounding.to_dict()} for every schema field (a field the
+    answers leave out counts as null)."""
+    report = {}
+    for name in field_names:
+        g = ground_value(page, answers.get(name))
+        if name not in answers:
+            g = Grounding("null", (), "no answer for this field")
+        report[name] = g.to_dict()
+    return report
+
+
+# ---------------------------------------------------------------------------------------
+# Targets for training and scoring
+
+@dataclass(frozen=True)
+class Excluded:
+    reason: str
+
+
+@dataclass
+class PageTargets:
+    page_id: str
+    tags: np.ndarray  # int64, one per page word: 0 = O, 1+2c = B-c, 2+2c = I-c, -1 = ignored
+    field_words: dict  # {field: tuple of word indices, () = no value}
+    unscored: set = field(default_factory=set)
+
+
+def _label_source(labels: LabelFile) -> str:
+    return f"labels/{labels.page}.json"
+
+
+def _check_indices(words, n: int, what: str, labels: LabelFile) -> tuple:
+    bad = [i for i in words if not 0 <= i < n]
+    if bad:
+        raise LabelError(f"{_label_source(labels)}: {what} names word {bad[0]} but the page has {n} words")
+    return tuple(sorted(words))
+
+
+def field_words_of(page, labels: LabelFile, field_names) -> dict | Excluded:
+    """{field: (word indices)} after the review's fixes, or Excluded(reason)."""
+    n = len(page.words)
+    review = labels.review or {}
+    if review.get("state") == "excluded":
+        return Excluded(review.get("reason") or "excluded in review")
+    fixes = review.get("fixes", {}) or {}
+    if labels.answers is None and not fixes and review.get("state") != "accepted":
+        return Excluded("not labelled yet")
+    answers = labels.answers or {}
+    out, absent = {}, []
+    for name in field_names:
+        if name in fixes:  # a person's fix overrides whatever the model said
+            out[name] = _check_indices(fixes[name], n, f"the fix of {name!r}", labels)
+            continue
+        g = labels.grounding.get(name)
+        if g is None:
+            g = ground_value(page, answers.get(name)).to_dict() if name in answers else {"status": "null"}
+        status = g.get("status")
+        if status == "absent":
+            absent.append(f"{name}: {g.get('reason') or 'the value is not on the page'}")
+        elif status in ("exact", "normalized"):
+            out[name] = _check_indices(g.get("words", []), n, f"the grounding of {name!r}", labels)
+        else:  # computed, null: no value on this page
+            out[name] = ()
+    if absent:
+        return Excluded("; ".join(absent))
+    return out
+
+
+def page_targets(page, labels: LabelFile, field_names, max_words: int | None = None) -> PageTargets | Excluded:
+    """Tag targets of one page.
+
+    A field's words, if one run of consecutive words, are B then I; every other word is O.
+    A field whose words are not one run, or that shares a word with another field, or that
+    has a word past the first window of max_words words, is not scored and its words get -1.
+    Words past the window get -1 too."""
+    field_names = list(field_names)
+    fw = field_words_of(page, labels, field_names)
+    if isinstance(fw, Excluded):
+        return fw
+    n = len(page.words)
+    tags = np.zeros(n, dtype=np.int64)
+    claims = Counter(i for words in fw.values() for i in words)
+    unscored = set()
+    for name, words in fw.items():
+        if not words:
+            continue
+        contiguous = words[-1] - words[0] == len(words) - 1
+        shared = any(claims[i] > 1 for i in words)
+        past_window = max_words is not None and words[-1] >= max_words
+        if not contiguous or shared or past_window:
+            unscored.add(name)
+    for c, name in enumerate(field_names):
+        words = fw[name]
+        if not words or name in unscored:
+            continue
+        tags[words[0]] = 1 + 2 * c
+        tags[list(words[1:])] = 2 + 2 * c
+    for name in unscored:
+        tags[list(fw[name])] = -1
+    if max_words is not None and n > max_words:
+        tags[max_words:] = -1
+    return PageTargets(page.id, tags, fw, unscored)
+
+
+@dataclass
+class ProjectTargets:
+    kept: list  # [(page id, Page, PageTargets)]
+    excluded: list  # [(page id, reason)]
+    errors: list  # [(page id, message)] pages or label files that did not load
+
+    def summary(self) -> dict:
+        reasons = Counter()
+        for _, r in self.excluded:
+            reasons[_reason_kind(r)] += 1
+        return {"kept": len(self.kept), "excluded": len(self.excluded), "errors": len(self.errors),
+                "excluded_by_reason": dict(sorted(reasons.items()))}
+
+
+def _reason_kind(reason: str) -> str:
+    """A short class of an exclusion reason for summaries ('total: absent', 'not labelled yet')."""
+    parts = []
+    for piece in reason.split("; "):
+        if ": " in piece and "is not on the page" in piece:
+            parts.append(piece.split(": ", 1)[0] + " absent")
+        else:
+            parts.append(piece)
+    return ", ".join(parts)
+
+
+def project_targets(project, max_words: int | None = None, field_names=None) -> ProjectTargets:
+    """Targets of every page of a project. A page or label file that does not load is
+    reported in `errors` and the rest goes on."""
+    from dxstudio.engine.page import PageError
+
+    names = list(field_names) if field_names is not None else project.field_names
+    kept, excluded, errors = [], [], []
+    for pid in project.page_ids():
+        try:
+            page = project.load_page(pid)
+            labels = project.load_labels(pid)
+            t = page_targets(page, labels, names, max_words)
+        except (PageError, LabelError) as e:
+            errors.append((pid, str(e)))
+            continue
+        if isinstance(t, Excluded):
+            excluded.append((pid, t.reason))
+        else:
+            kept.append((pid, page, t))
+    return ProjectTargets(kept, excluded, errors)

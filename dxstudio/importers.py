@@ -1,0 +1,521 @@
+"""Importers: pages (and, where the data set has them, answers) into a project.
+
+    import_pages(fmt, src, project, progress=None) -> ImportReport
+
+fmt is one of FORMATS. One bad source file is reported (file name and problem) and the rest
+goes on; a page already in the project with the same words is left as it is, one with
+different words under the same id is refused (its labels refer to the saved words).
+Formats (docs/project.md has the details):
+  json   page JSON files (a file or a folder of *.json)
+  funsd  FUNSD annotations/*.json; words in the reading order of the entities; no fields
+  sroie  box/*.csv + key/*.json (+ img/, image_sizes.csv); key values become answers
+  cord   CORD json/receipt_*.json; total, subtotal, tax, cash and change become answers
+  pdf    PDF files with a text layer (pypdfium2): one page per PDF page
+"""
+from __future__ import annotations
+
+import csv
+import json
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dxstudio.engine.page import Page, PageError, Word, page_from_dict
+from dxstudio.project import LabelError, LabelFile, Project, ProjectError, is_safe_page_id, safe_page_id
+
+FORMATS = ("json", "funsd", "sroie", "cord", "pdf")
+
+
+class SourceError(ValueError):
+    """A source that cannot be imported; str() names the file and the problem."""
+
+
+@dataclass
+class ImportReport:
+    format: str
+    added: list = field(default_factory=list)  # page ids written
+    unchanged: list = field(default_factory=list)  # page ids already there, same words
+    errors: list = field(default_factory=list)  # [(file, message)]
+    notes: list = field(default_factory=list)  # [(file, message)] imported, but worth knowing
+    fields_added: list = field(default_factory=list)
+    answers: int = 0  # pages whose answers were imported
+
+    def to_dict(self) -> dict:
+        return {"format": self.format, "added": len(self.added), "unchanged": len(self.unchanged),
+                "errors": [{"file": f, "error": m} for f, m in self.errors],
+                "notes": [{"file": f, "note": m} for f, m in self.notes],
+                "fields_added": self.fields_added, "answers": self.answers}
+
+
+# ---------------------------------------------------------------------------------------
+# Shared helpers
+
+def reading_order(boxes) -> list[int]:
+    """Indices of boxes (x0, y0, x1, y1) in reading order: rows from top to bottom, left to
+    right within a row. A box joins the current row when its vertical centre lies within the
+    row's first box's vertical extent (slightly tilted scans keep their rows)."""
+    order = sorted(range(len(boxes)), key=lambda i: ((boxes[i][1] + boxes[i][3]) / 2, boxes[i][0]))
+    rows, row, row_top, row_bottom = [], [], None, None
+    for i in order:
+        x0, y0, x1, y1 = boxes[i]
+        cy = (y0 + y1) / 2
+        if row and row_top <= cy <= row_bottom:
+            row.append(i)
+            continue
+        if row:
+            rows.append(row)
+        row, row_top, row_bottom = [i], y0, max(y1, y0 + 1e-9)
+    if row:
+        rows.append(row)
+    return [i for r in rows for i in sorted(r, key=lambda k: (boxes[k][0], boxes[k][1]))]
+
+
+def split_line(text: str, box) -> list[Word]:
+    """Words of an OCR line, each box estimated in proportion to character counts: the line
+    is cut into len(text) equal slices and a word spans its characters' slices."""
+    x0, y0, x1, y1 = box
+    n = len(text)
+    step = (x1 - x0) / n if n else 0.0
+    words, pos = [], 0
+    for token in text.split():
+        start = text.index(token, pos)
+        end = start + len(token)
+        pos = end
+        words.append(Word(token, (x0 + step * start, y0, x0 + step * end, y1)))
+    return words
+
+
+def image_size(path) -> tuple[int, int] | None:
+    """(width, height) of a PNG or JPEG from its header, or None when it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(26)
+            if head[:8] == b"\x89PNG\r\n\x1a\n":
+                w, h = struct.unpack(">II", head[16:24])
+                return int(w), int(h)
+            if head[:2] != b"\xff\xd8":
+                return None
+            f.seek(2)
+            while True:
+                marker = f.read(2)
+                if len(marker) < 2 or marker[0] != 0xFF:
+                    return None
+                while marker[1] == 0xFF:  # fill bytes
+                    marker = marker[:1] + f.read(1)
+                kind = marker[1]
+                if kind in (0xD8, 0x01) or 0xD0 <= kind <= 0xD7:
+                    continue
+                seglen = struct.unpack(">H", f.read(2))[0]
+                if kind in (0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF):
+                    h, w = struct.unpack(">xHH", f.read(5))
+                    return int(w), int(h)
+                f.seek(seglen - 2, 1)
+    except (OSError, struct.error):
+        return None
+
+
+def _read_json(path: Path):
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise SourceError(f"{path}: cannot read ({e.strerror or e})") from None
+    try:
+        return json.loads(raw.decode("utf-8-sig"))
+    except UnicodeDecodeError:
+        raise SourceError(f"{path}: not UTF-8 text") from None
+    except json.JSONDecodeError as e:
+        raise SourceError(f"{path}: not JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+
+
+def _files(src: Path, pattern: str, subdir: str | None = None) -> list[Path]:
+    """A single file, or the matching files of a folder (or of its `subdir`), sorted."""
+    if src.is_file():
+        return [src]
+    if not src.is_dir():
+        raise SourceError(f"{src}: no such file or folder")
+    if subdir and (src / subdir).is_dir():
+        src = src / subdir
+    return sorted(p for p in src.glob(pattern) if p.is_file() and not p.name.startswith("."))
+
+
+def _page_id(stem: str) -> str:
+    return stem if is_safe_page_id(stem) else safe_page_id(stem)
+
+
+def _clamp_box(box, width, height):
+    x0, y0, x1, y1 = box
+    x0, x1 = min(max(x0, 0.0), width), min(max(x1, 0.0), width)
+    y0, y1 = min(max(y0, 0.0), height), min(max(y1, 0.0), height)
+    return (x0, y0, x1, y1)
+
+
+class _Importer:
+    """Adds pages and answers to a project, collecting the report."""
+
+    def __init__(self, fmt: str, project: Project, progress=None):
+        self.report = ImportReport(fmt)
+        self.project = project
+        self.progress = progress
+        self.total = 0
+
+    def add(self, page: Page, source, answers: dict | None = None) -> None:
+        try:
+            # validate through the page JSON checks (boxes, empty words...)
+            page = page_from_dict(page.to_dict(), str(source))
+            status = self.project.add_page(page)
+        except (PageError, ProjectError) as e:
+            self.report.errors.append((str(source), str(e)))
+            return
+        (self.report.added if status == "added" else self.report.unchanged).append(page.id)
+        if answers is not None:
+            self._save_answers(page, answers, source)
+
+    def _save_answers(self, page: Page, answers: dict, source) -> None:
+        from dxstudio.labelling import apply_answers
+
+        try:
+            apply_answers(self.project, page.id, answers, "import", page=page)
+            self.report.answers += 1
+        except (LabelError, ValueError) as e:
+            self.report.errors.append((str(source), str(e)))
+
+    def step(self, done: int, total: int) -> None:
+        self.total = total
+        if self.progress is not None:
+            self.progress(done, total)
+
+
+# ---------------------------------------------------------------------------------------
+# json
+
+def _import_json(src: Path, imp: _Importer) -> None:
+    files = _files(src, "*.json", "pages")
+    for k, path in enumerate(files):
+        imp.step(k, len(files))
+        try:
+            page = page_from_dict(_read_json(path), str(path))
+            if not is_safe_page_id(page.id):
+                raise SourceError(f"{path}: page id {page.id!r} is not a safe file name "
+                                  f"(letters, digits, '.', '_', '-')")
+        except (SourceError, PageError) as e:
+            imp.report.errors.append((str(path), str(e)))
+            continue
+        imp.add(page, path)
+
+
+# ---------------------------------------------------------------------------------------
+# FUNSD
+
+def funsd_page(path: Path) -> Page:
+    d = _read_json(path)
+    form = d.get("form") if isinstance(d, dict) else None
+    if not isinstance(form, list):
+        raise SourceError(f"{path}: not a FUNSD annotation (no 'form' list of entities)")
+    entities = []
+    for k, ent in enumerate(form):
+        if not isinstance(ent, dict) or not isinstance(ent.get("words"), list):
+            raise SourceError(f"{path}: entity {k} has no 'words' list")
+        words = []
+        for w in ent["words"]:
+            try:
+                text = w["text"]
+                box = tuple(float(v) for v in w["box"])
+            except (KeyError, TypeError, ValueError):
+                raise SourceError(f"{path}: entity {k}: a word without text or box ({w!r})") from None
+            if len(box) != 4:
+                raise SourceError(f"{path}: entity {k}: word {text!r} box must have 4 numbers")
+            if isinstance(text, str) and text.strip():
+                words.append(Word(" ".join(text.split()), box))
+        if words:
+            xs0, ys0, xs1, ys1 = zip(*(w.box for w in words))
+            entities.append(((min(xs0), min(ys0), max(xs1), max(ys1)), words))
+    if not entities:
+        raise SourceError(f"{path}: the form has no words")
+    ordered = [entities[i] for i in reading_order([e[0] for e in entities])]
+    words = [w for _, ws in ordered for w in ws]
+    image = path.parent.parent / "images" / f"{path.stem}.png"
+    size = image_size(image) if image.is_file() else None
+    if size is None:
+        size = (max(w.box[2] for w in words), max(w.box[3] for w in words))
+    return Page(_page_id(path.stem), float(size[0]), float(size[1]), tuple(words),
+                str(image.resolve()) if image.is_file() else None)
+
+
+def _import_funsd(src: Path, imp: _Importer) -> None:
+    if src.is_dir() and not (src / "annotations").is_dir() and not list(src.glob("*.json")):
+        files = sorted(src.glob("*/annotations/*.json"))  # the FUNSD root: both splits
+    else:
+        files = _files(src, "*.json", "annotations")
+    if not files:
+        raise SourceError(f"{src}: no FUNSD annotations/*.json found")
+    for k, path in enumerate(files):
+        imp.step(k, len(files))
+        try:
+            page = funsd_page(path)
+        except SourceError as e:
+            imp.report.errors.append((str(path), str(e)))
+            continue
+        imp.add(page, path)
+
+
+# ---------------------------------------------------------------------------------------
+# SROIE
+
+SROIE_FIELDS = (
+    {"name": "company", "description": "the name of the company or shop that issued the receipt"},
+    {"name": "date", "description": "the date of the receipt, as printed"},
+    {"name": "address", "description": "the address of the shop, as printed (all its lines)"},
+    {"name": "total", "description": "the total amount paid, as printed, without the currency"},
+)
+
+
+def _sroie_sizes(root: Path) -> dict:
+    sizes = {}
+    path = root / "image_sizes.csv"
+    if not path.is_file():
+        return sizes
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        for row in csv.DictReader(f):
+            try:
+                sizes[row["id"]] = (float(row["width"]), float(row["height"]))
+            except (KeyError, TypeError, ValueError):
+                raise SourceError(f"{path}: row {row!r} needs id, width, height") from None
+    return sizes
+
+
+def sroie_page(box_path: Path, root: Path, sizes: dict) -> Page:
+    try:
+        raw = box_path.read_bytes().decode("utf-8-sig", errors="replace")
+    except OSError as e:
+        raise SourceError(f"{box_path}: cannot read ({e.strerror or e})") from None
+    words = []
+    for lineno, line in enumerate(raw.splitlines(), 1):  # CRLF or LF
+        if not line.strip():
+            continue
+        parts = line.split(",", 8)  # TEXT may hold commas: only the first eight separate
+        if len(parts) < 9:
+            raise SourceError(f"{box_path}: line {lineno}: expected x1,y1,...,y4,TEXT, got {line[:60]!r}")
+        try:
+            coords = [float(v) for v in parts[:8]]
+        except ValueError:
+            raise SourceError(f"{box_path}: line {lineno}: the first eight values must be numbers") from None
+        text = parts[8]
+        if not text.strip():
+            continue
+        xs, ys = coords[0::2], coords[1::2]
+        words.extend(split_line(text, (min(xs), min(ys), max(xs), max(ys))))
+    if not words:
+        raise SourceError(f"{box_path}: no text lines")
+    stem = box_path.stem
+    image = None
+    for ext in (".jpg", ".jpeg", ".png"):
+        if (root / "img" / (stem + ext)).is_file():
+            image = root / "img" / (stem + ext)
+            break
+    size = sizes.get(stem)
+    if size is None and image is not None:
+        size = image_size(image)
+    if size is None:
+        size = (max(w.box[2] for w in words), max(w.box[3] for w in words))
+    return Page(_page_id(stem), float(size[0]), float(size[1]), tuple(words),
+                str(image.resolve()) if image is not None else None)
+
+
+def _import_sroie(src: Path, imp: _Importer) -> None:
+    root = src if src.is_dir() else src.parent.parent
+    box_dir = root / "box"
+    if not box_dir.is_dir():
+        raise SourceError(f"{src}: not a SROIE folder (no box/ with the OCR lines)")
+    files = [src] if src.is_file() else sorted(box_dir.glob("*.csv"))
+    sizes = _sroie_sizes(root)
+    imp.report.fields_added = imp.project.add_fields(SROIE_FIELDS)
+    if imp.report.fields_added:
+        imp.project.save()
+    names = {f["name"] for f in SROIE_FIELDS}
+    for k, path in enumerate(files):
+        imp.step(k, len(files))
+        try:
+            page = sroie_page(path, root, sizes)
+        except SourceError as e:
+            imp.report.errors.append((str(path), str(e)))
+            continue
+        key_path = root / "key" / f"{path.stem}.json"
+        answers = None
+        if key_path.is_file():
+            try:
+                key = _read_json(key_path)
+                if not isinstance(key, dict):
+                    raise SourceError(f"{key_path}: must be a JSON object {{field: value}}")
+                unknown = set(key) - names
+                if unknown:
+                    raise SourceError(f"{key_path}: unknown field(s) {sorted(unknown)}; "
+                                      f"SROIE keys are {sorted(names)}")
+                answers = {n: (None if key.get(n) is None else str(key[n])) for n in key}
+                missing = names - set(key)
+                if missing:
+                    imp.report.notes.append((str(key_path), f"no {', '.join(sorted(missing))} (taken as no answer)"))
+            except SourceError as e:
+                imp.report.errors.append((str(key_path), str(e)))
+        else:
+            imp.report.notes.append((str(path), "no key file: the page is imported without answers"))
+        imp.add(page, path, answers)
+
+
+# ---------------------------------------------------------------------------------------
+# CORD
+
+CORD_FIELDS = (
+    ({"name": "total", "description": "the total amount to pay, as printed"}, "total.total_price"),
+    ({"name": "subtotal", "description": "the subtotal before tax and service, as printed"}, "sub_total.subtotal_price"),
+    ({"name": "tax", "description": "the tax amount, as printed"}, "sub_total.tax_price"),
+    ({"name": "cash", "description": "the cash amount given by the customer, as printed"}, "total.cashprice"),
+    ({"name": "change", "description": "the change given back, as printed"}, "total.changeprice"),
+)
+
+
+def cord_page(path: Path) -> tuple[Page, dict]:
+    """A CORD receipt and its answers {field: text of the field's words, joined by spaces in
+    reading order, or None}."""
+    page, categories = cord_words(path)
+    answers = {}
+    for spec, category in CORD_FIELDS:
+        texts = [w.text for w, c in zip(page.words, categories) if c == category]
+        answers[spec["name"]] = " ".join(texts) if texts else None
+    return page, answers
+
+
+def cord_words(path: Path) -> tuple[Page, list]:
+    """A CORD receipt in reading order and each word's category."""
+    d = _read_json(path)
+    if not isinstance(d, dict) or not isinstance(d.get("valid_line"), list):
+        raise SourceError(f"{path}: not a CORD receipt (no 'valid_line' list)")
+    try:
+        size = d["meta"]["image_size"]
+        width, height = float(size["width"]), float(size["height"])
+    except (KeyError, TypeError, ValueError):
+        raise SourceError(f"{path}: no meta.image_size {{width, height}}") from None
+    if not (width > 0 and height > 0):
+        raise SourceError(f"{path}: image size {width} x {height} is not positive")
+    lines = []  # (box, [(word, category)])
+    for k, line in enumerate(d["valid_line"]):
+        category = line.get("category", "") if isinstance(line, dict) else ""
+        items = []
+        for w in (line.get("words") or []) if isinstance(line, dict) else []:
+            text = w.get("text") if isinstance(w, dict) else None
+            if not isinstance(text, str) or not text.strip():
+                continue
+            try:
+                q = w["quad"]
+                xs = [float(q[f"x{i}"]) for i in range(1, 5)]
+                ys = [float(q[f"y{i}"]) for i in range(1, 5)]
+            except (KeyError, TypeError, ValueError):
+                raise SourceError(f"{path}: line {k}: word {text!r} has no quad x1..y4") from None
+            box = _clamp_box((min(xs), min(ys), max(xs), max(ys)), width, height)
+            items.append((Word(" ".join(text.split()), box), category))
+        if items:
+            items.sort(key=lambda it: it[0].box[0])
+            b = [it[0].box for it in items]
+            lines.append(((min(x[0] for x in b), min(x[1] for x in b), max(x[2] for x in b), max(x[3] for x in b)), items))
+    if not lines:
+        raise SourceError(f"{path}: the receipt has no words")
+    ordered = [lines[i] for i in reading_order([ln[0] for ln in lines])]
+    pairs = [it for _, items in ordered for it in items]
+    words = tuple(w for w, _ in pairs)
+    return Page(_page_id(path.stem), width, height, words, None), [c for _, c in pairs]
+
+
+def _import_cord(src: Path, imp: _Importer) -> None:
+    files = _files(src, "*.json", "json")
+    if not files:
+        raise SourceError(f"{src}: no CORD json/receipt_*.json found")
+    imp.report.fields_added = imp.project.add_fields([spec for spec, _ in CORD_FIELDS])
+    if imp.report.fields_added:
+        imp.project.save()
+    for k, path in enumerate(files):
+        imp.step(k, len(files))
+        try:
+            page, answers = cord_page(path)
+        except SourceError as e:
+            imp.report.errors.append((str(path), str(e)))
+            continue
+        imp.add(page, path, answers)
+
+
+# ---------------------------------------------------------------------------------------
+# PDF
+
+def pdf_pages(path: Path) -> list[Page]:
+    """One page per PDF page, words and boxes from the text layer, in points with y growing
+    downwards. A PDF without any text raises SourceError (a scan needs OCR first)."""
+    import pypdfium2 as pdfium
+
+    try:
+        pdf = pdfium.PdfDocument(str(path))
+    except Exception as e:  # pypdfium2 raises PdfiumError (or OSError) for unreadable files
+        raise SourceError(f"{path}: not a readable PDF ({e})") from None
+    pages = []
+    try:
+        n = len(pdf)
+        stem = safe_page_id(path.stem)
+        for k in range(n):
+            page = pdf[k]
+            width, height = page.get_size()
+            textpage = page.get_textpage()
+            words, cur, box = [], [], None
+            count = textpage.count_chars()
+            for i in range(count + 1):
+                ch = textpage.get_text_range(i, 1) if i < count else " "
+                if ch.strip() == "" or ch in "\x00\ufffe":
+                    if cur:
+                        x0, bottom, x1, top = box
+                        words.append(Word("".join(cur), _clamp_box((x0, height - top, x1, height - bottom), width, height)))
+                    cur, box = [], None
+                    continue
+                l, b, r, t = textpage.get_charbox(i)
+                cur.append(ch)
+                box = (l, b, r, t) if box is None else (min(box[0], l), min(box[1], b), max(box[2], r), max(box[3], t))
+            textpage.close()
+            page.close()
+            if words:
+                pid = stem if n == 1 else f"{stem}-p{k + 1}"
+                pages.append(Page(pid, float(width), float(height), tuple(words), str(path.resolve())))
+    finally:
+        pdf.close()
+    if not pages:
+        raise SourceError(f"{path}: no text layer (a scanned PDF?): run OCR and import its words as page JSON")
+    return pages
+
+
+def _import_pdf(src: Path, imp: _Importer) -> None:
+    files = _files(src, "*.pdf")
+    if not files:
+        raise SourceError(f"{src}: no *.pdf files")
+    for k, path in enumerate(files):
+        imp.step(k, len(files))
+        try:
+            pages = pdf_pages(path)
+        except SourceError as e:
+            imp.report.errors.append((str(path), str(e)))
+            continue
+        for page in pages:
+            imp.add(page, path)
+
+
+_IMPORTERS = {"json": _import_json, "funsd": _import_funsd, "sroie": _import_sroie,
+              "cord": _import_cord, "pdf": _import_pdf}
+
+
+def import_pages(fmt: str, src, project: Project, progress=None) -> ImportReport:
+    """Import every page of `src` in format `fmt` into `project`. progress(done, total) is
+    called before each source file. A source that cannot be read at all raises SourceError;
+    problems with single files are collected in the report."""
+    if fmt not in _IMPORTERS:
+        raise SourceError(f"unknown import format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    src = Path(src)
+    if not src.exists():
+        raise SourceError(f"{src}: no such file or folder")
+    imp = _Importer(fmt, project, progress)
+    _IMPORTERS[fmt](src, imp)
+    if progress is not None and imp.total:
+        progress(imp.total, imp.total)
+    return imp.report

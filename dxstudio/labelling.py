@@ -1,0 +1,404 @@
+"""The labelling model: an OpenAI-compatible chat endpoint asked for every schema field.
+
+    LabelClient(url, model, api_key, timeout, retries, cache_dir).ask(page, schema) -> answers
+    label_project(project, client, limit=None, progress=None) -> LabelReport
+    import_answers_jsonl(project, path) -> LabelReport
+    apply_answers(project, page_id, answers, source) -> LabelFile
+
+Only the standard library (urllib) talks to the endpoint. Answers are {field: text or None};
+each is cached on disk under PROJECT/.cache/labels/<page id>-<schema hash>.json, so asking
+again costs nothing. After answers arrive, grounding runs and labels/<id>.json is saved; the
+person's review (state, fixes, history) in that file is never overwritten by new answers.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dxstudio.fsutil import write_json_atomic
+from dxstudio.grounding import ground_answers
+from dxstudio.project import Field, LabelError, LabelFile, Project, ProjectError, field_from
+
+PROMPT_VERSION = 1
+URL_ENV = "DXSTUDIO_LABEL_URL"
+MODEL_ENV = "DXSTUDIO_LABEL_MODEL"
+DEFAULT_KEY_ENV = "DXSTUDIO_LABEL_API_KEY"
+
+SYSTEM_PROMPT = (
+    "You read fields from one document page. Answer with a single JSON object and nothing else. "
+    "Copy every value exactly as it is printed on the page (same characters, same number format). "
+    "Use null when the page does not show a field. Never compute, translate or reformat a value."
+)
+
+
+class LabellingError(RuntimeError):
+    """The labelling model could not give an answer; str() says where and why."""
+
+
+class _Retryable(Exception):
+    """A failure worth another try (timeout, 429, 5xx, malformed answer)."""
+
+
+# ---------------------------------------------------------------------------------------
+# Prompt and parsing
+
+def _fields(schema) -> list[Field]:
+    return [field_from(f) for f in schema]
+
+
+def schema_hash(schema, model: str = "") -> str:
+    """Changes whenever the question changes: field names, descriptions, model, prompt."""
+    spec = {"fields": [[f.name, f.description] for f in _fields(schema)], "model": model,
+            "prompt": PROMPT_VERSION, "system": SYSTEM_PROMPT}
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def page_hash(page) -> str:
+    return hashlib.sha256(json.dumps(page.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def page_text(page) -> str:
+    """The page's words as lines of text: a new line starts when a word's vertical centre is
+    outside the previous word's extent or the word starts left of the previous one."""
+    lines, cur, prev = [], [], None
+    for w in page.words:
+        x0, y0, x1, y1 = w.box
+        if prev is not None:
+            px0, py0, px1, py1 = prev
+            cy = (y0 + y1) / 2
+            if not (py0 <= cy <= py1) or x0 < px0:
+                lines.append(" ".join(cur))
+                cur = []
+        cur.append(w.text)
+        prev = w.box
+    if cur:
+        lines.append(" ".join(cur))
+    return "\n".join(lines)
+
+
+def build_messages(page, schema) -> list[dict]:
+    fields = _fields(schema)
+    listing = "\n".join(f"- {f.name}: {f.description or f.name}" for f in fields)
+    keys = ", ".join(json.dumps(f.name) for f in fields)
+    user = (f"Fields:\n{listing}\n\n"
+            f"Return one JSON object with exactly these keys: {keys}. Each value is a string copied "
+            f"from the page, or null.\n\nPage text:\n{page_text(page)}")
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+
+
+def _json_objects(text: str):
+    decoder = json.JSONDecoder()
+    i = text.find("{")
+    while i != -1:
+        try:
+            obj, _ = decoder.raw_decode(text, i)
+            if isinstance(obj, dict):
+                yield obj
+        except json.JSONDecodeError:
+            pass
+        i = text.find("{", i + 1)
+
+
+def parse_answers(content: str, field_names) -> dict:
+    """{field: text or None} from a model's reply: plain JSON, JSON in a code fence, or JSON
+    with words around it. The first object naming a schema field wins. Keys the schema lacks
+    are dropped; a field left out is null; numbers become text. Raises ValueError when no
+    usable object is found."""
+    if not isinstance(content, str):
+        raise ValueError("the reply has no text content")
+    names = list(field_names)
+    text = content.strip()
+    if text.startswith("```"):
+        text = text.split("\n", 1)[1] if "\n" in text else ""
+        text = text.rsplit("```", 1)[0]
+    candidates = []
+    try:
+        obj = json.loads(text)
+        if isinstance(obj, dict):
+            candidates.append(obj)
+    except json.JSONDecodeError:
+        pass
+    candidates.extend(_json_objects(content))
+    for obj in candidates:
+        if not any(n in obj for n in names):
+            continue
+        out = {}
+        for n in names:
+            v = obj.get(n)
+            if isinstance(v, bool) or isinstance(v, (list, dict)):
+                raise ValueError(f"the value of {n!r} is {type(v).__name__}, not text or null")
+            if isinstance(v, (int, float)):
+                v = str(v)
+            if isinstance(v, str) and v.strip().lower() in ("", "null", "none", "n/a"):
+                v = None
+            out[n] = v
+        return out
+    raise ValueError(f"no JSON object with the schema's fields in the reply ({content[:80]!r})")
+
+
+# ---------------------------------------------------------------------------------------
+# The client
+
+class LabelClient:
+    def __init__(self, url: str, model: str, api_key: str | None = None, timeout: float = 60.0,
+                 retries: int = 3, cache_dir=None, backoff: float = 1.0, max_backoff: float = 30.0,
+                 json_mode: bool = True):
+        if not url:
+            raise LabellingError(f"no labelling URL: set labelling.url in dxproject.json or {URL_ENV}")
+        if not model:
+            raise LabellingError(f"no labelling model name: set labelling.model in dxproject.json or {MODEL_ENV}")
+        url = url.rstrip("/")
+        self.endpoint = url if url.endswith("/chat/completions") else url + "/chat/completions"
+        self.model = model
+        self.api_key = api_key
+        self.timeout = float(timeout)
+        self.retries = int(retries)
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self.backoff = float(backoff)
+        self.max_backoff = float(max_backoff)
+        self.json_mode = json_mode
+        self.requests = 0  # HTTP requests made (for tests and reports)
+        self.sleep = time.sleep
+
+    @classmethod
+    def from_project(cls, project: Project, env=None, **kw) -> "LabelClient":
+        """URL, model and the key's environment variable from dxproject.json 'labelling', each
+        falling back to the environment (DXSTUDIO_LABEL_URL, _MODEL, _API_KEY)."""
+        env = os.environ if env is None else env
+        cfg = project.labelling
+        key_env = cfg.get("api_key_env") or DEFAULT_KEY_ENV
+        return cls(cfg.get("url") or env.get(URL_ENV), cfg.get("model") or env.get(MODEL_ENV),
+                   env.get(key_env), cache_dir=project.cache_dir / "labels", **kw)
+
+    def cache_path(self, page, schema) -> Path | None:
+        if self.cache_dir is None:
+            return None
+        return self.cache_dir / f"{page.id}-{schema_hash(schema, self.model)}.json"
+
+    def cached(self, page, schema) -> dict | None:
+        path = self.cache_path(page, schema)
+        if path is None or not path.is_file():
+            return None
+        try:
+            d = json.loads(path.read_text(encoding="utf-8"))
+            if d.get("page_sha") != page_hash(page):
+                return None  # the page changed since: ask again
+            answers = d["answers"]
+            names = [f.name for f in _fields(schema)]
+            if not isinstance(answers, dict) or set(answers) != set(names):
+                return None
+            return answers
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None  # a damaged cache entry is only a miss
+
+    def ask(self, page, schema) -> dict:
+        """Answers for every schema field, from the cache or the endpoint."""
+        hit = self.cached(page, schema)
+        if hit is not None:
+            return hit
+        answers = self.request(page, schema)
+        path = self.cache_path(page, schema)
+        if path is not None:
+            write_json_atomic(path, {"page": page.id, "page_sha": page_hash(page), "model": self.model,
+                                     "answers": answers})
+        return answers
+
+    def request(self, page, schema) -> dict:
+        names = [f.name for f in _fields(schema)]
+        body = {"model": self.model, "messages": build_messages(page, schema), "temperature": 0}
+        if self.json_mode:
+            body["response_format"] = {"type": "json_object"}
+        data = json.dumps(body).encode("utf-8")
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        last = "no attempt"
+        tries = self.retries + 1
+        for attempt in range(tries):
+            if attempt:
+                self.sleep(min(self.max_backoff, self.backoff * 2 ** (attempt - 1)))
+            try:
+                return self._once(data, headers, names)
+            except _Retryable as e:
+                last = str(e)
+        raise LabellingError(f"labelling model at {self.endpoint}: page {page.id}: {last} "
+                             f"(gave up after {tries} tries)")
+
+    def _once(self, data: bytes, headers: dict, names) -> dict:
+        self.requests += 1
+        req = urllib.request.Request(self.endpoint, data=data, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                raw = resp.read()
+        except urllib.error.HTTPError as e:
+            detail = e.read()[:200].decode("utf-8", "replace").strip()
+            if e.code == 429 or e.code >= 500:
+                raise _Retryable(f"HTTP {e.code} {detail}") from None
+            raise LabellingError(f"labelling model at {self.endpoint}: HTTP {e.code} {detail}") from None
+        except (socket.timeout, TimeoutError):
+            raise _Retryable(f"no answer within {self.timeout:g} s") from None
+        except urllib.error.URLError as e:
+            if isinstance(e.reason, (socket.timeout, TimeoutError)):
+                raise _Retryable(f"no answer within {self.timeout:g} s") from None
+            raise _Retryable(f"cannot connect ({e.reason})") from None
+        except (ConnectionError, OSError) as e:
+            raise _Retryable(f"connection failed ({e})") from None
+        try:
+            reply = json.loads(raw.decode("utf-8"))
+            content = reply["choices"][0]["message"]["content"]
+        except (UnicodeDecodeError, json.JSONDecodeError, KeyError, IndexError, TypeError):
+            raise _Retryable(f"malformed response ({raw[:80]!r})") from None
+        try:
+            return parse_answers(content, names)
+        except ValueError as e:
+            raise _Retryable(f"malformed answer: {e}") from None
+
+
+# ---------------------------------------------------------------------------------------
+# Saving answers as labels
+
+def check_answers(answers, field_names, source: str) -> dict:
+    """Validate {field: text or None}; a field the schema lacks is an error."""
+    if not isinstance(answers, dict):
+        raise LabelError(f"{source}: 'answers' must be an object {{field: text or null}}")
+    unknown = [k for k in answers if k not in field_names]
+    if unknown:
+        raise LabelError(f"{source}: field {unknown[0]!r} is not in the schema ({', '.join(field_names) or 'empty'})")
+    out = {}
+    for k, v in answers.items():
+        if isinstance(v, bool) or not (v is None or isinstance(v, (str, int, float))):
+            raise LabelError(f"{source}: the answer for {k!r} must be text or null, not {v!r}")
+        out[k] = v if v is None or isinstance(v, str) else str(v)
+    return out
+
+
+def apply_answers(project: Project, page_id: str, answers: dict, source: str, page=None) -> LabelFile:
+    """Store new answers for a page, ground them and save labels/<id>.json. The review (state,
+    fixes, history) already in the file is kept. A label file that does not load is left
+    untouched and LabelError is raised."""
+    names = project.field_names
+    answers = check_answers(answers, names, f"answers for page {page_id!r}")
+    page = page if page is not None else project.load_page(page_id)
+    labels = project.load_labels(page_id)
+    labels.answers = {n: answers.get(n) for n in names}
+    labels.answer_source = source
+    labels.grounding = ground_answers(page, answers, names)
+    project.save_labels(page_id, labels)
+    return labels
+
+
+@dataclass
+class LabelReport:
+    labelled: list = field(default_factory=list)  # page ids that got answers
+    cached: int = 0  # of which from the cache
+    skipped: int = 0  # already labelled for this schema
+    errors: list = field(default_factory=list)  # [(page id or file:line, message)]
+    grounding: Counter = field(default_factory=Counter)  # status -> count over fields
+    stopped: str | None = None  # why the run stopped early
+
+    def to_dict(self) -> dict:
+        return {"labelled": len(self.labelled), "cached": self.cached, "skipped": self.skipped,
+                "errors": [{"where": w, "error": m} for w, m in self.errors],
+                "grounding": dict(sorted(self.grounding.items())), "stopped": self.stopped}
+
+
+def needs_labels(labels: LabelFile, field_names) -> bool:
+    return labels.answers is None or any(n not in labels.answers for n in field_names)
+
+
+def label_project(project: Project, client: LabelClient, limit: int | None = None, progress=None,
+                  force: bool = False, stop_after_failures: int = 3) -> LabelReport:
+    """Ask the labelling model for every page that has no answers for the current schema
+    (every page with force). limit caps the pages asked. After `stop_after_failures` pages
+    fail in a row (the endpoint is down), the run stops and says so."""
+    from dxstudio.engine.page import PageError
+
+    report = LabelReport()
+    if not project.schema:
+        raise ProjectError(f"{project.project_file}: the schema has no fields to ask for")
+    ids = project.page_ids()
+    todo = []
+    for pid in ids:
+        try:
+            labels = project.load_labels(pid)
+        except LabelError as e:
+            report.errors.append((pid, str(e)))
+            continue
+        if force or needs_labels(labels, project.field_names):
+            todo.append(pid)
+        else:
+            report.skipped += 1
+    if limit is not None:
+        todo = todo[:max(0, limit)]
+    failures = 0
+    for k, pid in enumerate(todo):
+        if progress is not None:
+            progress(k, len(todo))
+        try:
+            page = project.load_page(pid)
+            from_cache = client.cached(page, project.schema) is not None
+            answers = client.ask(page, project.schema)
+            labels = apply_answers(project, pid, answers, "llm", page=page)
+        except (PageError, LabelError) as e:
+            report.errors.append((pid, str(e)))
+            continue
+        except LabellingError as e:
+            report.errors.append((pid, str(e)))
+            failures += 1
+            if failures >= stop_after_failures:
+                report.stopped = f"stopped after {failures} pages failed in a row: {e}"
+                break
+            continue
+        failures = 0
+        report.labelled.append(pid)
+        report.cached += from_cache
+        report.grounding.update(g["status"] for g in labels.grounding.values())
+    if progress is not None:
+        progress(len(todo), len(todo))
+    return report
+
+
+def import_answers_jsonl(project: Project, path, source: str = "import") -> LabelReport:
+    """Answers from a JSONL file, one {"id": page id, "answers": {field: text or null}} per
+    line. A bad line (not JSON, unknown page, a field the schema lacks) is reported with its
+    line number and the other lines are imported."""
+    from dxstudio.engine.page import PageError
+
+    path = Path(path)
+    report = LabelReport()
+    try:
+        lines = path.read_text(encoding="utf-8-sig").splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise LabelError(f"{path}: cannot read ({getattr(e, 'strerror', None) or e})") from None
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            d = json.loads(line)
+        except json.JSONDecodeError as e:
+            report.errors.append((where, f"{where}: not JSON ({e.msg})"))
+            continue
+        if not isinstance(d, dict) or not isinstance(d.get("id"), str) or "answers" not in d:
+            report.errors.append((where, f"{where}: expected {{\"id\": page id, \"answers\": {{...}}}}"))
+            continue
+        pid = d["id"]
+        try:
+            if not project.has_page(pid):
+                raise LabelError(f"{where}: no page {pid!r} in the project")
+            labels = apply_answers(project, pid, d["answers"], source)
+        except (LabelError, PageError, ProjectError) as e:
+            msg = str(e)
+            report.errors.append((where, msg if msg.startswith(str(path)) else f"{where}: {msg}"))
+            continue
+        report.labelled.append(pid)
+        report.grounding.update(g["status"] for g in labels.grounding.values())
+    return report

@@ -1,0 +1,479 @@
+"""The project folder, read and written by this module only.
+
+    PROJECT/
+      dxproject.json     {"name", "schema": [{"name", "description", "weight"}],
+                          "labelling": {"url", "model", "api_key_env"}, "settings": {...},
+                          "model": optional path}
+      pages/<id>.json    one page each (dxstudio.engine.page)
+      labels/<id>.json   the labelling model's answers, the grounding report, the review
+      runs/<run>/        training runs (written by the tuner)
+      .cache/            labelling answers cached by page and schema hash
+
+Every write is atomic (dxstudio.fsutil). Every file is validated when it is read, and a
+problem raises ProjectError, PageError or LabelError whose message names the file and
+what is wrong; one bad page or label file never stops the rest of the project from
+loading. Unknown keys in dxproject.json and in label files are kept on save, so a newer
+version's settings survive an older version's save. See docs/project.md.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dxstudio.engine.page import Page, PageError, load_page as _load_page_file
+from dxstudio.fsutil import write_json_atomic
+
+PROJECT_FILE = "dxproject.json"
+DEFAULT_WEIGHT = 3.0
+DEFAULT_API_KEY_ENV = "DXSTUDIO_LABEL_API_KEY"
+
+# A page id is its file name: letters, digits, '.', '_', '-', not starting with '.' or '-'.
+_SAFE_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,119}")
+# A field name ends up in tag names (B-name) and in JSON keys asked of the labelling model.
+_FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+GROUNDING_STATUSES = ("exact", "normalized", "computed", "absent", "null")
+REVIEW_STATES = ("unreviewed", "accepted", "excluded")
+
+
+class ProjectError(ValueError):
+    """A project folder or dxproject.json that cannot be used; str() names the file."""
+
+
+class LabelError(ValueError):
+    """A label file that cannot be used; str() names the file and the problem."""
+
+
+def is_safe_page_id(page_id) -> bool:
+    return isinstance(page_id, str) and bool(_SAFE_ID.fullmatch(page_id)) and ".." not in page_id
+
+
+def safe_page_id(text: str) -> str:
+    """Turn any name (a file stem, a document title) into a valid page id."""
+    s = re.sub(r"[^A-Za-z0-9._-]+", "_", str(text)).strip("._-")
+    s = re.sub(r"\.{2,}", ".", s)[:120]
+    return s or "page"
+
+
+def check_page_id(page_id, source: str = "page id") -> str:
+    if not is_safe_page_id(page_id):
+        raise ProjectError(f"{source}: {page_id!r} is not a valid page id (letters, digits, '.', '_', '-'; "
+                           f"at most 120 characters; not starting with '.' or '-')")
+    return page_id
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    description: str = ""
+    weight: float = DEFAULT_WEIGHT
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "description": self.description, "weight": self.weight}
+
+
+def field_from(obj, source: str = "schema") -> Field:
+    """A Field from a Field, a bare name or a {"name", "description", "weight"} dict."""
+    if isinstance(obj, Field):
+        f = obj
+    elif isinstance(obj, str):
+        f = Field(obj)
+    elif isinstance(obj, dict):
+        unknown = set(obj) - {"name", "description", "weight"}
+        if unknown:
+            raise ProjectError(f"{source}: field {obj.get('name')!r} has unknown keys {sorted(unknown)}")
+        name = obj.get("name")
+        desc = obj.get("description", "")
+        weight = obj.get("weight", DEFAULT_WEIGHT)
+        if not isinstance(desc, str):
+            raise ProjectError(f"{source}: field {name!r}: 'description' must be text")
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not weight > 0 or weight != weight \
+                or weight == float("inf"):
+            raise ProjectError(f"{source}: field {name!r}: 'weight' must be a positive number, not {weight!r}")
+        f = Field(name, desc, float(weight))
+    else:
+        raise ProjectError(f"{source}: a schema field must be an object with a name, not {obj!r}")
+    if not isinstance(f.name, str) or not _FIELD_NAME.fullmatch(f.name):
+        raise ProjectError(f"{source}: field name {f.name!r} must start with a letter or '_' and hold only "
+                           f"letters, digits and '_' (at most 64)")
+    return f
+
+
+def parse_schema(items, source: str = "schema") -> list[Field]:
+    if not isinstance(items, list):
+        raise ProjectError(f"{source}: 'schema' must be a list of fields")
+    fields = [field_from(x, source) for x in items]
+    seen = set()
+    for f in fields:
+        if f.name in seen:
+            raise ProjectError(f"{source}: field {f.name!r} appears twice in the schema")
+        seen.add(f.name)
+    return fields
+
+
+# ---------------------------------------------------------------------------------------
+# Label files
+
+def _empty_review() -> dict:
+    return {"state": "unreviewed", "fixes": {}, "history": []}
+
+
+@dataclass
+class LabelFile:
+    """labels/<id>.json. `answers` is None until the page has been labelled.
+
+    grounding: {field: {"status", "words": [word indices], "reason"}}
+    review:    {"state": "unreviewed"|"accepted"|"excluded", "fixes": {field: [word indices]},
+                "history": [...], optional "reason" (why the page was excluded)}
+    `extra` keeps keys this version does not know, so a save does not drop them.
+    """
+    page: str
+    answers: dict | None = None
+    answer_source: str | None = None
+    grounding: dict = field(default_factory=dict)
+    review: dict = field(default_factory=_empty_review)
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def labelled(self) -> bool:
+        return self.answers is not None
+
+    @property
+    def fixes(self) -> dict:
+        return self.review.get("fixes", {})
+
+    @property
+    def state(self) -> str:
+        return self.review.get("state", "unreviewed")
+
+    def to_dict(self) -> dict:
+        d = {"page": self.page}
+        if self.answers is not None:
+            d["answers"] = dict(self.answers)
+            if self.answer_source is not None:
+                d["answer_source"] = self.answer_source
+        d["grounding"] = copy.deepcopy(self.grounding)
+        d["review"] = copy.deepcopy(self.review)
+        for k, v in self.extra.items():
+            d.setdefault(k, copy.deepcopy(v))
+        return d
+
+
+def _word_index_list(v, what: str, source: str) -> list[int]:
+    if not isinstance(v, list) or any(isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in v):
+        raise LabelError(f"{source}: {what} must be a list of word indices (integers >= 0), not {v!r}")
+    if len(set(v)) != len(v):
+        raise LabelError(f"{source}: {what} lists a word twice ({v!r})")
+    return list(v)
+
+
+def label_from_dict(d, source: str = "<labels>", page_id: str | None = None) -> LabelFile:
+    """Validate a parsed label file. Field names are not checked against the schema here:
+    a field removed from the schema keeps its saved answers, and grounding ignores it."""
+    if not isinstance(d, dict):
+        raise LabelError(f"{source}: a label file must be a JSON object")
+    pid = d.get("page")
+    if not isinstance(pid, str):
+        raise LabelError(f"{source}: missing 'page' (the page id)")
+    if page_id is not None and pid != page_id:
+        raise LabelError(f"{source}: 'page' is {pid!r} but the file belongs to page {page_id!r}")
+    answers = d.get("answers")
+    if answers is not None:
+        if not isinstance(answers, dict):
+            raise LabelError(f"{source}: 'answers' must be an object {{field: text or null}}")
+        for k, v in answers.items():
+            if v is not None and not isinstance(v, str):
+                raise LabelError(f"{source}: answer for {k!r} must be text or null, not {v!r}")
+    src = d.get("answer_source")
+    if src is not None and not isinstance(src, str):
+        raise LabelError(f"{source}: 'answer_source' must be text")
+    grounding = d.get("grounding", {})
+    if not isinstance(grounding, dict):
+        raise LabelError(f"{source}: 'grounding' must be an object {{field: report}}")
+    for k, g in grounding.items():
+        if not isinstance(g, dict):
+            raise LabelError(f"{source}: grounding of {k!r} must be an object")
+        if g.get("status") not in GROUNDING_STATUSES:
+            raise LabelError(f"{source}: grounding of {k!r} has status {g.get('status')!r}; "
+                             f"expected one of {', '.join(GROUNDING_STATUSES)}")
+        _word_index_list(g.get("words", []), f"grounding of {k!r}: 'words'", source)
+        if not isinstance(g.get("reason", ""), str):
+            raise LabelError(f"{source}: grounding of {k!r}: 'reason' must be text")
+    review = d.get("review", _empty_review())
+    if not isinstance(review, dict):
+        raise LabelError(f"{source}: 'review' must be an object")
+    review = dict(review)
+    state = review.setdefault("state", "unreviewed")
+    if state not in REVIEW_STATES:
+        raise LabelError(f"{source}: review state {state!r}; expected one of {', '.join(REVIEW_STATES)}")
+    fixes = review.setdefault("fixes", {})
+    if not isinstance(fixes, dict):
+        raise LabelError(f"{source}: review 'fixes' must be an object {{field: [word indices]}}")
+    for k, v in fixes.items():
+        _word_index_list(v, f"fix of {k!r}", source)
+    if not isinstance(review.setdefault("history", []), list):
+        raise LabelError(f"{source}: review 'history' must be a list")
+    if not isinstance(review.get("reason", ""), str):
+        raise LabelError(f"{source}: review 'reason' must be text")
+    known = {"page", "answers", "answer_source", "grounding", "review"}
+    extra = {k: v for k, v in d.items() if k not in known}
+    return LabelFile(pid, None if answers is None else dict(answers), src, dict(grounding), review, extra)
+
+
+def load_label_file(path, page_id: str | None = None) -> LabelFile:
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise LabelError(f"{path}: cannot read ({e.strerror or e})") from None
+    try:
+        d = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise LabelError(f"{path}: not UTF-8 text") from None
+    except json.JSONDecodeError as e:
+        raise LabelError(f"{path}: not JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+    return label_from_dict(d, str(path), page_id)
+
+
+# ---------------------------------------------------------------------------------------
+# The project
+
+def _read_project_json(path: Path) -> dict:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ProjectError(f"{path}: not found (is {path.parent} a dxstudio project folder?)") from None
+    except OSError as e:
+        raise ProjectError(f"{path}: cannot read ({e.strerror or e})") from None
+    try:
+        d = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ProjectError(f"{path}: not UTF-8 text") from None
+    except json.JSONDecodeError as e:
+        raise ProjectError(f"{path}: not JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+    if not isinstance(d, dict):
+        raise ProjectError(f"{path}: must be a JSON object")
+    return d
+
+
+def _check_labelling(v, source: str) -> dict:
+    if v is None:
+        return {}
+    if not isinstance(v, dict):
+        raise ProjectError(f"{source}: 'labelling' must be an object {{url, model, api_key_env}}")
+    for k in ("url", "model", "api_key_env"):
+        if k in v and v[k] is not None and not isinstance(v[k], str):
+            raise ProjectError(f"{source}: labelling '{k}' must be text")
+    if "api_key" in v:
+        raise ProjectError(f"{source}: do not store the API key itself; name the environment variable that "
+                           f"holds it in labelling 'api_key_env'")
+    return dict(v)
+
+
+class Project:
+    def __init__(self, root: Path, data: dict, schema: list[Field]):
+        self.root = Path(root)
+        self._data = data  # the whole dxproject.json, unknown keys included
+        self.schema = schema
+
+    # -- opening and creating ------------------------------------------------------------
+    @classmethod
+    def create(cls, path, name: str | None = None, schema=()) -> "Project":
+        root = Path(path)
+        pf = root / PROJECT_FILE
+        if pf.exists():
+            raise ProjectError(f"{pf}: a project already exists here")
+        if root.exists() and not root.is_dir():
+            raise ProjectError(f"{root}: exists and is not a folder")
+        name = name if name is not None else root.resolve().name
+        if not isinstance(name, str) or not name.strip():
+            raise ProjectError(f"{pf}: the project needs a name")
+        fields = parse_schema(list(schema), str(pf))
+        data = {"name": name, "schema": [], "labelling": {"url": None, "model": None,
+                                                            "api_key_env": DEFAULT_API_KEY_ENV},
+                "settings": {}}
+        project = cls(root, data, fields)
+        for sub in ("pages", "labels", "runs"):
+            (root / sub).mkdir(parents=True, exist_ok=True)
+        project.save()
+        return project
+
+    @classmethod
+    def open(cls, path) -> "Project":
+        root = Path(path)
+        pf = root / PROJECT_FILE
+        if not root.is_dir():
+            raise ProjectError(f"{root}: no such project folder")
+        d = _read_project_json(pf)
+        src = str(pf)
+        name = d.get("name")
+        if not isinstance(name, str) or not name.strip():
+            raise ProjectError(f"{src}: missing or empty 'name'")
+        schema = parse_schema(d.get("schema", []), src)
+        d["labelling"] = _check_labelling(d.get("labelling"), src)
+        settings = d.setdefault("settings", {})
+        if not isinstance(settings, dict):
+            raise ProjectError(f"{src}: 'settings' must be an object")
+        model = d.get("model")
+        if model is not None and not isinstance(model, str):
+            raise ProjectError(f"{src}: 'model' must be a file path")
+        return cls(root, d, schema)
+
+    @classmethod
+    def open_or_create(cls, path, name: str | None = None) -> "Project":
+        if (Path(path) / PROJECT_FILE).exists():
+            return cls.open(path)
+        return cls.create(path, name)
+
+    def save(self) -> None:
+        d = dict(self._data)
+        d["schema"] = [f.to_dict() for f in self.schema]
+        write_json_atomic(self.project_file, d)
+
+    # -- properties ----------------------------------------------------------------------
+    @property
+    def project_file(self) -> Path:
+        return self.root / PROJECT_FILE
+
+    @property
+    def name(self) -> str:
+        return self._data["name"]
+
+    @name.setter
+    def name(self, value: str) -> None:
+        if not isinstance(value, str) or not value.strip():
+            raise ProjectError(f"{self.project_file}: the project needs a name")
+        self._data["name"] = value
+
+    @property
+    def field_names(self) -> list[str]:
+        return [f.name for f in self.schema]
+
+    def field(self, name: str) -> Field:
+        for f in self.schema:
+            if f.name == name:
+                return f
+        raise KeyError(name)
+
+    def set_schema(self, fields) -> None:
+        self.schema = parse_schema(list(fields), str(self.project_file))
+
+    def add_fields(self, fields) -> list[str]:
+        """Append the fields the schema lacks (by name); returns the names added. Not saved."""
+        have = set(self.field_names)
+        new = [field_from(f, str(self.project_file)) for f in fields]
+        new = [f for f in new if f.name not in have]
+        self.schema = parse_schema(self.schema + new, str(self.project_file))
+        return [f.name for f in new]
+
+    @property
+    def settings(self) -> dict:
+        """Plain dict, saved as is (the tuner owns its keys)."""
+        return self._data.setdefault("settings", {})
+
+    @property
+    def labelling(self) -> dict:
+        return self._data.setdefault("labelling", {})
+
+    @property
+    def model(self) -> Path | None:
+        m = self._data.get("model")
+        if not m:
+            return None
+        p = Path(m)
+        return p if p.is_absolute() else self.root / p
+
+    @model.setter
+    def model(self, path) -> None:
+        if path is None:
+            self._data.pop("model", None)
+            return
+        p = Path(path)
+        try:
+            p = p.resolve().relative_to(self.root.resolve())
+        except ValueError:
+            pass
+        self._data["model"] = p.as_posix()
+
+    @property
+    def pages_dir(self) -> Path:
+        return self.root / "pages"
+
+    @property
+    def labels_dir(self) -> Path:
+        return self.root / "labels"
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.root / "runs"
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.root / ".cache"
+
+    # -- pages ---------------------------------------------------------------------------
+    def page_ids(self) -> list[str]:
+        """Ids of every pages/<id>.json, sorted. Files whose names are not valid ids are skipped
+        (temporary files of an interrupted atomic write start with '.')."""
+        if not self.pages_dir.is_dir():
+            return []
+        return sorted(p.stem for p in self.pages_dir.glob("*.json") if is_safe_page_id(p.stem))
+
+    def page_path(self, page_id: str) -> Path:
+        return self.pages_dir / f"{check_page_id(page_id)}.json"
+
+    def label_path(self, page_id: str) -> Path:
+        return self.labels_dir / f"{check_page_id(page_id)}.json"
+
+    def has_page(self, page_id: str) -> bool:
+        return self.page_path(page_id).is_file()
+
+    def load_page(self, page_id: str) -> Page:
+        path = self.page_path(page_id)
+        page = _load_page_file(path)
+        if page.id != page_id:
+            raise PageError(f"{path}: 'id' is {page.id!r} but the file name says {page_id!r}")
+        return page
+
+    def add_page(self, page: Page) -> str:
+        """Save a page. Returns "added", or "unchanged" when the same page is already there.
+        A different page under an existing id is refused: its label file's word indices
+        refer to the old words, and nothing already saved may be lost."""
+        check_page_id(page.id, f"page {page.id!r}")
+        path = self.page_path(page.id)
+        new = page.to_dict()
+        if path.exists():
+            try:
+                old = _load_page_file(path).to_dict()
+            except PageError:
+                old = None
+            if old == new:
+                return "unchanged"
+            if old is not None:
+                raise ProjectError(f"{path}: a different page with id {page.id!r} is already in the project; "
+                                   f"remove it (and labels/{page.id}.json) first to replace it")
+            # the saved file is unreadable: replacing it loses nothing usable
+        write_json_atomic(path, new)
+        return "added"
+
+    # -- labels --------------------------------------------------------------------------
+    def load_labels(self, page_id: str) -> LabelFile:
+        path = self.label_path(page_id)
+        if not path.exists():
+            return LabelFile(page=page_id)
+        return load_label_file(path, page_id)
+
+    def save_labels(self, page_id: str, labels: LabelFile) -> None:
+        if labels.page != page_id:
+            raise LabelError(f"{self.label_path(page_id)}: label file is for page {labels.page!r}, not {page_id!r}")
+        write_json_atomic(self.label_path(page_id), labels.to_dict())
+
+    def label_files(self) -> list[Path]:
+        """Every training label file (labels/<id>.json of a page in the project), sorted by id."""
+        return [p for p in (self.label_path(i) for i in self.page_ids()) if p.is_file()]
+
+    def __repr__(self) -> str:
+        return f"Project({str(self.root)!r}, name={self.name!r}, fields={self.field_names})"
