@@ -1,0 +1,179 @@
+import numpy as np
+import pytest
+
+from dxstudio.engine.page import Page, Word
+from dxstudio.grounding import (Excluded, PageTargets, canonical_number, ground_value, page_targets,
+                                project_targets, word_key)
+from dxstudio.project import LabelError, LabelFile, Project
+
+
+def page_of(*texts, pid="p"):
+    words = tuple(Word(t, (10.0 * i, 0.0, 10.0 * i + 9, 10.0)) for i, t in enumerate(texts))
+    return Page(pid, 1000.0, 100.0, words)
+
+
+RECEIPT = page_of("ACME", "Store", "SDN", "BHD", "Date:", "25/12/2018",
+                  "Tea", "3.50", "Cake", "9.00", "TOTAL", "RM", "12.50", "CASH", "20.00", "CHANGE", "7.50")
+
+
+def labels(answers=None, fixes=None, state="unreviewed", reason=None, pid="p"):
+    review = {"state": state, "fixes": fixes or {}, "history": []}
+    if reason:
+        review["reason"] = reason
+    return LabelFile(pid, answers, "llm" if answers is not None else None, {}, review)
+
+
+# -- numbers and normalization ---------------------------------------------------------------
+
+@pytest.mark.parametrize("text, canon", [
+    ("1,234.50", "1234.5"), ("1234.50", "1234.5"), ("1234,50", "1234.5"), ("1.234,50", "1234.5"),
+    ("75,000", "75000"), ("75.000", "75000"), ("1,591,600", "1591600"), ("9.00", "9"), ("9", "9"),
+    ("0.50", "0.5"), ("007", None), ("25.12.2018", None), ("1,2,3", None), ("abc", None), ("1.2.3,4", None),
+])
+def test_canonical_number(text, canon):
+    assert canonical_number(text) == canon
+
+
+def test_word_key_normalizes_case_unicode_edges_and_currency():
+    assert word_key("Ｔｏｔａｌ:") == "total"  # NFKC full-width, edge punctuation, case
+    assert word_key("RM12.50") == "12.5" and word_key("$1,234.50") == "1234.5"
+    assert word_key("RM") == "" and word_key(":") == ""
+    assert word_key("(JOHOR)") == "johor"
+
+
+# -- statuses ---------------------------------------------------------------------------------
+
+def test_exact():
+    g = ground_value(RECEIPT, "ACME  Store SDN BHD")  # white space inside a value does not matter
+    assert (g.status, g.words) == ("exact", (0, 1, 2, 3))
+    assert ground_value(RECEIPT, "25/12/2018").words == (5,)
+
+
+def test_normalized_case_punctuation_and_number_format():
+    g = ground_value(RECEIPT, "acme store sdn bhd.")
+    assert (g.status, g.words) == ("normalized", (0, 1, 2, 3))
+    assert ground_value(RECEIPT, "RM 12.50").words == (11, 12)  # printed so: exact
+    g = ground_value(RECEIPT, "RM12.50")  # the currency word is not part of the label
+    assert (g.status, g.words) == ("normalized", (12,))
+    assert ground_value(page_of("Total", "RM12.50"), "12.50").words == (1,)
+    assert ground_value(RECEIPT, "12,50").words == (12,)
+    assert ground_value(page_of("Total", "1,234.50"), "1234.50").words == (1,)
+    # OCR glued two words: found ignoring punctuation
+    g = ground_value(page_of("BOOK", "TA", ".K(TAMAN", "DAYA)"), "BOOK TA .K (TAMAN DAYA)")
+    assert (g.status, g.words) == ("normalized", (0, 1, 2, 3))
+    assert "punctuation" in g.reason
+
+
+def test_computed_values_are_never_labelled():
+    g = ground_value(RECEIPT, "16.00")  # 12.50 + 3.50, printed nowhere
+    assert g.status == "computed" and g.words == () and "3.5 + 12.5" in g.reason
+    assert ground_value(RECEIPT, "31.50").status == "computed"  # 9.00 x 3.50
+    page = page_of("a", "1.00", "b", "2.00", "c", "4.00", "d", "8.00")
+    assert ground_value(page, "15.00").status == "computed"  # the sum of every amount
+
+
+def test_absent_and_null():
+    g = ground_value(RECEIPT, "Globex")
+    assert g.status == "absent" and "'Globex' is not on the page" in g.reason
+    assert ground_value(RECEIPT, "1000.01").status == "absent"
+    assert ground_value(RECEIPT, None).status == "null"
+    assert ground_value(RECEIPT, "   ").status == "null"
+    g = ground_value(RECEIPT, "--")
+    assert g.status == "null" and "no words" in g.reason
+
+
+def test_several_occurrences_rule():
+    page = page_of("Tea", "9.00", "Total", "9.00", "Cash", "9.00", "Shop", "Tea")
+    g = ground_value(page, "9.00")
+    assert g.words == (5,) and "3 occurrences, took the last" in g.reason  # numbers: the last
+    assert ground_value(page, "Tea").words == (0,)  # text: the first
+    assert ground_value(page, "9.00", prefer="first").words == (1,)
+    # an exact occurrence beats a normalized one wherever it is
+    assert ground_value(page_of("9", "x", "9.00"), "9.00").words == (2,)
+
+
+# -- targets ------------------------------------------------------------------------------------
+
+FIELDS = ["vendor", "date", "total"]
+
+
+def test_tags_b_then_i_and_o_elsewhere():
+    t = page_targets(RECEIPT, labels({"vendor": "ACME Store SDN BHD", "date": "25/12/2018", "total": "12.50"}), FIELDS)
+    assert isinstance(t, PageTargets) and t.tags.dtype == np.int64 and len(t.tags) == len(RECEIPT.words)
+    expect = np.zeros(len(RECEIPT.words), dtype=np.int64)
+    expect[0], expect[1:4] = 1, 2  # vendor = class 0
+    expect[5] = 3  # date = class 1
+    expect[12] = 5  # total = class 2
+    assert t.tags.tolist() == expect.tolist()
+    assert t.field_words == {"vendor": (0, 1, 2, 3), "date": (5,), "total": (12,)}
+    assert t.unscored == set()
+
+
+def test_computed_and_null_fields_are_no_value():
+    t = page_targets(RECEIPT, labels({"vendor": None, "date": "25/12/2018", "total": "16.00"}), FIELDS)
+    assert t.field_words == {"vendor": (), "date": (5,), "total": ()}
+    assert t.tags.tolist().count(0) == len(RECEIPT.words) - 1 and t.unscored == set()
+
+
+def test_absent_value_excludes_the_page_with_the_reason():
+    t = page_targets(RECEIPT, labels({"vendor": "Globex", "date": "25/12/2018", "total": "12.50"}), FIELDS)
+    assert isinstance(t, Excluded) and "vendor" in t.reason and "Globex" in t.reason
+
+
+def test_non_contiguous_words_are_ignored_and_unscored():
+    t = page_targets(RECEIPT, labels({"total": "12.50"}, fixes={"vendor": [0, 2]}), FIELDS)
+    assert t.tags[0] == -1 and t.tags[2] == -1 and t.tags[1] == 0
+    assert t.unscored == {"vendor"} and t.tags[12] == 5
+
+
+def test_a_word_claimed_by_two_fields():
+    t = page_targets(RECEIPT, labels({"date": "25/12/2018"}, fixes={"vendor": [4, 5]}), FIELDS)
+    assert t.unscored == {"vendor", "date"}
+    assert t.tags[4] == -1 and t.tags[5] == -1 and (t.tags >= 0).sum() == len(RECEIPT.words) - 2
+
+
+def test_fixes_override_the_model_and_rescue_an_absent_value():
+    lf = labels({"vendor": "Globex", "date": "25/12/2018", "total": "9.00"}, fixes={"vendor": [0, 1], "total": []})
+    t = page_targets(RECEIPT, lf, FIELDS)
+    assert t.field_words == {"vendor": (0, 1), "date": (5,), "total": ()}
+    assert t.tags[:2].tolist() == [1, 2] and t.tags[9] == 0
+
+
+def test_review_exclusion_and_unlabelled_pages():
+    lf = labels({"total": "12.50"}, state="excluded", reason="a photo of a cat")
+    assert page_targets(RECEIPT, lf, FIELDS) == Excluded("a photo of a cat")
+    assert page_targets(RECEIPT, labels(None), FIELDS) == Excluded("not labelled yet")
+    t = page_targets(RECEIPT, labels(None, state="accepted", fixes={"total": [12]}), FIELDS)
+    assert t.field_words["total"] == (12,) and t.field_words["vendor"] == ()
+
+
+def test_max_words_window():
+    lf = labels({"vendor": "ACME Store SDN BHD", "total": "12.50"})
+    t = page_targets(RECEIPT, lf, FIELDS, max_words=10)
+    assert t.unscored == {"total"}
+    assert t.tags[10:].tolist() == [-1] * (len(RECEIPT.words) - 10)
+    assert t.tags[:4].tolist() == [1, 2, 2, 2]
+    # a value cut by the window edge: not scored, all of its words ignored
+    t = page_targets(RECEIPT, lf, FIELDS, max_words=2)
+    assert t.unscored == {"vendor", "total"} and (t.tags == -1).all()
+
+
+def test_bad_word_index_names_the_label_file():
+    with pytest.raises(LabelError, match=r"labels/p\.json: the fix of 'total' names word 99"):
+        page_targets(RECEIPT, labels({}, fixes={"total": [99]}), FIELDS)
+
+
+def test_project_targets_reports_and_goes_on(tmp_path):
+    p = Project.create(tmp_path / "proj", "t", FIELDS)
+    for pid in ("good", "gone", "broken", "new"):
+        p.add_page(page_of(*[w.text for w in RECEIPT.words], pid=pid))
+    from dxstudio.labelling import apply_answers
+    apply_answers(p, "good", {"vendor": "ACME Store SDN BHD", "total": "12.50"}, "llm")
+    apply_answers(p, "gone", {"vendor": "Globex"}, "llm")
+    p.label_path("broken").write_text("{")
+    r = project_targets(p)
+    assert [k for k, _, _ in r.kept] == ["good"]
+    assert dict(r.excluded) == {"gone": "vendor: 'Globex' is not on the page", "new": "not labelled yet"}
+    assert r.errors[0][0] == "broken" and "labels/broken.json" in r.errors[0][1]
+    s = r.summary()
+    assert s["kept"] == 1 and s["excluded_by_reason"] == {"vendor absent": 1, "not labelled yet": 1}
