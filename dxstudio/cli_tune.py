@@ -1,0 +1,130 @@
+"""`dxstudio tune` and `dxstudio eval`."""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+
+def configure(name, p):
+    if name == "tune":
+        p.add_argument("project", help="project folder")
+        p.add_argument("--epochs", type=int)
+        p.add_argument("--batch", type=int)
+        p.add_argument("--lr", type=float, help="peak learning rate")
+        p.add_argument("--warmup", type=int, help="warm-up steps")
+        p.add_argument("--backbone-scale", type=float, help="0 trains the tag head only")
+        p.add_argument("--field-weight", type=float, help="weight of every B-/I- tag (default: the schema's)")
+        p.add_argument("--heldout-fraction", type=float)
+        p.add_argument("--seed", type=int)
+        p.add_argument("--size", choices=["tiny", "base"], help="size of a new model when the project names none")
+        p.add_argument("--model", help="starting model file (default: the project's, else a new model)")
+        p.add_argument("--degree", type=int, help="examples in parallel (the bytes do not depend on it)")
+        p.add_argument("--kernels", choices=["reference", "fast"])
+        p.add_argument("--checkpoint-every", type=int)
+        p.add_argument("--stop-after", type=int, metavar="STEPS", help="stop (with a checkpoint) after this many steps in all")
+        p.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
+        p.add_argument("--out", help="run folder (default: PROJECT/runs/<time>)")
+    else:
+        p.add_argument("model", help="model file")
+        p.add_argument("project", help="project folder")
+        p.add_argument("--out", help="report file (default: print only)")
+        p.add_argument("--kernels", choices=["reference", "fast"])
+
+
+def _overrides(args) -> dict:
+    keys = ["epochs", "batch", "lr", "warmup", "backbone_scale", "field_weight", "heldout_fraction",
+            "seed", "size", "degree", "kernels", "checkpoint_every"]
+    return {k: getattr(args, k, None) for k in keys if getattr(args, k, None) is not None}
+
+
+def _print_report(report: dict) -> None:
+    rows = [("field", "recall", "agreement", "threshold")]
+    fmt = lambda v: "-" if v is None else f"{v:.3f}"
+    for name, f in report["fields"].items():
+        rows.append((name, fmt(f.get("recall")), fmt(f.get("agreement")), fmt(f.get("threshold"))))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)), file=sys.stderr)
+    print(report.get("threshold_statement") or f"LocalFirst threshold: {report['threshold']}", file=sys.stderr)
+
+
+def run(name, args) -> int:
+    from dxstudio.project import Project, ProjectError
+    from dxstudio.tuning import TuneError
+
+    try:
+        project = Project.open(args.project)
+    except (ProjectError, OSError) as e:
+        print(f"dxstudio {name}: {e}", file=sys.stderr)
+        return 2
+    if name == "eval":
+        from dxstudio.tuning import evaluate_model
+
+        try:
+            report = evaluate_model(args.model, project, args.out, _overrides(args))
+        except (TuneError, ValueError) as e:
+            print(f"dxstudio eval: {e}", file=sys.stderr)
+            return 2
+        _print_report(report)
+        print(json.dumps(report))
+        return 0
+    return _tune(project, args)
+
+
+def _tune(project, args) -> int:
+    from dxstudio.progress import ProgressBar
+    from dxstudio.tuning import TuneError, TuneRun
+
+    if args.resume and not args.out:
+        print("dxstudio tune: --resume needs --out RUN_DIR (the run to continue)", file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else project.runs_dir / time.strftime("%Y%m%d-%H%M%S")
+    t0 = time.monotonic()
+    try:
+        run = TuneRun.prepare(project, out, _overrides(args), model_path=args.model)
+    except (TuneError, ValueError) as e:
+        print(f"dxstudio tune: {e}", file=sys.stderr)
+        return 2
+    for pid, err in run.errors:
+        print(f"dxstudio tune: skipped {err}", file=sys.stderr)
+    print(f"dxstudio tune: {len(run.train_pages)} training and {len(run.heldout_pages)} held-out pages, "
+          f"{len(run.excluded)} excluded, {run.total_steps} steps, from {run.start_source}", file=sys.stderr)
+    bar = ProgressBar(run.total_steps, "tune")
+
+    def on_event(ev):
+        if ev.kind == "step":
+            bar.done = ev.step - 1
+            bar.update(1, suffix=f"loss {ev.loss:.4f}")
+        elif ev.kind == "epoch" and not bar.enabled:
+            agree = {k: v["agreement"] for k, v in ev.scores["fields"].items()}
+            print(f"epoch {ev.epoch}: step {ev.step}/{ev.total} agreement {json.dumps(agree)}", file=sys.stderr)
+
+    try:
+        finished = run.train(on_event, stop_after=args.stop_after, resume=args.resume)
+    except (TuneError, ValueError) as e:
+        bar.close()
+        print(f"dxstudio tune: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        run.save_checkpoint()
+        bar.close()
+        print(f"dxstudio tune: interrupted; checkpoint kept, continue with --resume --out {out}", file=sys.stderr)
+        return 130
+    bar.close()
+    if not finished:
+        print(f"dxstudio tune: stopped at step {run.state.step}; continue with --resume --out {out}", file=sys.stderr)
+        print(json.dumps({"run": str(out), "step": run.state.step, "total_steps": run.total_steps, "finished": False}))
+        return 0
+    report = run.finish()
+    report["run"]["wall_seconds"] = round(time.monotonic() - t0, 3)
+    from dxstudio.fsutil import write_json_atomic
+
+    write_json_atomic(out / "report.json", report)
+    _print_report(report)
+    print(json.dumps({"run": str(out), "model": str(out / "model.safetensors"), "report": str(out / "report.json"),
+                      "threshold": report["threshold"],
+                      "fields": {k: {m: v.get(m) for m in ("recall", "agreement", "threshold")}
+                                 for k, v in report["fields"].items()}}))
+    return 0

@@ -1,0 +1,397 @@
+"""Fine-tuning a project's schema: the run, its checkpoints, resume and the report.
+
+    run = TuneRun.prepare(project, run_dir, overrides)     # split, targets, starting model
+    run.train(on_event=print, cancel=threading.Event())    # steps; checkpoint every N and on cancel
+    report = run.finish()                                  # model.safetensors + report.json
+
+Headless: the command line and the app both drive this class; events go to a callback.
+Everything that decides the bytes of the model (the starting model, the schema, the settings
+that matter, every training label file and page) is tied together by a SHA-256 fingerprint;
+a run resumed from a checkpoint ends with the model bytes of an uninterrupted one.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from dxstudio import schedule
+from dxstudio.engine.config import size_config
+from dxstudio.engine.container import ModelFileError, canonical_json, load_model, model_bytes, save_model
+from dxstudio.engine.extract import predict_page
+from dxstudio.engine.inputs import window_inputs
+from dxstudio.engine.params import new_params, new_tag_head
+from dxstudio.engine.training import Example, Targets, TrainSettings, TrainState, train_step
+from dxstudio.fsutil import write_bytes_atomic, write_json_atomic
+from dxstudio.grounding import project_targets
+from dxstudio.scoring import HeldOutPage, score_pages
+
+# Defaults, measured on ../shared/data (docs/tuning.md, "Defaults"); dxproject.json "settings"
+# and the command line override them.
+DEFAULTS = {
+    "epochs": 12,
+    "batch": 8,
+    "lr": 3e-3,
+    "warmup": 20,
+    "backbone_scale": 0.3,
+    "field_weight": None,  # None: each field's schema weight (default 3)
+    "heldout_fraction": 0.15,
+    "share": 0.99,
+    "min_values": 5,
+    "seed": 1,
+    "clip": 1.0,
+    "weight_decay": 0.01,
+    "degree": 1,
+    "kernels": "fast",
+    "size": "base",  # size of a new model when the project names none
+    "checkpoint_every": 50,
+}
+# Settings that cannot change the model bytes; they are left out of the fingerprint so that a
+# run may be resumed at another degree or kernel path, or checkpointed more or less often.
+NOT_FINGERPRINTED = ("degree", "kernels", "checkpoint_every")
+
+
+class TuneError(ValueError):
+    """A run that cannot start or resume; str() says why."""
+
+
+def resolve_settings(project_settings: dict, overrides: dict | None = None) -> dict:
+    s = dict(DEFAULTS)
+    for src in (project_settings or {}, overrides or {}):
+        for k, v in src.items():
+            if k in DEFAULTS and v is not None:
+                s[k] = v
+    ints = ("epochs", "batch", "warmup", "seed", "degree", "min_values", "checkpoint_every")
+    for k in ints:
+        if isinstance(s[k], bool) or not isinstance(s[k], int):
+            raise TuneError(f"setting {k} must be an integer, not {s[k]!r}")
+    for k, low in (("epochs", 1), ("batch", 1), ("degree", 1), ("min_values", 1), ("checkpoint_every", 1)):
+        if s[k] < low:
+            raise TuneError(f"setting {k} must be >= {low}, not {s[k]}")
+    if s["warmup"] < 0 or s["seed"] < 0:
+        raise TuneError("settings warmup and seed must be >= 0")
+    for k in ("lr", "backbone_scale", "heldout_fraction", "share", "weight_decay"):
+        if isinstance(s[k], bool) or not isinstance(s[k], (int, float)) or not math.isfinite(s[k]) or s[k] < 0:
+            raise TuneError(f"setting {k} must be a number >= 0, not {s[k]!r}")
+    if not 0 < s["lr"]:
+        raise TuneError("setting lr must be positive")
+    if s["clip"] is not None and (not isinstance(s["clip"], (int, float)) or s["clip"] <= 0):
+        raise TuneError(f"setting clip must be a positive number or null, not {s['clip']!r}")
+    if s["kernels"] not in ("fast", "reference"):
+        raise TuneError(f"setting kernels must be fast or reference, not {s['kernels']!r}")
+    if s["size"] not in ("tiny", "base"):
+        raise TuneError(f"setting size must be tiny or base, not {s['size']!r}")
+    return s
+
+
+@dataclass
+class Event:
+    """A progress event: kind "step" (step, total, loss, lr, seconds) or "epoch" (epoch, scores)
+    or "checkpoint" / "done" / "cancelled"."""
+    kind: str
+    step: int
+    total: int
+    loss: float | None = None
+    lr: float | None = None
+    seconds: float | None = None
+    epoch: int | None = None
+    scores: dict | None = None
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass
+class TuneRun:
+    project: object
+    run_dir: Path
+    settings: dict
+    cfg: object
+    start_params: OrderedDict  # container layout, tag head already replaced for the schema
+    start_bytes: bytes  # the starting model file's bytes (what the fingerprint covers)
+    start_source: str
+    train_pages: list = field(default_factory=list)  # [(id, Page, PageTargets)] in hash order
+    heldout_pages: list = field(default_factory=list)
+    excluded: list = field(default_factory=list)
+    errors: list = field(default_factory=list)
+    components: dict = field(default_factory=dict)  # name -> sha256
+    state: TrainState | None = None
+    total_steps: int = 0
+    examples: list = field(default_factory=list)
+    history: list = field(default_factory=list)  # events of this run (steps and epochs)
+
+    # -- preparing ----------------------------------------------------------------------
+    @classmethod
+    def prepare(cls, project, run_dir, overrides: dict | None = None, model_path=None) -> "TuneRun":
+        settings = resolve_settings(project.settings, overrides)
+        fields = project.field_names
+        if not fields:
+            raise TuneError(f"{project.project_file}: the schema has no fields; add fields before tuning")
+        weights = [settings["field_weight"] if settings["field_weight"] is not None else f.weight
+                   for f in project.schema]
+        model_path = model_path or project.model
+        if model_path is not None:
+            model_path = Path(model_path)
+            try:
+                loaded = load_model(model_path)
+            except ModelFileError as e:
+                raise TuneError(str(e)) from None
+            base_cfg, base_params = loaded.cfg, loaded.params
+            start_bytes = model_path.read_bytes()
+            source = str(model_path)
+        else:
+            base_cfg = size_config(settings["size"])
+            base_params = new_params(base_cfg, settings["seed"])
+            start_bytes = model_bytes(base_cfg, base_params)
+            source = f"new {settings['size']} model, seed {settings['seed']}"
+        cfg = base_cfg.with_fields(fields)
+        params = OrderedDict(base_params)
+        if list(base_cfg.fields) != list(fields):
+            # a custom schema: a new tag head of 1 + 2K rows drawn from the run's seed
+            params["tag_head.weight"], params["tag_head.bias"] = new_tag_head(cfg, settings["seed"])
+        run = cls(project, Path(run_dir), settings, cfg, params, start_bytes, source)
+        run._load_targets(weights)
+        run._fingerprint(weights)
+        return run
+
+    def _load_targets(self, weights) -> None:
+        pt = project_targets(self.project, max_words=self.cfg.max_words)
+        self.excluded, self.errors = pt.excluded, pt.errors
+        by_id = {pid: (pid, page, t) for pid, page, t in pt.kept}
+        if len(by_id) < 2:
+            raise TuneError(
+                f"{self.project.root}: {len(by_id)} usable page(s); tuning needs at least 2 "
+                f"(one to train on, one held out). Excluded: {len(self.excluded)}, unreadable: {len(self.errors)}")
+        train_ids, held_ids = schedule.split_pages(list(by_id), self.settings["seed"], self.settings["heldout_fraction"])
+        self.train_pages = [by_id[i] for i in train_ids]
+        self.heldout_pages = [by_id[i] for i in held_ids]
+        self.class_weights = tuple(float(w) for w in schedule.class_weights_for(weights))
+        self.examples = []
+        for pid, page, t in self.train_pages:  # one window per page: the first max_words words
+            stop = min(len(page.words), self.cfg.max_words)
+            inp = window_inputs(page, self.cfg, 0, stop)
+            self.examples.append(Example(inp, Targets(tags=np.asarray(t.tags[:stop], np.int64))))
+        self.total_steps = schedule.total_steps(len(self.train_pages), self.settings["batch"], self.settings["epochs"])
+
+    def _fingerprint(self, weights) -> None:
+        s = {k: v for k, v in self.settings.items() if k not in NOT_FINGERPRINTED}
+        labels = hashlib.sha256()
+        pages = hashlib.sha256()
+        for pid, _, _ in sorted(self.train_pages + self.heldout_pages, key=lambda r: r[0]):
+            lp = self.project.label_path(pid)
+            labels.update(pid.encode() + b"\0" + (lp.read_bytes() if lp.exists() else b"") + b"\0")
+            pages.update(pid.encode() + b"\0" + self.project.page_path(pid).read_bytes() + b"\0")
+        schema = [{"name": f.name, "weight": w} for f, w in zip(self.project.schema, weights)]
+        self.components = {
+            "starting model": _sha(self.start_bytes),
+            "schema": _sha(canonical_json(schema).encode()),
+            "settings": _sha(canonical_json(s).encode()),
+            "label files": labels.hexdigest(),
+            "pages": pages.hexdigest(),
+        }
+        self.fingerprint = _sha(canonical_json(self.components).encode())
+
+    def train_settings(self) -> TrainSettings:
+        s = self.settings
+        return TrainSettings(backbone_scale=float(s["backbone_scale"]), loss_tag=1.0,
+                             tag_class_weights=self.class_weights, weight_decay=float(s["weight_decay"]),
+                             clip=s["clip"], degree=s["degree"], kernels=s["kernels"])
+
+    # -- checkpoints ---------------------------------------------------------------------
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.run_dir / "checkpoint.safetensors"
+
+    def save_checkpoint(self) -> None:
+        from safetensors.numpy import save
+
+        st = self.state
+        tensors = {}
+        for name, v in st.params.items():
+            tensors["param/" + name] = np.ascontiguousarray(v)
+        for name in st.m:
+            tensors["adam_m/" + name] = np.ascontiguousarray(st.m[name])
+            tensors["adam_v/" + name] = np.ascontiguousarray(st.v[name])
+        meta = {"checkpoint": canonical_json({"step": st.step, "fingerprint": self.fingerprint,
+                                              "components": self.components})}
+        write_bytes_atomic(self.checkpoint_path, save(tensors, metadata=meta))
+
+    def load_checkpoint(self) -> int:
+        from safetensors import safe_open
+
+        path = self.checkpoint_path
+        if not path.exists():
+            raise TuneError(f"{path}: no checkpoint to resume from")
+        try:
+            with safe_open(str(path), framework="numpy") as f:
+                meta = json.loads((f.metadata() or {})["checkpoint"])
+                tensors = {k: f.get_tensor(k) for k in f.keys()}
+        except Exception as e:  # the library's errors are not one family
+            raise TuneError(f"{path}: not a readable checkpoint ({e})") from None
+        if meta.get("fingerprint") != self.fingerprint:
+            old = meta.get("components", {})
+            changed = [k for k, v in self.components.items() if old.get(k) != v]
+            raise TuneError(f"{path}: the checkpoint belongs to another run: "
+                            f"{', '.join(changed) or 'fingerprint'} changed since it was written")
+        st = self.state
+        for name in st.params:
+            st.params[name] = tensors["param/" + name].astype(np.float32)
+        for name in st.m:
+            st.m[name] = tensors["adam_m/" + name].astype(np.float32)
+            st.v[name] = tensors["adam_v/" + name].astype(np.float32)
+        st.step = int(meta["step"])
+        return st.step
+
+    # -- training ------------------------------------------------------------------------
+    def start_state(self, resume: bool = False) -> int:
+        self.state = TrainState.start(self.cfg, self.start_params, self.train_settings())
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(self.run_dir / "settings.json", {
+            "settings": self.settings, "fingerprint": self.fingerprint, "components": self.components,
+            "starting_model": self.start_source, "fields": list(self.cfg.fields),
+            "train_pages": [r[0] for r in self.train_pages], "heldout_pages": [r[0] for r in self.heldout_pages],
+            "total_steps": self.total_steps})
+        return self.load_checkpoint() if resume else 0
+
+    def train(self, on_event=None, cancel: threading.Event | None = None, stop_after: int | None = None,
+              resume: bool = False) -> bool:
+        """Run steps until the end, a cancel or `stop_after` steps in total. A checkpoint is
+        written every checkpoint_every steps and when stopping early. True when finished."""
+        emit = on_event or (lambda e: None)
+        start = self.start_state(resume)
+        s = self.settings
+        n = len(self.train_pages)
+        metrics = self.run_dir / "metrics.jsonl"
+        self._trim_metrics(metrics, start)
+        t0 = time.monotonic()
+        for step in range(start, self.total_steps):
+            if (cancel is not None and cancel.is_set()) or (stop_after is not None and step >= stop_after):
+                self.save_checkpoint()
+                emit(Event("cancelled", step, self.total_steps))
+                return False
+            idx = schedule.batch_for_step(n, s["seed"], s["batch"], s["epochs"], step)
+            lr = schedule.learning_rate(step, self.total_steps, s["warmup"], float(s["lr"]))
+            res = train_step(self.state, [self.examples[i] for i in idx], lr)
+            ev = Event("step", step + 1, self.total_steps, loss=res.loss, lr=lr, seconds=time.monotonic() - t0)
+            self._log(metrics, ev)
+            emit(ev)
+            done_positions = min((step + 1) * s["batch"], n * s["epochs"])
+            prev_positions = step * s["batch"]
+            if done_positions // n > prev_positions // n or step + 1 == self.total_steps:
+                epoch = done_positions // n  # epochs completed
+                scores = self.evaluate()
+                ev = Event("epoch", step + 1, self.total_steps, epoch=epoch, scores=scores,
+                           seconds=time.monotonic() - t0)
+                self._log(metrics, ev)
+                emit(ev)
+            if (step + 1) % s["checkpoint_every"] == 0 and step + 1 < self.total_steps:
+                self.save_checkpoint()
+                emit(Event("checkpoint", step + 1, self.total_steps))
+        self.save_checkpoint()
+        emit(Event("done", self.total_steps, self.total_steps))
+        return True
+
+    def _log(self, path: Path, ev: Event) -> None:
+        row = {k: v for k, v in ev.__dict__.items() if v is not None}
+        if ev.scores is not None:
+            row["scores"] = _compact_scores(ev.scores)
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
+
+    @staticmethod
+    def _trim_metrics(path: Path, start: int) -> None:
+        """On resume keep the lines of the steps already taken; a fresh run starts a new file."""
+        if not path.exists():
+            return
+        keep = []
+        if start > 0:
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a line cut by a crash
+                if row.get("step", 0) <= start and row.get("kind") in ("step", "epoch"):
+                    keep.append(line)
+        write_bytes_atomic(path, "".join(l + "\n" for l in keep).encode())
+
+    # -- scores ----------------------------------------------------------------------------
+    def predictions(self, params_rt=None):
+        """(page id, Page, PageTargets, PagePrediction) for every held-out page."""
+        params_rt = params_rt if params_rt is not None else self.state.params
+        out = []
+        for pid, page, t in self.heldout_pages:
+            out.append((pid, page, t, predict_page(self.cfg, params_rt, page, self.settings["kernels"])))
+        return out
+
+    def evaluate(self, params_rt=None) -> dict:
+        return score_predictions(list(self.cfg.fields), self.predictions(params_rt),
+                                 self.settings["share"], self.settings["min_values"])
+
+    def finish(self) -> dict:
+        """Write model.safetensors (with the training summary) and report.json; return the report."""
+        report = self.evaluate()
+        report["run"] = {
+            "fingerprint": self.fingerprint, "starting_model": self.start_source, "steps": self.state.step,
+            "train_pages": len(self.train_pages), "heldout_pages": len(self.heldout_pages),
+            "excluded_pages": len(self.excluded), "unreadable_pages": len(self.errors),
+            "excluded": [{"id": i, "reason": r} for i, r in self.excluded],
+            "unreadable": [{"id": i, "error": e} for i, e in self.errors],
+            "settings": self.settings,
+        }
+        summary = {"fingerprint": self.fingerprint, "threshold": report["threshold"],
+                   "fields": {k: {m: v.get(m) for m in ("recall", "agreement", "threshold")}
+                              for k, v in report["fields"].items()},
+                   "steps": self.state.step, "share": report["share"]}
+        save_model(self.run_dir / "model.safetensors", self.cfg, self.state.container_params(), summary)
+        write_json_atomic(self.run_dir / "report.json", report)
+        return report
+
+
+def score_predictions(fields, preds, share, min_values) -> dict:
+    pages = []
+    for pid, page, t, pred in preds:
+        prediction = {f: ((v.words, v.confidence) if v is not None else None) for f, v in pred.fields.items()}
+        label = {f: tuple(t.field_words.get(f, ())) for f in fields}
+        pages.append(HeldOutPage(pid, label, prediction, frozenset(t.unscored)))
+    return score_pages(fields, pages, share, min_values)
+
+
+def _compact_scores(report: dict) -> dict:
+    return {"fields": {k: {m: v.get(m) for m in ("recall", "agreement", "threshold")}
+                       for k, v in report["fields"].items()},
+            "threshold": report.get("threshold")}
+
+
+def evaluate_model(model_path, project, out_path=None, overrides: dict | None = None) -> dict:
+    """`dxstudio eval`: the same report for any model, on the project's held-out pages."""
+    try:
+        loaded = load_model(model_path)
+    except ModelFileError as e:
+        raise TuneError(str(e)) from None
+    if list(loaded.cfg.fields) != project.field_names:
+        raise TuneError(f"{model_path}: the model's fields {list(loaded.cfg.fields)} are not the "
+                        f"project's schema {project.field_names}")
+    settings = resolve_settings(project.settings, overrides)
+    pt = project_targets(project, max_words=loaded.cfg.max_words)
+    by_id = {pid: (pid, page, t) for pid, page, t in pt.kept}
+    if len(by_id) < 2:
+        raise TuneError(f"{project.root}: {len(by_id)} usable page(s); evaluation needs at least 2")
+    _, held = schedule.split_pages(list(by_id), settings["seed"], settings["heldout_fraction"])
+    from dxstudio.engine.model import to_runtime
+
+    params = to_runtime(loaded.params)
+    preds = [(pid, by_id[pid][1], by_id[pid][2], predict_page(loaded.cfg, params, by_id[pid][1], settings["kernels"]))
+             for pid in held]
+    report = score_predictions(list(loaded.cfg.fields), preds, settings["share"], settings["min_values"])
+    report["run"] = {"model": str(model_path), "heldout_pages": len(held)}
+    if out_path is not None:
+        write_json_atomic(out_path, report)
+    return report
