@@ -385,7 +385,7 @@ def cord_page(path: Path) -> tuple[Page, dict]:
 
 
 def cord_words(path: Path) -> tuple[Page, list]:
-    """A CORD receipt in reading order and each word's category."""
+    """A CORD receipt in reading order and each word's category ("key" for key words)."""
     d = _read_json(path)
     if not isinstance(d, dict) or not isinstance(d.get("valid_line"), list):
         raise SourceError(f"{path}: not a CORD receipt (no 'valid_line' list)")
@@ -411,7 +411,8 @@ def cord_words(path: Path) -> tuple[Page, list]:
             except (KeyError, TypeError, ValueError):
                 raise SourceError(f"{path}: line {k}: word {text!r} has no quad x1..y4") from None
             box = _clamp_box((min(xs), min(ys), max(xs), max(ys)), width, height)
-            items.append((Word(" ".join(text.split()), box), category))
+            # a key word ("TOTAL", is_key 1) shares its value's category but is not the value
+            items.append((Word(" ".join(text.split()), box), "key" if w.get("is_key") else category))
         if items:
             items.sort(key=lambda it: it[0].box[0])
             b = [it[0].box for it in items]
@@ -478,7 +479,7 @@ def pdf_pages(path: Path) -> list[Page]:
             page.close()
             if words:
                 pid = stem if n == 1 else f"{stem}-p{k + 1}"
-                pages.append(Page(pid, float(width), float(height), tuple(words), str(path.resolve())))
+                pages.append(Page(pid, float(width), float(height), tuple(words), None))
     finally:
         pdf.close()
     if not pages:

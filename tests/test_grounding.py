@@ -85,9 +85,15 @@ def test_absent_and_null():
 def test_several_occurrences_rule():
     page = page_of("Tea", "9.00", "Total", "9.00", "Cash", "9.00", "Shop", "Tea")
     g = ground_value(page, "9.00")
-    assert g.words == (5,) and "3 occurrences, took the last" in g.reason  # numbers: the last
-    assert ground_value(page, "Tea").words == (0,)  # text: the first
-    assert ground_value(page, "9.00", prefer="first").words == (1,)
+    assert g.words == (1,) and "3 occurrences, took the first" in g.reason
+    assert ground_value(page, "9.00", prefer="last").words == (5,)
+    assert ground_value(page, "Tea").words == (0,)
+    # a run just after the field's name wins over the others
+    g = ground_value(page, "9.00", field="total")
+    assert g.words == (3,) and "2 after the field's name, took the first" in g.reason
+    assert ground_value(page, "9.00", field="cash").words == (5,)
+    assert ground_value(page, "9.00", field="total_amount").words == (3,)  # a part of the name
+    assert ground_value(page, "9.00", field="vendor").words == (1,)
     # an exact occurrence beats a normalized one wherever it is
     assert ground_value(page_of("9", "x", "9.00"), "9.00").words == (2,)
 
