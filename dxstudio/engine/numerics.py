@@ -205,6 +205,17 @@ try:
 except ImportError:  # pragma: no cover - numba is a hard dependency; keep the reference usable
     numba = None
 
+def _renamed(fn, name):
+    """A copy of fn under another name: Numba's on-disk cache keys functions by name, so the
+    parallel and the serial build of one body need distinct names or they evict each other."""
+    import types
+
+    g = types.FunctionType(fn.__code__.replace(co_name=name, co_qualname=name) if hasattr(fn.__code__, "co_qualname")
+                           else fn.__code__.replace(co_name=name), fn.__globals__, name, fn.__defaults__, fn.__closure__)
+    g.__qualname__ = name
+    return g
+
+
 if numba is not None:
     _jit = dict(cache=_NUMBA_CACHE, nogil=True, fastmath=False, error_model="numpy")
 
@@ -237,8 +248,8 @@ if numba is not None:
 
     # One thread owns each output row, so both give the same bytes. The serial one runs when
     # examples are spread over Python threads (Numba's default thread pool is not re-entrant).
-    _mm_fast_par = njit(parallel=True, **_jit)(_mm_body)
-    _mm_fast_ser = njit(**_jit)(_mm_body)
+    _mm_fast_par = njit(parallel=True, **_jit)(_renamed(_mm_body, "_mm_par"))
+    _mm_fast_ser = njit(**_jit)(_renamed(_mm_body, "_mm_ser"))
 
     def _rowdot_body(a, b, out):
         m, k = a.shape
@@ -254,8 +265,8 @@ if numba is not None:
                 acc[l] = acc[l] + acc[l + 2]
             out[i] = acc[0] + acc[1]
 
-    _rowdot_par = njit(parallel=True, **_jit)(_rowdot_body)
-    _rowdot_ser = njit(**_jit)(_rowdot_body)
+    _rowdot_par = njit(parallel=True, **_jit)(_renamed(_rowdot_body, "_rowdot_par"))
+    _rowdot_ser = njit(**_jit)(_renamed(_rowdot_body, "_rowdot_ser"))
 
     @njit(**_jit)
     def exp32_scalar(x):
