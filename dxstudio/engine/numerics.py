@@ -199,6 +199,11 @@ def log64_ref(x: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------------------
 _NUMBA_CACHE = os.environ.get("DXSTUDIO_NUMBA_CACHE", "1") != "0"
 
+# OpenMP threads that spin while waiting take the other core from everyone on a busy
+# machine (a 15x slowdown measured with two processes on two cores); passive waiting costs
+# little when the machine is idle. Must be set before the OpenMP runtime starts.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 try:
     import numba
     from numba import njit, prange
@@ -399,6 +404,10 @@ import threading
 
 _serial = threading.local()
 
+# Below this many multiply-adds a kernel runs on the calling thread: waking the thread pool
+# costs more than the work (milliseconds on a busy machine). Either way the bytes are the same.
+PARALLEL_MIN_WORK = 1 << 18
+
 
 class serial_kernels:
     """Within this context the calling thread uses the single-threaded compiled kernels."""
@@ -417,7 +426,8 @@ def mm_fast(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"mm: inner sizes differ ({a.shape} x {b.shape})")
     out = np.empty((a.shape[0], b.shape[1]), F32)
-    (_mm_fast_ser if getattr(_serial, "on", False) else _mm_fast_par)(a, b, out)
+    big = a.shape[0] > 1 and a.shape[0] * a.shape[1] * b.shape[1] >= PARALLEL_MIN_WORK
+    (_mm_fast_par if big and not getattr(_serial, "on", False) else _mm_fast_ser)(a, b, out)
     return out
 
 
@@ -425,7 +435,8 @@ def rowdot_fast(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     a = np.ascontiguousarray(a, F32)
     b = np.ascontiguousarray(b, F32)
     out = np.empty(a.shape[0], F32)
-    (_rowdot_ser if getattr(_serial, "on", False) else _rowdot_par)(a, b, out)
+    big = a.shape[0] > 1 and a.size >= PARALLEL_MIN_WORK
+    (_rowdot_par if big and not getattr(_serial, "on", False) else _rowdot_ser)(a, b, out)
     return out
 
 
