@@ -19,7 +19,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dxstudio.engine import layers as L
 from dxstudio.engine.config import ModelConfig
 from dxstudio.engine.inputs import WindowInputs, window_inputs
 from dxstudio.engine.layers import Ops

@@ -36,7 +36,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from dxstudio.engine.config import ModelConfig, size_config  # noqa: E402
-from dxstudio.engine.container import load_model, save_model  # noqa: E402
+from dxstudio.engine.container import ModelFileError, load_model, save_model  # noqa: E402
 from dxstudio.engine.inputs import window_inputs  # noqa: E402
 from dxstudio.engine.layers import Ops  # noqa: E402
 from dxstudio.engine.model import forward as engine_forward, to_runtime  # noqa: E402
@@ -337,7 +337,11 @@ def main(argv=None) -> int:
                     "written here if the file does not exist)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"fixture to write (default {DEFAULT_OUT})")
     a = ap.parse_args(argv)
-    cfg, params = random7(a.model)
+    try:
+        cfg, params = random7(a.model)
+    except ModelFileError as e:  # one line naming the file and the problem
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     fx = build_fixture(cfg, params)
     buf = io.BytesIO()
     np.savez_compressed(buf, **fx)
