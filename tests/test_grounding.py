@@ -85,17 +85,21 @@ def test_absent_and_null():
 def test_several_occurrences_rule():
     page = page_of("Tea", "9.00", "Total", "9.00", "Cash", "9.00", "Shop", "Tea")
     g = ground_value(page, "9.00")
-    assert g.words == (1,) and "3 occurrences, took the first" in g.reason
-    assert ground_value(page, "9.00", prefer="last").words == (5,)
-    assert ground_value(page, "Tea").words == (0,)
-    # a run just after the field's name wins over the others
+    assert g.words == (5,) and "3 occurrences, took the last" in g.reason  # numbers: the last
+    assert ground_value(page, "9.00", prefer="first").words == (1,)
+    assert ground_value(page, "Tea").words == (0,)  # text: the first
+    assert ground_value(page, "Tea", prefer="last").words == (7,)
+    # a run just after the field's name on the same row wins over the others
     g = ground_value(page, "9.00", field="total")
-    assert g.words == (3,) and "2 after the field's name, took the first" in g.reason
-    assert ground_value(page, "9.00", field="cash").words == (5,)
-    assert ground_value(page, "9.00", field="total_amount").words == (3,)  # a part of the name
-    assert ground_value(page, "9.00", field="vendor").words == (1,)
-    # an exact occurrence beats a normalized one wherever it is
-    assert ground_value(page_of("9", "x", "9.00"), "9.00").words == (2,)
+    assert g.words == (5,) and "2 after the field's name, took the last" in g.reason
+    two_rows = Page("p", 100.0, 100.0, (Word("Total", (0, 0, 9, 10)), Word("9.00", (10, 0, 19, 10)),
+                                        Word("Cash", (0, 20, 9, 30)), Word("9.00", (10, 20, 19, 30)),
+                                        Word("Change", (0, 40, 9, 50)), Word("0.00", (10, 40, 19, 50))))
+    g = ground_value(two_rows, "9.00", field="total")
+    assert g.words == (1,) and "1 after the field's name" in g.reason
+    assert ground_value(two_rows, "9.00", field="cash").words == (3,)
+    assert ground_value(two_rows, "9.00", field="total_amount").words == (1,)  # a part of the name
+    assert ground_value(two_rows, "9.00", field="vendor").words == (3,)  # no name: the last
 
 
 # -- targets ------------------------------------------------------------------------------------
@@ -183,3 +187,30 @@ def test_project_targets_reports_and_goes_on(tmp_path):
     assert r.errors[0][0] == "broken" and "labels/broken.json" in r.errors[0][1]
     s = r.summary()
     assert s["kept"] == 1 and s["excluded_by_reason"] == {"vendor absent": 1, "not labelled yet": 1}
+
+
+def test_fields_grounded_together_do_not_share_words():
+    from dxstudio.grounding import ground_answers
+
+    def row(y, *texts):
+        return [Word(t, (10.0 * i, y, 10.0 * i + 9, y + 10)) for i, t in enumerate(texts)]
+    page = Page("p", 200.0, 100.0, tuple(row(0, "Subtotal", "50,000") + row(20, "Service", "0")
+                                         + row(40, "Grand", "Total", "50,000") + row(60, "Paid", "50,000")))
+    answers = {"subtotal": "50,000", "total": "50,000", "cash": "50,000"}
+    report = ground_answers(page, answers, ["subtotal", "total", "cash"])
+    words = {f: tuple(g["words"]) for f, g in report.items()}
+    # subtotal and total follow their names; cash, named nowhere, would take the last
+    # occurrence anyway; had it been taken, it moves to a free one
+    assert words == {"subtotal": (1,), "total": (6,), "cash": (8,)}
+    page2 = Page("p", 200.0, 100.0, tuple(row(0, "Subtotal", "50,000") + row(40, "Total", "50,000")))
+    report = ground_answers(page2, {"subtotal": "50,000", "total": "50,000", "cash": "50,000"},
+                            ["subtotal", "total", "cash"])
+    # three fields, two occurrences, both claimed by their names: cash stays on a shared word
+    assert report["cash"]["words"] == [3] and report["total"]["words"] == [3]
+    report = ground_answers(page2, {"vendor": "50,000", "total": "50,000"}, ["vendor", "total"])
+    assert report["vendor"]["words"] == [1] and "moved off words another field uses" in report["vendor"]["reason"]
+    # a value with one occurrence claimed by two fields stays put: both unscored
+    page = page_of("Total", "9.00")
+    report = ground_answers(page, {"total": "9.00", "cash": "9.00"}, ["total", "cash"])
+    t = page_targets(page, LabelFile("p", {"total": "9.00", "cash": "9.00"}, "llm", report), ["total", "cash"])
+    assert t.unscored == {"total", "cash"} and t.tags.tolist() == [0, -1]
