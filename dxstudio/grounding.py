@@ -407,6 +407,18 @@ class ProjectTargets:
     excluded: list  # [(page id, reason)]
     errors: list  # [(page id, message)] pages or label files that did not load
 
+    def not_trainable_reason(self) -> str | None:
+        """A clear message when the project cannot be trained on (no usable page, or only
+        one: nothing to hold out); None otherwise."""
+        n = len(self.kept)
+        if n >= 2:
+            return None
+        why = f"{len(self.excluded)} excluded, {len(self.errors)} unreadable"
+        if n == 0:
+            return f"no usable page to train on ({why}); import pages and label them first"
+        return (f"only one usable page ({self.kept[0][0]}; {why}): training needs at least two, "
+                f"one to learn from and one held out to score")
+
     def summary(self) -> dict:
         reasons = Counter()
         for _, r in self.excluded:

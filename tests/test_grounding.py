@@ -187,6 +187,11 @@ def test_project_targets_reports_and_goes_on(tmp_path):
     assert r.errors[0][0] == "broken" and "labels/broken.json" in r.errors[0][1]
     s = r.summary()
     assert s["kept"] == 1 and s["excluded_by_reason"] == {"vendor absent": 1, "not labelled yet": 1}
+    assert "only one usable page (good; 2 excluded, 1 unreadable)" in r.not_trainable_reason()
+    empty = Project.create(tmp_path / "empty", "e", FIELDS)
+    assert "no usable page" in project_targets(empty).not_trainable_reason()
+    apply_answers(p, "new", {"total": "12.50"}, "llm")
+    assert project_targets(p).not_trainable_reason() is None
 
 
 def test_fields_grounded_together_do_not_share_words():

@@ -282,3 +282,35 @@ def test_import_command_exit_codes(tmp_path, capsys):
     assert "bad.json" in captured.err and json.loads(captured.out)["unchanged"] == 1
     assert cli.main(["import", "json", str(tmp_path / "missing"), str(target)]) == 2
     assert "no such file or folder" in capsys.readouterr().err
+
+
+# -- the bundled sample ---------------------------------------------------------------------------
+
+SAMPLE = Path(__file__).parent.parent / "resources" / "sample"
+
+
+@pytest.mark.skipif(not SAMPLE.exists(), reason="resources/sample not built")
+def test_bundled_sample_project_is_usable():
+    from dxstudio.grounding import project_targets
+
+    p = Project.open(SAMPLE)
+    assert len(p.page_ids()) == 40 and p.field_names == ["total", "subtotal", "tax", "cash", "change"]
+    assert "CC BY 4.0" in (SAMPLE / "ATTRIBUTION.txt").read_text() and "Clova AI" in (SAMPLE / "ATTRIBUTION.txt").read_text()
+    targets = project_targets(p, max_words=512)
+    assert len(targets.kept) >= 35 and not targets.errors
+    assert all(r for _, r in targets.excluded)  # every exclusion says why
+
+
+@pytest.mark.skipif(not (SAMPLE.exists() and (DATA / "cord-v1-train" / "json").exists()), reason="needs CORD")
+def test_sample_script_rebuilds_the_committed_sample(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_sample", SAMPLE.parent / "make_sample.py")
+    make_sample = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_sample)
+    make_sample.build(DATA / "cord-v1-train", tmp_path / "sample")
+    built = sorted(p.relative_to(tmp_path / "sample") for p in (tmp_path / "sample").rglob("*") if p.is_file())
+    committed = sorted(p.relative_to(SAMPLE) for p in SAMPLE.rglob("*") if p.is_file())
+    assert built == committed
+    for rel in built:
+        assert (tmp_path / "sample" / rel).read_bytes() == (SAMPLE / rel).read_bytes(), rel
