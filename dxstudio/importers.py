@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dxstudio.engine.page import Page, PageError, Word, page_from_dict
-from dxstudio.project import LabelError, LabelFile, Project, ProjectError, is_safe_page_id, safe_page_id
+from dxstudio.project import LabelError, Project, ProjectError, is_safe_page_id, safe_page_id
 
 FORMATS = ("json", "funsd", "sroie", "cord", "pdf")
 

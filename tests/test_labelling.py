@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dxstudio import cli
-from dxstudio.engine.page import Page, Word
+from dxstudio.engine.page import Page
 from dxstudio.labelling import (LabelClient, LabellingError, apply_answers, build_messages, import_answers_jsonl,
                                 label_project, parse_answers, schema_hash)
 from dxstudio.project import Field, LabelError, Project
