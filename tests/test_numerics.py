@@ -144,7 +144,6 @@ def test_512_row_shapes():
     assert_same_bits(fast, ref, "rowdot 512x128")
 
 
-@pytest.mark.heavy
 def test_512_cube():
     rng = np.random.default_rng(6)
     a = rng.standard_normal((512, 512)).astype(F32)

@@ -1,0 +1,219 @@
+"""Digests of the engine's results on fixed inputs, for comparing instruction sets.
+
+tests/test_kernel_paths.py runs this file in a subprocess with NUMBA_CPU_NAME=generic (or
+haswell), a fresh NUMBA_CACHE_DIR and DXSTUDIO_NUMBA_CACHE=0, so that LLVM compiles the fast
+kernels for another CPU instead of reusing the host's cached build, and compares the
+digests with the ones the host computes in-process through `digests()`.
+
+    python tests/cpu_subprocess_check.py [part ...]     # parts: see PARTS; default all
+
+prints one JSON object: {"digests": {part: sha256 hex}, "cpu_name": ..., "vector_registers": [...],
+"fma_instructions": count, "assembly_chars": count, "fma_when_contraction_allowed": count}.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root
+
+import numpy as np  # noqa: E402
+
+from dxstudio.engine import numerics as nu  # noqa: E402
+
+F32 = np.float32
+
+
+def _sha(*arrays) -> str:
+    h = hashlib.sha256()
+    for a in arrays:
+        if isinstance(a, float):
+            h.update(struct.pack("<d", a))
+        else:
+            a = np.ascontiguousarray(a)
+            h.update(str(a.dtype).encode() + str(a.shape).encode())
+            h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def _matrices():
+    """Shapes with K not a multiple of 16, K < 16, K = 1, one row or column; ordinary,
+    denormal and overflowing values, and signed zeros."""
+    rng = np.random.default_rng(20240611)
+    pairs = []
+    for m, k, n in ((37, 45, 29), (1, 1, 1), (5, 3, 70), (64, 16, 1), (1, 200, 33), (17, 33, 40)):
+        pairs.append((rng.standard_normal((m, k)).astype(F32), rng.standard_normal((k, n)).astype(F32)))
+    a = rng.standard_normal((9, 21)).astype(F32) * F32(1e-39)  # denormal inputs and products
+    b = rng.standard_normal((21, 18)).astype(F32)
+    pairs.append((a, b))
+    a = rng.standard_normal((9, 21)).astype(F32) * F32(1e30)  # products overflow to +-inf
+    b = rng.standard_normal((21, 18)).astype(F32) * F32(1e10)
+    pairs.append((a, b))
+    z = np.zeros((6, 19), F32)
+    z[::2] = F32(-0.0)
+    pairs.append((z, -np.ones((19, 20), F32)))
+    return pairs
+
+
+def _sweeps():
+    x32 = np.concatenate([np.linspace(-104, 89, 40001, dtype=np.float64).astype(F32),
+                          np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-39, -1e-39], F32)])
+    x64 = np.concatenate([np.linspace(-746, 710, 40001),
+                          np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 5e-324, 1e-310])])
+    pos = np.concatenate([np.exp(np.linspace(-700, 700, 40001)), np.linspace(0.5, 2, 40001),
+                          np.array([0.0, -0.0, -1.0, np.inf, np.nan, 5e-324, 1e-310])])
+    return x32, x64, pos
+
+
+def _fake_window(cfg, n, seed):
+    """Synthetic inputs with the fields of WindowInputs."""
+    rng = np.random.default_rng(seed)
+    char_len = rng.integers(0, cfg.max_chars + 1, n).astype(np.int32)
+    char_ids = np.zeros((n, cfg.max_chars), np.int32)
+    for i in range(n):
+        char_ids[i, : char_len[i]] = rng.integers(1, cfg.vocab, char_len[i])
+    return SimpleNamespace(
+        n=n, char_ids=char_ids, char_len=char_len,
+        buckets=rng.integers(0, cfg.pos_buckets, (n, 4)).astype(np.int32),
+        word_feats=rng.random((n, cfg.word_features)).astype(F32),
+        pair_feats=rng.standard_normal((n * n, cfg.pair_features)).astype(F32))
+
+
+def _part_mm():
+    return _sha(*(nu.mm_fast(a, b) for a, b in _matrices()))
+
+
+def _part_rowdot():
+    outs = []
+    for a, _ in _matrices():
+        outs.append(nu.rowdot_fast(a, a[:, ::-1]))  # each row against itself reversed
+        outs.append(nu.rowdot_fast(a.reshape(1, -1), np.ones((1, a.size), F32)))  # one long row
+    return _sha(*outs)
+
+
+def _part_exp32():
+    return _sha(nu.exp32_fast(_sweeps()[0]))
+
+
+def _part_tanh32():
+    return _sha(nu.tanh32_fast(_sweeps()[0] / F32(8)))
+
+
+def _part_exp64():
+    return _sha(nu.exp64_fast(_sweeps()[1]))
+
+
+def _part_log64():
+    return _sha(nu.log64_fast(_sweeps()[2]))
+
+
+def _tiny_setup():
+    from dxstudio.engine.config import SIZES
+    from dxstudio.engine.model import to_runtime
+    from dxstudio.engine.params import new_params
+
+    cfg = SIZES["tiny"]
+    return cfg, new_params(cfg, 7), to_runtime(new_params(cfg, 7))
+
+
+def _part_forward():
+    from dxstudio.engine.layers import Ops
+    from dxstudio.engine.model import forward
+
+    cfg, _, rt = _tiny_setup()
+    outs = []
+    for n, seed in ((7, 1), (23, 2)):
+        o = forward(cfg, rt, _fake_window(cfg, n, seed), Ops("fast"))
+        outs += [o.tag_logits, o.role_logits, o.doc_logits, o.item_scores, o.kv_scores]
+    return _sha(*outs)
+
+
+def _part_train_step():
+    from dxstudio.engine.training import Example, Targets, TrainSettings, TrainState, train_step
+
+    cfg, container, _ = _tiny_setup()
+    rng = np.random.default_rng(5)
+    examples = []
+    for n, seed in ((6, 11), (9, 12)):
+        examples.append(Example(_fake_window(cfg, n, seed), Targets(
+            tags=rng.integers(-1, cfg.n_tags, n), roles=rng.integers(0, len(cfg.roles), n), doc=2,
+            items=rng.integers(-1, n, n), kv=rng.integers(-1, n, n))))
+    settings = TrainSettings(backbone_scale=0.5, loss_role=1.0, loss_doc=1.0, loss_items=0.5,
+                             loss_kv=0.5, clip=0.5, kernels="fast",
+                             tag_class_weights=(1.0,) + (3.0,) * (cfg.n_tags - 1))
+    state = TrainState.start(cfg, container, settings)
+    result = train_step(state, examples, 1e-3)
+    return _sha(float(result.loss), float(result.grad_norm), *result.grads.values(),
+                *state.container_params().values())
+
+
+PARTS = {"mm": _part_mm, "rowdot": _part_rowdot, "exp32": _part_exp32, "tanh32": _part_tanh32,
+         "exp64": _part_exp64, "log64": _part_log64, "forward": _part_forward,
+         "train_step": _part_train_step}
+
+
+def digests(parts=None) -> dict:
+    """SHA-256 of each part's result bytes on the fixed inputs."""
+    parts = list(PARTS) if not parts else list(parts)
+    unknown = [p for p in parts if p not in PARTS]
+    if unknown:
+        raise ValueError(f"unknown parts {unknown}; choose from {list(PARTS)}")
+    return {p: PARTS[p]() for p in parts}
+
+
+def _compiled_assembly() -> str:
+    """The assembly of every compiled fast kernel (empty for builds loaded from the cache)."""
+    kernels = [nu._mm_fast_par, nu._mm_fast_ser, nu._rowdot_par, nu._rowdot_ser, nu.exp32_scalar,
+               nu.tanh32_scalar, nu.exp64_scalar, nu.log64_scalar, nu._map_exp32, nu._map_tanh32,
+               nu._map_exp64, nu._map_log64]
+    parts = []
+    for kernel in kernels:
+        for sig in kernel.signatures:
+            try:
+                parts.append(kernel.inspect_asm(sig))
+            except Exception:  # a build loaded from the cache carries no assembly
+                pass
+    return "\n".join(parts)
+
+
+def assembly_facts() -> dict:
+    """Which x86 vector registers the compiled kernels use (xmm: SSE, ymm: AVX, zmm: AVX-512),
+    proof that the subprocess really compiled for another instruction set, and how many fused
+    multiply-add instructions they contain (the rules allow none)."""
+    asm = _compiled_assembly()
+    return {"assembly_chars": len(asm), "fma_instructions": _count_fma(asm),
+            "vector_registers": [r for r in ("xmm", "ymm", "zmm") if f"%{r}" in asm],
+            "fma_when_contraction_allowed": _count_fma(_contracted_sample_assembly())}
+
+
+def _count_fma(asm: str) -> int:
+    return sum(asm.count(op) for op in ("vfmadd", "vfmsub", "vfnmadd", "vfnmsub"))
+
+
+def _contracted_sample_assembly() -> str:
+    """a*b + c compiled with contraction allowed: shows that the count above would see a fused
+    multiply-add if LLVM emitted one (on a CPU with FMA)."""
+    import numba
+
+    @numba.njit(fastmath={"contract"})
+    def multiply_add(a, b, c):
+        return a * b + c
+
+    multiply_add(np.float32(1), np.float32(2), np.float32(3))
+    return multiply_add.inspect_asm(multiply_add.signatures[0])
+
+
+def main(argv) -> int:
+    import numba
+
+    result = {"digests": digests(argv), "cpu_name": numba.config.CPU_NAME, **assembly_facts()}
+    print(json.dumps(result, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
