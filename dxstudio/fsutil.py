@@ -42,3 +42,18 @@ def write_text_atomic(path, text: str) -> None:
 
 def write_json_atomic(path, obj, indent: int | None = 2) -> None:
     write_text_atomic(path, json.dumps(obj, indent=indent, ensure_ascii=False, sort_keys=False) + "\n")
+
+
+def read_json(path, error=ValueError):
+    """Parse a UTF-8 JSON file; any problem raises `error` with one line naming the file."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise error(f"{path}: cannot read ({e.strerror or e})") from None
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise error(f"{path}: not UTF-8 text") from None
+    except json.JSONDecodeError as e:
+        raise error(f"{path}: not JSON ({e.msg} at line {e.lineno} column {e.colno})") from None

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dxstudio.engine.page import Page, PageError, load_page as _load_page_file
-from dxstudio.fsutil import write_json_atomic
+from dxstudio.fsutil import read_json, write_json_atomic
 
 PROJECT_FILE = "dxproject.json"
 DEFAULT_WEIGHT = 3.0
@@ -224,36 +224,16 @@ def label_from_dict(d, source: str = "<labels>", page_id: str | None = None) -> 
 
 
 def load_label_file(path, page_id: str | None = None) -> LabelFile:
-    path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise LabelError(f"{path}: cannot read ({e.strerror or e})") from None
-    try:
-        d = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise LabelError(f"{path}: not UTF-8 text") from None
-    except json.JSONDecodeError as e:
-        raise LabelError(f"{path}: not JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
-    return label_from_dict(d, str(path), page_id)
+    return label_from_dict(read_json(path, LabelError), str(path), page_id)
 
 
 # ---------------------------------------------------------------------------------------
 # The project
 
 def _read_project_json(path: Path) -> dict:
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise ProjectError(f"{path}: not found (is {path.parent} a dxstudio project folder?)") from None
-    except OSError as e:
-        raise ProjectError(f"{path}: cannot read ({e.strerror or e})") from None
-    try:
-        d = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise ProjectError(f"{path}: not UTF-8 text") from None
-    except json.JSONDecodeError as e:
-        raise ProjectError(f"{path}: not JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+    if not path.exists():
+        raise ProjectError(f"{path}: not found (is {path.parent} a dxstudio project folder?)")
+    d = read_json(path, ProjectError)
     if not isinstance(d, dict):
         raise ProjectError(f"{path}: must be a JSON object")
     return d

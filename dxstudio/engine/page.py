@@ -95,15 +95,6 @@ def page_from_dict(d, source: str = "<page>") -> Page:
 
 
 def load_page(path) -> Page:
-    path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise PageError(f"{path}: cannot read ({e.strerror or e})") from None
-    try:
-        d = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise PageError(f"{path}: not UTF-8 text") from None
-    except json.JSONDecodeError as e:
-        raise PageError(f"{path}: not JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
-    return page_from_dict(d, str(path))
+    from dxstudio.fsutil import read_json
+
+    return page_from_dict(read_json(path, PageError), str(path))
