@@ -1,0 +1,408 @@
+"""Reviewing a project's labels page by page: the app's data model, free of Qt.
+
+    session = ReviewSession(project)          # or a project folder
+    session.subscribe(lambda kind, page_id: ...)
+    session.goto("receipt_00020")
+    session.set_field("total", [41, 42])     # a person's fix: saved at once
+    session.accept(); session.undo(); session.redo()
+
+The view (dxstudio/ui) observes the session through `subscribe`; the session never
+imports Qt. Every decision is written at once, atomically, into labels/<id>.json, the file
+the trainer reads (review.state, review.fixes, review.reason), so what a person sees and
+what the trainer uses cannot drift apart.
+
+Undo and redo: the stacks live in memory for the session and span pages (undo goes back
+to the page of the last decision and reverts it there), because a person who accepts a
+page and moves on expects Ctrl+Z to undo that accept. Each decision, undo and redo is also
+appended to the page's review.history as a log {op, field, before, after, at} (the last
+HISTORY_LIMIT entries are kept), so a page's review can be audited after a restart.
+
+Page statuses, in order of precedence:
+  error       the page or its label file does not load (message names the file)
+  excluded    a person excluded the page (review.state "excluded")
+  conflicts   the trainer cannot use the page as it stands: a value that is not on the
+              page (the page is excluded), or a field whose words are not one run or are
+              shared with another field (ignored by the loss)
+  accepted    a person accepted the page
+  unreviewed  everything else (including pages not labelled yet: see `message`)
+"""
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from dxstudio.engine.page import Page, PageError
+from dxstudio.grounding import Excluded, page_targets
+from dxstudio.project import LabelError, LabelFile, Project, ProjectError
+
+STATUSES = ("unreviewed", "accepted", "excluded", "conflicts", "error")
+HISTORY_LIMIT = 200
+
+
+class ReviewError(ValueError):
+    """An operation the current page does not allow; str() says why."""
+
+
+@dataclass
+class PageStatus:
+    status: str  # one of STATUSES
+    message: str = ""  # why (the error, the exclusion reason, the conflicts)
+
+
+@dataclass
+class FieldRow:
+    """One field of the current page as the field panel shows it."""
+    name: str
+    index: int  # position in the schema (the field's colour and its key 1-9)
+    answer: str | None  # the labelling model's answer
+    status: str  # grounding status, "fixed" for a person's fix, "none" when not labelled
+    words: tuple  # word indices the trainer uses (after fixes)
+    text: str  # those words' texts joined by spaces
+    reason: str = ""
+    unscored: bool = False  # not one run, or shares a word: ignored by the loss
+
+
+@dataclass
+class _Decision:
+    page_id: str
+    op: str
+    field: str | None
+    before: dict
+    after: dict
+
+
+def _snapshot(labels: LabelFile) -> dict:
+    r = labels.review
+    snap = {"state": r.get("state", "unreviewed"), "fixes": copy.deepcopy(r.get("fixes", {}))}
+    if r.get("reason"):
+        snap["reason"] = r["reason"]
+    return snap
+
+
+def _restore(labels: LabelFile, snap: dict) -> None:
+    labels.review["state"] = snap["state"]
+    labels.review["fixes"] = copy.deepcopy(snap["fixes"])
+    if snap.get("reason"):
+        labels.review["reason"] = snap["reason"]
+    else:
+        labels.review.pop("reason", None)
+
+
+def display_targets(page: Page, labels: LabelFile, field_names, max_words: int | None = None):
+    """(PageTargets, conflicts) for drawing a page whatever its review state.
+
+    The trainer's page_targets excludes a whole page for an excluded review or a value not
+    on the page; a reviewer still wants to see every other field's words. This runs the
+    same rules on a copy where the exclusion is lifted and absent values count as no value,
+    and returns the conflicts it lifted as text (empty when the trainer uses the page as is)."""
+    conflicts = []
+    view = copy.deepcopy(labels)
+    for name in field_names:
+        g = view.grounding.get(name)
+        if name not in view.fixes and g is not None and g.get("status") == "absent":
+            conflicts.append(f"{name}: {g.get('reason') or 'the value is not on the page'}")
+            view.grounding[name] = {"status": "null", "words": [], "reason": "absent"}
+    view.review["state"] = "accepted"  # lifts "excluded" and "not labelled yet"
+    t = page_targets(page, view, field_names, max_words)
+    if isinstance(t, Excluded):  # cannot happen after lifting; keep the trainer's reason
+        raise ReviewError(t.reason)
+    for name in sorted(t.unscored):
+        conflicts.append(f"{name}: words are not one run or are shared with another field (ignored by the loss)")
+    return t, conflicts
+
+
+class ReviewSession:
+    """The current page of a project under review, its labels and the statuses of all pages."""
+
+    def __init__(self, project, max_words: int | None = None):
+        self.project = project if isinstance(project, Project) else Project.open(project)
+        self.max_words = max_words if max_words is not None else self._model_max_words()
+        self.page_ids: list[str] = self.project.page_ids()
+        self.statuses: dict[str, PageStatus] = {}
+        self.current: str | None = None
+        self.page: Page | None = None
+        self.labels: LabelFile | None = None
+        self.targets = None  # PageTargets of the current page (display rules)
+        self.error: str | None = None  # why the current page cannot be shown
+        self._undo: list[_Decision] = []
+        self._redo: list[_Decision] = []
+        self._observers: list = []
+        for pid in self.page_ids:
+            self.statuses[pid] = self._compute_status(pid)
+        if self.page_ids:
+            self.goto(self.page_ids[0], notify=False)
+
+    # -- observers -------------------------------------------------------------------------
+    def subscribe(self, fn) -> None:
+        """fn(kind, page_id) after each change; kind is "page" (another page is current),
+        "labels" (the current page's labels changed) or "statuses" (the list changed)."""
+        self._observers.append(fn)
+
+    def unsubscribe(self, fn) -> None:
+        if fn in self._observers:
+            self._observers.remove(fn)
+
+    def _notify(self, kind: str, page_id: str | None) -> None:
+        for fn in list(self._observers):
+            fn(kind, page_id)
+
+    # -- derived state ---------------------------------------------------------------------
+    @property
+    def field_names(self) -> list[str]:
+        return self.project.field_names
+
+    def _model_max_words(self) -> int | None:
+        from dxstudio.engine.config import size_config
+        from dxstudio.tuning import TuneError, resolve_settings
+        try:
+            return size_config(resolve_settings(self.project.settings)["size"]).max_words
+        except (TuneError, ValueError):
+            return None
+
+    @property
+    def tags(self) -> np.ndarray:
+        """Tag per word of the current page (0 = O, 1+2c = B, 2+2c = I, -1 = ignored by the loss)."""
+        if self.targets is None:
+            return np.zeros(0, np.int64)
+        return self.targets.tags
+
+    def _compute_status(self, pid: str) -> PageStatus:
+        try:
+            page = self.project.load_page(pid)
+            labels = self.project.load_labels(pid)
+            return self._status_of(page, labels)
+        except (PageError, LabelError, ProjectError, ReviewError) as e:
+            return PageStatus("error", str(e))
+
+    def _status_of(self, page: Page, labels: LabelFile) -> PageStatus:
+        state = labels.state
+        if state == "excluded":
+            return PageStatus("excluded", labels.review.get("reason") or "excluded in review")
+        _, conflicts = display_targets(page, labels, self.field_names, self.max_words)
+        if conflicts:
+            return PageStatus("conflicts", "; ".join(conflicts))
+        if state == "accepted":
+            return PageStatus("accepted")
+        if not labels.labelled and not labels.fixes:
+            return PageStatus("unreviewed", "not labelled yet")
+        return PageStatus("unreviewed")
+
+    def counts(self) -> dict:
+        out = {s: 0 for s in STATUSES}
+        for st in self.statuses.values():
+            out[st.status] += 1
+        return out
+
+    def field_rows(self) -> list[FieldRow]:
+        """The fields of the current page (empty when the page did not load)."""
+        if self.page is None or self.labels is None or self.targets is None:
+            return []
+        rows = []
+        answers = self.labels.answers or {}
+        for c, name in enumerate(self.field_names):
+            words = tuple(self.targets.field_words.get(name, ()))
+            g = self.labels.grounding.get(name, {})
+            if name in self.labels.fixes:
+                status, reason = "fixed", "set by a person"
+            elif not self.labels.labelled:
+                status, reason = "none", "not labelled yet"
+            else:
+                status, reason = g.get("status", "null"), g.get("reason", "")
+            rows.append(FieldRow(name, c, answers.get(name), status, words,
+                                 " ".join(self.page.words[i].text for i in words), reason,
+                                 name in self.targets.unscored))
+        return rows
+
+    def field_of_word(self, index: int) -> str | None:
+        """The field whose words include word `index` on the current page (after fixes)."""
+        if self.targets is None:
+            return None
+        for name, words in self.targets.field_words.items():
+            if index in words:
+                return name
+        return None
+
+    # -- navigation ------------------------------------------------------------------------
+    def goto(self, page_id: str, notify: bool = True) -> None:
+        if page_id not in self.statuses:
+            raise ReviewError(f"no page {page_id!r} in {self.project.root}")
+        self.current = page_id
+        self.page = self.labels = self.targets = None
+        self.error = None
+        try:
+            self.page = self.project.load_page(page_id)
+            self.labels = self.project.load_labels(page_id)
+            self._refresh_current()
+        except (PageError, LabelError, ProjectError, ReviewError) as e:
+            self.page = self.labels = self.targets = None
+            self.error = str(e)
+            self._set_status(page_id, PageStatus("error", self.error), notify)
+        if notify:
+            self._notify("page", page_id)
+
+    def _refresh_current(self) -> None:
+        self.targets, _ = display_targets(self.page, self.labels, self.field_names, self.max_words)
+        self._set_status(self.current, self._status_of(self.page, self.labels), True)
+
+    def _set_status(self, pid: str, status: PageStatus, notify: bool) -> None:
+        if self.statuses.get(pid) != status:
+            self.statuses[pid] = status
+            if notify:
+                self._notify("statuses", pid)
+
+    def _step(self, delta: int, ids=None) -> bool:
+        ids = self.page_ids if ids is None else list(ids)
+        if not ids:
+            return False
+        if self.current in ids:
+            k = ids.index(self.current) + delta
+        else:  # the current page is filtered out: go to the nearest one in that direction
+            order = self.page_ids.index(self.current) if self.current in self.page_ids else -1
+            after = [i for i, p in enumerate(ids) if self.page_ids.index(p) > order]
+            k = (after[0] if after else len(ids)) if delta > 0 else (after[0] - 1 if after else len(ids) - 1)
+        if not 0 <= k < len(ids):
+            return False
+        self.goto(ids[k])
+        return True
+
+    def next(self, ids=None) -> bool:
+        """Go to the next page (of `ids`, the visible list, when given); False at the end."""
+        return self._step(1, ids)
+
+    def prev(self, ids=None) -> bool:
+        return self._step(-1, ids)
+
+    def reload(self) -> None:
+        """Re-read the project's page list, every status and the current page from disk."""
+        self.page_ids = self.project.page_ids()
+        self.statuses = {pid: self._compute_status(pid) for pid in self.page_ids}
+        current = self.current if self.current in self.statuses else (self.page_ids[0] if self.page_ids else None)
+        self._notify("statuses", None)
+        if current is not None:
+            self.goto(current)
+
+    def set_schema(self, fields) -> None:
+        """Replace the schema (names, descriptions, weights), save dxproject.json and re-read."""
+        self.project.set_schema(fields)
+        self.project.save()
+        self.reload()
+
+    # -- decisions -------------------------------------------------------------------------
+    def _require_page(self) -> None:
+        if self.page is None or self.labels is None:
+            raise ReviewError(self.error or "no page is open")
+
+    def _check_field(self, name: str) -> None:
+        if name not in self.field_names:
+            raise ReviewError(f"{name!r} is not a field of the schema ({', '.join(self.field_names)})")
+
+    def _apply(self, op: str, field_name: str | None, change) -> None:
+        """Apply `change(labels)` to a copy, save it, then make it current: a failed save
+        leaves both the file and the session as they were."""
+        self._require_page()
+        new = copy.deepcopy(self.labels)
+        before = _snapshot(new)
+        change(new)
+        after = _snapshot(new)
+        if after == before:
+            return
+        decision = _Decision(self.current, op, field_name, before, after)
+        self._write(new, self.current, op, field_name, before, after)
+        self._undo.append(decision)
+        self._redo.clear()
+
+    def _write(self, labels: LabelFile, page_id: str, op: str, field_name, before: dict, after: dict) -> None:
+        entry = {"op": op, "before": before, "after": after, "at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        if field_name is not None:
+            entry["field"] = field_name
+        history = labels.review.setdefault("history", [])
+        history.append(entry)
+        del history[:-HISTORY_LIMIT]
+        self.project.save_labels(page_id, labels)
+        self.labels = labels
+        self._refresh_current()
+        self._notify("labels", page_id)
+
+    def set_field(self, name: str, word_indices) -> None:
+        """A person's fix: the field's value is exactly these words ([] = no value)."""
+        self._require_page()
+        self._check_field(name)
+        words = sorted({int(i) for i in word_indices})
+        bad = [i for i in words if not 0 <= i < len(self.page.words)]
+        if bad:
+            raise ReviewError(f"word {bad[0]} is not on page {self.current} ({len(self.page.words)} words)")
+        self._apply("set_field", name, lambda lf: lf.review.setdefault("fixes", {}).__setitem__(name, words))
+
+    def clear_field(self, name: str) -> None:
+        """The field has no value on this page."""
+        self.set_field(name, [])
+
+    def revert_field(self, name: str) -> None:
+        """Drop a person's fix: the labelling model's grounded words count again."""
+        self._require_page()
+        self._check_field(name)
+        self._apply("revert_field", name, lambda lf: lf.review.setdefault("fixes", {}).pop(name, None))
+
+    def accept(self) -> None:
+        def change(lf):
+            lf.review["state"] = "accepted"
+            lf.review.pop("reason", None)
+        self._apply("accept", None, change)
+
+    def exclude(self, reason: str = "excluded in review") -> None:
+        def change(lf):
+            lf.review["state"] = "excluded"
+            lf.review["reason"] = reason or "excluded in review"
+        self._apply("exclude", None, change)
+
+    def mark_unreviewed(self) -> None:
+        def change(lf):
+            lf.review["state"] = "unreviewed"
+            lf.review.pop("reason", None)
+        self._apply("unreview", None, change)
+
+    @property
+    def can_undo(self) -> bool:
+        return bool(self._undo)
+
+    @property
+    def can_redo(self) -> bool:
+        return bool(self._redo)
+
+    def _replay(self, d: _Decision, snap: dict, op: str) -> None:
+        if self.current != d.page_id:
+            self.goto(d.page_id)
+        self._require_page()
+        new = copy.deepcopy(self.labels)
+        before = _snapshot(new)
+        _restore(new, snap)
+        self._write(new, d.page_id, op, d.field, before, snap)
+
+    def undo(self) -> str | None:
+        """Revert the last decision (on whichever page it was); returns its page id or None."""
+        if not self._undo:
+            return None
+        d = self._undo.pop()
+        try:
+            self._replay(d, d.before, "undo " + d.op)
+        except Exception:
+            self._undo.append(d)
+            raise
+        self._redo.append(d)
+        return d.page_id
+
+    def redo(self) -> str | None:
+        if not self._redo:
+            return None
+        d = self._redo.pop()
+        try:
+            self._replay(d, d.after, "redo " + d.op)
+        except Exception:
+            self._redo.append(d)
+            raise
+        self._undo.append(d)
+        return d.page_id
