@@ -1,0 +1,910 @@
+"""The Train and Results tabs: one front end of dxstudio.tuning, not a copy of it.
+
+TrainingPanel(project_root, parent=None)
+    The settings form (defaults: dxstudio.tuning.DEFAULTS, then the project's saved settings),
+    one "Fine-tune" button, live pyqtgraph plots of the loss per step and of each field's
+    held-out agreement per epoch, a progress bar with the time left, Cancel and Resume.
+    Signals: finished(report: dict, run_dir: str) when a run ends with its model written;
+    stopped(run_dir: str, step: int, total: int) when a run stops early with its checkpoint;
+    failed(message: str) when a run cannot start or go on.
+    Public: fine_tune(extra_overrides=None) -> Path, cancel(), resume(run_dir=None) -> Path,
+    shutdown(timeout=120.0) -> bool, is_running, settings_values() -> dict, save_settings().
+
+ResultsPanel(parent=None)
+    show_run(report, run_dir, project_root): the table of recall, agreement and threshold per
+    field, the suggested LocalFirst threshold in plain words, "Export model"
+    (export_model(dest) -> Path) and the tuned model's answers over each held-out page beside
+    its labels, right and wrong marked (show_heldout_page(page_id)).
+
+Threads: TuneRun.prepare/.train/.finish run on a plain threading.Thread. The worker never
+touches a widget: every event crosses to the GUI thread as a queued Qt signal of a relay object
+that lives in the GUI thread. Cancel sets a threading.Event; the trainer sees it before its next
+step, writes the checkpoint and returns, so Resume (TuneRun.train(resume=True) on the same run
+folder) ends with the bytes of an uninterrupted run.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QObject, QRectF, Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QPen
+from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout,
+                               QGraphicsScene, QGraphicsView, QGridLayout, QGroupBox, QHBoxLayout,
+                               QHeaderView, QLabel, QMessageBox, QProgressBar, QPushButton, QSizePolicy,
+                               QSpinBox, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
+
+from dxstudio.fsutil import write_bytes_atomic
+from dxstudio.tuning import DEFAULTS, TuneError, resolve_settings
+
+pg.setConfigOptions(antialias=True, background="w", foreground="k")
+
+# The settings a person may change in the form: (key, label, help). The other DEFAULTS
+# (share, min_values, clip, weight decay, kernels, checkpoint_every) stay as the project says.
+FORM_SETTINGS = [
+    ("epochs", "Epochs", "passes over the training pages"),
+    ("batch", "Batch", "pages per step"),
+    ("lr", "Learning rate", "peak learning rate after the warm-up"),
+    ("warmup", "Warm-up steps", "steps of linear warm-up to the peak rate"),
+    ("backbone_scale", "Backbone scale", "0 trains the tag head only; 1 trains everything at the head's rate"),
+    ("field_weight", "Field weight", "weight of every B-/I- tag against O; 'schema' uses each field's weight"),
+    ("heldout_fraction", "Held-out fraction", "share of the usable pages kept for scoring"),
+    ("seed", "Seed", "split, batch order and a new model's weights"),
+    ("size", "New model size", "used only when the project names no starting model"),
+    ("degree", "Threads", "examples in parallel; the model bytes do not depend on it"),
+]
+
+# Fallback palette (Okabe-Ito and friends: distinguishable, also for colour-blind readers).
+_PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#8C564B", "#F0E442",
+            "#7F7F7F", "#17BECF", "#9467BD", "#BCBD22"]
+RIGHT_COLOUR = QColor("#1a9850")
+WRONG_COLOUR = QColor("#d73027")
+
+
+def field_palette(fields) -> dict:
+    """{field: QColor}: the review view's colours when that module is there, so a field has
+    one colour across the whole app; otherwise a fixed palette of its own."""
+    try:
+        from dxstudio.ui.page_view import field_colours
+    except ImportError:
+        return {f: QColor(_PALETTE[i % len(_PALETTE)]) for i, f in enumerate(fields)}
+    return dict(field_colours(list(fields)))
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return "estimating..."
+    seconds = max(0, int(round(seconds)))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {(seconds % 3600) // 60:02d} min"
+
+
+def _fmt_rate(v) -> str:
+    return "-" if v is None else f"{v:.3f}"
+
+
+def unfinished_run(runs_dir: Path) -> Path | None:
+    """The newest run folder with a checkpoint but no report: a run that can be resumed."""
+    if not runs_dir.is_dir():
+        return None
+    found = [d for d in runs_dir.iterdir()
+             if d.is_dir() and (d / "checkpoint.safetensors").exists() and (d / "settings.json").exists()
+             and not (d / "report.json").exists()]
+    return max(found, key=lambda d: (d / "checkpoint.safetensors").stat().st_mtime, default=None)
+
+
+def checkpoint_step(run_dir: Path) -> int | None:
+    """The step a run's checkpoint holds, or None when it has no readable one."""
+    from safetensors import safe_open
+
+    path = Path(run_dir) / "checkpoint.safetensors"
+    try:
+        with safe_open(str(path), framework="numpy") as f:
+            return int(json.loads((f.metadata() or {})["checkpoint"])["step"])
+    except Exception:  # missing, cut or foreign file: there is nothing to resume from
+        return None
+
+
+def read_metrics(run_dir: Path, up_to_step: int | None = None):
+    """(steps, losses, epochs) from a run's metrics.jsonl; epochs: [(epoch, {field: agreement})]."""
+    steps, losses, epochs = [], [], []
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.exists():
+        return steps, losses, epochs
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line cut by a crash
+        if up_to_step is not None and row.get("step", 0) > up_to_step:
+            continue
+        if row.get("kind") == "step" and row.get("loss") is not None:
+            steps.append(row["step"])
+            losses.append(row["loss"])
+        elif row.get("kind") == "epoch" and row.get("scores"):
+            epochs.append((row.get("epoch"), {k: v.get("agreement") for k, v in row["scores"]["fields"].items()}))
+    return steps, losses, epochs
+
+
+# ---------------------------------------------------------------------------------------
+# The worker
+
+class _Relay(QObject):
+    """Lives in the GUI thread; the worker thread emits these, Qt queues them across."""
+    prepared = Signal(object)  # dict: run_dir, total, start, train, heldout, excluded, unreadable, fields
+    event = Signal(object)  # dxstudio.tuning.Event
+    finished = Signal(object, str)  # report, run_dir
+    stopped = Signal(str, int, int)  # run_dir, step, total
+    failed = Signal(str)
+
+
+class _TuneWorker:
+    """One run (fresh or resumed) on a background thread: prepare, train, finish."""
+
+    def __init__(self, project_root: Path, run_dir: Path, overrides: dict, resume: bool, relay: _Relay):
+        self.project_root = project_root
+        self.run_dir = run_dir
+        self.overrides = overrides
+        self.resume = resume
+        self.relay = relay
+        self.cancel = threading.Event()
+        self.thread = threading.Thread(target=self._run, name=f"dxstudio-tune-{run_dir.name}", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _run(self) -> None:
+        from dxstudio.project import Project, ProjectError
+        from dxstudio.tuning import TuneRun
+
+        try:
+            project = Project.open(self.project_root)
+            run = TuneRun.prepare(project, self.run_dir, self.overrides)
+            start = checkpoint_step(self.run_dir) if self.resume else 0
+            self.relay.prepared.emit({
+                "run_dir": str(self.run_dir), "total": run.total_steps, "start": start or 0,
+                "train": len(run.train_pages), "heldout": len(run.heldout_pages),
+                "excluded": len(run.excluded), "unreadable": [e for _, e in run.errors],
+                "fields": list(run.cfg.fields), "source": run.start_source})
+            finished = run.train(self.relay.event.emit, cancel=self.cancel, resume=self.resume)
+            if not finished:
+                self.relay.stopped.emit(str(self.run_dir), run.state.step, run.total_steps)
+                return
+            report = run.finish()
+            self.relay.finished.emit(report, str(self.run_dir))
+        except (TuneError, ProjectError, ValueError, OSError) as e:
+            self.relay.failed.emit(str(e))
+        except Exception as e:  # a bug must not vanish silently on a background thread
+            self.relay.failed.emit(f"unexpected error during fine-tuning: {type(e).__name__}: {e}")
+
+
+# ---------------------------------------------------------------------------------------
+# The Train tab
+
+class TrainingPanel(QWidget):
+    # object, not dict: a dict would cross as a QVariantMap and lose its field order
+    finished = Signal(object, str)
+    stopped = Signal(str, int, int)
+    failed = Signal(str)
+
+    def __init__(self, project_root, parent=None):
+        super().__init__(parent)
+        self.project_root = Path(project_root)
+        self.show_dialogs = True  # error message boxes (non-modal); tests may turn them off
+        self.last_error: str | None = None
+        self.run_dir: Path | None = None
+        self.fields: list[str] = []
+        self.total_steps = 0
+        self.loss_steps: list[int] = []
+        self.loss_values: list[float] = []
+        self.agreement: dict[str, tuple[list, list]] = {}
+        self._worker: _TuneWorker | None = None
+        self._session_start: tuple[float, int] | None = None  # (monotonic time, step) of this stretch
+        self._relay = _Relay(self)
+        q = Qt.ConnectionType.QueuedConnection
+        self._relay.prepared.connect(self._on_prepared, q)
+        self._relay.event.connect(self._on_event, q)
+        self._relay.finished.connect(self._on_finished, q)
+        self._relay.stopped.connect(self._on_stopped, q)
+        self._relay.failed.connect(self._on_failed, q)
+        self._build()
+        self.load_settings()
+        self._offer_resume(unfinished_run(self.project_root / "runs"))
+
+    # -- layout ------------------------------------------------------------------------
+    def _build(self) -> None:
+        self.inputs: dict[str, QWidget] = {}
+        form = QFormLayout()
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.FieldsStayAtSizeHint)
+        for key, label, help_text in FORM_SETTINGS:
+            w = self._input_for(key)
+            w.setToolTip(help_text)
+            w.setObjectName(f"setting_{key}")
+            self.inputs[key] = w
+            form.addRow(label, w)
+        settings_box = QGroupBox("Settings")
+        sb = QVBoxLayout(settings_box)
+        sb.addLayout(form)
+        self.defaults_button = QPushButton("Restore defaults")
+        self.defaults_button.clicked.connect(self.restore_defaults)
+        sb.addWidget(self.defaults_button)
+        sb.addStretch(1)
+
+        self.fine_tune_button = QPushButton("Fine-tune")
+        self.fine_tune_button.setObjectName("fine_tune")
+        font = self.fine_tune_button.font()
+        font.setPointSizeF(font.pointSizeF() * 1.25)
+        font.setBold(True)
+        self.fine_tune_button.setFont(font)
+        self.fine_tune_button.setMinimumHeight(40)
+        self.fine_tune_button.clicked.connect(lambda: self.fine_tune())
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setToolTip("stop after the current step; the checkpoint is kept for Resume")
+        self.cancel_button.clicked.connect(self.cancel)
+        self.resume_button = QPushButton("Resume")
+        self.resume_button.setToolTip("continue the stopped run from its checkpoint (same final model bytes)")
+        self.resume_button.clicked.connect(lambda: self.resume())
+        self.cancel_button.setEnabled(False)
+        self.resume_button.setEnabled(False)
+
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 1)
+        self.progress.setValue(0)
+        self.progress.setFormat("step %v of %m")
+        self.time_label = QLabel("")
+        self.status_label = QLabel("Press Fine-tune to train a model on the reviewed labels.")
+        self.status_label.setWordWrap(True)
+        self.status_label.setMinimumHeight(self.status_label.fontMetrics().lineSpacing() * 2 + 6)
+        self.error_label = QLabel("")
+        self.error_label.setWordWrap(True)
+        self.error_label.setStyleSheet("color: #b2182b;")
+        self.error_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.error_label.hide()
+
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.fine_tune_button, 2)
+        buttons.addWidget(self.cancel_button, 1)
+        buttons.addWidget(self.resume_button, 1)
+        progress_row = QHBoxLayout()
+        progress_row.addWidget(self.progress, 1)
+        progress_row.addWidget(self.time_label)
+
+        self.loss_plot = pg.PlotWidget(title="Training loss per step")
+        self.loss_plot.setLabel("bottom", "step")
+        self.loss_plot.setLabel("left", "loss")
+        self.loss_plot.showGrid(x=True, y=True, alpha=0.25)
+        self.loss_curve = self.loss_plot.plot([], [], pen=pg.mkPen("#0072B2", width=2), name="loss")
+        self.agreement_plot = pg.PlotWidget(title="Held-out agreement per field, per epoch")
+        self.agreement_plot.setLabel("bottom", "epoch")
+        self.agreement_plot.setLabel("left", "agreement")
+        self.agreement_plot.setYRange(0, 1.02, padding=0)
+        self.agreement_plot.showGrid(x=True, y=True, alpha=0.25)
+        self.agreement_legend = self.agreement_plot.addLegend(offset=(-10, 10))
+        self.agreement_curves: dict[str, pg.PlotDataItem] = {}
+        for plot in (self.loss_plot, self.agreement_plot):
+            plot.setMinimumHeight(180)
+            plot.setMenuEnabled(False)
+
+        right = QVBoxLayout()
+        right.addLayout(buttons)
+        right.addLayout(progress_row)
+        right.addWidget(self.status_label)
+        right.addWidget(self.error_label)
+        right.addWidget(self.loss_plot, 1)
+        right.addWidget(self.agreement_plot, 1)
+        outer = QHBoxLayout(self)
+        outer.addWidget(settings_box, 0)
+        outer.addLayout(right, 1)
+
+    @staticmethod
+    def _input_for(key: str) -> QWidget:
+        if key == "size":
+            w = QComboBox()
+            w.addItems(["tiny", "base"])
+            return w
+        if key in ("epochs", "batch", "warmup", "seed", "degree"):
+            w = QSpinBox()
+            top = {"epochs": 1000, "batch": 512, "warmup": 100000, "seed": 2**31 - 1,
+                   "degree": max(1, os.cpu_count() or 1)}[key]
+            w.setRange(0 if key in ("warmup", "seed") else 1, top)
+            return w
+        w = QDoubleSpinBox()
+        if key == "lr":
+            w.setDecimals(5)
+            w.setRange(0.00001, 1.0)
+            w.setSingleStep(0.0005)
+        elif key == "field_weight":
+            w.setDecimals(2)
+            w.setRange(0.0, 100.0)
+            w.setSpecialValueText("schema")  # 0 shows as "schema": each field's own weight
+        elif key == "backbone_scale":
+            w.setDecimals(3)
+            w.setRange(0.0, 10.0)
+            w.setSingleStep(0.1)
+        else:  # heldout_fraction
+            w.setDecimals(2)
+            w.setRange(0.01, 0.9)
+            w.setSingleStep(0.05)
+        return w
+
+    # -- settings ----------------------------------------------------------------------
+    def _project(self):
+        from dxstudio.project import Project
+
+        return Project.open(self.project_root)
+
+    def load_settings(self) -> None:
+        """Fill the form: DEFAULTS, then the project's saved settings."""
+        try:
+            saved = self._project().settings
+        except ValueError as e:  # ProjectError: the form keeps the defaults, the message says why
+            self._show_error(str(e))
+            saved = {}
+        values = dict(DEFAULTS)
+        values.update({k: v for k, v in saved.items() if k in DEFAULTS and v is not None})
+        self._set_form(values)
+
+    def restore_defaults(self) -> None:
+        self._set_form(DEFAULTS)
+
+    def _set_form(self, values: dict) -> None:
+        for key, _, _ in FORM_SETTINGS:
+            w, v = self.inputs[key], values.get(key, DEFAULTS[key])
+            if isinstance(w, QComboBox):
+                w.setCurrentText(str(v))
+            elif key == "field_weight":
+                w.setValue(0.0 if v is None else float(v))
+            elif isinstance(w, QSpinBox):
+                w.setValue(int(v))
+            else:
+                w.setValue(float(v))
+
+    def settings_values(self) -> dict:
+        """The form's settings as dxproject.json stores them."""
+        out = {}
+        for key, _, _ in FORM_SETTINGS:
+            w = self.inputs[key]
+            if isinstance(w, QComboBox):
+                out[key] = w.currentText()
+            elif key == "field_weight":
+                out[key] = None if w.value() == 0 else float(w.value())
+            elif isinstance(w, QSpinBox):
+                out[key] = int(w.value())
+            else:
+                out[key] = float(w.value())
+        return out
+
+    def save_settings(self) -> dict:
+        """Check the form's settings and save them into dxproject.json; returns them.
+        The project file is read afresh so that what others saved meanwhile is kept."""
+        values = self.settings_values()
+        project = self._project()
+        resolve_settings(project.settings, values)  # raises TuneError naming a bad setting
+        project.settings.update(values)
+        project.save()
+        return values
+
+    # -- running -----------------------------------------------------------------------
+    @property
+    def is_running(self) -> bool:
+        return self._worker is not None and self._worker.thread.is_alive()
+
+    def fine_tune(self, extra_overrides: dict | None = None) -> Path | None:
+        """Save the settings and start a new run in runs/<time>. extra_overrides (not saved)
+        are for callers such as the screenshot command. Returns the run folder, None if it
+        could not start (the message is shown)."""
+        if self.is_running:
+            return None
+        try:
+            self.save_settings()
+        except (TuneError, ValueError, OSError) as e:
+            self._show_error(f"Cannot start fine-tuning: {e}")
+            return None
+        run_dir = self._new_run_dir()
+        self._clear_plots()
+        self._start(run_dir, dict(extra_overrides or {}), resume=False)
+        return run_dir
+
+    def _new_run_dir(self) -> Path:
+        runs = self.project_root / "runs"
+        stem = time.strftime("%Y%m%d-%H%M%S")
+        run_dir, n = runs / stem, 1
+        while run_dir.exists():
+            n += 1
+            run_dir = runs / f"{stem}-{n}"
+        return run_dir
+
+    def resume(self, run_dir=None) -> Path | None:
+        """Continue a stopped run from its checkpoint, with the settings it was started with."""
+        if self.is_running:
+            return None
+        run_dir = Path(run_dir) if run_dir is not None else self.run_dir
+        if run_dir is None:
+            self._show_error("There is no stopped run to resume.")
+            return None
+        step = checkpoint_step(run_dir)
+        if step is None:
+            self._show_error(f"{run_dir / 'checkpoint.safetensors'}: no readable checkpoint to resume from")
+            return None
+        try:
+            saved = json.loads((run_dir / "settings.json").read_text(encoding="utf-8"))["settings"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            self._show_error(f"{run_dir / 'settings.json'}: cannot read the run's settings ({e})")
+            return None
+        # The plots restart from what the run had logged up to its checkpoint.
+        self._clear_plots()
+        steps, losses, epochs = read_metrics(run_dir, up_to_step=step)
+        self.loss_steps, self.loss_values = steps, losses
+        for epoch, scores in epochs:
+            self._add_agreement(epoch, scores)
+        self._redraw_loss()
+        self._start(run_dir, saved, resume=True)
+        return run_dir
+
+    def _start(self, run_dir: Path, overrides: dict, resume: bool) -> None:
+        self.run_dir = run_dir
+        self._hide_error()
+        self._session_start = None
+        self.status_label.setText(f"{'Resuming' if resume else 'Preparing'} run {run_dir.name}...")
+        self.time_label.setText("")
+        self._worker = _TuneWorker(self.project_root, run_dir, overrides, resume, self._relay)
+        self._set_running(True)
+        self._worker.start()
+
+    def cancel(self) -> None:
+        """Ask the run to stop before its next step; it writes its checkpoint first."""
+        if self.is_running:
+            self._worker.cancel.set()
+            self.cancel_button.setEnabled(False)
+            self.status_label.setText("Stopping after the current step; the checkpoint is kept...")
+
+    def shutdown(self, timeout: float = 120.0) -> bool:
+        """For closing the window: cancel, wait for the worker (it writes the checkpoint).
+        True when no worker is left running."""
+        worker = self._worker
+        if worker is None:
+            return True
+        worker.cancel.set()
+        worker.thread.join(timeout)
+        return not worker.thread.is_alive()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the worker ends (tests and the screenshot command); True if it did."""
+        if self._worker is not None:
+            self._worker.thread.join(timeout)
+        return not self.is_running
+
+    def _set_running(self, running: bool) -> None:
+        self.fine_tune_button.setEnabled(not running)
+        self.cancel_button.setEnabled(running)
+        self.resume_button.setEnabled(False if running else self._can_resume())
+        for w in self.inputs.values():
+            w.setEnabled(not running)
+        self.defaults_button.setEnabled(not running)
+
+    def _can_resume(self) -> bool:
+        return (self.run_dir is not None and not (self.run_dir / "report.json").exists()
+                and checkpoint_step(self.run_dir) is not None)
+
+    def _offer_resume(self, run_dir: Path | None) -> None:
+        if run_dir is None:
+            return
+        self.run_dir = run_dir
+        step = checkpoint_step(run_dir)
+        try:
+            total = json.loads((run_dir / "settings.json").read_text(encoding="utf-8")).get("total_steps")
+        except (OSError, ValueError):
+            total = None
+        self.status_label.setText(f"Run {run_dir.name} stopped at step {step} of {total or '?'}; "
+                                  f"Resume continues it, Fine-tune starts a new one.")
+        self.resume_button.setEnabled(step is not None)
+
+    # -- events from the worker (GUI thread) ---------------------------------------------
+    def _on_prepared(self, info: dict) -> None:
+        self.total_steps = info["total"]
+        self.fields = info["fields"]
+        self.progress.setRange(0, max(1, self.total_steps))
+        self.progress.setValue(info["start"])
+        self._session_start = (time.monotonic(), info["start"])
+        self._ensure_agreement_curves(self.fields)
+        text = (f"Run {Path(info['run_dir']).name}: {info['train']} training and {info['heldout']} held-out pages, "
+                f"{info['excluded']} excluded, {self.total_steps} steps, from {info['source']}.")
+        if info["unreadable"]:
+            text += f" Skipped {len(info['unreadable'])} unreadable: " + "; ".join(info["unreadable"][:3])
+        self.status_label.setText(text)
+
+    def _on_event(self, ev) -> None:
+        if ev.kind == "step":
+            self.loss_steps.append(ev.step)
+            self.loss_values.append(ev.loss)
+            self._redraw_loss()
+            self.progress.setValue(ev.step)
+            self.time_label.setText(self._time_left(ev.step))
+        elif ev.kind == "epoch":
+            self._add_agreement(ev.epoch, {k: v.get("agreement") for k, v in ev.scores["fields"].items()})
+
+    def _time_left(self, step: int) -> str:
+        if self._session_start is None:
+            return ""
+        t0, s0 = self._session_start
+        done = step - s0
+        if done <= 0:
+            return format_duration(None)
+        per_step = (time.monotonic() - t0) / done
+        return f"{format_duration(per_step * (self.total_steps - step))} left"
+
+    def _on_finished(self, report: dict, run_dir: str) -> None:
+        self._set_running(False)
+        self.progress.setValue(self.progress.maximum())
+        self.time_label.setText("done")
+        statement = report.get("threshold_statement") or ""
+        self.status_label.setText(f"Run {Path(run_dir).name} finished: model written to "
+                                  f"{Path(run_dir) / 'model.safetensors'}. {statement}")
+        self.finished.emit(report, run_dir)
+
+    def _on_stopped(self, run_dir: str, step: int, total: int) -> None:
+        self._set_running(False)
+        self.time_label.setText("stopped")
+        self.status_label.setText(f"Stopped at step {step} of {total}; the checkpoint is kept in "
+                                  f"{run_dir}. Resume continues to the same model.")
+        self.stopped.emit(run_dir, step, total)
+
+    def _on_failed(self, message: str) -> None:
+        self._set_running(False)
+        self.time_label.setText("")
+        self.status_label.setText("Fine-tuning stopped with an error.")
+        self._show_error(message)
+        self.failed.emit(message)
+
+    # -- plots -------------------------------------------------------------------------
+    def _clear_plots(self) -> None:
+        self.loss_steps, self.loss_values = [], []
+        self.loss_curve.setData([], [])
+        self.agreement = {}
+        for curve in self.agreement_curves.values():
+            self.agreement_plot.removeItem(curve)
+        self.agreement_legend.clear()
+        self.agreement_curves = {}
+
+    def _redraw_loss(self) -> None:
+        self.loss_curve.setData(self.loss_steps, self.loss_values)
+
+    def _ensure_agreement_curves(self, fields) -> None:
+        colours = field_palette(fields)
+        for name in fields:
+            if name not in self.agreement_curves:
+                colour = colours[name]
+                self.agreement_curves[name] = self.agreement_plot.plot(
+                    [], [], name=name, pen=pg.mkPen(colour, width=2), symbol="o", symbolSize=6,
+                    symbolBrush=colour, symbolPen=colour, connect="finite")
+
+    def _add_agreement(self, epoch: int, scores: dict) -> None:
+        self._ensure_agreement_curves(list(scores))
+        for name, value in scores.items():
+            xs, ys = self.agreement.setdefault(name, ([], []))
+            xs.append(epoch)
+            ys.append(np.nan if value is None else value)  # None: no values either side yet
+            self.agreement_curves[name].setData(np.asarray(xs, float), np.asarray(ys, float))
+
+    # -- messages ----------------------------------------------------------------------
+    def _show_error(self, message: str) -> None:
+        self.last_error = message
+        self.error_label.setText(message)
+        self.error_label.show()
+        if self.show_dialogs:
+            box = QMessageBox(QMessageBox.Icon.Warning, "Fine-tuning", message, QMessageBox.StandardButton.Ok, self)
+            box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+            box.open()  # not exec(): the event loop (and a running worker's events) keep going
+
+    def _hide_error(self) -> None:
+        self.last_error = None
+        self.error_label.hide()
+
+
+# ---------------------------------------------------------------------------------------
+# The Results tab
+
+def threshold_sentence(report: dict) -> str:
+    """The suggested LocalFirst threshold and what it means, in plain words."""
+    t = report.get("threshold")
+    share = report.get("share", DEFAULTS["share"])
+    if t is None:
+        return ((report.get("threshold_statement") or "No LocalFirst threshold can be suggested.")
+                + " Until one can, send every page to the labelling model or a person; more reviewed "
+                  "pages or more epochs usually help.")
+    return (f"Suggested LocalFirst threshold: {t:.3g}. At or above {t:.3g} the local model's values were "
+            f"exactly right at least {share * 100:g}% of the time on held-out pages; below it, send the "
+            f"page to the labelling model or a person.")
+
+
+class AnswersView(QGraphicsView):
+    """A page drawn as its word boxes with their text, one colour per field.
+
+    draw_page(page, field_words, colours, marks=None, ignored=()): field_words {field: word indices} are filled
+    in the field's colour (first word stronger, like B against I); marks {field: True|False}
+    outline a field's words in green (right) or red (wrong). ignored: word indices the loss
+    ignores, hatched grey. Used for the labels and the tuned model's answers side by side.
+    """
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setScene(QGraphicsScene(self))
+        self.setRenderHint(QPainter.RenderHint.Antialiasing)
+        self.setDragMode(QGraphicsView.DragMode.ScrollHandDrag)
+        self.setBackgroundBrush(QColor("#e8e8e8"))
+        self.word_items = []
+
+    def draw_page(self, page, field_words: dict, colours: dict, marks: dict | None = None, ignored=()):
+        scene = self.scene()
+        scene.clear()
+        self.word_items = []
+        w, h = max(page.width, 1.0), max(page.height, 1.0)
+        scene.addRect(QRectF(0, 0, w, h), QPen(QColor("#999999")), QBrush(Qt.GlobalColor.white))
+        owner = {}
+        for name, words in field_words.items():
+            for k, i in enumerate(words):
+                owner[i] = (name, k == 0)
+        ignored = set(int(i) for i in ignored)
+        font = QFont()
+        for i, word in enumerate(page.words):
+            x0, y0, x1, y1 = word.box
+            rect = QRectF(x0, y0, max(x1 - x0, 1.0), max(y1 - y0, 1.0))
+            brush, pen = QBrush(Qt.BrushStyle.NoBrush), QPen(QColor("#c8c8c8"), 0)
+            if i in owner:
+                name, first = owner[i]
+                c = QColor(colours[name])
+                c.setAlpha(170 if first else 95)
+                brush = QBrush(c)
+                pen = QPen(QColor(colours[name]), 0)
+                if marks and name in marks:
+                    pen = QPen(RIGHT_COLOUR if marks[name] else WRONG_COLOUR, max(rect.height() * 0.12, 1.5))
+            elif i in ignored:
+                brush = QBrush(QColor("#9e9e9e"), Qt.BrushStyle.BDiagPattern)
+            item = scene.addRect(rect, pen, brush)
+            tip = f"{word.text}" + (f"  [{owner[i][0]}]" if i in owner else "") + ("  (ignored by the loss)" if i in ignored else "")
+            item.setToolTip(tip)
+            self.word_items.append(item)
+            text = scene.addSimpleText(word.text)
+            font.setPointSizeF(max(rect.height() * 0.62, 1.0))
+            text.setFont(font)
+            br = text.boundingRect()
+            if br.width() > 0 and br.width() > rect.width():  # squeeze long words into their box
+                text.setScale(rect.width() / br.width())
+            text.setPos(rect.left(), rect.top() + (rect.height() - br.height() * text.scale()) / 2)
+            text.setBrush(QBrush(QColor("#202020")))
+        scene.setSceneRect(QRectF(-10, -10, w + 20, h + 20))
+        self.fitInView(scene.sceneRect(), Qt.AspectRatioMode.KeepAspectRatio)
+
+    def resizeEvent(self, event):
+        super().resizeEvent(event)
+        if self.scene() and not self.scene().sceneRect().isEmpty():
+            self.fitInView(self.scene().sceneRect(), Qt.AspectRatioMode.KeepAspectRatio)
+
+    def wheelEvent(self, event):
+        factor = 1.2 if event.angleDelta().y() > 0 else 1 / 1.2
+        self.scale(factor, factor)
+
+
+class ResultsPanel(QWidget):
+    COLUMNS = ("Field", "Recall", "Agreement", "Threshold", "Right / values", "Labelled pages")
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.report: dict | None = None
+        self.run_dir: Path | None = None
+        self.project_root: Path | None = None
+        self.show_dialogs = True
+        self.last_error: str | None = None
+        self.heldout_ids: list[str] = []
+        self.page_outcomes: dict[str, dict] = {}  # page id -> {field: "right"|"wrong"|...}
+        self._model = None  # (cfg, runtime params, kernels) of the shown run, loaded once
+        self._build()
+
+    def _build(self) -> None:
+        self.title = QLabel("No results yet: fine-tune a model in the Train tab.")
+        f = self.title.font()
+        f.setPointSizeF(f.pointSizeF() * 1.2)
+        f.setBold(True)
+        self.title.setFont(f)
+        self.threshold_label = QLabel("")
+        self.threshold_label.setWordWrap(True)
+        self.threshold_label.setMinimumHeight(self.threshold_label.fontMetrics().lineSpacing() * 2 + 6)
+        self.threshold_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.table = QTableWidget(0, len(self.COLUMNS))
+        self.table.setHorizontalHeaderLabels(self.COLUMNS)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        self.table.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Maximum)
+        self.export_button = QPushButton("Export model...")
+        self.export_button.setEnabled(False)
+        self.export_button.clicked.connect(self._export_clicked)
+        self.page_box = QComboBox()
+        self.page_box.currentIndexChanged.connect(self._page_chosen)
+        self.page_summary = QLabel("")
+        self.labels_view = AnswersView()
+        self.answers_view = AnswersView()
+        self.legend = QLabel("")
+        self.legend.setWordWrap(True)
+
+        top = QHBoxLayout()
+        top.addWidget(self.title, 1)
+        top.addWidget(self.export_button)
+        pages_row = QHBoxLayout()
+        pages_row.addWidget(QLabel("Held-out page:"))
+        pages_row.addWidget(self.page_box, 1)
+        pages_row.addWidget(self.page_summary, 2)
+        views = QSplitter(Qt.Orientation.Horizontal)
+        for caption, view in (("Labels (what the model was scored against)", self.labels_view),
+                              ("Tuned model's answers (green: right, red: wrong)", self.answers_view)):
+            box = QWidget()
+            lay = QVBoxLayout(box)
+            lay.setContentsMargins(0, 0, 0, 0)
+            lay.addWidget(QLabel(caption))
+            lay.addWidget(view, 1)
+            views.addWidget(box)
+        layout = QVBoxLayout(self)
+        layout.addLayout(top)
+        layout.addWidget(self.threshold_label)
+        layout.addWidget(self.table)
+        layout.addLayout(pages_row)
+        layout.addWidget(self.legend)
+        layout.addWidget(views, 1)
+
+    # -- the run -----------------------------------------------------------------------
+    def show_run(self, report: dict, run_dir, project_root) -> None:
+        self.report, self.run_dir, self.project_root = report, Path(run_dir), Path(project_root)
+        self._model = None
+        run = report.get("run", {})
+        self.title.setText(f"Run {self.run_dir.name}: {run.get('steps', '?')} steps, "
+                           f"{run.get('train_pages', '?')} training and {run.get('heldout_pages', '?')} held-out pages")
+        self.threshold_label.setText(threshold_sentence(report))
+        self._fill_table(report)
+        self.export_button.setEnabled((self.run_dir / "model.safetensors").exists())
+        self.page_outcomes = {row["id"]: row["outcomes"] for row in report.get("pages", [])}
+        self.heldout_ids = [row["id"] for row in report.get("pages", [])]
+        fields = list(report.get("fields", {}))
+        colours = field_palette(fields)
+        self.legend.setText("Fields: " + "  ".join(
+            f'<span style="background:{colours[f].name()}; color:white">&nbsp;{f}&nbsp;</span>' for f in fields)
+            + "  - first word of a value stronger; hatched grey: ignored by the loss.")
+        self.page_box.blockSignals(True)
+        self.page_box.clear()
+        for pid in self.heldout_ids:
+            outcomes = self.page_outcomes[pid].values()
+            right = sum(o in ("correct", "both_null") for o in outcomes)
+            scored = sum(o != "unscored" for o in outcomes)
+            self.page_box.addItem(f"{pid}  ({right}/{scored} fields right)", pid)
+        self.page_box.blockSignals(False)
+        if self.heldout_ids:
+            self.page_box.setCurrentIndex(0)
+            self.show_heldout_page(self.heldout_ids[0])
+
+    def _fill_table(self, report: dict) -> None:
+        rows = list(report.get("fields", {}).items())
+        if report.get("overall"):
+            rows.append(("all fields", report["overall"]))
+        self.table.setRowCount(len(rows))
+        for r, (name, s) in enumerate(rows):
+            cells = (name, _fmt_rate(s.get("recall")), _fmt_rate(s.get("agreement")), _fmt_rate(s.get("threshold")),
+                     f"{s.get('n_correct', 0)} / {s.get('n_values', 0)}", str(s.get("n_labelled", "")))
+            for c, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                if c:
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
+                if name == "all fields":
+                    font = item.font()
+                    font.setBold(True)
+                    item.setFont(font)
+                self.table.setItem(r, c, item)
+        height = self.table.horizontalHeader().height() + sum(self.table.rowHeight(r) for r in range(len(rows))) + 4
+        self.table.setFixedHeight(height)
+
+    def table_rows(self) -> dict:
+        """{field: {column: text}} as shown (tests and the screenshot check read it)."""
+        out = {}
+        for r in range(self.table.rowCount()):
+            name = self.table.item(r, 0).text()
+            out[name] = {self.COLUMNS[c]: self.table.item(r, c).text() for c in range(1, len(self.COLUMNS))}
+        return out
+
+    # -- export ------------------------------------------------------------------------
+    def export_model(self, dest) -> Path:
+        """Copy the run's model.safetensors to dest, atomically. Raises OSError naming the file."""
+        if self.run_dir is None:
+            raise OSError("no run is shown; fine-tune first")
+        src = self.run_dir / "model.safetensors"
+        dest = Path(dest)
+        if dest.is_dir():
+            dest = dest / f"docextract-{self.run_dir.name}.safetensors"
+        write_bytes_atomic(dest, src.read_bytes())
+        return dest
+
+    def _export_clicked(self) -> None:
+        default = str(Path.home() / f"docextract-{self.run_dir.name}.safetensors")
+        dest, _ = QFileDialog.getSaveFileName(self, "Export model", default, "Model files (*.safetensors)")
+        if not dest:
+            return
+        try:
+            out = self.export_model(dest)
+        except OSError as e:
+            self._show_error(f"Cannot export the model: {e}")
+            return
+        self.title.setText(f"Model exported to {out}")
+
+    # -- held-out pages ----------------------------------------------------------------
+    def _page_chosen(self, index: int) -> None:
+        if 0 <= index < len(self.heldout_ids):
+            self.show_heldout_page(self.heldout_ids[index])
+
+    def _load_model(self):
+        if self._model is None:
+            from dxstudio.engine.container import load_model
+            from dxstudio.engine.model import to_runtime
+
+            loaded = load_model(self.run_dir / "model.safetensors")
+            kernels = self.report.get("run", {}).get("settings", {}).get("kernels", DEFAULTS["kernels"])
+            self._model = (loaded.cfg, to_runtime(loaded.params), kernels)
+        return self._model
+
+    def heldout_answers(self, page_id: str):
+        """(page, label field words, ignored word indices, {field: FieldValue or None}, marks)
+        for one held-out page: the labels after review, the run's model's answers, and per field
+        True (right) / False (wrong) where either side has a value."""
+        from dxstudio.engine.extract import predict_page
+        from dxstudio.grounding import Excluded, page_targets
+        from dxstudio.project import Project
+
+        cfg, params, kernels = self._load_model()
+        project = Project.open(self.project_root)
+        page = project.load_page(page_id)
+        targets = page_targets(page, project.load_labels(page_id), list(cfg.fields), cfg.max_words)
+        if isinstance(targets, Excluded):
+            raise ValueError(f"page {page_id} is excluded now: {targets.reason}")
+        pred = predict_page(cfg, params, page, kernels)
+        label_words = {f: tuple(w) for f, w in targets.field_words.items() if w and f not in targets.unscored}
+        ignored = [i for i, t in enumerate(targets.tags) if t < 0]
+        marks = {}
+        for f in cfg.fields:
+            if f in targets.unscored:
+                continue
+            v, want = pred.fields.get(f), set(label_words.get(f, ()))
+            if v is None and not want:
+                continue
+            marks[f] = v is not None and set(v.words) == want
+        return page, label_words, ignored, pred.fields, marks
+
+    def show_heldout_page(self, page_id: str) -> None:
+        try:
+            page, label_words, ignored, answers, marks = self.heldout_answers(page_id)
+        except (ValueError, OSError) as e:  # a page or label file broken since the run
+            self.page_summary.setText(str(e))
+            self.labels_view.scene().clear()
+            self.answers_view.scene().clear()
+            return
+        colours = field_palette(list(self.report.get("fields", {})))
+        self.labels_view.draw_page(page, label_words, colours, ignored=ignored)
+        answer_words = {f: v.words for f, v in answers.items() if v is not None}
+        self.answers_view.draw_page(page, answer_words, colours, marks)
+        parts = []
+        for f, ok in marks.items():
+            v = answers.get(f)
+            said = f'"{v.text}" ({v.confidence:.2f})' if v is not None else "nothing"
+            parts.append(f"{'✓' if ok else '✗'} {f}: {said}")
+        self.page_summary.setText("   ".join(parts) or "no field has a value on this page")
+
+    def _show_error(self, message: str) -> None:
+        self.last_error = message
+        if self.show_dialogs:
+            box = QMessageBox(QMessageBox.Icon.Warning, "Results", message, QMessageBox.StandardButton.Ok, self)
+            box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+            box.open()
