@@ -1,0 +1,200 @@
+"""The Train and Results tabs, offscreen, on 16 real SROIE receipts with a tiny model."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from PySide6.QtCore import Qt, QTimer
+
+from dxstudio.project import Project
+from dxstudio.tuning import TuneRun
+from dxstudio.ui.training_panel import (ResultsPanel, TrainingPanel, checkpoint_step, field_palette,
+                                        format_duration, threshold_sentence, unfinished_run)
+
+WAIT_MS = 60_000  # generous: the machine is shared and slow; a run takes about a second
+
+
+def make_panels(qtbot, root):
+    panel = TrainingPanel(root)
+    panel.show_dialogs = False
+    results = ResultsPanel()
+    results.show_dialogs = False
+    qtbot.addWidget(panel)
+    qtbot.addWidget(results)
+    panel.finished.connect(lambda report, run_dir: results.show_run(report, run_dir, root))
+    return panel, results
+
+
+def set_epochs(panel, n):
+    panel.inputs["epochs"].setValue(n)
+
+
+def test_fine_tune_fills_plots_table_and_keeps_the_event_loop_turning(qtbot, receipts_project):
+    panel, results = make_panels(qtbot, receipts_project)
+    set_epochs(panel, 4)
+    ticks_while_running = []
+    timer = QTimer()
+    timer.setInterval(5)
+    timer.timeout.connect(lambda: panel.is_running and ticks_while_running.append(len(panel.loss_steps)))
+    timer.start()
+
+    with qtbot.waitSignal(panel.finished, timeout=WAIT_MS) as finished:
+        qtbot.mouseClick(panel.fine_tune_button, Qt.MouseButton.LeftButton)
+        assert panel.is_running and not panel.fine_tune_button.isEnabled()
+    timer.stop()
+    report, run_dir = finished.args
+
+    # the form's settings were saved into dxproject.json before the run
+    assert Project.open(receipts_project).settings["epochs"] == 4
+    assert json.loads((receipts_project / run_dir / "settings.json").read_text())["settings"]["epochs"] == 4
+    # the GUI thread kept turning while the worker trained (the worker's thread was alive)
+    assert len(ticks_while_running) >= 3, ticks_while_running
+
+    # loss per step: every step, in order, the values the run logged
+    total = panel.total_steps
+    assert total > 4 and panel.loss_steps == list(range(1, total + 1))
+    xs, ys = panel.loss_curve.getData()
+    assert len(xs) == total
+    logged = [json.loads(l) for l in (receipts_project / run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert list(ys) == [r["loss"] for r in logged if r["kind"] == "step"]
+    # agreement per epoch: one line per field, one point per epoch (4 epochs)
+    fields = Project.open(receipts_project).field_names
+    assert set(panel.agreement_curves) == set(fields)
+    for name in fields:
+        ex, ey = panel.agreement_curves[name].getData()
+        assert list(ex) == [1, 2, 3, 4]
+        assert list(ey)[-1] == pytest.approx(report["fields"][name]["agreement"])
+    assert panel.progress.value() == panel.progress.maximum() == total
+    assert panel.resume_button.isEnabled() is False and panel.fine_tune_button.isEnabled()
+
+    # the results table holds the report's numbers, field order kept
+    qtbot.waitUntil(lambda: results.report is not None, timeout=WAIT_MS)
+    rows = results.table_rows()
+    assert list(rows) == fields + ["all fields"]
+    for name in fields:
+        f = report["fields"][name]
+        fmt = lambda v: "-" if v is None else f"{v:.3f}"
+        assert rows[name]["Recall"] == fmt(f["recall"])
+        assert rows[name]["Agreement"] == fmt(f["agreement"])
+        assert rows[name]["Threshold"] == fmt(f["threshold"])
+    assert results.threshold_label.text() == threshold_sentence(report)
+    assert results.export_button.isEnabled()
+
+
+def test_results_draw_heldout_answers_consistent_with_the_scores(qtbot, receipts_project, tmp_path):
+    project = Project.open(receipts_project)
+    run = TuneRun.prepare(project, receipts_project / "runs" / "r")
+    run.train()
+    report = run.finish()
+    results = ResultsPanel()
+    results.show_dialogs = False
+    qtbot.addWidget(results)
+    results.show_run(report, receipts_project / "runs" / "r", receipts_project)
+    assert results.heldout_ids == [pid for pid, _, _ in run.heldout_pages]
+    assert results.page_box.count() == len(run.heldout_pages)
+
+    colours = field_palette(project.field_names)
+    for row in report["pages"]:
+        page, label_words, ignored, answers, marks = results.heldout_answers(row["id"])
+        for name, outcome in row["outcomes"].items():
+            if outcome in ("unscored", "both_null"):
+                assert name not in marks
+            else:  # right and wrong marks are exactly the scorer's outcomes
+                assert marks[name] is (outcome == "correct"), (row["id"], name, outcome)
+    # the labels view fills a labelled field's words with that field's colour
+    first = results.heldout_ids[0]
+    results.show_heldout_page(first)
+    _, label_words, _, _, _ = results.heldout_answers(first)
+    name, words = next(iter(label_words.items()))
+    brush = results.labels_view.word_items[words[0]].brush().color()
+    assert (brush.red(), brush.green(), brush.blue()) == (colours[name].red(), colours[name].green(), colours[name].blue())
+
+    # export: the same bytes, written elsewhere
+    out = results.export_model(tmp_path / "exported.safetensors")
+    assert out.read_bytes() == (receipts_project / "runs" / "r" / "model.safetensors").read_bytes()
+
+    # a label file broken since the run: a message naming it, nothing raised
+    (receipts_project / "labels" / f"{first}.json").write_text("{not json")
+    results.show_heldout_page(first)
+    assert f"{first}.json" in results.page_summary.text() and "not JSON" in results.page_summary.text()
+
+
+def test_cancel_then_resume_ends_with_the_uninterrupted_bytes(qtbot, receipts_project, tmp_path):
+    reference_root = tmp_path / "reference"
+    shutil.copytree(receipts_project, reference_root)
+    reference = TuneRun.prepare(Project.open(reference_root), reference_root / "runs" / "ref")
+    reference.train()
+    reference.finish()
+    expected = (reference_root / "runs" / "ref" / "model.safetensors").read_bytes()
+
+    panel, results = make_panels(qtbot, receipts_project)
+    # Cancel deterministically after step 2: this slot runs on the worker thread, before step 3.
+    panel._relay.event.connect(
+        lambda ev: ev.kind == "step" and ev.step == 2 and panel._worker.cancel.set(), Qt.ConnectionType.DirectConnection)
+    with qtbot.waitSignal(panel.stopped, timeout=WAIT_MS) as stopped:
+        run_dir = panel.fine_tune()
+    assert stopped.args[1] == 2 and checkpoint_step(run_dir) == 2
+    assert not (run_dir / "model.safetensors").exists()
+    assert panel.resume_button.isEnabled() and not panel.cancel_button.isEnabled()
+    assert panel.loss_steps == [1, 2]
+
+    with qtbot.waitSignal(panel.finished, timeout=WAIT_MS):
+        qtbot.mouseClick(panel.resume_button, Qt.MouseButton.LeftButton)
+    assert (run_dir / "model.safetensors").read_bytes() == expected
+    assert panel.loss_steps == list(range(1, panel.total_steps + 1))
+    qtbot.waitUntil(lambda: results.report is not None, timeout=WAIT_MS)
+
+
+def test_shutdown_during_training_stops_the_worker_and_keeps_the_checkpoint(qtbot, receipts_project):
+    panel, _ = make_panels(qtbot, receipts_project)
+    set_epochs(panel, 200)  # long enough that it cannot end on its own first
+    run_dir = panel.fine_tune()
+    qtbot.waitUntil(lambda: len(panel.loss_steps) >= 1, timeout=WAIT_MS)
+    assert panel.is_running
+    assert panel.shutdown(timeout=60)
+    assert not panel.is_running
+    step = checkpoint_step(run_dir)
+    assert step is not None and 1 <= step < panel.total_steps
+    assert not (run_dir / "report.json").exists()
+    # a new window offers to resume that run
+    assert unfinished_run(receipts_project / "runs") == run_dir
+    again = TrainingPanel(receipts_project)
+    qtbot.addWidget(again)
+    assert again.resume_button.isEnabled() and again.run_dir == run_dir
+    assert f"stopped at step {step}" in again.status_label.text()
+
+
+def test_a_run_that_cannot_start_shows_a_message_naming_the_problem(qtbot, receipts_project):
+    for path in (receipts_project / "labels").glob("*.json"):
+        path.unlink()  # no labels: no usable page
+    panel, _ = make_panels(qtbot, receipts_project)
+    with qtbot.waitSignal(panel.failed, timeout=WAIT_MS) as failed:
+        panel.fine_tune()
+    assert str(receipts_project) in failed.args[0] and "usable page" in failed.args[0]
+    assert panel.error_label.text() == failed.args[0] and not panel.error_label.isHidden()
+    assert panel.fine_tune_button.isEnabled() and not panel.is_running
+
+
+def test_a_bad_setting_is_refused_before_anything_runs(qtbot, receipts_project):
+    project = Project.open(receipts_project)
+    project.settings["kernels"] = "turbo"  # a setting the form does not show, broken by hand
+    project.save()
+    panel, _ = make_panels(qtbot, receipts_project)
+    assert panel.fine_tune() is None
+    assert "kernels" in panel.last_error and "turbo" in panel.last_error
+    assert not (receipts_project / "runs").exists() or not any((receipts_project / "runs").iterdir())
+
+
+def test_form_defaults_and_small_helpers(qtbot, receipts_project):
+    panel, _ = make_panels(qtbot, receipts_project)
+    values = panel.settings_values()
+    assert values["size"] == "tiny" and values["epochs"] == 2 and values["field_weight"] is None
+    panel.restore_defaults()
+    from dxstudio.tuning import DEFAULTS
+
+    assert panel.settings_values() == {k: DEFAULTS[k] for k in values}
+    assert format_duration(5) == "5 s" and format_duration(125) == "2 min 05 s"
+    assert format_duration(None) == "estimating..."
+    text = threshold_sentence({"threshold": 0.93, "share": 0.99})
+    assert "at or above 0.93" in text.lower() and "99%" in text and "labelling model or a person" in text
