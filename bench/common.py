@@ -1,0 +1,283 @@
+"""Shared helpers of the benchmarks: pages, the PyTorch mirror, interleaved timing, FLOP counts.
+
+    pages = bench_pages((50, 150, 400))          # {words: Page}, real FUNSD forms cut to size
+    mirror = load_torch_mirror()                  # training/parity/docextract_backward.py
+    times = interleaved({"a": fa, "b": fb}, 5)    # {name: [seconds, ...]}, runs side by side
+
+PyTorch is a development extra (pip install -e .[parity]); only the PyTorch parts need it.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as `python bench/forward.py` from a checkout
+    sys.path.insert(0, str(REPO))
+
+from dxstudio.engine.config import ModelConfig  # noqa: E402
+from dxstudio.engine.inputs import WindowInputs  # noqa: E402
+from dxstudio.engine.numerics import SplitMix64  # noqa: E402
+from dxstudio.engine.page import Page, Word  # noqa: E402
+
+DATA = Path(os.environ.get("DXSTUDIO_DATA", REPO.parent / "shared" / "data"))
+FUNSD_DIRS = (DATA / "funsd" / "training_data" / "annotations", DATA / "funsd" / "testing_data" / "annotations")
+MIRROR_PATH = REPO / "training" / "parity" / "docextract_backward.py"
+
+DEFAULT_SIZES = (50, 150, 400)
+THREADS = 2  # Numba and PyTorch alike: the machine has 2 cores
+MODEL_SEED = 0  # the benchmarked model: new_params(size_config("base"), MODEL_SEED)
+
+
+class BenchError(RuntimeError):
+    """A benchmark that cannot run; str() says what is missing or wrong."""
+
+
+# ---------------------------------------------------------------------------------------
+# Pages
+# ---------------------------------------------------------------------------------------
+def parse_sizes(text: str) -> tuple[int, ...]:
+    """'50,150,400' -> (50, 150, 400); every size a word count in 1..512."""
+    try:
+        sizes = tuple(int(s) for s in text.split(",") if s.strip())
+    except ValueError:
+        raise BenchError(f"--sizes: expected comma-separated word counts, not {text!r}") from None
+    if not sizes or any(not 1 <= s <= 512 for s in sizes):
+        raise BenchError(f"--sizes: every size must be a word count in 1..512, not {text!r}")
+    return sizes
+
+
+def _funsd_pages() -> list[Page]:
+    from dxstudio.importers import funsd_page  # the project's own FUNSD reader (reading order)
+
+    paths = sorted(p for d in FUNSD_DIRS if d.is_dir() for p in d.glob("*.json"))
+    return [funsd_page(p) for p in paths]
+
+
+def cut_or_tile(page: Page, n_words: int, page_id: str) -> Page:
+    """The page's first n_words words in reading order. A page with fewer words is tiled:
+    copies stacked below it, the page height growing with each copy, until there are enough."""
+    words = list(page.words)
+    copies = 1
+    while len(words) < n_words:
+        dy = page.height * copies
+        words += [Word(w.text, (w.box[0], w.box[1] + dy, w.box[2], w.box[3] + dy)) for w in page.words]
+        copies += 1
+    return Page(page_id, page.width, page.height * copies, tuple(words[:n_words]), None)
+
+
+def synthetic_page(n_words: int, seed: int = 31) -> Page:
+    """A form-like page on a grid when the real data is missing: receipt and form words from
+    SplitMix64(seed), on lines of 4-8 words, 1000 x 1400 units."""
+    vocab = ("TOTAL", "Total:", "RM12.50", "$1,234.56", "03/01/2019", "Invoice", "No:", "#4471",
+             "Tax", "6%", "Qty", "Date:", "SUBTOTAL", "Name", "Address", "Phone:", "Signature",
+             "Company", "Street", "12", "(3.00)", "Bhd.", "Price", "Amount", "Reference", "of")
+    rng = SplitMix64(seed)
+    words, x, y, on_line, line_len = [], 40.0, 40.0, 0, 6
+    row_height = max(10.0, min(24.0, 1300.0 / (n_words / 5 + 1)))
+    for _ in range(n_words):
+        text = vocab[rng.next_u64() % len(vocab)]
+        w = 11.0 * len(text)
+        if on_line == line_len or x + w > 960:
+            x, y, on_line = 40.0, y + row_height, 0
+            line_len = 4 + rng.next_u64() % 5
+        words.append(Word(text, (x, y, x + w, y + 0.7 * row_height)))
+        x += w + 14.0
+        on_line += 1
+    return Page(f"synthetic-{n_words}", 1000.0, max(1400.0, y + 40.0), tuple(words), None)
+
+
+def bench_pages(sizes) -> tuple[dict, str]:
+    """({words: Page}, where they came from). For each size the FUNSD form with the fewest words
+    at or above it, cut to that size; if every form is shorter, the longest one tiled; without
+    the FUNSD data, synthetic pages."""
+    try:
+        real = _funsd_pages()
+    except Exception as e:  # a broken data folder must not stop the benchmark: say so, go on
+        print(f"note: cannot read FUNSD from {DATA} ({e}); using synthetic pages", file=sys.stderr)
+        real = []
+    if not real:
+        return {n: synthetic_page(n) for n in sizes}, "synthetic grid pages (FUNSD not found)"
+    real.sort(key=lambda p: (len(p.words), p.id))
+    pages, used = {}, []
+    for n in sizes:
+        base = next((p for p in real if len(p.words) >= n), real[-1])
+        pages[n] = cut_or_tile(base, n, f"{base.id}-{n}w")
+        used.append(f"{n}: {base.id} ({len(base.words)} words{', tiled' if len(base.words) < n else ''})")
+    return pages, "FUNSD forms cut to size: " + "; ".join(used)
+
+
+def tag_targets(cfg: ModelConfig, n: int, seed: int = 5) -> np.ndarray:
+    """Plausible BIO targets: about 80% O, the rest B-/I- tags of the schema, from SplitMix64."""
+    z = SplitMix64(seed).block(n)
+    field_tags = (z >> np.uint64(8)) % np.uint64(cfg.n_tags - 1) + np.uint64(1)
+    return np.where(z % np.uint64(10) < 8, 0, field_tags).astype(np.int64)
+
+
+def tag_class_weights(cfg: ModelConfig, field_weight: float = 3.0) -> tuple:
+    """O weighs 1, every B-/I- tag the field weight (the seed's default 3)."""
+    return (1.0,) + (field_weight,) * (cfg.n_tags - 1)
+
+
+# ---------------------------------------------------------------------------------------
+# Threads and timing
+# ---------------------------------------------------------------------------------------
+def set_threads(n: int = THREADS, torch_too: bool = True) -> dict:
+    """Numba kernels and PyTorch on the same number of threads; returns what each reports."""
+    import numba
+
+    from dxstudio.engine import numerics as nu
+
+    nu.set_threads(n)
+    out = {"numba": numba.get_num_threads()}
+    if torch_too:
+        import torch
+
+        torch.set_num_threads(n)
+        out["torch"] = torch.get_num_threads()
+    return out
+
+
+def interleaved(contestants: dict, repeats: int, prepare: dict | None = None) -> dict:
+    """Seconds per call of each contestant, run side by side: one call of each per round, the
+    order turned by one every round (A B C, B C A, ...) so no one always follows the same
+    neighbour on a busy machine. prepare[name], if given, runs untimed before each call.
+    Call each contestant once beforehand to warm it up."""
+    names = list(contestants)
+    prepare = prepare or {}
+    times = {name: [] for name in names}
+    for r in range(repeats):
+        k = r % len(names)
+        for name in names[k:] + names[:k]:
+            if name in prepare:
+                prepare[name]()
+            t0 = time.perf_counter()
+            contestants[name]()
+            times[name].append(time.perf_counter() - t0)
+    return times
+
+
+def median(xs) -> float:
+    return float(statistics.median(xs))
+
+
+def spread(xs) -> str:
+    """'median ms (min-max)' for a list of seconds."""
+    return f"{1e3 * median(xs):9.2f} ms ({1e3 * min(xs):.2f}-{1e3 * max(xs):.2f})"
+
+
+def json_line(obj: dict) -> str:
+    """The closing line of a benchmark: one JSON object, floats rounded for reading."""
+    def tidy(v):
+        if isinstance(v, float):
+            return round(v, 4) if math.isfinite(v) else None
+        if isinstance(v, dict):
+            return {k: tidy(x) for k, x in v.items()}
+        return v
+
+    return json.dumps(tidy(obj), sort_keys=False)
+
+
+# ---------------------------------------------------------------------------------------
+# FLOPs: 2*M*K*N per matrix product (bias sums, layer norms and elementwise work not counted)
+# ---------------------------------------------------------------------------------------
+def _products(cfg: ModelConfig, n: int, char_positions: int) -> dict:
+    """(M, K, N) of every product of the forward pass, by layer, for an n-word window."""
+    d, dh, heads, hp = cfg.d_model, cfg.head_dim, cfg.heads, cfg.pair_hidden
+    r = cfg.rel_dim
+    return {
+        "char_conv": [(char_positions, cfg.char_taps * cfg.char_dim, cfg.char_channels)],
+        "char_proj": [(n, cfg.char_channels, d)],
+        "feat_proj": [(n, cfg.word_features, d)],
+        "pair1": [(n * n, cfg.pair_features, hp)],
+        "pair2": [(n * n, hp, cfg.layers * heads)],
+        "qkv": [(n, d, 3 * d)] * cfg.layers,
+        "attention": [(n, dh, n), (n, n, dh)] * (cfg.layers * heads),  # scores, weighted sum
+        "proj": [(n, d, d)] * cfg.layers,
+        "fc1": [(n, d, cfg.ffn)] * cfg.layers,
+        "fc2": [(n, cfg.ffn, d)] * cfg.layers,
+        "tag_head": [(n, d, cfg.n_tags)],
+        "role_head": [(n, d, len(cfg.roles))],
+        "doc_head": [(1, d, len(cfg.doc_types))],
+        "rel": [(n, d, 2 * r)] * 2 + [(n, r, n)] * 2,  # rel_q, rel_k, two pointer score maps
+    }
+
+
+def _flops(triples) -> int:
+    return sum(2 * m * k * nn for m, k, nn in triples)
+
+
+def forward_flops(cfg: ModelConfig, inp: WindowInputs) -> int:
+    return sum(_flops(t) for t in _products(cfg, inp.n, int(inp.char_len.sum())).values())
+
+
+def train_step_flops(cfg: ModelConfig, inp: WindowInputs) -> int:
+    """Forward (every output, as both implementations compute it) plus the backward of the tag
+    loss with every backbone tensor training: each product y = x W^T gives dX = dY W and
+    dW = dY^T x (same 2*M*K*N each), except where x is data (feat_proj, pair1: dW only).
+    The role, document and pointer heads get no backward (their losses are off)."""
+    prods = _products(cfg, inp.n, int(inp.char_len.sum()))
+    backward = {name: 2 * _flops(t) for name, t in prods.items()
+                if name not in ("role_head", "doc_head", "rel", "feat_proj", "pair1")}
+    backward["feat_proj"] = _flops(prods["feat_proj"])
+    backward["pair1"] = _flops(prods["pair1"])
+    return forward_flops(cfg, inp) + sum(backward.values())
+
+
+# ---------------------------------------------------------------------------------------
+# The PyTorch mirror (training/parity/docextract_backward.py) and a thin adapter
+# ---------------------------------------------------------------------------------------
+_MIRROR = None
+
+
+def load_torch_mirror():
+    """The parity script as a module. training/ is not a package, so it is loaded by path."""
+    global _MIRROR
+    if _MIRROR is None:
+        if not MIRROR_PATH.is_file():
+            raise BenchError(f"{MIRROR_PATH}: the PyTorch mirror of the model is missing")
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            raise BenchError("PyTorch is not installed: pip install -e .[parity]") from None
+        spec = importlib.util.spec_from_file_location("docextract_backward", MIRROR_PATH)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _MIRROR = module
+    return _MIRROR
+
+
+def torch_leaf_params(params, requires_grad: bool) -> dict:
+    """Container tensors (char_conv in Conv1d's (out, channel, tap) layout) as fp32 leaves."""
+    import torch
+
+    return {name: torch.tensor(np.asarray(v, np.float32), requires_grad=requires_grad)
+            for name, v in params.items()}
+
+
+def torch_first_max(cfg: ModelConfig, P: dict, inp: WindowInputs) -> list[np.ndarray]:
+    """Adapter: the mirror's torch_forward pools the character channels at given first-max
+    positions (the parity script takes them from the engine's reference forward, too slow for
+    a 400-word benchmark and wrong once PyTorch's weights have taken their own AdamW steps).
+    Here PyTorch finds them itself (argmax returns the first maximum), without gradient,
+    outside the timed region."""
+    import torch
+    import torch.nn.functional as F
+
+    out = []
+    with torch.no_grad():
+        for w in range(inp.n):
+            length = int(inp.char_len[w])
+            ids = torch.as_tensor(inp.char_ids[w, :length].astype(np.int64))
+            seq = F.embedding(ids, P["char_emb"], padding_idx=0)
+            h = F.relu(F.conv1d(seq.T[None], P["char_conv.weight"], P["char_conv.bias"], padding=1))[0]
+            out.append(h.argmax(dim=1).numpy())
+    return out

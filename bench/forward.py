@@ -1,0 +1,182 @@
+"""Forward-pass speed: pages per second of the fast path, the reference path and PyTorch fp32.
+
+    python bench/forward.py [--repeats 7] [--sizes 50,150,400] [--start-runs 2] [--seed 0]
+
+The same base model (new_params(size_config("base"), seed)) and the same pages (real FUNSD
+forms cut to 50, 150 and 400 words) for all three. The runs are interleaved, one call of each
+per round, and the medians are quoted: the machine is shared and noisy. Numba and PyTorch use
+the same number of threads (2). Then the start time of `dxstudio extract MODEL PAGE` as a
+subprocess: cold with an empty NUMBA_CACHE_DIR (the kernels compile), warm on the second run
+with the same cache folder. The last line of the output is one JSON object of the figures.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+from bench import common as C  # noqa: E402
+from dxstudio.engine.config import size_config  # noqa: E402
+from dxstudio.engine.inputs import window_inputs  # noqa: E402
+from dxstudio.engine.layers import Ops  # noqa: E402
+from dxstudio.engine.model import forward, to_runtime  # noqa: E402
+from dxstudio.engine.params import new_params  # noqa: E402
+
+OUTPUTS = ("tag_logits", "role_logits", "doc_logits", "item_scores", "kv_scores")
+
+
+def check_same_model(cfg, rt, inp, P, first_max, mirror) -> float:
+    """The fast and reference paths give the same bytes, and PyTorch the same model: returns
+    the largest |difference| of PyTorch's outputs from the engine's (fp32 rounding only)."""
+    import torch
+
+    fast = forward(cfg, rt, inp, Ops("fast"))
+    ref = forward(cfg, rt, inp, Ops("reference"))
+    for name in OUTPUTS:
+        if not np.array_equal(getattr(fast, name), getattr(ref, name)):
+            raise C.BenchError(f"{inp.n} words: the fast and reference paths differ in {name}")
+    with torch.no_grad():
+        theirs = mirror.torch_forward(cfg, P, inp, first_max, torch.float32)
+    worst = max(float(np.max(np.abs(theirs[name].numpy() - getattr(fast, name)))) for name in OUTPUTS)
+    if not worst < 1e-3:
+        raise C.BenchError(f"{inp.n} words: PyTorch's outputs differ from the engine's by {worst}: "
+                           "not the same model")
+    return worst
+
+
+def forward_speed(cfg, params, pages, repeats: int) -> tuple[dict, list[str]]:
+    import torch
+
+    mirror = C.load_torch_mirror()
+    rt = to_runtime(params)
+    P = C.torch_leaf_params(params, requires_grad=False)
+    fast, ref = Ops("fast"), Ops("reference")
+    figures, lines = {}, []
+    for n, page in pages.items():
+        inp = window_inputs(page, cfg, 0, n)
+        first_max = C.torch_first_max(cfg, P, inp)  # fixed weights: once, untimed
+        worst = check_same_model(cfg, rt, inp, P, first_max, mirror)
+
+        def run_torch():
+            with torch.no_grad():
+                mirror.torch_forward(cfg, P, inp, first_max, torch.float32)
+
+        contestants = {"fast": lambda: forward(cfg, rt, inp, fast),
+                       "reference": lambda: forward(cfg, rt, inp, ref),
+                       "torch": run_torch}
+        for run in contestants.values():  # warm-up: compiled kernels, PyTorch's first call
+            run()
+        times = C.interleaved(contestants, repeats)
+        med = {k: C.median(v) for k, v in times.items()}
+        gflop = C.forward_flops(cfg, inp) / 1e9
+        lines.append(f"{n} words ({gflop:.2f} GFLOP per page; PyTorch max |diff| {worst:.1e}):")
+        for name in contestants:
+            pps = 1.0 / med[name]
+            rel = med["torch"] / med[name]
+            lines.append(f"  {name:9s} {C.spread(times[name])}  {pps:8.2f} pages/s  "
+                         f"{rel:6.3f} x PyTorch  {gflop / med[name]:6.2f} GFLOP/s")
+            figures[f"pps_{name}_{n}"] = pps
+            figures[f"ms_{name}_{n}"] = 1e3 * med[name]
+            if name != "torch":
+                figures[f"rel_{name}_{n}"] = rel
+    return figures, lines
+
+
+def extract_command() -> list[str]:
+    """The installed `dxstudio` next to this Python, else `python -m dxstudio.cli`."""
+    script = Path(sys.executable).with_name("dxstudio")
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "dxstudio.cli"]
+
+
+def timed_extract(cmd: list[str], cache_dir: Path) -> float:
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache_dir))
+    env.pop("DXSTUDIO_NUMBA_CACHE", None)  # the engine's switch for the on-disk kernel cache: on
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=C.REPO)
+    seconds = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise C.BenchError(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.strip()[-500:]}")
+    try:
+        answer = json.loads(proc.stdout.strip().splitlines()[-1])
+        answer["fields"]
+    except (ValueError, IndexError, KeyError, TypeError):
+        raise C.BenchError(f"{' '.join(cmd)}: no JSON line with 'fields' in its output: {proc.stdout[-300:]!r}") from None
+    return seconds
+
+
+def start_times(cfg, params, page, runs: int) -> tuple[dict, list[str]]:
+    """Cold (empty kernel cache) and warm (second run, same cache) start of `dxstudio extract`."""
+    from dxstudio.engine.container import save_model
+    from dxstudio.fsutil import write_json_atomic
+
+    cold, warm = [], []
+    with tempfile.TemporaryDirectory(prefix="dxbench-") as tmp:
+        tmp = Path(tmp)
+        model, page_file = tmp / "base.safetensors", tmp / "page.json"
+        save_model(model, cfg, params)
+        write_json_atomic(page_file, page.to_dict())
+        cmd = extract_command() + ["extract", str(model), str(page_file)]
+        for r in range(runs):
+            cache = tmp / f"numba-cache-{r}"
+            cache.mkdir()
+            cold.append(timed_extract(cmd, cache))
+            warm.append(timed_extract(cmd, cache))
+            shutil.rmtree(cache, ignore_errors=True)
+    figures = {"start_cold_s": C.median(cold), "start_warm_s": C.median(warm)}
+    lines = [f"`dxstudio extract MODEL PAGE` ({len(page.words)} words, base model), median of {runs}:",
+             f"  cold (empty NUMBA_CACHE_DIR): {figures['start_cold_s']:.2f} s  "
+             f"(runs: {', '.join(f'{s:.2f}' for s in cold)})",
+             f"  warm (same cache, 2nd run):   {figures['start_warm_s']:.2f} s  "
+             f"(runs: {', '.join(f'{s:.2f}' for s in warm)})"]
+    return figures, lines
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=7, help="interleaved rounds per size (default 7)")
+    ap.add_argument("--sizes", default=",".join(map(str, C.DEFAULT_SIZES)),
+                    help="page sizes in words (default 50,150,400)")
+    ap.add_argument("--start-runs", type=int, default=2,
+                    help="cold/warm pairs of the extract start time (default 2; 0 skips it)")
+    ap.add_argument("--seed", type=int, default=C.MODEL_SEED, help="model seed (default 0)")
+    args = ap.parse_args(argv)
+    try:
+        sizes = C.parse_sizes(args.sizes)
+        if args.repeats < 1 or args.start_runs < 0:
+            raise C.BenchError("--repeats must be >= 1 and --start-runs >= 0")
+        threads = C.set_threads(C.THREADS)
+        cfg = size_config("base")
+        params = new_params(cfg, args.seed)
+        pages, source = C.bench_pages(sizes)
+        print(f"docextract-v0 base, seed {args.seed}, {sum(v.size for v in params.values())} parameters")
+        print(f"threads: Numba {threads['numba']}, PyTorch {threads['torch']} (set equal)")
+        print(f"pages: {source}")
+        print(f"{args.repeats} interleaved rounds; median (min-max) per page, forward pass only "
+              "(inputs built beforehand)")
+        figures, lines = forward_speed(cfg, params, pages, args.repeats)
+        print("\n".join(lines))
+        if args.start_runs:
+            start_page = pages[150] if 150 in pages else pages[sizes[0]]
+            start, lines = start_times(cfg, params, start_page, args.start_runs)
+            print("\n".join(lines))
+            figures.update(start)
+    except C.BenchError as e:
+        print(f"bench/forward.py: {e}", file=sys.stderr)
+        return 2
+    figures.update(threads=C.THREADS, repeats=args.repeats)
+    print(C.json_line(figures))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

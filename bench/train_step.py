@@ -1,0 +1,194 @@
+"""One training step of the base model, fast path against PyTorch fp32, side by side.
+
+    python bench/train_step.py [--repeats 9] [--sizes 50,150,400] [--seed 0]
+    python bench/train_step.py --profile [--profile-size 150] [--repeats 9]
+
+A step is forward, backward and AdamW on one page (batch of one) with the tag loss and
+backbone_scale 1, so every tensor the tag loss reaches trains (all but the role, document and
+pointer heads). Ours: dxstudio.engine.training.train_step with the fast kernels. PyTorch: the
+same model from training/parity/docextract_backward.py, loss.backward() and
+torch.optim.AdamW with the same settings and the same decay groups. Both start from the same
+weights and keep training, step after step, interleaved; medians are quoted. Numba and
+PyTorch use the same number of threads (2). GFLOP/s counts the matrix products of the step
+analytically (bench/common.py: 2*M*K*N each, forward and backward). The last line of the
+output is one JSON object of the figures.
+
+--profile runs cProfile over our steps at one size and prints the top functions by own time
+and by cumulative time, for whoever optimises the engine.
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import common as C  # noqa: E402
+from dxstudio.engine.config import size_config  # noqa: E402
+from dxstudio.engine.inputs import window_inputs  # noqa: E402
+from dxstudio.engine.params import decays, new_params, param_spec  # noqa: E402
+from dxstudio.engine.training import (Example, Targets, TrainSettings, TrainState,  # noqa: E402
+                                      train_step, trainable_scales)
+
+LR = 1e-3
+SETTINGS = dict(backbone_scale=1.0, loss_tag=1.0, weight_decay=0.01, beta1=0.9, beta2=0.999,
+                eps=1e-8, degree=1, kernels="fast")
+
+
+class OurStep:
+    """The engine's training step on one example, state kept from step to step."""
+
+    def __init__(self, cfg, params, inp, tags):
+        self.settings = TrainSettings(tag_class_weights=C.tag_class_weights(cfg), **SETTINGS)
+        self.state = TrainState.start(cfg, params, self.settings)
+        self.examples = [Example(inp, Targets(tags=tags))]
+        self.loss = None
+
+    def __call__(self):
+        self.loss = train_step(self.state, self.examples, LR).loss
+
+
+class TorchStep:
+    """The same step in PyTorch fp32: torch_forward of the mirror, the tag loss (class weights,
+    ignore_index -1, mean), loss.backward(), torch.optim.AdamW (default implementation)."""
+
+    def __init__(self, cfg, params, inp, tags):
+        import torch
+
+        self.torch = torch
+        self.mirror = C.load_torch_mirror()
+        self.cfg, self.inp, self.tags = cfg, inp, tags
+        self.weights = C.tag_class_weights(cfg)
+        self.P = C.torch_leaf_params(params, requires_grad=True)
+        kinds = {name: kind for name, _, kind in param_spec(cfg)}
+        groups = [
+            {"params": [t for n, t in self.P.items() if decays(kinds[n])], "weight_decay": SETTINGS["weight_decay"]},
+            {"params": [t for n, t in self.P.items() if not decays(kinds[n])], "weight_decay": 0.0},
+        ]
+        self.opt = torch.optim.AdamW(groups, lr=LR, betas=(SETTINGS["beta1"], SETTINGS["beta2"]),
+                                     eps=SETTINGS["eps"])
+        self.first_max = None
+        self.loss = None
+
+    def prepare(self):
+        """Untimed: where each character channel peaks under the current weights (adapter)."""
+        self.first_max = C.torch_first_max(self.cfg, self.P, self.inp)
+
+    def __call__(self):
+        torch = self.torch
+        self.opt.zero_grad(set_to_none=True)
+        out = self.mirror.torch_forward(self.cfg, self.P, self.inp, self.first_max, torch.float32)
+        loss = self.mirror.loss_term(out["tag_logits"], self.tags, self.weights)
+        loss.backward()
+        self.opt.step()
+        self.loss = float(loss.detach())
+
+    def trained(self) -> set:
+        return {name for name, t in self.P.items() if t.grad is not None}
+
+
+def first_steps(cfg, ours: OurStep, theirs: TorchStep) -> tuple[float, float]:
+    """The untimed warm-up step of each, from the same weights: the losses must agree (same
+    model, same loss) and the same tensors must train. Returns both first-step losses."""
+    ours()
+    theirs.prepare()
+    theirs()
+    rel = abs(ours.loss - theirs.loss) / max(abs(theirs.loss), 1e-30)
+    if not rel < 1e-4:
+        raise C.BenchError(f"{theirs.inp.n} words: first-step loss {ours.loss!r} (ours) against "
+                           f"{theirs.loss!r} (PyTorch): not the same model or loss")
+    ours_trained = set(trainable_scales(cfg, ours.settings))
+    if ours_trained != theirs.trained():
+        raise C.BenchError(f"different tensors train: ours only {sorted(ours_trained - theirs.trained())}, "
+                           f"PyTorch only {sorted(theirs.trained() - ours_trained)}")
+    return ours.loss, theirs.loss
+
+
+def compare(cfg, params, pages, repeats: int) -> tuple[dict, list[str]]:
+    figures, lines = {}, []
+    for n, page in pages.items():
+        inp = window_inputs(page, cfg, 0, n)
+        tags = C.tag_targets(cfg, n)
+        ours, theirs = OurStep(cfg, params, inp, tags), TorchStep(cfg, params, inp, tags)
+        first_ours, first_torch = first_steps(cfg, ours, theirs)
+        times = C.interleaved({"ours": ours, "torch": theirs}, repeats, prepare={"torch": theirs.prepare})
+        ms_ours, ms_torch = 1e3 * C.median(times["ours"]), 1e3 * C.median(times["torch"])
+        gflop = C.train_step_flops(cfg, inp) / 1e9
+        figures.update({f"ms_ours_{n}": ms_ours, f"ms_torch_{n}": ms_torch, f"ratio_{n}": ms_ours / ms_torch,
+                        f"gflops_{n}": gflop / (ms_ours / 1e3), f"gflops_torch_{n}": gflop / (ms_torch / 1e3)})
+        lines += [f"{n} words ({gflop:.2f} GFLOP per step; loss ours / PyTorch: step 1 {first_ours:.6f} / "
+                  f"{first_torch:.6f}, step {repeats + 1} {ours.loss:.6f} / {theirs.loss:.6f}):",
+                  f"  ours     {C.spread(times['ours'])}  {figures[f'gflops_{n}']:6.2f} GFLOP/s",
+                  f"  PyTorch  {C.spread(times['torch'])}  {figures[f'gflops_torch_{n}']:6.2f} GFLOP/s",
+                  f"  ratio ours / PyTorch: {figures[f'ratio_{n}']:.3f}"]
+    return figures, lines
+
+
+def profile(cfg, params, page, steps: int, top: int = 25) -> dict:
+    """cProfile over `steps` of our training steps (after one warm-up step) at one size."""
+    n = len(page.words)
+    inp = window_inputs(page, cfg, 0, n)
+    ours = OurStep(cfg, params, inp, C.tag_targets(cfg, n))
+    ours()  # warm-up: the compiled kernels load outside the profile
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(steps):
+        ours()
+    prof.disable()
+    stats = pstats.Stats(prof)
+    total = stats.total_tt
+    print(f"cProfile: {steps} training steps, {n} words: {1e3 * total / steps:.1f} ms per step "
+          "under the profiler (which inflates Python-heavy code)")
+    for key, title in (("tottime", "own time"), ("cumulative", "cumulative time")):
+        buf = io.StringIO()
+        pstats.Stats(prof, stream=buf).sort_stats(key).print_stats(top)
+        body = buf.getvalue()
+        body = body[body.find("   ncalls"):]  # drop pstats' preamble
+        print(f"--- top {top} functions by {title} ---\n{body.rstrip()}")
+    rows = sorted(stats.stats.items(), key=lambda kv: kv[1][2], reverse=True)[:10]
+    return {"profile_words": n, "profile_steps": steps, "ms_per_step_profiled": 1e3 * total / steps,
+            "top_own_ms_per_step": {f"{Path(f).name}:{line}({fn})": 1e3 * v[2] / steps
+                                    for (f, line, fn), v in rows}}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=9, help="interleaved steps per size (default 9)")
+    ap.add_argument("--sizes", default=",".join(map(str, C.DEFAULT_SIZES)),
+                    help="page sizes in words (default 50,150,400)")
+    ap.add_argument("--seed", type=int, default=C.MODEL_SEED, help="model seed (default 0)")
+    ap.add_argument("--profile", action="store_true", help="profile our step (cProfile) instead of comparing")
+    ap.add_argument("--profile-size", type=int, default=150, help="page size for --profile (default 150)")
+    args = ap.parse_args(argv)
+    try:
+        sizes = (C.parse_sizes(str(args.profile_size)) if args.profile else C.parse_sizes(args.sizes))
+        if args.repeats < 1:
+            raise C.BenchError("--repeats must be >= 1")
+        threads = C.set_threads(C.THREADS, torch_too=not args.profile)
+        cfg = size_config("base")
+        params = new_params(cfg, args.seed)
+        pages, source = C.bench_pages(sizes)
+        print(f"docextract-v0 base, seed {args.seed}; tag loss, backbone_scale 1, AdamW lr {LR}; one page per step")
+        print(f"pages: {source}")
+        if args.profile:
+            print(f"threads: Numba {threads['numba']}")
+            figures = profile(cfg, params, pages[sizes[0]], args.repeats)
+        else:
+            print(f"threads: Numba {threads['numba']}, PyTorch {threads['torch']} (set equal)")
+            print(f"{args.repeats} interleaved steps each; median (min-max) per step")
+            figures, lines = compare(cfg, params, pages, args.repeats)
+            print("\n".join(lines))
+    except C.BenchError as e:
+        print(f"bench/train_step.py: {e}", file=sys.stderr)
+        return 2
+    figures.update(threads=C.THREADS, repeats=args.repeats)
+    print(C.json_line(figures))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
