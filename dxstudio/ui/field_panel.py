@@ -1,0 +1,201 @@
+"""The field panel: each field's value, grounding status and words on the current page, with
+the page decisions (accept, exclude, undo, redo, previous, next).
+
+FieldPanel(session, actions) observes a dxstudio.review.ReviewSession. `actions` is the
+main window's {name: QAction} (accept, exclude, undo, redo, prev, next): the panel's buttons
+trigger the same actions as the keys, so there is one code path. The per-field buttons emit
+setFieldRequested(name) (assign the selected words), clearFieldRequested(name) and
+revertFieldRequested(name).
+"""
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import (QFrame, QGridLayout, QHBoxLayout, QLabel, QPushButton, QScrollArea,
+                               QSizePolicy, QToolButton, QVBoxLayout, QWidget)
+
+from dxstudio.ui.page_list import STATUS_COLOURS, STATUS_LABELS
+from dxstudio.ui.page_view import field_colours
+
+GROUNDING_HELP = {
+    "exact": "found on the page exactly as answered",
+    "normalized": "found after normalizing case, spaces, punctuation or number format",
+    "computed": "not printed (a sum or product of printed numbers): never labelled",
+    "absent": "not on the page: the page is left out of training until fixed",
+    "null": "no value on this page",
+    "fixed": "set by a person",
+    "none": "not labelled yet",
+}
+GROUNDING_COLOURS = {"exact": "#2B9348", "normalized": "#3A86FF", "computed": "#8D99AE", "absent": "#D7191C",
+                     "null": "#8D99AE", "fixed": "#7B2CBF", "none": "#ADB5BD"}
+
+
+def _badge(text: str, colour: str) -> str:
+    return (f"<span style='background:{colour}; color:white; border-radius:3px; padding:1px 4px;'>"
+            f"&nbsp;{text}&nbsp;</span>")
+
+
+class FieldRowWidget(QFrame):
+    def __init__(self, key: int, name: str, colour: QColor, panel: "FieldPanel"):
+        super().__init__()
+        self.name = name
+        self.setFrameShape(QFrame.StyledPanel)
+        self.setObjectName("fieldRow")
+        self.setStyleSheet(f"#fieldRow {{ border-left: 6px solid {colour.name()}; background: white; "
+                           f"border-radius: 4px; }}")
+        self.title = QLabel()
+        self.title.setTextFormat(Qt.RichText)
+        self.value = QLabel()
+        self.value.setWordWrap(True)
+        self.value.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.value.setStyleSheet("font-size: 14px; font-family: 'DejaVu Sans Mono', monospace;")
+        self.detail = QLabel()
+        self.detail.setWordWrap(True)
+        self.detail.setStyleSheet("color: #6C757D; font-size: 11px;")
+        shortcut = f" ({key})" if key <= 9 else ""
+        self.set_button = QToolButton()
+        self.set_button.setText(f"Set{shortcut}")
+        self.set_button.setToolTip(f"Make the selected words the value of {name}" +
+                                   (f"  [key {key}]" if key <= 9 else ""))
+        self.clear_button = QToolButton()
+        self.clear_button.setText("Clear")
+        self.clear_button.setToolTip(f"{name} has no value on this page")
+        self.revert_button = QToolButton()
+        self.revert_button.setText("Revert")
+        self.revert_button.setToolTip(f"Drop your fix: use the labelling model's words for {name} again")
+        self.set_button.clicked.connect(lambda: panel.setFieldRequested.emit(name))
+        self.clear_button.clicked.connect(lambda: panel.clearFieldRequested.emit(name))
+        self.revert_button.clicked.connect(lambda: panel.revertFieldRequested.emit(name))
+        buttons = QHBoxLayout()
+        buttons.setSpacing(4)
+        for b in (self.set_button, self.clear_button, self.revert_button):
+            buttons.addWidget(b)
+        buttons.addStretch(1)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(10, 6, 6, 6)
+        layout.setSpacing(3)
+        layout.addWidget(self.title)
+        layout.addWidget(self.value)
+        layout.addWidget(self.detail)
+        layout.addLayout(buttons)
+        self.key = key
+
+    def show_row(self, row) -> None:
+        colour = GROUNDING_COLOURS.get(row.status, "#6C757D")
+        key = f"<span style='color:#6C757D'>[{self.key}]</span> " if self.key <= 9 else ""
+        extra = " " + _badge("not scored", "#F4A300") if row.unscored else ""
+        self.title.setText(f"{key}<b>{row.name}</b> &nbsp;{_badge(row.status, colour)}{extra}")
+        self.value.setText(row.text if row.words else "<i style='color:#ADB5BD'>no value</i>")
+        self.value.setTextFormat(Qt.PlainText if row.words else Qt.RichText)
+        parts = []
+        if row.answer is not None and row.answer != row.text:
+            parts.append(f"labelling model: “{row.answer}”")
+        if row.words:
+            parts.append("words " + ", ".join(str(i) for i in row.words))
+        parts.append(row.reason or GROUNDING_HELP.get(row.status, ""))
+        if row.unscored:
+            parts.append("ignored by the loss: its words are not one run or are shared with another field")
+        self.detail.setText(" · ".join(p for p in parts if p))
+        self.setToolTip(GROUNDING_HELP.get(row.status, ""))
+        self.revert_button.setEnabled(row.status == "fixed")
+
+
+class FieldPanel(QWidget):
+    setFieldRequested = Signal(str)
+    clearFieldRequested = Signal(str)
+    revertFieldRequested = Signal(str)
+
+    def __init__(self, session, actions: dict, parent=None):
+        super().__init__(parent)
+        self.session = session
+        self.actions = actions
+        self.setMinimumWidth(300)
+        self.header = QLabel()
+        self.header.setTextFormat(Qt.RichText)
+        self.header.setWordWrap(True)
+        self.state = QLabel()
+        self.state.setTextFormat(Qt.RichText)
+        self.state.setWordWrap(True)
+        self.selection = QLabel()
+        self.selection.setWordWrap(True)
+        self.selection.setStyleSheet("color: #1A1AFF;")
+        self.rows_box = QWidget()
+        self.rows_layout = QVBoxLayout(self.rows_box)
+        self.rows_layout.setContentsMargins(0, 0, 0, 0)
+        self.rows_layout.setSpacing(6)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setWidget(self.rows_box)
+        scroll.setFrameShape(QFrame.NoFrame)
+        grid = QGridLayout()
+        grid.setSpacing(4)
+        for k, (name, text) in enumerate([("accept", "Accept page"), ("exclude", "Exclude page"),
+                                          ("prev", "◀ Previous"), ("next", "Next ▶"),
+                                          ("undo", "Undo"), ("redo", "Redo")]):
+            b = QPushButton(text)
+            action = actions[name]
+            b.setToolTip(f"{action.toolTip()}  [{action.shortcut().toString()}]")
+            b.clicked.connect(action.trigger)
+            b.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Fixed)
+            if name == "accept":
+                b.setStyleSheet("QPushButton { background: #2B9348; color: white; font-weight: bold; padding: 5px; }")
+            grid.addWidget(b, k // 2, k % 2)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.addWidget(self.header)
+        layout.addWidget(self.state)
+        layout.addLayout(grid)
+        layout.addWidget(self.selection)
+        layout.addWidget(scroll, 1)
+        self.rows: dict[str, FieldRowWidget] = {}
+        session.subscribe(self._on_session)
+        self.build_rows()
+        self.refresh()
+
+    def build_rows(self) -> None:
+        while self.rows_layout.count():
+            item = self.rows_layout.takeAt(0)
+            if item.widget():
+                item.widget().deleteLater()
+        self.rows.clear()
+        colours = field_colours(self.session.field_names)
+        for k, name in enumerate(self.session.field_names, 1):
+            w = FieldRowWidget(k, name, colours[name], self)
+            self.rows[name] = w
+            self.rows_layout.addWidget(w)
+        self.rows_layout.addStretch(1)
+
+    def refresh(self) -> None:
+        s = self.session
+        if s.current is None:
+            self.header.setText("<b>No pages</b> — import pages into the project first")
+            self.state.setText("")
+            return
+        pos = s.page_ids.index(s.current) + 1
+        self.header.setText(f"<span style='font-size:15px'><b>{s.current}</b></span> "
+                            f"<span style='color:#6C757D'>page {pos} of {len(s.page_ids)}</span>")
+        st = s.statuses[s.current]
+        text = _badge(STATUS_LABELS[st.status], STATUS_COLOURS[st.status])
+        if st.message:
+            text += f"<br><span style='color:#495057'>{st.message}</span>"
+        self.state.setText(text)
+        rows = s.field_rows()
+        for w in self.rows.values():
+            w.setEnabled(bool(rows))
+        for row in rows:
+            if row.name in self.rows:
+                self.rows[row.name].show_row(row)
+
+    def show_selection(self, words: list, page) -> None:
+        if not words or page is None:
+            self.selection.setText("Select words (click, shift-click, drag), then press a field's key 1–9.")
+            self.selection.setStyleSheet("color: #6C757D;")
+            return
+        text = " ".join(page.words[i].text for i in words)
+        self.selection.setStyleSheet("color: #1A1AFF;")
+        self.selection.setText(f"Selected {len(words)} word{'s' if len(words) > 1 else ''}: “{text[:120]}”")
+
+    def _on_session(self, kind: str, pid) -> None:
+        if kind == "statuses" and pid is None:
+            self.build_rows()
+        self.refresh()

@@ -1,0 +1,168 @@
+"""The page list: every page with its review status, a status filter and a search box.
+
+PageList(session) observes a dxstudio.review.ReviewSession; clicking a page calls
+session.goto. visible_ids() is the filtered order that J/K follow.
+"""
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QIcon, QPainter, QPixmap
+from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem,
+                               QVBoxLayout, QWidget)
+
+from dxstudio.review import STATUSES
+
+STATUS_COLOURS = {
+    "unreviewed": "#ADB5BD",
+    "accepted": "#2B9348",
+    "excluded": "#6C757D",
+    "conflicts": "#F4A300",
+    "error": "#D7191C",
+}
+STATUS_LABELS = {
+    "unreviewed": "Unreviewed",
+    "accepted": "Accepted",
+    "excluded": "Excluded",
+    "conflicts": "Has conflicts",
+    "error": "Cannot be read",
+}
+
+
+def status_icon(status: str, size: int = 12) -> QIcon:
+    pixmap = QPixmap(size, size)
+    pixmap.fill(Qt.transparent)
+    p = QPainter(pixmap)
+    p.setRenderHint(QPainter.Antialiasing)
+    p.setBrush(QBrush(QColor(STATUS_COLOURS.get(status, "#000000"))))
+    p.setPen(Qt.NoPen)
+    p.drawEllipse(1, 1, size - 2, size - 2)
+    p.end()
+    return QIcon(pixmap)
+
+
+class PageList(QWidget):
+    pageActivated = Signal(str)
+
+    def __init__(self, session, parent=None):
+        super().__init__(parent)
+        self.session = session
+        self.search = QLineEdit()
+        self.search.setPlaceholderText("Search pages (id or text)…")
+        self.search.setClearButtonEnabled(True)
+        self.search.setToolTip("Filter the list by page id or by a word on the page (Ctrl+F)")
+        self.filter = QComboBox()
+        self.filter.addItem("All pages", None)
+        for s in STATUSES:
+            self.filter.addItem(status_icon(s), STATUS_LABELS[s], s)
+        self.filter.setToolTip("Show only pages with this status")
+        self.list = QListWidget()
+        self.list.setUniformItemSizes(True)
+        self.list.setAlternatingRowColors(True)
+        self.summary = QLabel()
+        self.summary.setWordWrap(True)
+        self.summary.setStyleSheet("color: #495057; font-size: 11px;")
+        top = QHBoxLayout()
+        top.addWidget(self.filter)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.addWidget(QLabel("<b>Pages</b>"))
+        layout.addWidget(self.search)
+        layout.addLayout(top)
+        layout.addWidget(self.list, 1)
+        layout.addWidget(self.summary)
+        self._items: dict[str, QListWidgetItem] = {}
+        self._text_cache: dict[str, str] = {}
+        self._syncing = False
+        self.search.textChanged.connect(self.apply_filter)
+        self.filter.currentIndexChanged.connect(self.apply_filter)
+        self.list.currentItemChanged.connect(self._on_current)
+        session.subscribe(self._on_session)
+        self.rebuild()
+
+    # -- building ---------------------------------------------------------------------------
+    def rebuild(self) -> None:
+        self._syncing = True
+        self.list.clear()
+        self._items.clear()
+        self._text_cache.clear()
+        for pid in self.session.page_ids:
+            item = QListWidgetItem(pid)
+            item.setData(Qt.UserRole, pid)
+            self.list.addItem(item)
+            self._items[pid] = item
+            self._update_item(pid)
+        self._syncing = False
+        self.apply_filter()
+        self._select_current()
+
+    def _update_item(self, pid: str) -> None:
+        item = self._items.get(pid)
+        if item is None:
+            return
+        st = self.session.statuses[pid]
+        item.setIcon(status_icon(st.status))
+        tip = f"{pid}: {STATUS_LABELS[st.status]}"
+        if st.message:
+            tip += f"\n{st.message}"
+        item.setToolTip(tip)
+        item.setForeground(QBrush(QColor("#D7191C" if st.status == "error" else "#212529")))
+        self._update_summary()
+
+    def _update_summary(self) -> None:
+        counts = self.session.counts()
+        parts = [f"{counts[s]} {STATUS_LABELS[s].lower()}" for s in STATUSES if counts[s]]
+        self.summary.setText(f"{len(self.session.page_ids)} pages: " + ", ".join(parts))
+
+    # -- filtering --------------------------------------------------------------------------
+    def _page_text(self, pid: str) -> str:
+        if pid not in self._text_cache:
+            try:
+                page = self.session.project.load_page(pid)
+                self._text_cache[pid] = " ".join(w.text for w in page.words).lower()
+            except Exception:  # a broken page is still found by its id
+                self._text_cache[pid] = ""
+        return self._text_cache[pid]
+
+    def _matches(self, pid: str) -> bool:
+        wanted = self.filter.currentData()
+        if wanted is not None and self.session.statuses[pid].status != wanted:
+            return False
+        q = self.search.text().strip().lower()
+        return not q or q in pid.lower() or q in self._page_text(pid)
+
+    def apply_filter(self) -> None:
+        for pid, item in self._items.items():
+            item.setHidden(not self._matches(pid))
+
+    def visible_ids(self) -> list[str]:
+        return [pid for pid, item in self._items.items() if not item.isHidden()]
+
+    def set_status_filter(self, status: str | None) -> None:
+        self.filter.setCurrentIndex(max(0, self.filter.findData(status)))
+
+    # -- syncing with the session -----------------------------------------------------------
+    def _select_current(self) -> None:
+        item = self._items.get(self.session.current)
+        if item is not None and self.list.currentItem() is not item:
+            self._syncing = True
+            self.list.setCurrentItem(item)
+            self.list.scrollToItem(item)
+            self._syncing = False
+
+    def _on_current(self, item, _previous) -> None:
+        if self._syncing or item is None:
+            return
+        pid = item.data(Qt.UserRole)
+        if pid != self.session.current:
+            self.pageActivated.emit(pid)
+
+    def _on_session(self, kind: str, pid) -> None:
+        if kind == "statuses" and pid is None:
+            self.rebuild()
+            return
+        if kind in ("statuses", "labels"):
+            # a page whose status changed stays visible until the filter changes, so the
+            # person does not lose the page they are working on
+            self._update_item(pid)
+        if kind == "page":
+            self._select_current()

@@ -1,0 +1,465 @@
+"""The page view: a page (its image, else each word's box with its text) with the BIO overlay.
+
+Public API (also used by the results screen; keep it stable):
+
+    field_colours(fields) -> {field: QColor}       a fixed palette, in schema order
+    view = PageView(parent=None)
+    view.show_page(page, tags, statuses=None, predictions=None, field_names=None, image_root=None)
+        page         dxstudio.engine.page.Page
+        tags         one int per word: 0 = O, 1 + 2c = B of field c, 2 + 2c = I of field c,
+                     -1 = ignored by the loss (drawn hatched)
+        statuses     {field: grounding status} shown in the tooltips (optional)
+        predictions  a model's answers to draw beside the labels: a PagePrediction, or
+                     {field: FieldValue | tuple of word indices | None}. Each predicted word
+                     gets a green frame when the field's predicted words equal the labelled
+                     ones (right) and a red dashed frame otherwise (wrong); see
+                     `prediction_marks` {field: "right" | "wrong" | "missed"}.
+        field_names  the schema's fields (colours and tag names); defaults to the last ones
+        image_root   folder a relative page.image is resolved against
+    view.update_tags(tags, statuses=None)      new tags for the page shown, keeping zoom and pan
+    view.clear_page(message)                  an empty view with a message (a broken page)
+    view.word_brush(i) -> QBrush              the overlay fill of word i (tests read it)
+    view.word_pen(i) -> QPen
+    view.word_viewport_point(i) -> QPoint     where word i is on screen (for simulated clicks)
+    view.selected_words() -> list[int];  view.set_selection(indices);  view.clear_selection()
+    signals: selectionChanged(list), wordHovered(int) (-1 when the mouse leaves words)
+    zoom: the wheel or +/- (zoom_in, zoom_out), fit_page (0); pan: drag with the middle or
+    right button, or the scroll bars. Selection: click, shift-click (adds a run from the last
+    clicked word), ctrl-click (toggles), drag a rectangle with the left button.
+
+B is drawn stronger (a denser fill and a heavier frame) than I (a lighter fill);
+O words get a thin grey frame; words the loss ignores get a grey hatch.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QPoint, QPointF, QRectF, Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QPen, QPixmap
+from PySide6.QtWidgets import (QGraphicsPixmapItem, QGraphicsRectItem, QGraphicsScene,
+                               QGraphicsSimpleTextItem, QGraphicsView, QRubberBand)
+
+# Colour-blind-friendly qualitative palette (Okabe-Ito, then Tableau) in schema order.
+PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#8C6D31", "#7F3C8D",
+           "#11A579", "#3969AC", "#F2B701", "#E73F74"]
+B_ALPHA = 170  # B is the stronger fill
+I_ALPHA = 80
+SELECTION_COLOUR = QColor("#1A1AFF")
+RIGHT_COLOUR = QColor("#1B9E3A")
+WRONG_COLOUR = QColor("#D7191C")
+IGNORED_COLOUR = QColor(90, 90, 90, 150)
+
+
+def field_colours(fields) -> dict:
+    """{field: QColor}, one fixed colour per schema position."""
+    return {name: QColor(PALETTE[i % len(PALETTE)]) for i, name in enumerate(fields)}
+
+
+def tag_name(tag: int, field_names) -> str:
+    if tag < 0:
+        return "ignored by the loss"
+    if tag == 0:
+        return "O"
+    c, inside = (tag - 1) // 2, (tag - 1) % 2 == 1
+    name = field_names[c] if c < len(field_names) else f"field {c}"
+    return f"{'I' if inside else 'B'}-{name}"
+
+
+def _prediction_words(predictions) -> dict:
+    fields = getattr(predictions, "fields", predictions) or {}
+    out = {}
+    for name, v in fields.items():
+        if v is None:
+            out[name] = ()
+        elif hasattr(v, "words"):
+            out[name] = tuple(int(i) for i in v.words)
+        else:
+            out[name] = tuple(int(i) for i in v)
+    return out
+
+
+def _label_words(tags, field_names) -> dict:
+    """{field: word indices} read back off B/I tags (ignored words do not count)."""
+    out = {name: [] for name in field_names}
+    for i, t in enumerate(int(t) for t in tags):
+        if t > 0:
+            c = (t - 1) // 2
+            if c < len(field_names):
+                out[field_names[c]].append(i)
+    return {k: tuple(v) for k, v in out.items()}
+
+
+class PageView(QGraphicsView):
+    selectionChanged = Signal(list)
+    wordHovered = Signal(int)
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setScene(QGraphicsScene(self))
+        self.setRenderHints(QPainter.Antialiasing | QPainter.TextAntialiasing | QPainter.SmoothPixmapTransform)
+        self.setTransformationAnchor(QGraphicsView.AnchorUnderMouse)
+        self.setResizeAnchor(QGraphicsView.AnchorViewCenter)
+        self.setBackgroundBrush(QColor("#E9ECEF"))
+        self.setMouseTracking(True)
+        self.setFocusPolicy(Qt.StrongFocus)
+        self.page = None
+        self.tags = []
+        self.field_names: list[str] = []
+        self.colours: dict = {}
+        self.statuses: dict = {}
+        self.prediction_marks: dict = {}
+        self.notice = ""  # e.g. "image not found: ..."; the window shows it
+        self._rects: list[QGraphicsRectItem] = []
+        self._prediction_items = []
+        self._selected: set[int] = set()
+        self._anchor: int | None = None
+        self._press: QPoint | None = None
+        self._pan_from: QPoint | None = None
+        self._band = QRubberBand(QRubberBand.Rectangle, self.viewport())
+        self._hovered = -1
+        self._auto_fit = True  # the page fills the view until the person zooms
+        self._content = QRectF()  # what fit_page shows: the page, or its words without an image
+
+    # -- showing a page ----------------------------------------------------------------------
+    def clear_page(self, message: str = "") -> None:
+        self.scene().clear()
+        self._rects, self._prediction_items = [], []
+        self.page, self.tags, self._selected, self._anchor = None, [], set(), None
+        self.prediction_marks = {}
+        if message:
+            item = QGraphicsSimpleTextItem(message)
+            f = QFont()
+            f.setPointSize(12)
+            item.setFont(f)
+            item.setBrush(QBrush(WRONG_COLOUR))
+            self.scene().addItem(item)
+            self.scene().setSceneRect(item.boundingRect().adjusted(-20, -20, 20, 20))
+            self.resetTransform()
+        self.selectionChanged.emit([])
+
+    def show_page(self, page, tags, statuses=None, predictions=None, field_names=None, image_root=None) -> None:
+        if field_names is not None:
+            self.field_names = list(field_names)
+            self.colours = field_colours(self.field_names)
+        self.scene().clear()
+        self._rects, self._prediction_items = [], []
+        self.page = page
+        self.tags = [int(t) for t in tags]
+        if len(self.tags) != len(page.words):
+            raise ValueError(f"page {page.id}: {len(self.tags)} tags for {len(page.words)} words")
+        self.statuses = dict(statuses or {})
+        self._selected, self._anchor = set(), None
+        self.notice = ""
+        scene = self.scene()
+        w, h = float(page.width), float(page.height)
+        has_image = self._add_image(page, image_root)
+        if not has_image:
+            paper = scene.addRect(QRectF(0, 0, w, h), QPen(QColor("#ADB5BD"), 0), QBrush(Qt.white))
+            paper.setZValue(-10)
+        for i, word in enumerate(page.words):
+            x0, y0, x1, y1 = word.box
+            rect = QRectF(x0, y0, max(x1 - x0, 1.0), max(y1 - y0, 1.0))
+            item = QGraphicsRectItem(rect)
+            item.setData(0, i)
+            item.setAcceptHoverEvents(True)
+            item.setToolTip(self._tooltip(i))
+            item.setZValue(1)
+            scene.addItem(item)
+            self._rects.append(item)
+            if not has_image:
+                self._add_text(word.text, rect)
+        self._restyle()
+        self.prediction_marks = {}
+        if predictions is not None:
+            self._draw_predictions(predictions)
+        margin = max(w, h) * 0.02
+        scene.setSceneRect(QRectF(-margin, -margin, w + 2 * margin, h + 2 * margin))
+        # without an image, fit the words (a receipt is often a narrow strip of a large page)
+        self._content = QRectF(0, 0, w, h)
+        if not has_image and self._rects:
+            words = self._rects[0].rect()
+            for r in self._rects[1:]:
+                words = words.united(r.rect())
+            pad = 0.04 * max(words.width(), words.height())
+            self._content = words.adjusted(-pad, -pad, pad, pad)
+        self._auto_fit = True
+        self.fit_page()
+        self.selectionChanged.emit([])
+
+    def update_tags(self, tags, statuses=None) -> None:
+        """New tags for the page already shown (after a fix): restyle without moving the view."""
+        if self.page is None:
+            return
+        tags = [int(t) for t in tags]
+        if len(tags) != len(self._rects):
+            raise ValueError(f"page {self.page.id}: {len(tags)} tags for {len(self._rects)} words")
+        self.tags = tags
+        if statuses is not None:
+            self.statuses = dict(statuses)
+        for i, item in enumerate(self._rects):
+            item.setToolTip(self._tooltip(i))
+        self._restyle()
+
+    def _add_image(self, page, image_root) -> bool:
+        if not page.image:
+            return False
+        path = Path(page.image)
+        if not path.is_absolute() and image_root is not None:
+            path = Path(image_root) / path
+        pixmap = QPixmap(str(path)) if path.is_file() else QPixmap()
+        if pixmap.isNull():
+            self.notice = f"image not found or unreadable: {path}; showing the words' boxes"
+            return False
+        item = QGraphicsPixmapItem(pixmap)
+        item.setTransformationMode(Qt.SmoothTransformation)
+        item.setScale(float(page.width) / pixmap.width())
+        # a page whose image has another aspect than its size: stretch the height too
+        sy = float(page.height) / pixmap.height()
+        if abs(sy - item.scale()) > 1e-3 * sy:
+            item.setScale(1.0)
+            from PySide6.QtGui import QTransform
+            item.setTransform(QTransform.fromScale(float(page.width) / pixmap.width(), sy))
+        item.setZValue(-5)
+        self.scene().addItem(item)
+        return True
+
+    def _add_text(self, text: str, rect: QRectF) -> None:
+        item = QGraphicsSimpleTextItem(text)
+        f = QFont("DejaVu Sans")
+        f.setPixelSize(max(1, int(rect.height() * 0.72)))
+        item.setFont(f)
+        item.setBrush(QBrush(QColor("#212529")))
+        br = item.boundingRect()
+        scale = min(1.0, rect.width() / br.width()) if br.width() > 0 else 1.0
+        item.setScale(scale)
+        item.setPos(rect.left(), rect.top() + (rect.height() - br.height() * scale) / 2)
+        item.setZValue(2)
+        item.setAcceptedMouseButtons(Qt.NoButton)
+        self.scene().addItem(item)
+
+    def _tooltip(self, i: int) -> str:
+        word = self.page.words[i]
+        tag = self.tags[i]
+        lines = [f"<b>{word.text}</b>  (word {i})", f"tag: {tag_name(tag, self.field_names)}"]
+        field = None
+        if tag > 0 and (tag - 1) // 2 < len(self.field_names):
+            field = self.field_names[(tag - 1) // 2]
+        elif tag < 0:
+            lines.append("not scored: its field is not one run of words or shares a word")
+        if field is not None:
+            lines.append(f"field: {field}")
+            lines.append(f"grounding: {self.statuses.get(field, 'unknown')}")
+        return "<br>".join(lines)
+
+    # -- styling -----------------------------------------------------------------------------
+    def _brush_for(self, tag: int) -> QBrush:
+        if tag < 0:
+            return QBrush(IGNORED_COLOUR, Qt.BDiagPattern)
+        if tag == 0:
+            return QBrush(Qt.NoBrush)
+        c, inside = (tag - 1) // 2, (tag - 1) % 2 == 1
+        colour = QColor(PALETTE[c % len(PALETTE)])
+        colour.setAlpha(I_ALPHA if inside else B_ALPHA)
+        return QBrush(colour)
+
+    def _pen_for(self, i: int) -> QPen:
+        tag = self.tags[i]
+        if i in self._selected:
+            pen = QPen(SELECTION_COLOUR, 2.5)
+            pen.setCosmetic(True)
+            return pen
+        if tag > 0:
+            colour = QColor(PALETTE[((tag - 1) // 2) % len(PALETTE)])
+            pen = QPen(colour.darker(130), 1.5 if (tag - 1) % 2 == 0 else 1.0)
+        elif tag < 0:
+            pen = QPen(IGNORED_COLOUR, 1.0, Qt.DashLine)
+        else:
+            pen = QPen(QColor(120, 120, 120, 110), 0.8)
+        pen.setCosmetic(True)
+        return pen
+
+    def _restyle(self, indices=None) -> None:
+        for i in (range(len(self._rects)) if indices is None else indices):
+            self._rects[i].setBrush(self._brush_for(self.tags[i]))
+            self._rects[i].setPen(self._pen_for(i))
+
+    def word_brush(self, i: int) -> QBrush:
+        return self._rects[i].brush()
+
+    def word_pen(self, i: int) -> QPen:
+        return self._rects[i].pen()
+
+    def word_count(self) -> int:
+        return len(self._rects)
+
+    def word_viewport_point(self, i: int) -> QPoint:
+        return self.mapFromScene(self._rects[i].rect().center())
+
+    # -- predictions (results screen) -----------------------------------------------------
+    def _draw_predictions(self, predictions) -> None:
+        predicted = _prediction_words(predictions)
+        labelled = _label_words(self.tags, self.field_names)
+        for name in self.field_names:
+            got, want = predicted.get(name, ()), labelled.get(name, ())
+            if not got and not want:
+                continue
+            if got and tuple(got) == tuple(want):
+                mark = "right"
+            elif got:
+                mark = "wrong"
+            else:
+                mark = "missed"
+            self.prediction_marks[name] = mark
+            for i in got:
+                if not 0 <= i < len(self._rects):
+                    continue
+                r = self._rects[i].rect().adjusted(-3, -3, 3, 3)
+                pen = QPen(RIGHT_COLOUR if mark == "right" else WRONG_COLOUR, 2.5,
+                           Qt.SolidLine if mark == "right" else Qt.DashLine)
+                pen.setCosmetic(True)
+                item = self.scene().addRect(r, pen, QBrush(Qt.NoBrush))
+                item.setZValue(3)
+                item.setToolTip(f"model: {name} ({mark})")
+                self._prediction_items.append(item)
+
+    # -- selection ---------------------------------------------------------------------------
+    def selected_words(self) -> list[int]:
+        return sorted(self._selected)
+
+    def set_selection(self, indices) -> None:
+        old = self._selected
+        self._selected = {int(i) for i in indices if 0 <= int(i) < len(self._rects)}
+        self._restyle(old | self._selected)
+        self.selectionChanged.emit(self.selected_words())
+
+    def clear_selection(self) -> None:
+        self._anchor = None
+        self.set_selection([])
+
+    def word_at(self, viewport_pos: QPoint) -> int:
+        for item in self.items(viewport_pos):
+            idx = item.data(0)
+            if isinstance(item, QGraphicsRectItem) and idx is not None:
+                return int(idx)
+        return -1
+
+    def _click(self, i: int, modifiers) -> None:
+        if i < 0:
+            if not modifiers & (Qt.ShiftModifier | Qt.ControlModifier):
+                self.clear_selection()
+            return
+        if modifiers & Qt.ShiftModifier and self._anchor is not None:
+            lo, hi = sorted((self._anchor, i))
+            self.set_selection(self._selected | set(range(lo, hi + 1)))
+        elif modifiers & Qt.ControlModifier:
+            self.set_selection(self._selected ^ {i})
+            self._anchor = i
+        else:
+            self.set_selection([i])
+            self._anchor = i
+
+    def mousePressEvent(self, event):
+        if event.button() in (Qt.MiddleButton, Qt.RightButton):
+            self._pan_from = event.position().toPoint()
+            self.viewport().setCursor(Qt.ClosedHandCursor)
+            event.accept()
+            return
+        if event.button() == Qt.LeftButton and self.page is not None:
+            self._press = event.position().toPoint()
+            self._band.setGeometry(self._press.x(), self._press.y(), 0, 0)
+            event.accept()
+            return
+        super().mousePressEvent(event)
+
+    def mouseMoveEvent(self, event):
+        pos = event.position().toPoint()
+        if self._pan_from is not None:
+            delta = pos - self._pan_from
+            self._pan_from = pos
+            self.horizontalScrollBar().setValue(self.horizontalScrollBar().value() - delta.x())
+            self.verticalScrollBar().setValue(self.verticalScrollBar().value() - delta.y())
+            return
+        if self._press is not None and (pos - self._press).manhattanLength() > 4:
+            from PySide6.QtCore import QRect
+            self._band.setGeometry(QRect(self._press, pos).normalized())
+            self._band.show()
+            return
+        hovered = self.word_at(pos) if self.page is not None else -1
+        if hovered != self._hovered:
+            self._hovered = hovered
+            self.wordHovered.emit(hovered)
+        super().mouseMoveEvent(event)
+
+    def mouseReleaseEvent(self, event):
+        if self._pan_from is not None and event.button() in (Qt.MiddleButton, Qt.RightButton):
+            self._pan_from = None
+            self.viewport().unsetCursor()
+            return
+        if self._press is not None and event.button() == Qt.LeftButton:
+            pos = event.position().toPoint()
+            mods = event.modifiers()
+            if self._band.isVisible():
+                self._band.hide()
+                area = self.mapToScene(self._band.geometry()).boundingRect()
+                hits = {i for i, r in enumerate(self._rects) if area.intersects(r.rect())}
+                keep = self._selected if mods & (Qt.ShiftModifier | Qt.ControlModifier) else set()
+                self.set_selection(keep | hits)
+                if hits:
+                    self._anchor = max(hits)
+            else:
+                self._click(self.word_at(pos), mods)
+            self._press = None
+            return
+        super().mouseReleaseEvent(event)
+
+    def leaveEvent(self, event):
+        if self._hovered != -1:
+            self._hovered = -1
+            self.wordHovered.emit(-1)
+        super().leaveEvent(event)
+
+    # -- zoom and pan ------------------------------------------------------------------------
+    def zoom_by(self, factor: float) -> None:
+        self._auto_fit = False
+        current = self.transform().m11()
+        factor = max(0.05 / current, min(factor, 40.0 / current))
+        self.scale(factor, factor)
+
+    def zoom_in(self) -> None:
+        self.zoom_by(1.25)
+
+    def zoom_out(self) -> None:
+        self.zoom_by(0.8)
+
+    def fit_page(self) -> None:
+        self._auto_fit = True
+        if self.page is not None:
+            self.fitInView(self._content, Qt.KeepAspectRatio)
+
+    def zoom_level(self) -> float:
+        return self.transform().m11()
+
+    def wheelEvent(self, event):
+        delta = event.angleDelta().y()
+        if delta:
+            self.zoom_by(1.0015 ** delta)
+            event.accept()
+
+    def keyPressEvent(self, event):
+        key = event.key()
+        if key in (Qt.Key_Plus, Qt.Key_Equal):
+            self.zoom_in()
+        elif key == Qt.Key_Minus:
+            self.zoom_out()
+        elif key == Qt.Key_0:
+            self.fit_page()
+        elif key == Qt.Key_Escape:
+            self.clear_selection()
+        else:
+            super().keyPressEvent(event)
+
+    def resizeEvent(self, event):
+        super().resizeEvent(event)
+        # keep the whole page in view until the person zooms
+        if self.page is not None and self._auto_fit:
+            self.fit_page()

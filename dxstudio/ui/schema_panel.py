@@ -1,0 +1,340 @@
+"""Schema & labels: the schema editor, the labelling model's settings, and "Label pages", which
+asks the labelling model (dxstudio.labelling) for every page in a background QThread with
+progress and cancel, and "Import answers…" from a JSONL file.
+
+SchemaPanel(session) edits session.project. Saving re-reads dxproject.json first and changes
+only the schema or the labelling settings, so settings another panel saved meanwhile (the
+training panel writes "settings") are kept.
+"""
+from __future__ import annotations
+
+import os
+
+from PySide6.QtCore import QObject, Qt, QThread, Signal
+from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QDoubleSpinBox, QFileDialog, QFormLayout,
+                               QGroupBox, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QMessageBox,
+                               QProgressBar, QPushButton, QSpinBox, QTableWidget, QTableWidgetItem,
+                               QVBoxLayout, QWidget)
+
+from dxstudio.project import DEFAULT_API_KEY_ENV, DEFAULT_WEIGHT, LabelError, Project, ProjectError
+
+
+class LabellingCancelled(Exception):
+    """Raised from the progress callback to stop label_project between two pages."""
+
+
+class LabelWorker(QObject):
+    """Runs dxstudio.labelling.label_project in a QThread; never touches widgets."""
+    progress = Signal(int, int)
+    finished = Signal(dict)  # the LabelReport as a dict, plus "cancelled"
+    failed = Signal(str)
+
+    def __init__(self, project_root, limit=None, force=False, client_factory=None):
+        super().__init__()
+        self.project_root = project_root
+        self.limit = limit
+        self.force = force
+        self.client_factory = client_factory
+        self.cancel_requested = False
+
+    def run(self) -> None:
+        from dxstudio.labelling import LabelClient, LabellingError, label_project
+        cancelled = False
+
+        def progress(done, total):
+            self.progress.emit(done, total)
+            if self.cancel_requested and done < total:
+                raise LabellingCancelled()
+
+        try:
+            project = Project.open(self.project_root)
+            client = (self.client_factory or LabelClient.from_project)(project)
+            try:
+                report = label_project(project, client, limit=self.limit, progress=progress, force=self.force)
+                result = report.to_dict()
+            except LabellingCancelled:
+                cancelled = True
+                result = {"labelled": None, "errors": [], "stopped": "cancelled"}
+        except (LabellingError, ProjectError, LabelError, OSError) as e:
+            self.failed.emit(str(e))
+            return
+        except Exception as e:  # keep the app alive and say what happened
+            self.failed.emit(f"labelling failed: {type(e).__name__}: {e}")
+            return
+        result["cancelled"] = cancelled
+        self.finished.emit(result)
+
+
+class SchemaPanel(QWidget):
+    labellingFinished = Signal(dict)
+
+    def __init__(self, session, parent=None):
+        super().__init__(parent)
+        self.session = session
+        self.client_factory = None  # tests may inject a LabelClient factory
+        self._thread: QThread | None = None
+        self._worker: LabelWorker | None = None
+
+        # -- schema ------------------------------------------------------------------------
+        self.table = QTableWidget(0, 3)
+        self.table.setHorizontalHeaderLabels(["Field", "Description for the labelling model", "Weight"])
+        self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeToContents)
+        self.table.horizontalHeader().setSectionResizeMode(1, QHeaderView.Stretch)
+        self.table.horizontalHeader().setSectionResizeMode(2, QHeaderView.ResizeToContents)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectRows)
+        self.table.verticalHeader().setVisible(False)
+        add = QPushButton("Add field")
+        remove = QPushButton("Remove field")
+        up = QPushButton("Move up")
+        self.save_schema_button = QPushButton("Save schema")
+        self.save_schema_button.setToolTip("Write the schema into dxproject.json")
+        add.clicked.connect(self.add_field)
+        remove.clicked.connect(self.remove_field)
+        up.clicked.connect(self.move_up)
+        self.save_schema_button.clicked.connect(self.save_schema)
+        row = QHBoxLayout()
+        for b in (add, remove, up):
+            row.addWidget(b)
+        row.addStretch(1)
+        row.addWidget(self.save_schema_button)
+        schema_box = QGroupBox("Schema: the fields to read off each page")
+        sl = QVBoxLayout(schema_box)
+        sl.addWidget(QLabel("A field's name becomes its tags (B-name, I-name); the weight scales its words "
+                            "in the loss against O (default 3). Keys 1–9 in Review follow this order."))
+        sl.addWidget(self.table)
+        sl.addLayout(row)
+
+        # -- labelling model ----------------------------------------------------------------
+        self.url = QLineEdit()
+        self.url.setPlaceholderText("https://api.example.com/v1 (OpenAI-compatible), or $DXSTUDIO_LABEL_URL")
+        self.model = QLineEdit()
+        self.model.setPlaceholderText("model name, or $DXSTUDIO_LABEL_MODEL")
+        self.key_env = QLineEdit()
+        self.key_env.setPlaceholderText(DEFAULT_API_KEY_ENV)
+        self.key_env.setToolTip("The name of the environment variable that holds the API key; the key itself "
+                                "is never stored in the project")
+        self.key_state = QLabel()
+        self.limit = QSpinBox()
+        self.limit.setRange(0, 1_000_000)
+        self.limit.setSpecialValueText("all pages")
+        self.limit.setToolTip("Ask for at most this many pages (0: all that need answers)")
+        self.force = QCheckBox("Ask again for pages that already have answers")
+        save_settings = QPushButton("Save settings")
+        save_settings.clicked.connect(self.save_labelling)
+        self.label_button = QPushButton("Label pages")
+        self.label_button.setToolTip("Ask the labelling model for every field of every page that needs answers, "
+                                     "in the background; answers are cached on disk")
+        self.label_button.setStyleSheet("QPushButton { font-weight: bold; padding: 5px 14px; }")
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setEnabled(False)
+        self.import_button = QPushButton("Import answers (JSONL)…")
+        self.import_button.setToolTip('One {"id": page id, "answers": {field: text or null}} per line')
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 1)
+        self.progress.setValue(0)
+        self.progress.setFormat("not running")
+        self.result = QLabel()
+        self.result.setWordWrap(True)
+        self.result.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.label_button.clicked.connect(self.start_labelling)
+        self.cancel_button.clicked.connect(self.cancel_labelling)
+        self.import_button.clicked.connect(self.import_jsonl)
+        form = QFormLayout()
+        form.addRow("Endpoint URL", self.url)
+        form.addRow("Model", self.model)
+        form.addRow("API key variable", self.key_env)
+        form.addRow("", self.key_state)
+        form.addRow("Pages per run", self.limit)
+        form.addRow("", self.force)
+        buttons = QHBoxLayout()
+        buttons.addWidget(save_settings)
+        buttons.addStretch(1)
+        buttons.addWidget(self.import_button)
+        buttons.addWidget(self.label_button)
+        buttons.addWidget(self.cancel_button)
+        label_box = QGroupBox("Labelling model")
+        ll = QVBoxLayout(label_box)
+        ll.addLayout(form)
+        ll.addLayout(buttons)
+        ll.addWidget(self.progress)
+        ll.addWidget(self.result)
+
+        layout = QVBoxLayout(self)
+        layout.addWidget(schema_box, 3)
+        layout.addWidget(label_box, 2)
+        self.key_env.textChanged.connect(self._show_key_state)
+        self.load()
+
+    # -- schema ----------------------------------------------------------------------------
+    def load(self) -> None:
+        project = self.session.project
+        self.table.setRowCount(0)
+        for f in project.schema:
+            self._append_row(f.name, f.description, f.weight)
+        cfg = project.labelling
+        self.url.setText(cfg.get("url") or "")
+        self.model.setText(cfg.get("model") or "")
+        self.key_env.setText(cfg.get("api_key_env") or DEFAULT_API_KEY_ENV)
+        self._show_key_state()
+
+    def _append_row(self, name: str, description: str, weight: float) -> None:
+        r = self.table.rowCount()
+        self.table.insertRow(r)
+        self.table.setItem(r, 0, QTableWidgetItem(name))
+        self.table.setItem(r, 1, QTableWidgetItem(description))
+        spin = QDoubleSpinBox()
+        spin.setRange(0.1, 100.0)
+        spin.setDecimals(1)
+        spin.setValue(weight)
+        self.table.setCellWidget(r, 2, spin)
+
+    def add_field(self) -> None:
+        self._append_row(f"field_{self.table.rowCount() + 1}", "", DEFAULT_WEIGHT)
+        self.table.editItem(self.table.item(self.table.rowCount() - 1, 0))
+
+    def remove_field(self) -> None:
+        r = self.table.currentRow()
+        if r >= 0:
+            self.table.removeRow(r)
+
+    def move_up(self) -> None:
+        r = self.table.currentRow()
+        if r <= 0:
+            return
+        fields = self.fields()
+        fields[r - 1], fields[r] = fields[r], fields[r - 1]
+        self.table.setRowCount(0)
+        for f in fields:
+            self._append_row(f["name"], f["description"], f["weight"])
+        self.table.selectRow(r - 1)
+
+    def fields(self) -> list[dict]:
+        out = []
+        for r in range(self.table.rowCount()):
+            name = (self.table.item(r, 0).text() if self.table.item(r, 0) else "").strip()
+            desc = self.table.item(r, 1).text() if self.table.item(r, 1) else ""
+            out.append({"name": name, "description": desc, "weight": self.table.cellWidget(r, 2).value()})
+        return out
+
+    def save_schema(self) -> bool:
+        """Write the table into dxproject.json; a bad field name is shown and nothing is saved."""
+        try:
+            project = Project.open(self.session.project.root)
+            project.set_schema(self.fields())
+            project.save()
+        except ProjectError as e:
+            QMessageBox.warning(self, "Schema not saved", str(e))
+            return False
+        self.session.project = project
+        self.session.reload()
+        self.result.setText(f"Schema saved: {', '.join(project.field_names) or 'no fields'}.")
+        return True
+
+    # -- labelling -------------------------------------------------------------------------
+    def _show_key_state(self) -> None:
+        name = self.key_env.text().strip() or DEFAULT_API_KEY_ENV
+        have = bool(os.environ.get(name))
+        self.key_state.setText(f"<span style='color:{'#2B9348' if have else '#6C757D'}'>"
+                               f"{'$' + name + ' is set' if have else '$' + name + ' is not set (no key sent)'}</span>")
+
+    def save_labelling(self) -> bool:
+        try:
+            project = Project.open(self.session.project.root)
+            project.labelling.update({"url": self.url.text().strip() or None,
+                                      "model": self.model.text().strip() or None,
+                                      "api_key_env": self.key_env.text().strip() or DEFAULT_API_KEY_ENV})
+            project.save()
+        except ProjectError as e:
+            QMessageBox.warning(self, "Settings not saved", str(e))
+            return False
+        self.session.project.labelling.update(project.labelling)
+        return True
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None
+
+    def start_labelling(self) -> None:
+        if self.running or not self.save_labelling():
+            return
+        self._worker = LabelWorker(self.session.project.root, self.limit.value() or None,
+                                   self.force.isChecked(), self.client_factory)
+        self._thread = QThread(self)
+        self._worker.moveToThread(self._thread)
+        self._thread.started.connect(self._worker.run)
+        self._worker.progress.connect(self._on_progress)
+        self._worker.finished.connect(self._on_finished)
+        self._worker.failed.connect(self._on_failed)
+        self.label_button.setEnabled(False)
+        self.cancel_button.setEnabled(True)
+        self.result.setText("Asking the labelling model…")
+        self._thread.start()
+
+    def cancel_labelling(self) -> None:
+        if self._worker is not None:
+            self._worker.cancel_requested = True
+            self.cancel_button.setEnabled(False)
+            self.result.setText("Cancelling after the current page…")
+
+    def _on_progress(self, done: int, total: int) -> None:
+        self.progress.setFormat("%v / %m pages")
+        self.progress.setRange(0, max(1, total))
+        self.progress.setValue(done)
+
+    def _stop_thread(self) -> None:
+        if self._thread is not None:
+            self._thread.quit()
+            self._thread.wait()
+            self._thread.deleteLater()
+        self._thread, self._worker = None, None
+        self.label_button.setEnabled(True)
+        self.cancel_button.setEnabled(False)
+
+    def _on_finished(self, result: dict) -> None:
+        self._stop_thread()
+        if result.get("cancelled"):
+            text = "Cancelled: the pages labelled so far are saved."
+        else:
+            text = (f"Labelled {result['labelled']} page(s) ({result['cached']} from the cache), "
+                    f"{result['skipped']} already had answers.")
+            if result.get("grounding"):
+                text += " Grounding: " + ", ".join(f"{k} {v}" for k, v in result["grounding"].items()) + "."
+            if result.get("stopped"):
+                text += f" {result['stopped']}."
+        errors = result.get("errors") or []
+        if errors:
+            text += f"\n{len(errors)} problem(s): " + "; ".join(e["error"] for e in errors[:3])
+        self.result.setText(text)
+        self.session.reload()
+        self.labellingFinished.emit(result)
+
+    def _on_failed(self, message: str) -> None:
+        self._stop_thread()
+        self.result.setText(f"<span style='color:#D7191C'>{message}</span>")
+
+    def shutdown(self) -> None:
+        """Stop a labelling run (after its current page) before the window closes."""
+        if self._worker is not None:
+            self._worker.cancel_requested = True
+        if self._thread is not None:
+            self._thread.quit()
+            self._thread.wait(30000)
+
+    def import_jsonl(self, path=None) -> dict | None:
+        from dxstudio.labelling import import_answers_jsonl
+        if not path:
+            path, _ = QFileDialog.getOpenFileName(self, "Import answers", str(self.session.project.root),
+                                                  "JSON lines (*.jsonl *.json);;All files (*)")
+            if not path:
+                return None
+        try:
+            report = import_answers_jsonl(self.session.project, path).to_dict()
+        except LabelError as e:
+            self.result.setText(f"<span style='color:#D7191C'>{e}</span>")
+            return None
+        text = f"Imported answers for {report['labelled']} page(s) from {path}."
+        if report["errors"]:
+            text += f"\n{len(report['errors'])} bad line(s): " + "; ".join(e["error"] for e in report["errors"][:3])
+        self.result.setText(text)
+        self.session.reload()
+        return report
