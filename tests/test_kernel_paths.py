@@ -3,6 +3,7 @@ whole model forward and backward, and the compiled kernels built for other instr
 (tests/cpu_subprocess_check.py in a subprocess)."""
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -303,3 +304,156 @@ def test_fresh_host_build_has_no_fma_and_gives_the_cached_bytes(tmp_path, host_d
         pytest.skip("this CPU has no FMA instructions")
     assert result["fma_instructions"] == 0, "LLVM contracted a multiply-add into an FMA"
     assert result["digests"] == host_digests
+
+
+# ----------------------------------------------------------------------------------------
+# docs/numerics.md is enough to reproduce the bytes: the forward pass written again from the
+# document alone (its hex constants, its orders of operations), sharing no code with the engine
+# ----------------------------------------------------------------------------------------
+def hex32(h):
+    return np.array([h], np.uint32).view(F32)[0]
+
+
+def doc_dot16(a, b):
+    """out[i, j] = dot16(a[i, :], b[j, :]). Zero padding to a multiple of 16 adds +0 to lanes
+    that are never -0 (they start at +0), so it changes nothing."""
+    k = a.shape[1]
+    pad = (-k) % 16
+    a = np.pad(a, ((0, 0), (0, pad)))
+    b = np.pad(b, ((0, 0), (0, pad)))
+    acc = np.zeros((a.shape[0], b.shape[0], 16), F32)
+    for c in range(0, k + pad, 16):
+        acc = acc + a[:, None, c:c + 16] * b[None, :, c:c + 16]
+    for half in (8, 4, 2, 1):
+        acc = acc[..., :half] + acc[..., half:2 * half]
+    return acc[..., 0]
+
+
+def doc_exp32(x):
+    c = [hex32(h) for h in (0x3F800000, 0x3F800000, 0x3F000000, 0x3E2AAAAB, 0x3D2AAAAB, 0x3C088889,
+                            0x3AB60B61, 0x39500D01)]
+    hi, lo = hex32(0x42B17217), hex32(0xC2CFF1B4)
+    xc = np.clip(x, lo, hi)
+    n = np.floor(xc * hex32(0x3FB8AA3B) + F32(0.5))
+    r = (xc - n * hex32(0x3F317200)) - n * hex32(0x35BFBE8E)
+    p = np.full_like(r, c[7])
+    for k in range(6, -1, -1):
+        p = p * r + c[k]
+    n1 = np.floor(n / F32(2))
+    out = (p * np.ldexp(F32(1), n1.astype(np.int32))) * np.ldexp(F32(1), (n - n1).astype(np.int32))
+    return np.where(x > hi, F32(np.inf), np.where(x < lo, F32(0), out)).astype(F32)
+
+
+def doc_tanh32(x):
+    c = [None] + [hex32(h) for h in (0xBEAAAAAB, 0x3E088889, 0xBD5D0DD1, 0x3CB327A4, 0xBC11371B, 0x3B6B69E8,
+                                     0xBABED1B2, 0x3A1AAC12)]
+    ax = np.abs(x)
+    x2 = x * x
+    q = np.full_like(x, c[8])
+    for k in range(7, 0, -1):
+        q = q * x2 + c[k]
+    small = x + x * (x2 * q)
+    t = F32(1) - F32(2) / (doc_exp32(F32(2) * np.minimum(ax, F32(9))) + F32(1))
+    mid = np.where(x < 0, -t, t)
+    out = np.where(ax < F32(0.5), small, mid)
+    return np.where(ax >= F32(9), np.where(x < 0, F32(-1), F32(1)), out).astype(F32)
+
+
+def doc_linear(x, w, b):
+    return doc_dot16(x, w) + b
+
+
+def doc_layernorm(x, w, b):
+    d = F32(x.shape[1])
+    mean = doc_dot16(x, np.ones((1, x.shape[1]), F32))[:, 0] / d
+    xc = x - mean[:, None]
+    var = np.array([doc_dot16(row[None], row[None])[0, 0] for row in xc], F32) / d
+    inv = F32(1) / np.sqrt(var + hex32(0x3727C5AC))
+    return (xc * inv[:, None]) * w + b
+
+
+def doc_softmax(s):
+    e = doc_exp32(s - s.max(axis=1, keepdims=True))
+    return e / doc_dot16(e, np.ones((1, e.shape[1]), F32))
+
+
+def doc_forward(cfg, p, inp):
+    n, dc = inp.n, cfg.char_dim
+    relu = lambda v: np.maximum(v, F32(0))  # noqa: E731
+    # characters: rows (tap, channel); W_rt[o, t*Dc + c] = W[o, c, t]
+    w_rt = p["char_conv.weight"].transpose(0, 2, 1).reshape(cfg.char_channels, 3 * dc)
+    pooled = np.zeros((n, cfg.char_channels), F32)
+    for w in range(n):
+        length = inp.char_len[w]
+        if length == 0:
+            continue
+        rows = np.zeros((length, 3 * dc), F32)
+        for pos in range(length):
+            for t in range(3):
+                q = pos + t - 1
+                if 0 <= q < length:
+                    rows[pos, t * dc:(t + 1) * dc] = p["char_emb"][inp.char_ids[w, q]]
+        h = relu(doc_linear(rows, w_rt, p["char_conv.bias"]))
+        pooled[w] = h[np.argmax(h, axis=0), np.arange(cfg.char_channels)]
+    e = doc_linear(pooled, p["char_proj.weight"], p["char_proj.bias"])
+    for k, table in enumerate(("pos_x0", "pos_y0", "pos_x1", "pos_y1")):
+        e = e + p[table][inp.buckets[:, k]]
+    e = e + doc_linear(inp.word_feats, p["feat_proj.weight"], p["feat_proj.bias"])
+    x = doc_layernorm(e, p["emb_ln.weight"], p["emb_ln.bias"])
+    pbias = doc_linear(relu(doc_linear(inp.pair_feats, p["pair1.weight"], p["pair1.bias"])),
+                       p["pair2.weight"], p["pair2.bias"])
+    d, heads = cfg.d_model, cfg.heads
+    dh = d // heads
+    scale = np.sqrt(F32(dh))
+    c0, c1 = F32(0.7978845608028654), F32(0.044715)
+    for l in range(cfg.layers):
+        q = f"blocks.{l}."
+        qkv = doc_linear(doc_layernorm(x, p[q + "ln1.weight"], p[q + "ln1.bias"]), p[q + "qkv.weight"], p[q + "qkv.bias"])
+        a = np.zeros((n, d), F32)
+        for hd in range(heads):
+            qh, kh, vh = (qkv[:, part * d + hd * dh: part * d + (hd + 1) * dh] for part in range(3))
+            s = doc_dot16(qh, kh) / scale + pbias[:, l * heads + hd].reshape(n, n)
+            a[:, hd * dh:(hd + 1) * dh] = doc_dot16(doc_softmax(s), vh.T)
+        x = x + doc_linear(a, p[q + "proj.weight"], p[q + "proj.bias"])
+        f1 = doc_linear(doc_layernorm(x, p[q + "ln2.weight"], p[q + "ln2.bias"]), p[q + "fc1.weight"], p[q + "fc1.bias"])
+        g = (F32(0.5) * f1) * (F32(1) + doc_tanh32(c0 * (f1 + c1 * ((f1 * f1) * f1))))
+        x = x + doc_linear(g, p[q + "fc2.weight"], p[q + "fc2.bias"])
+    f = doc_layernorm(x, p["final_ln.weight"], p["final_ln.bias"])
+    mean = doc_dot16(np.ones((1, n), F32), f.T)[0] / F32(n)
+    rq = doc_linear(f, p["rel_q.weight"], p["rel_q.bias"])
+    rk = doc_linear(f, p["rel_k.weight"], p["rel_k.bias"])
+    r = cfg.rel_dim
+    rscale = np.sqrt(F32(r))
+    return {"tag_logits": doc_linear(f, p["tag_head.weight"], p["tag_head.bias"]),
+            "role_logits": doc_linear(f, p["role_head.weight"], p["role_head.bias"]),
+            "doc_logits": doc_linear(mean[None], p["doc_head.weight"], p["doc_head.bias"])[0],
+            "item_scores": doc_dot16(rq[:, :r], rk[:, :r]) / rscale,
+            "kv_scores": doc_dot16(rq[:, r:], rk[:, r:]) / rscale}
+
+
+# the tiny model, and one whose attention and pointer scales are not powers of two
+ODD_CFG = dataclasses.replace(CFG, d_model=24, heads=2, ffn=40, rel_dim=6)
+
+
+@pytest.mark.parametrize("cfg,n", [(CFG, 1), (CFG, 7), (CFG, 30), (ODD_CFG, 9)])
+def test_forward_reproduced_from_the_document(cfg, n):
+    container = new_params(cfg, 7)
+    rng = np.random.default_rng(n)
+    for name, value in container.items():  # layer norms and biases away from 1 and 0
+        if not name.endswith("weight") or "ln" in name:
+            container[name] = value + randn(rng, *value.shape, scale=0.2)
+    inp = fake_window(cfg, n, 70 + n)
+    want = doc_forward(cfg, container, inp)  # container layout: the document's mapping is used
+    got = forward(cfg, to_runtime(container), inp, Ops("fast"))
+    for name in OUTPUT_NAMES:
+        assert_same_bits(getattr(got, name), want[name], f"{name} from docs/numerics.md at {n} words")
+
+
+def test_exp_and_tanh_reproduced_from_the_document():
+    from dxstudio.engine import numerics as nu
+
+    x = np.linspace(-110, 95, 200001, dtype=np.float64).astype(F32)
+    with np.errstate(all="ignore"):
+        assert_same_bits(nu.exp32_fast(x), doc_exp32(x), "exp32 from the document's constants")
+        x = x / F32(8)
+        assert_same_bits(nu.tanh32_fast(x), doc_tanh32(x), "tanh32 from the document's constants")
