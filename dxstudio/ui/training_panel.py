@@ -29,19 +29,20 @@ import math
 import os
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QObject, QRectF, Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QPen
+from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout,
-                               QGraphicsScene, QGraphicsView, QGridLayout, QGroupBox, QHBoxLayout,
-                               QHeaderView, QLabel, QMessageBox, QProgressBar, QPushButton, QSizePolicy,
-                               QSpinBox, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
+                               QGroupBox, QHBoxLayout, QHeaderView, QLabel, QMessageBox, QProgressBar,
+                               QPushButton, QSizePolicy, QSpinBox, QSplitter, QTableWidget, QTableWidgetItem,
+                               QVBoxLayout, QWidget)
 
 from dxstudio.fsutil import write_bytes_atomic
 from dxstudio.tuning import DEFAULTS, TuneError, resolve_settings
+from dxstudio.ui.page_view import PageView, field_colours
 
 pg.setConfigOptions(antialias=True, background="w", foreground="k")
 
@@ -60,20 +61,8 @@ FORM_SETTINGS = [
     ("degree", "Threads", "examples in parallel; the model bytes do not depend on it"),
 ]
 
-# Fallback palette (Okabe-Ito and friends: distinguishable, also for colour-blind readers).
-_PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#8C564B", "#F0E442",
-            "#7F7F7F", "#17BECF", "#9467BD", "#BCBD22"]
-RIGHT_COLOUR = QColor("#1a9850")
-WRONG_COLOUR = QColor("#d73027")
-
-
 def field_palette(fields) -> dict:
-    """{field: QColor}: the review view's colours when that module is there, so a field has
-    one colour across the whole app; otherwise a fixed palette of its own."""
-    try:
-        from dxstudio.ui.page_view import field_colours
-    except ImportError:
-        return {f: QColor(_PALETTE[i % len(_PALETTE)]) for i, f in enumerate(fields)}
+    """{field: QColor}: the review view's colours, so a field has one colour across the app."""
     return dict(field_colours(list(fields)))
 
 
@@ -483,6 +472,13 @@ class TrainingPanel(QWidget):
             self._worker.thread.join(timeout)
         return not self.is_running
 
+    def _worker_done(self) -> None:
+        # The worker's last act was to emit the signal being handled; wait for its thread to
+        # return so that is_running is False from here on (Resume may be pressed at once).
+        if self._worker is not None:
+            self._worker.thread.join()
+        self._set_running(False)
+
     def _set_running(self, running: bool) -> None:
         self.fine_tune_button.setEnabled(not running)
         self.cancel_button.setEnabled(running)
@@ -543,7 +539,7 @@ class TrainingPanel(QWidget):
         return f"{format_duration(per_step * (self.total_steps - step))} left"
 
     def _on_finished(self, report: dict, run_dir: str) -> None:
-        self._set_running(False)
+        self._worker_done()
         self.progress.setValue(self.progress.maximum())
         self.time_label.setText("done")
         statement = report.get("threshold_statement") or ""
@@ -552,14 +548,14 @@ class TrainingPanel(QWidget):
         self.finished.emit(report, run_dir)
 
     def _on_stopped(self, run_dir: str, step: int, total: int) -> None:
-        self._set_running(False)
+        self._worker_done()
         self.time_label.setText("stopped")
         self.status_label.setText(f"Stopped at step {step} of {total}; the checkpoint is kept in "
                                   f"{run_dir}. Resume continues to the same model.")
         self.stopped.emit(run_dir, step, total)
 
     def _on_failed(self, message: str) -> None:
-        self._set_running(False)
+        self._worker_done()
         self.time_label.setText("")
         self.status_label.setText("Fine-tuning stopped with an error.")
         self._show_error(message)
@@ -626,72 +622,16 @@ def threshold_sentence(report: dict) -> str:
             f"page to the labelling model or a person.")
 
 
-class AnswersView(QGraphicsView):
-    """A page drawn as its word boxes with their text, one colour per field.
-
-    draw_page(page, field_words, colours, marks=None, ignored=()): field_words {field: word indices} are filled
-    in the field's colour (first word stronger, like B against I); marks {field: True|False}
-    outline a field's words in green (right) or red (wrong). ignored: word indices the loss
-    ignores, hatched grey. Used for the labels and the tuned model's answers side by side.
-    """
-
-    def __init__(self, parent=None):
-        super().__init__(parent)
-        self.setScene(QGraphicsScene(self))
-        self.setRenderHint(QPainter.RenderHint.Antialiasing)
-        self.setDragMode(QGraphicsView.DragMode.ScrollHandDrag)
-        self.setBackgroundBrush(QColor("#e8e8e8"))
-        self.word_items = []
-
-    def draw_page(self, page, field_words: dict, colours: dict, marks: dict | None = None, ignored=()):
-        scene = self.scene()
-        scene.clear()
-        self.word_items = []
-        w, h = max(page.width, 1.0), max(page.height, 1.0)
-        scene.addRect(QRectF(0, 0, w, h), QPen(QColor("#999999")), QBrush(Qt.GlobalColor.white))
-        owner = {}
-        for name, words in field_words.items():
-            for k, i in enumerate(words):
-                owner[i] = (name, k == 0)
-        ignored = set(int(i) for i in ignored)
-        font = QFont()
-        for i, word in enumerate(page.words):
-            x0, y0, x1, y1 = word.box
-            rect = QRectF(x0, y0, max(x1 - x0, 1.0), max(y1 - y0, 1.0))
-            brush, pen = QBrush(Qt.BrushStyle.NoBrush), QPen(QColor("#c8c8c8"), 0)
-            if i in owner:
-                name, first = owner[i]
-                c = QColor(colours[name])
-                c.setAlpha(170 if first else 95)
-                brush = QBrush(c)
-                pen = QPen(QColor(colours[name]), 0)
-                if marks and name in marks:
-                    pen = QPen(RIGHT_COLOUR if marks[name] else WRONG_COLOUR, max(rect.height() * 0.12, 1.5))
-            elif i in ignored:
-                brush = QBrush(QColor("#9e9e9e"), Qt.BrushStyle.BDiagPattern)
-            item = scene.addRect(rect, pen, brush)
-            tip = f"{word.text}" + (f"  [{owner[i][0]}]" if i in owner else "") + ("  (ignored by the loss)" if i in ignored else "")
-            item.setToolTip(tip)
-            self.word_items.append(item)
-            text = scene.addSimpleText(word.text)
-            font.setPointSizeF(max(rect.height() * 0.62, 1.0))
-            text.setFont(font)
-            br = text.boundingRect()
-            if br.width() > 0 and br.width() > rect.width():  # squeeze long words into their box
-                text.setScale(rect.width() / br.width())
-            text.setPos(rect.left(), rect.top() + (rect.height() - br.height() * text.scale()) / 2)
-            text.setBrush(QBrush(QColor("#202020")))
-        scene.setSceneRect(QRectF(-10, -10, w + 20, h + 20))
-        self.fitInView(scene.sceneRect(), Qt.AspectRatioMode.KeepAspectRatio)
-
-    def resizeEvent(self, event):
-        super().resizeEvent(event)
-        if self.scene() and not self.scene().sceneRect().isEmpty():
-            self.fitInView(self.scene().sceneRect(), Qt.AspectRatioMode.KeepAspectRatio)
-
-    def wheelEvent(self, event):
-        factor = 1.2 if event.angleDelta().y() > 0 else 1 / 1.2
-        self.scale(factor, factor)
+@dataclass
+class HeldOutAnswers:
+    """A held-out page for the results screen: tags are the labels' (dxstudio.grounding
+    page_targets), answers {field: FieldValue | None} the model's (None where the field is
+    unscored on this page), marks {field: True right | False wrong} where either side has a value."""
+    page: object
+    tags: list
+    statuses: dict
+    answers: dict
+    marks: dict
 
 
 class ResultsPanel(QWidget):
@@ -731,8 +671,8 @@ class ResultsPanel(QWidget):
         self.page_box = QComboBox()
         self.page_box.currentIndexChanged.connect(self._page_chosen)
         self.page_summary = QLabel("")
-        self.labels_view = AnswersView()
-        self.answers_view = AnswersView()
+        self.labels_view = PageView()
+        self.answers_view = PageView()
         self.legend = QLabel("")
         self.legend.setWordWrap(True)
 
@@ -745,7 +685,8 @@ class ResultsPanel(QWidget):
         pages_row.addWidget(self.page_summary, 2)
         views = QSplitter(Qt.Orientation.Horizontal)
         for caption, view in (("Labels (what the model was scored against)", self.labels_view),
-                              ("Tuned model's answers (green: right, red: wrong)", self.answers_view)):
+                              ("Tuned model's answers over the labels: green frame right, red dashed wrong",
+                               self.answers_view)):
             box = QWidget()
             lay = QVBoxLayout(box)
             lay.setContentsMargins(0, 0, 0, 0)
@@ -776,7 +717,7 @@ class ResultsPanel(QWidget):
         colours = field_palette(fields)
         self.legend.setText("Fields: " + "  ".join(
             f'<span style="background:{colours[f].name()}; color:white">&nbsp;{f}&nbsp;</span>' for f in fields)
-            + "  - first word of a value stronger; hatched grey: ignored by the loss.")
+            + "  - the first word of a value is drawn stronger; hatched grey: ignored by the loss.")
         self.page_box.blockSignals(True)
         self.page_box.clear()
         for pid in self.heldout_ids:
@@ -856,10 +797,9 @@ class ResultsPanel(QWidget):
             self._model = (loaded.cfg, to_runtime(loaded.params), kernels)
         return self._model
 
-    def heldout_answers(self, page_id: str):
-        """(page, label field words, ignored word indices, {field: FieldValue or None}, marks)
-        for one held-out page: the labels after review, the run's model's answers, and per field
-        True (right) / False (wrong) where either side has a value."""
+    def heldout_answers(self, page_id: str) -> HeldOutAnswers:
+        """One held-out page as the run's model answers it now, against its labels after review.
+        Raises ValueError/OSError (naming the file) when the page or its label file is broken."""
         from dxstudio.engine.extract import predict_page
         from dxstudio.grounding import Excluded, page_targets
         from dxstudio.project import Project
@@ -867,37 +807,40 @@ class ResultsPanel(QWidget):
         cfg, params, kernels = self._load_model()
         project = Project.open(self.project_root)
         page = project.load_page(page_id)
-        targets = page_targets(page, project.load_labels(page_id), list(cfg.fields), cfg.max_words)
+        labels = project.load_labels(page_id)
+        targets = page_targets(page, labels, list(cfg.fields), cfg.max_words)
         if isinstance(targets, Excluded):
-            raise ValueError(f"page {page_id} is excluded now: {targets.reason}")
+            raise ValueError(f"{project.label_path(page_id)}: the page is excluded now ({targets.reason})")
         pred = predict_page(cfg, params, page, kernels)
-        label_words = {f: tuple(w) for f, w in targets.field_words.items() if w and f not in targets.unscored}
-        ignored = [i for i, t in enumerate(targets.tags) if t < 0]
-        marks = {}
+        # The scorer's rules: an unscored field counts nowhere; no value on either side is not shown.
+        answers, marks = {}, {}
         for f in cfg.fields:
             if f in targets.unscored:
+                answers[f] = None
                 continue
-            v, want = pred.fields.get(f), set(label_words.get(f, ()))
-            if v is None and not want:
-                continue
-            marks[f] = v is not None and set(v.words) == want
-        return page, label_words, ignored, pred.fields, marks
+            v, want = pred.fields.get(f), set(targets.field_words.get(f, ()))
+            answers[f] = v
+            if v is not None or want:
+                marks[f] = v is not None and set(v.words) == want
+        statuses = {f: g.get("status") for f, g in labels.grounding.items()}
+        return HeldOutAnswers(page, [int(t) for t in targets.tags], statuses, answers, marks)
 
     def show_heldout_page(self, page_id: str) -> None:
+        fields = list(self.report.get("fields", {}))
         try:
-            page, label_words, ignored, answers, marks = self.heldout_answers(page_id)
+            shown = self.heldout_answers(page_id)
         except (ValueError, OSError) as e:  # a page or label file broken since the run
             self.page_summary.setText(str(e))
-            self.labels_view.scene().clear()
-            self.answers_view.scene().clear()
+            self.labels_view.clear_page(str(e))
+            self.answers_view.clear_page(str(e))
             return
-        colours = field_palette(list(self.report.get("fields", {})))
-        self.labels_view.draw_page(page, label_words, colours, ignored=ignored)
-        answer_words = {f: v.words for f, v in answers.items() if v is not None}
-        self.answers_view.draw_page(page, answer_words, colours, marks)
+        image_root = self.project_root / "pages"
+        self.labels_view.show_page(shown.page, shown.tags, shown.statuses, field_names=fields, image_root=image_root)
+        self.answers_view.show_page(shown.page, shown.tags, shown.statuses, predictions=shown.answers,
+                                    field_names=fields, image_root=image_root)
         parts = []
-        for f, ok in marks.items():
-            v = answers.get(f)
+        for f, ok in shown.marks.items():
+            v = shown.answers.get(f)
             said = f'"{v.text}" ({v.confidence:.2f})' if v is not None else "nothing"
             parts.append(f"{'✓' if ok else '✗'} {f}: {said}")
         self.page_summary.setText("   ".join(parts) or "no field has a value on this page")

@@ -96,19 +96,25 @@ def test_results_draw_heldout_answers_consistent_with_the_scores(qtbot, receipts
 
     colours = field_palette(project.field_names)
     for row in report["pages"]:
-        page, label_words, ignored, answers, marks = results.heldout_answers(row["id"])
+        shown = results.heldout_answers(row["id"])
         for name, outcome in row["outcomes"].items():
             if outcome in ("unscored", "both_null"):
-                assert name not in marks
+                assert name not in shown.marks
             else:  # right and wrong marks are exactly the scorer's outcomes
-                assert marks[name] is (outcome == "correct"), (row["id"], name, outcome)
-    # the labels view fills a labelled field's words with that field's colour
+                assert shown.marks[name] is (outcome == "correct"), (row["id"], name, outcome)
+    # both views draw the labels' tags in the field's colour; the answers view marks every
+    # field the scorer counted (right, wrong or missed)
     first = results.heldout_ids[0]
     results.show_heldout_page(first)
-    _, label_words, _, _, _ = results.heldout_answers(first)
-    name, words = next(iter(label_words.items()))
-    brush = results.labels_view.word_items[words[0]].brush().color()
-    assert (brush.red(), brush.green(), brush.blue()) == (colours[name].red(), colours[name].green(), colours[name].blue())
+    shown = results.heldout_answers(first)
+    b_word = next(i for i, t in enumerate(shown.tags) if t > 0 and (t - 1) % 2 == 0)
+    name = project.field_names[(shown.tags[b_word] - 1) // 2]
+    for view in (results.labels_view, results.answers_view):
+        colour = view.word_brush(b_word).color()
+        assert colour.rgb() == colours[name].rgb() and colour.alpha() > 0
+    assert set(results.answers_view.prediction_marks) == set(shown.marks)
+    for name, ok in shown.marks.items():
+        assert (results.answers_view.prediction_marks[name] == "right") is ok
 
     # export: the same bytes, written elsewhere
     out = results.export_model(tmp_path / "exported.safetensors")
