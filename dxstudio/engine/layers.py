@@ -118,7 +118,8 @@ def gelu_backward(dy, x, t):
 # ReLU (gradient 0 where the output is 0, as PyTorch)
 # ----------------------------------------------------------------------------------------
 def relu_forward(x):
-    return np.maximum(x, x.dtype.type(0.0))
+    # np.where, not np.maximum: maximum(-0, +0) may return either zero depending on the build
+    return np.where(x > 0, x, x.dtype.type(0.0))
 
 
 def relu_backward(dy, y):

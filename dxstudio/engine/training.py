@@ -226,6 +226,14 @@ class StepResult:
     grads: "OrderedDict[str, np.ndarray]"
 
 
+def _power(base: float, t: int) -> float:
+    """base^t by t binary64 multiplications from 1.0 (the C library's pow may differ by platform)."""
+    r = 1.0
+    for _ in range(t):
+        r = r * base
+    return r
+
+
 def adamw_update(state: TrainState, grads, lr: float) -> None:
     """AdamW (decoupled weight decay) with a per-tensor learning-rate scale, docs/training.md.
 
@@ -238,8 +246,8 @@ def adamw_update(state: TrainState, grads, lr: float) -> None:
     t = state.step
     b1, b2 = F32(s.beta1), F32(s.beta2)
     omb1, omb2 = F32(1.0 - s.beta1), F32(1.0 - s.beta2)
-    bc1 = 1.0 - s.beta1 ** t
-    bc2 = 1.0 - s.beta2 ** t
+    bc1 = 1.0 - _power(s.beta1, t)
+    bc2 = 1.0 - _power(s.beta2, t)
     sbc2 = F32(math.sqrt(bc2))
     eps = F32(s.eps)
     kinds = {name: kind for name, _, kind in param_spec(state.cfg)}
