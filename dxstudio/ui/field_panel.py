@@ -129,6 +129,7 @@ class FieldPanel(QWidget):
         scroll.setFrameShape(QFrame.NoFrame)
         grid = QGridLayout()
         grid.setSpacing(4)
+        self.buttons: dict[str, QPushButton] = {}
         for k, (name, text) in enumerate([("accept", "Accept page"), ("exclude", "Exclude page"),
                                           ("prev", "◀ Previous"), ("next", "Next ▶"),
                                           ("undo", "Undo"), ("redo", "Redo")]):
@@ -137,6 +138,7 @@ class FieldPanel(QWidget):
             b.setToolTip(f"{action.toolTip()}  [{action.shortcut().toString()}]")
             b.clicked.connect(action.trigger)
             b.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Fixed)
+            self.buttons[name] = b
             if name == "accept":
                 b.setStyleSheet("QPushButton { background: #2B9348; color: white; font-weight: bold; padding: 5px; }")
             grid.addWidget(b, k // 2, k % 2)
@@ -167,6 +169,8 @@ class FieldPanel(QWidget):
 
     def refresh(self) -> None:
         s = self.session
+        self.buttons["undo"].setEnabled(s.can_undo)
+        self.buttons["redo"].setEnabled(s.can_redo)
         if s.current is None:
             self.header.setText("<b>No pages</b> — import pages into the project first")
             self.state.setText("")
