@@ -286,9 +286,12 @@ class ReviewSession:
             self.goto(current)
 
     def set_schema(self, fields) -> None:
-        """Replace the schema (names, descriptions, weights), save dxproject.json and re-read."""
-        self.project.set_schema(fields)
-        self.project.save()
+        """Replace the schema (names, descriptions, weights), save dxproject.json and re-read.
+        dxproject.json is read afresh first, so settings another panel saved are kept."""
+        project = Project.open(self.project.root)
+        project.set_schema(fields)
+        project.save()
+        self.project = project
         self.reload()
 
     # -- decisions -------------------------------------------------------------------------

@@ -130,3 +130,17 @@ def test_filtered_navigation(receipts_project):
     assert s.next(visible) and s.current == s.page_ids[3]
     assert s.prev(visible) and s.current == s.page_ids[0]
     assert not s.prev(visible)
+
+
+def test_set_schema_keeps_settings_saved_elsewhere(receipts_project):
+    s = ReviewSession(receipts_project)
+    other = Project.open(receipts_project)
+    other.settings["epochs"] = 9
+    other.save()
+    fields = [f.to_dict() for f in s.project.schema] + [{"name": "vendor", "description": "shop", "weight": 2.0}]
+    s.set_schema(fields)
+    d = json.loads((receipts_project / "dxproject.json").read_text())
+    assert d["settings"]["epochs"] == 9 and d["schema"][-1]["name"] == "vendor"
+    assert s.field_names[-1] == "vendor"
+    assert [r.name for r in s.field_rows()][-1] == "vendor"
+    assert s.field_rows()[-1].words == ()

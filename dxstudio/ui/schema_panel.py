@@ -219,15 +219,11 @@ class SchemaPanel(QWidget):
     def save_schema(self) -> bool:
         """Write the table into dxproject.json; a bad field name is shown and nothing is saved."""
         try:
-            project = Project.open(self.session.project.root)
-            project.set_schema(self.fields())
-            project.save()
+            self.session.set_schema(self.fields())
         except ProjectError as e:
             QMessageBox.warning(self, "Schema not saved", str(e))
             return False
-        self.session.project = project
-        self.session.reload()
-        self.result.setText(f"Schema saved: {', '.join(project.field_names) or 'no fields'}.")
+        self.result.setText(f"Schema saved: {', '.join(self.session.field_names) or 'no fields'}.")
         return True
 
     # -- labelling -------------------------------------------------------------------------
