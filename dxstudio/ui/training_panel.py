@@ -8,7 +8,8 @@ TrainingPanel(project_root, parent=None)
     stopped(run_dir: str, step: int, total: int) when a run stops early with its checkpoint;
     failed(message: str) when a run cannot start or go on.
     Public: fine_tune(extra_overrides=None) -> Path, cancel(), resume(run_dir=None) -> Path,
-    shutdown(timeout=120.0) -> bool, is_running, settings_values() -> dict, save_settings().
+    shutdown(timeout=120.0) -> bool, wait(timeout) -> bool, is_running, settings_values() -> dict,
+    set_settings(values), restore_defaults(), save_settings() -> dict.
 
 ResultsPanel(parent=None)
     show_run(report, run_dir, project_root): the table of recall, agreement and threshold per
@@ -24,9 +25,11 @@ folder) ends with the bytes of an uninterrupted run.
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import math
 import os
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -122,6 +125,35 @@ def read_metrics(run_dir: Path, up_to_step: int | None = None):
         elif row.get("kind") == "epoch" and row.get("scores"):
             epochs.append((row.get("epoch"), {k: v.get("agreement") for k, v in row["scores"]["fields"].items()}))
     return steps, losses, epochs
+
+
+# ---------------------------------------------------------------------------------------
+# A guard against a broken PySide6 build
+
+def _pyside_drops_references() -> bool:
+    """True when this PySide6 returns None and True without a reference of their own (seen with
+    PySide6 6.12.0 on Python 3.11: every void call such as QProgressBar.setValue takes one
+    reference from None, every signal emit one from True). A long session or training run
+    drives the count to zero and the interpreter aborts ("deallocating None")."""
+    if sys.version_info >= (3, 12):  # None, True and False are immortal there
+        return False
+    probe = QObject()
+    before = sys.getrefcount(None)
+    for _ in range(64):
+        probe.setObjectName("probe")
+    return before - sys.getrefcount(None) >= 64
+
+
+def _pin_singletons() -> None:
+    """Make None, True and False practically immortal, as Python 3.12 does, by giving each a
+    very large reference count (ob_refcnt is a PyObject's first field in CPython)."""
+    for obj in (None, True, False):
+        ctypes.c_ssize_t.from_address(id(obj)).value += 1 << 40
+
+
+PYSIDE_DROPS_REFERENCES = _pyside_drops_references()
+if PYSIDE_DROPS_REFERENCES:
+    _pin_singletons()
 
 
 # ---------------------------------------------------------------------------------------
@@ -344,6 +376,12 @@ class TrainingPanel(QWidget):
 
     def restore_defaults(self) -> None:
         self._set_form(DEFAULTS)
+
+    def set_settings(self, values: dict) -> None:
+        """Put these settings into the form (others keep their values); saved at Fine-tune."""
+        current = self.settings_values()
+        current.update({k: v for k, v in values.items() if k in current})
+        self._set_form(current)
 
     def _set_form(self, values: dict) -> None:
         for key, _, _ in FORM_SETTINGS:
@@ -726,9 +764,11 @@ class ResultsPanel(QWidget):
             scored = sum(o != "unscored" for o in outcomes)
             self.page_box.addItem(f"{pid}  ({right}/{scored} fields right)", pid)
         self.page_box.blockSignals(False)
-        if self.heldout_ids:
-            self.page_box.setCurrentIndex(0)
-            self.show_heldout_page(self.heldout_ids[0])
+        if self.heldout_ids:  # open on the page where the model answered most fields
+            answered = lambda pid: sum(o in ("correct", "wrong", "spurious") for o in self.page_outcomes[pid].values())
+            first = max(range(len(self.heldout_ids)), key=lambda i: (answered(self.heldout_ids[i]), -i))
+            self.page_box.setCurrentIndex(first)
+            self.show_heldout_page(self.heldout_ids[first])
 
     def _fill_table(self, report: dict) -> None:
         rows = list(report.get("fields", {}).items())

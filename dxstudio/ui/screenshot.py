@@ -1,0 +1,151 @@
+"""`dxstudio screenshot PROJECT OUT.png --screen review|training|results`.
+
+Renders a screen of the real app (dxstudio.ui.app.MainWindow) offscreen to a PNG. For
+"training" and "results" it first runs a short real fine-tune through the Train tab, on a copy
+of the project (the project itself gets no run folder): a tiny model, about --steps steps,
+with a learning rate that learns something in that time; the Train tab's form shows the
+settings the run used. The PNG is --size pixels (default 1400x880) and is written atomically.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SCREENS = ("review", "training", "results")
+TAB_OF_SCREEN = {"review": "Review", "training": "Train", "results": "Results"}
+# A short run that learns something: a tiny model with a brisk rate trains a few seconds.
+SHORT_RUN = {"size": "tiny", "lr": 0.01, "backbone_scale": 1.0, "warmup": 5}
+
+
+def configure(name, p):
+    p.add_argument("project", help="project folder")
+    p.add_argument("out", help="PNG file to write")
+    p.add_argument("--screen", choices=SCREENS, default="review")
+    p.add_argument("--steps", type=int, default=60,
+                   help="about how many training steps the short fine-tune takes (training, results)")
+    p.add_argument("--size", default="1400x880", help="window size WIDTHxHEIGHT in pixels")
+    p.add_argument("--page", help="page to show on the review screen (default: the window's first)")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the fine-tune")
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    try:
+        w, h = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise ValueError(f"--size must be WIDTHxHEIGHT such as 1400x880, not {text!r}") from None
+    if not (320 <= w <= 8000 and 240 <= h <= 8000):
+        raise ValueError(f"--size {text}: width 320..8000 and height 240..8000 pixels")
+    return w, h
+
+
+def short_run_settings(project_root: Path, steps: int) -> dict:
+    """The settings of a short fine-tune of about `steps` steps: SHORT_RUN plus the epochs that
+    give that many steps at the project's batch size (at least 3, so the agreement is a line)."""
+    from dxstudio.project import Project
+    from dxstudio.tuning import TuneRun, resolve_settings
+
+    project = Project.open(project_root)
+    settings = dict(SHORT_RUN)
+    run = TuneRun.prepare(project, project_root / "runs" / "_count", settings)  # reads, writes nothing
+    batch = resolve_settings(project.settings, settings)["batch"]
+    settings["epochs"] = max(3, round(steps * batch / max(1, len(run.train_pages))))
+    return settings
+
+
+def _process_until(app, done, timeout: float) -> bool:
+    end = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > end:
+            return False
+        app.processEvents()
+        time.sleep(0.01)
+    return True
+
+
+def _save_png(widget, out: Path) -> None:
+    from PySide6.QtCore import QBuffer, QByteArray, QIODevice
+
+    from dxstudio.fsutil import write_bytes_atomic
+
+    data = QByteArray()
+    buf = QBuffer(data)
+    buf.open(QIODevice.OpenModeFlag.WriteOnly)
+    if not widget.grab().save(buf, "PNG"):
+        raise OSError(f"{out}: Qt could not encode the screenshot as PNG")
+    buf.close()
+    write_bytes_atomic(out, bytes(data))
+
+
+def render(project: Path, out: Path, screen: str, size=(1400, 880), steps: int = 60, page: str | None = None,
+           timeout: float = 600.0) -> Path:
+    """Render one screen to out (PNG). Raises ValueError/OSError with a message naming the problem."""
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from PySide6.QtWidgets import QApplication
+
+    from dxstudio.ui.app import MainWindow
+
+    if screen not in SCREENS:
+        raise ValueError(f"--screen must be one of {', '.join(SCREENS)}, not {screen!r}")
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    with tempfile.TemporaryDirectory(prefix="dxstudio-screenshot-") as tmp:
+        root = project
+        if screen != "review":  # train on a copy: the project gets no run folder from a screenshot
+            root = Path(tmp) / project.name
+            shutil.copytree(project, root, ignore=shutil.ignore_patterns("runs", ".cache"))
+            (root / "runs").mkdir(exist_ok=True)
+        window = MainWindow(root)
+        try:
+            window.resize(*size)
+            window.show()
+            if page is not None:
+                window.goto(page)
+            tabs = {window.tabs.tabText(i).replace("&&", "&"): i for i in range(window.tabs.count())}
+            if screen != "review":
+                panel = window.training_panel
+                if panel is None:
+                    raise OSError("the training panel is not available in this window")
+                panel.show_dialogs = False
+                window.tabs.setCurrentIndex(tabs["Train"])
+                panel.set_settings(short_run_settings(root, steps))
+                if panel.fine_tune() is None:
+                    raise ValueError(f"{project}: the fine-tune did not start: {panel.last_error}")
+                finished = lambda: not panel.is_running and (
+                    panel.last_error is not None or window.results_panel.report is not None)
+                if not _process_until(app, finished, timeout):
+                    panel.shutdown()
+                    raise OSError(f"{project}: the fine-tune did not finish within {timeout:g} s")
+                if panel.last_error is not None:
+                    raise ValueError(f"{project}: fine-tuning failed: {panel.last_error}")
+            window.tabs.setCurrentIndex(tabs[TAB_OF_SCREEN[screen]])
+            _process_until(app, lambda: False, 0.3)  # let layouts and plots settle
+            window.resize(*size)
+            app.processEvents()
+            _save_png(window, out)
+        finally:
+            window.close()
+            # Destroy the window now, not in the interpreter's final garbage collection (where
+            # PySide6 and pyqtgraph objects going in an arbitrary order can abort the process).
+            import shiboken6
+
+            shiboken6.delete(window)
+            app.processEvents()
+    return out
+
+
+def run(name, args) -> int:
+    from dxstudio.project import ProjectError
+
+    try:
+        size = parse_size(args.size)
+        if args.steps < 1:
+            raise ValueError(f"--steps must be at least 1, not {args.steps}")
+        out = render(Path(args.project), Path(args.out), args.screen, size, args.steps, args.page, args.timeout)
+    except (ProjectError, ValueError, OSError) as e:
+        print(f"dxstudio screenshot: {e}", file=sys.stderr)
+        return 2
+    print(f"dxstudio screenshot: wrote {out} ({args.screen}, {size[0]}x{size[1]})", file=sys.stderr)
+    return 0
