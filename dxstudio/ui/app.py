@@ -233,7 +233,13 @@ class MainWindow(QMainWindow):
 
     # -- operations ------------------------------------------------------------------------
     def _do(self, fn, *args) -> bool:
-        """Run a session operation; a problem goes to the status bar and the banner, never a crash."""
+        """Run a session operation; a problem goes to the status bar and the banner, never a crash.
+        Decisions wait while "Label pages" runs: its worker rewrites label files, and a decision
+        saved between its read and its write of the same file would be lost."""
+        if fn is not self.session.goto and fn is not self.session.reload and self.schema_panel.running:
+            self.statusBar().showMessage("Labelling is running: decisions are paused until it ends "
+                                         "(Schema & labels tab, Cancel to stop it)", 6000)
+            return False
         try:
             fn(*args)
             return True
@@ -270,6 +276,9 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(f"Excluded {self.session.current}: {reason}", 4000)
 
     def undo(self) -> None:
+        if self.schema_panel.running:
+            self.statusBar().showMessage("Labelling is running: undo waits until it ends", 6000)
+            return
         try:
             pid = self.session.undo()
         except (ReviewError, ProjectError, LabelError, PageError, OSError) as e:
@@ -278,6 +287,9 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(f"Undone on {pid}" if pid else "Nothing to undo", 3000)
 
     def redo(self) -> None:
+        if self.schema_panel.running:
+            self.statusBar().showMessage("Labelling is running: redo waits until it ends", 6000)
+            return
         try:
             pid = self.session.redo()
         except (ReviewError, ProjectError, LabelError, PageError, OSError) as e:

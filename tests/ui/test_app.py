@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QMessageBox
 
 from dxstudio.project import Project
@@ -184,8 +184,13 @@ def test_label_pages_cancel_keeps_what_was_done(qtbot, activate, unlabelled, tmp
         with qtbot.waitSignal(panel.labellingFinished, timeout=60000) as done:
             panel.label_button.click()
             qtbot.waitUntil(lambda: endpoint.requests >= 2, timeout=30000)
+            # a decision now could be overwritten by the worker: it waits, and says so
+            qtbot.keyClick(w.view, Qt.Key_A)
+            assert "Labelling is running" in w.statusBar().currentMessage()
             panel.cancel_button.click()
         assert done.args[0]["cancelled"]
+        first = unlabelled / "labels" / f"{w.session.page_ids[0]}.json"
+        assert not first.exists() or json.loads(first.read_text())["review"]["state"] == "unreviewed"
         labelled = len(list((unlabelled / "labels").glob("*.json")))
         assert 1 <= labelled < len(w.session.page_ids)
         assert "Cancelled" in panel.result.text() and panel.label_button.isEnabled()
