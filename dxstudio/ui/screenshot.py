@@ -124,6 +124,10 @@ def render(project: Path, out: Path, screen: str, size=(1400, 880), steps: int =
             _process_until(app, lambda: False, 0.3)  # let layouts and plots settle
             window.resize(*size)
             app.processEvents()
+            got = (window.width(), window.height())
+            if got != tuple(size):
+                raise ValueError(f"--size {size[0]}x{size[1]}: the window cannot be that small; its minimum "
+                                 f"is {window.minimumSizeHint().width()}x{window.minimumSizeHint().height()}")
             _save_png(window, out)
         finally:
             window.close()
