@@ -182,3 +182,32 @@ def test_broken_page_and_label_file_are_named_and_the_rest_works(qtbot, activate
     assert w.session.current == ids[3] and w.view.word_count() > 0
     qtbot.keyClick(w.view, Qt.Key_A)
     assert json.loads((receipts_project / "labels" / f"{ids[3]}.json").read_text())["review"]["state"] == "accepted"
+
+
+def test_page_image_drawn_and_a_missing_image_named(qtbot, activate, receipts_project, tmp_path, monkeypatch):
+    monkeypatch.setenv("DXSTUDIO_HOME", str(tmp_path / "home"))
+    from PySide6.QtGui import QImage
+    from PySide6.QtWidgets import QGraphicsPixmapItem
+
+    from dxstudio.project import Project
+    from dxstudio.ui.app import MainWindow
+
+    ids = Project.open(receipts_project).page_ids()
+    pages = receipts_project / "pages"
+    first = json.loads((pages / f"{ids[0]}.json").read_text())
+    image = QImage(int(first["width"]) // 4, int(first["height"]) // 4, QImage.Format_RGB32)
+    image.fill(0xFFF0F0F0)
+    assert image.save(str(pages / "scan0.png"))
+    first["image"] = "scan0.png"  # relative: next to the page file
+    (pages / f"{ids[0]}.json").write_text(json.dumps(first))
+    second = json.loads((pages / f"{ids[1]}.json").read_text())
+    second["image"] = str(tmp_path / "gone.png")
+    (pages / f"{ids[1]}.json").write_text(json.dumps(second))
+
+    w = activate(MainWindow(receipts_project))
+    pixmaps = [i for i in w.view.scene().items() if isinstance(i, QGraphicsPixmapItem)]
+    assert len(pixmaps) == 1
+    assert pixmaps[0].sceneBoundingRect().width() == pytest.approx(first["width"], rel=1e-3)
+    qtbot.keyClick(w.view, Qt.Key_J)
+    assert not [i for i in w.view.scene().items() if isinstance(i, QGraphicsPixmapItem)]
+    assert "gone.png" in w.banner.text() and w.view.word_count() == len(second["words"])
