@@ -217,3 +217,23 @@ def test_run_app_reports_a_bad_project(tmp_path, monkeypatch, qapp):
     monkeypatch.setattr(QMessageBox, "critical", lambda *a: shown.append(a[2]))
     assert app_module.run_app(str(tmp_path / "nowhere")) == 2
     assert "nowhere" in shown[0]
+
+
+def test_run_app_without_a_path_opens_the_sample(qapp, tmp_path, monkeypatch):
+    from dxstudio.ui import app as app_module
+
+    if not (SAMPLE / "dxproject.json").exists():
+        pytest.skip("no bundled sample")
+    monkeypatch.setenv("DXSTUDIO_HOME", str(tmp_path / "home"))
+    opened = []
+
+    def close_windows():
+        for w in qapp.topLevelWidgets():
+            if isinstance(w, app_module.MainWindow) and w.isVisible():
+                opened.append(w.project_root)
+                w.close()
+        qapp.quit()
+
+    QTimer.singleShot(300, close_windows)
+    assert app_module.run_app(None) == 0
+    assert opened == [tmp_path / "home" / "sample"]
