@@ -5,7 +5,7 @@
 The same base model (new_params(size_config("base"), seed)) and the same pages (real FUNSD
 forms cut to 50, 150 and 400 words) for all three. The runs are interleaved, one call of each
 per round, and the medians are quoted: the machine is shared and noisy. Numba and PyTorch use
-the same number of threads (2). Then the start time of `dxstudio extract MODEL PAGE` as a
+the same number of threads (--threads, default 2). Then the start time of `dxstudio extract MODEL PAGE` as a
 subprocess: cold with an empty NUMBA_CACHE_DIR (the kernels compile), warm on the second run
 with the same cache folder. The last line of the output is one JSON object of the figures.
 """
@@ -73,14 +73,19 @@ def forward_speed(cfg, params, pages, repeats: int) -> tuple[dict, list[str]]:
 
         contestants = {"fast": lambda: forward(cfg, rt, inp, fast),
                        "reference": lambda: forward(cfg, rt, inp, ref),
-                       "torch": run_torch}
+                       "torch": run_torch,
+                       # context, not a contestant: the mirror runs one Conv1d per word; this
+                       # is the same per-word loop alone (the adapter), to show its share
+                       "torch_chars": lambda: C.torch_first_max(cfg, P, inp)}
         for run in contestants.values():  # warm-up: compiled kernels, PyTorch's first call
             run()
         times = C.interleaved(contestants, repeats)
         med = {k: C.median(v) for k, v in times.items()}
+        chars = times.pop("torch_chars")
+        figures[f"ms_torch_chars_{n}"] = 1e3 * med["torch_chars"]
         gflop = C.forward_flops(cfg, inp) / 1e9
         lines.append(f"{n} words ({gflop:.2f} GFLOP per page; PyTorch max |diff| {worst:.1e}):")
-        for name in contestants:
+        for name in times:
             pps = 1.0 / med[name]
             rel = med["torch"] / med[name]
             lines.append(f"  {name:9s} {C.spread(times[name])}  {pps:8.2f} pages/s  "
@@ -89,6 +94,7 @@ def forward_speed(cfg, params, pages, repeats: int) -> tuple[dict, list[str]]:
             figures[f"ms_{name}_{n}"] = 1e3 * med[name]
             if name != "torch":
                 figures[f"rel_{name}_{n}"] = rel
+        lines.append(f"  (of PyTorch's time, its per-word character Conv1d loop alone: {C.spread(chars)})")
     return figures, lines
 
 
@@ -119,7 +125,7 @@ def start_times(cfg, params, page, runs: int) -> tuple[dict, list[str]]:
     from dxstudio.engine.container import save_model
     from dxstudio.fsutil import write_json_atomic
 
-    cold, warm = [], []
+    cold, warm, cached = [], [], []
     with tempfile.TemporaryDirectory(prefix="dxbench-") as tmp:
         tmp = Path(tmp)
         model, page_file = tmp / "base.safetensors", tmp / "page.json"
@@ -130,12 +136,15 @@ def start_times(cfg, params, page, runs: int) -> tuple[dict, list[str]]:
             cache = tmp / f"numba-cache-{r}"
             cache.mkdir()
             cold.append(timed_extract(cmd, cache))
+            cached.append(sum(1 for f in cache.rglob("*.nbc")))
+            if not cached[-1]:  # the cold run must have compiled its kernels into the fresh folder
+                raise C.BenchError(f"the cold run wrote no compiled kernels to NUMBA_CACHE_DIR={cache}")
             warm.append(timed_extract(cmd, cache))
             shutil.rmtree(cache, ignore_errors=True)
-    figures = {"start_cold_s": C.median(cold), "start_warm_s": C.median(warm)}
+    figures = {"start_cold_s": C.median(cold), "start_warm_s": C.median(warm), "kernels_cached": max(cached)}
     lines = [f"`dxstudio extract MODEL PAGE` ({len(page.words)} words, base model), median of {runs}:",
              f"  cold (empty NUMBA_CACHE_DIR): {figures['start_cold_s']:.2f} s  "
-             f"(runs: {', '.join(f'{s:.2f}' for s in cold)})",
+             f"(runs: {', '.join(f'{s:.2f}' for s in cold)}; {max(cached)} kernels compiled and cached)",
              f"  warm (same cache, 2nd run):   {figures['start_warm_s']:.2f} s  "
              f"(runs: {', '.join(f'{s:.2f}' for s in warm)})"]
     return figures, lines
@@ -149,12 +158,16 @@ def main(argv=None) -> int:
     ap.add_argument("--start-runs", type=int, default=2,
                     help="cold/warm pairs of the extract start time (default 2; 0 skips it)")
     ap.add_argument("--seed", type=int, default=C.MODEL_SEED, help="model seed (default 0)")
+    ap.add_argument("--threads", type=int, default=C.THREADS,
+                    help="threads of Numba and of PyTorch alike (default 2, the core count)")
     args = ap.parse_args(argv)
     try:
         sizes = C.parse_sizes(args.sizes)
+        if args.threads < 1:
+            raise C.BenchError("--threads must be >= 1")
         if args.repeats < 1 or args.start_runs < 0:
             raise C.BenchError("--repeats must be >= 1 and --start-runs >= 0")
-        threads = C.set_threads(C.THREADS)
+        threads = C.set_threads(args.threads)
         cfg = size_config("base")
         params = new_params(cfg, args.seed)
         pages, source = C.bench_pages(sizes)
@@ -173,7 +186,7 @@ def main(argv=None) -> int:
     except C.BenchError as e:
         print(f"bench/forward.py: {e}", file=sys.stderr)
         return 2
-    figures.update(threads=C.THREADS, repeats=args.repeats)
+    figures.update(threads=args.threads, repeats=args.repeats)
     print(C.json_line(figures))
     return 0
 

@@ -9,7 +9,7 @@ pointer heads). Ours: dxstudio.engine.training.train_step with the fast kernels.
 same model from training/parity/docextract_backward.py, loss.backward() and
 torch.optim.AdamW with the same settings and the same decay groups. Both start from the same
 weights and keep training, step after step, interleaved; medians are quoted. Numba and
-PyTorch use the same number of threads (2). GFLOP/s counts the matrix products of the step
+PyTorch use the same number of threads (--threads, default 2). GFLOP/s counts the matrix products of the step
 analytically (bench/common.py: 2*M*K*N each, forward and backward). The last line of the
 output is one JSON object of the figures.
 
@@ -161,14 +161,18 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", default=",".join(map(str, C.DEFAULT_SIZES)),
                     help="page sizes in words (default 50,150,400)")
     ap.add_argument("--seed", type=int, default=C.MODEL_SEED, help="model seed (default 0)")
+    ap.add_argument("--threads", type=int, default=C.THREADS,
+                    help="threads of Numba and of PyTorch alike (default 2, the core count)")
     ap.add_argument("--profile", action="store_true", help="profile our step (cProfile) instead of comparing")
     ap.add_argument("--profile-size", type=int, default=150, help="page size for --profile (default 150)")
     args = ap.parse_args(argv)
     try:
         sizes = (C.parse_sizes(str(args.profile_size)) if args.profile else C.parse_sizes(args.sizes))
+        if args.threads < 1:
+            raise C.BenchError("--threads must be >= 1")
         if args.repeats < 1:
             raise C.BenchError("--repeats must be >= 1")
-        threads = C.set_threads(C.THREADS, torch_too=not args.profile)
+        threads = C.set_threads(args.threads, torch_too=not args.profile)
         cfg = size_config("base")
         params = new_params(cfg, args.seed)
         pages, source = C.bench_pages(sizes)
@@ -185,7 +189,7 @@ def main(argv=None) -> int:
     except C.BenchError as e:
         print(f"bench/train_step.py: {e}", file=sys.stderr)
         return 2
-    figures.update(threads=C.THREADS, repeats=args.repeats)
+    figures.update(threads=args.threads, repeats=args.repeats)
     print(C.json_line(figures))
     return 0
 
