@@ -36,6 +36,7 @@ from dxstudio.ui.page_view import PageView
 from dxstudio.ui.schema_panel import SchemaPanel
 
 RESOURCES = Path(__file__).resolve().parents[2] / "resources"
+KEY_HINT = "A accept · X exclude · 1–9 set field from selection · Del remove words · J / K next / previous · Ctrl+Z undo"
 SAMPLE = RESOURCES / "sample"
 
 STYLE = """
@@ -152,7 +153,8 @@ class MainWindow(QMainWindow):
 
         self.counts_label = QLabel()
         self.statusBar().addPermanentWidget(self.counts_label)
-        self.hover_label = QLabel()
+        self.hover_label = QLabel(KEY_HINT)
+        self.hover_label.setStyleSheet("color: #495057;")
         self.statusBar().addWidget(self.hover_label, 1)
 
         self.session.subscribe(self._on_session)
@@ -420,7 +422,7 @@ class MainWindow(QMainWindow):
     def _on_hover(self, i: int) -> None:
         s = self.session
         if i < 0 or s.page is None:
-            self.hover_label.setText("")
+            self.hover_label.setText(KEY_HINT)
             return
         tag = int(s.tags[i])
         from dxstudio.ui.page_view import tag_name
