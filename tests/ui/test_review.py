@@ -211,3 +211,14 @@ def test_page_image_drawn_and_a_missing_image_named(qtbot, activate, receipts_pr
     qtbot.keyClick(w.view, Qt.Key_J)
     assert not [i for i in w.view.scene().items() if isinstance(i, QGraphicsPixmapItem)]
     assert "gone.png" in w.banner.text() and w.view.word_count() == len(second["words"])
+
+
+def test_hover_shows_word_tag_field_and_grounding(window, qtbot):
+    name, words = goto_multiword_field(window)
+    view = window.view
+    qtbot.mouseMove(view.viewport(), view.word_viewport_point(words[1]))
+    qtbot.waitUntil(lambda: f"I-{name}" in window.hover_label.text(), timeout=5000)
+    text = window.hover_label.text()
+    assert view.page.words[words[1]].text in text and f"{name}: " in text
+    status = next(r.status for r in window.session.field_rows() if r.name == name)
+    assert status in text
