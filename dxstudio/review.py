@@ -30,8 +30,7 @@ from __future__ import annotations
 
 import copy
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
 import numpy as np
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QPoint, QPointF, QRectF, Qt, Signal
+from PySide6.QtCore import QPoint, QRect, QRectF, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QPen, QPixmap
 from PySide6.QtWidgets import (QGraphicsPixmapItem, QGraphicsRectItem, QGraphicsScene,
                                QGraphicsSimpleTextItem, QGraphicsView, QRubberBand)
@@ -380,7 +380,7 @@ class PageView(QGraphicsView):
             self.verticalScrollBar().setValue(self.verticalScrollBar().value() - delta.y())
             return
         if self._press is not None and (pos - self._press).manhattanLength() > 4:
-            from PySide6.QtCore import QRect
+
             self._band.setGeometry(QRect(self._press, pos).normalized())
             self._band.show()
             return
