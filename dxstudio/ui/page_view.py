@@ -380,7 +380,6 @@ class PageView(QGraphicsView):
             self.verticalScrollBar().setValue(self.verticalScrollBar().value() - delta.y())
             return
         if self._press is not None and (pos - self._press).manhattanLength() > 4:
-
             self._band.setGeometry(QRect(self._press, pos).normalized())
             self._band.show()
             return
