@@ -222,3 +222,18 @@ def test_hover_shows_word_tag_field_and_grounding(window, qtbot):
     assert view.page.words[words[1]].text in text and f"{name}: " in text
     status = next(r.status for r in window.session.field_rows() if r.name == name)
     assert status in text
+
+
+def test_right_drag_pans_the_zoomed_page(window, qtbot):
+    view = window.view
+    view.zoom_by(4.0)
+    bar = view.verticalScrollBar()
+    bar.setValue((bar.minimum() + bar.maximum()) // 2)
+    before = bar.value()
+    centre = view.viewport().rect().center()
+    from PySide6.QtCore import QPoint
+    qtbot.mousePress(view.viewport(), Qt.RightButton, Qt.NoModifier, centre)
+    qtbot.mouseMove(view.viewport(), centre + QPoint(0, 60))
+    qtbot.mouseRelease(view.viewport(), Qt.RightButton, Qt.NoModifier, centre + QPoint(0, 60))
+    assert bar.value() == before - 60
+    assert view.selected_words() == []  # panning selects nothing
