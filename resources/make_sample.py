@@ -21,7 +21,7 @@ from dxstudio.fsutil import write_text_atomic  # noqa: E402
 from dxstudio.importers import import_pages  # noqa: E402
 from dxstudio.project import Project  # noqa: E402
 
-DEFAULT_SOURCE = Path("/work/shared/data/cord-v1-train")
+DEFAULT_SOURCE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cord-v1-train"
 STEP = 20
 COUNT = 40
 

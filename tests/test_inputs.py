@@ -20,7 +20,7 @@ from dxstudio.engine.inputs import (
 from dxstudio.engine.page import Page, PageError, Word, page_from_dict
 
 CFG = ModelConfig()
-FUNSD = Path("/work/shared/data/funsd")
+FUNSD = Path(__file__).resolve().parents[2] / "shared" / "data" / "funsd"  # ../shared beside the repo
 F = {name: k for k, name in enumerate(WORD_FEATURE_NAMES)}
 
 

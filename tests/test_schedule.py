@@ -120,7 +120,7 @@ def test_split_needs_two_pages_and_sane_input():
 
 
 def test_split_on_real_funsd_ids():
-    folder = Path("/work/shared/data/funsd")
+    folder = Path(__file__).resolve().parents[2] / "shared" / "data" / "funsd"
     files = sorted(folder.glob("*/annotations/*.json"))[:40]
     if len(files) < 10:
         pytest.skip("FUNSD not available")
