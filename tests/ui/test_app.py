@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtWidgets import QMessageBox
+from PySide6.QtWidgets import QApplication, QMessageBox
 
 from dxstudio.project import Project
 
@@ -232,8 +232,18 @@ def test_run_app_without_a_path_opens_the_sample(qapp, tmp_path, monkeypatch):
             if isinstance(w, app_module.MainWindow) and w.isVisible():
                 opened.append(w.project_root)
                 w.close()
-        qapp.quit()
+        # closing the last window ends run_app's event loop (no quit(): it would stick)
 
     QTimer.singleShot(300, close_windows)
+    fallback = QTimer()  # should another test's window stay open, end the loop anyway
+    fallback.setSingleShot(True)
+    fallback.timeout.connect(qapp.quit)
+    fallback.start(15000)
     assert app_module.run_app(None) == 0
+    fallback.stop()
     assert opened == [tmp_path / "home" / "sample"]
+    # leave no closed main window behind: later tests need to activate their own windows
+    for w in qapp.topLevelWidgets():
+        if isinstance(w, app_module.MainWindow):
+            w.deleteLater()
+    QApplication.processEvents()
