@@ -15,6 +15,8 @@ def write_bytes_atomic(path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        # mkstemp makes the file private (0600); give it the mode a plain open() would
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -34,6 +36,12 @@ def write_bytes_atomic(path, data: bytes) -> None:
             os.close(dfd)
     except OSError:  # some file systems refuse fsync on a folder; the rename is still atomic
         pass
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_text_atomic(path, text: str) -> None:
