@@ -16,7 +16,7 @@ def write_bytes_atomic(path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         # mkstemp makes the file private (0600); give it the mode a plain open() would
-        os.fchmod(fd, 0o666 & ~_umask())
+        os.fchmod(fd, 0o666 & ~_UMASK)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -38,10 +38,13 @@ def write_bytes_atomic(path, data: bytes) -> None:
         pass
 
 
-def _umask() -> int:
-    mask = os.umask(0)
+def _read_umask() -> int:
+    mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+_UMASK = _read_umask()  # read once, at import: os.umask briefly changes process state
 
 
 def write_text_atomic(path, text: str) -> None:
