@@ -25,11 +25,9 @@ folder) ends with the bytes of an uninterrupted run.
 """
 from __future__ import annotations
 
-import ctypes
 import json
 import math
 import os
-import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -125,35 +123,6 @@ def read_metrics(run_dir: Path, up_to_step: int | None = None):
         elif row.get("kind") == "epoch" and row.get("scores"):
             epochs.append((row.get("epoch"), {k: v.get("agreement") for k, v in row["scores"]["fields"].items()}))
     return steps, losses, epochs
-
-
-# ---------------------------------------------------------------------------------------
-# A guard against a broken PySide6 build
-
-def _pyside_drops_references() -> bool:
-    """True when this PySide6 returns None and True without a reference of their own (seen with
-    PySide6 6.12.0 on Python 3.11: every void call such as QProgressBar.setValue takes one
-    reference from None, every signal emit one from True). A long session or training run
-    drives the count to zero and the interpreter aborts ("deallocating None")."""
-    if sys.version_info >= (3, 12):  # None, True and False are immortal there
-        return False
-    probe = QObject()
-    before = sys.getrefcount(None)
-    for _ in range(64):
-        probe.setObjectName("probe")
-    return before - sys.getrefcount(None) >= 64
-
-
-def _pin_singletons() -> None:
-    """Make None, True and False practically immortal, as Python 3.12 does, by giving each a
-    very large reference count (ob_refcnt is a PyObject's first field in CPython)."""
-    for obj in (None, True, False):
-        ctypes.c_ssize_t.from_address(id(obj)).value += 1 << 40
-
-
-PYSIDE_DROPS_REFERENCES = _pyside_drops_references()
-if PYSIDE_DROPS_REFERENCES:
-    _pin_singletons()
 
 
 # ---------------------------------------------------------------------------------------
