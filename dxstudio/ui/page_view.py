@@ -24,7 +24,8 @@ Public API (also used by the results screen; keep it stable):
     view.selected_words() -> list[int];  view.set_selection(indices);  view.clear_selection()
     signals: selectionChanged(list), wordHovered(int) (-1 when the mouse leaves words)
     zoom: the wheel or +/- (zoom_in, zoom_out), fit_page (0); pan: drag with the middle or
-    right button, or the scroll bars. Selection: click, shift-click (adds a run from the last
+    right button, or the scroll bars. A new page is fitted to the view, and refitted on every
+    resize or show until the person zooms or pans (is_fitted()); 0 fits it again. Selection: click, shift-click (adds a run from the last
     clicked word), ctrl-click (toggles), drag a rectangle with the left button.
 
 B is drawn stronger (a denser fill and a heavier frame) than I (a lighter fill);
@@ -172,16 +173,17 @@ class PageView(QGraphicsView):
         self.prediction_marks = {}
         if predictions is not None:
             self._draw_predictions(predictions)
-        margin = max(w, h) * 0.02
-        scene.setSceneRect(QRectF(-margin, -margin, w + 2 * margin, h + 2 * margin))
-        # without an image, fit the words (a receipt is often a narrow strip of a large page)
-        self._content = QRectF(0, 0, w, h)
+        # What the view shows: the page, or without an image its words (a receipt is often a
+        # narrow strip of a large page). The scene is exactly that area with a margin, so the
+        # fitted page has no scroll bars and zooming in scrolls over the content only.
+        content = QRectF(0, 0, w, h)
         if not has_image and self._rects:
-            words = self._rects[0].rect()
+            content = self._rects[0].rect()
             for r in self._rects[1:]:
-                words = words.united(r.rect())
-            pad = 0.04 * max(words.width(), words.height())
-            self._content = words.adjusted(-pad, -pad, pad, pad)
+                content = content.united(r.rect())
+        pad = 0.03 * max(content.width(), content.height())
+        self._content = content.adjusted(-pad, -pad, pad, pad)
+        scene.setSceneRect(self._content)
         self._auto_fit = True
         self.fit_page()
         self.selectionChanged.emit([])
@@ -376,6 +378,8 @@ class PageView(QGraphicsView):
         if self._pan_from is not None:
             delta = pos - self._pan_from
             self._pan_from = pos
+            if not delta.isNull():
+                self._auto_fit = False  # the person placed the page; a resize must not undo it
             self.horizontalScrollBar().setValue(self.horizontalScrollBar().value() - delta.x())
             self.verticalScrollBar().setValue(self.verticalScrollBar().value() - delta.y())
             return
@@ -431,9 +435,14 @@ class PageView(QGraphicsView):
         self.zoom_by(0.8)
 
     def fit_page(self) -> None:
+        """Show the whole page, and keep doing so on every resize until the person zooms or pans."""
         self._auto_fit = True
         if self.page is not None:
             self.fitInView(self._content, Qt.KeepAspectRatio)
+
+    def is_fitted(self) -> bool:
+        """True while the view follows its size (no zoom or pan since the page was shown or 0)."""
+        return self._auto_fit
 
     def zoom_level(self) -> float:
         return self.transform().m11()
@@ -459,6 +468,12 @@ class PageView(QGraphicsView):
 
     def resizeEvent(self, event):
         super().resizeEvent(event)
-        # keep the whole page in view until the person zooms
+        # keep the whole page in view until the person zooms or pans: a view is often first
+        # filled while its tab is hidden or its splitter not laid out, at a provisional size
+        if self.page is not None and self._auto_fit:
+            self.fit_page()
+
+    def showEvent(self, event):
+        super().showEvent(event)
         if self.page is not None and self._auto_fit:
             self.fit_page()

@@ -237,3 +237,58 @@ def test_right_drag_pans_the_zoomed_page(window, qtbot):
     qtbot.mouseRelease(view.viewport(), Qt.RightButton, Qt.NoModifier, centre + QPoint(0, 60))
     assert bar.value() == before - 60
     assert view.selected_words() == []  # panning selects nothing
+    view.resize(view.width() - 40, view.height() - 40)  # a resize keeps where the person panned
+    assert not view.is_fitted()
+
+
+def _strip_page():
+    """A receipt-like page: a narrow column of words in the middle of a large page."""
+    from dxstudio.engine.page import Page, Word
+
+    words = tuple(Word(f"w{i}", (900.0, 1500.0 + 60 * i, 1300.0, 1550.0 + 60 * i)) for i in range(12))
+    return Page("strip", 2304.0, 4096.0, words)
+
+
+def test_a_page_is_fitted_at_its_final_size_until_zoomed_or_panned(qtbot):
+    from PySide6.QtWidgets import QTabWidget, QWidget
+
+    from dxstudio.ui.page_view import PageView
+
+    # filled while its tab is hidden and tiny, as the Results tab's views are
+    tabs = QTabWidget()
+    qtbot.addWidget(tabs)
+    tabs.addTab(QWidget(), "first")
+    view = PageView()
+    tabs.addTab(view, "second")
+    tabs.resize(300, 200)
+    tabs.show()
+    qtbot.waitExposed(tabs)
+    page = _strip_page()
+    view.show_page(page, [0] * len(page.words), field_names=["total"])
+    tabs.resize(900, 700)
+    tabs.setCurrentIndex(1)
+    qtbot.waitUntil(lambda: view.viewport().height() > 500, timeout=5000)
+
+    def all_words_visible():
+        shown = view.mapToScene(view.viewport().rect()).boundingRect()
+        return all(shown.contains(view._rects[i].rect()) for i in range(len(page.words)))
+
+    fitted = view.zoom_level()
+    assert all_words_visible()
+    assert not view.horizontalScrollBar().isVisible() and not view.verticalScrollBar().isVisible()
+    # the words fill the view's height (not zoomed in on part of them, nor lost in the page)
+    words_height = view.mapFromScene(view._rects[-1].rect().bottomLeft()).y() - \
+        view.mapFromScene(view._rects[0].rect().topLeft()).y()
+    assert words_height > 0.8 * view.viewport().height()
+
+    tabs.resize(600, 450)  # smaller: refitted
+    qtbot.waitUntil(lambda: view.zoom_level() < fitted, timeout=5000)
+    assert all_words_visible() and view.is_fitted()
+
+    view.zoom_in()  # the person zoomed: a resize keeps their zoom
+    zoomed = view.zoom_level()
+    tabs.resize(900, 700)
+    qtbot.wait(50)
+    assert view.zoom_level() == pytest.approx(zoomed) and not view.is_fitted()
+    qtbot.keyClick(view, Qt.Key_0)  # 0 fits again, and follows resizes again
+    assert view.is_fitted() and all_words_visible()
