@@ -1,10 +1,12 @@
-"""`dxstudio screenshot PROJECT OUT.png --screen review|training|results`.
+"""`dxstudio screenshot PROJECT OUT.png --screen review|schema|training|results`.
 
 Renders a screen of the real app (dxstudio.ui.app.MainWindow) offscreen to a PNG. For
-"training" and "results" it first runs a short real fine-tune through the Train tab, on a copy
-of the project (the project itself gets no run folder): a tiny model, about --steps steps,
-with a learning rate that learns something in that time; the Train tab's form shows the
-settings the run used. The PNG is --size pixels (default 1400x880) and is written atomically.
+"training" and "results" it first runs a real fine-tune through the Train tab, on a copy of
+the project (the project itself gets no run folder). By default that is a short run (a tiny
+model, about --steps steps, with a learning rate that learns something in that time: quick,
+for tests); with --project-settings it is the run the project's own tuning settings make
+(dxproject.json "settings"), as pressing Fine-tune in the app would. The Train tab's form shows
+the settings the run used. The PNG is --size pixels (default 1400x880), written atomically.
 """
 from __future__ import annotations
 
@@ -15,8 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
-SCREENS = ("review", "training", "results")
-TAB_OF_SCREEN = {"review": "Review", "training": "Train", "results": "Results"}
+SCREENS = ("review", "schema", "training", "results")
+TAB_OF_SCREEN = {"review": "Review", "schema": "Schema & labels", "training": "Train", "results": "Results"}
+TRAINED_SCREENS = ("training", "results")  # these first fine-tune on a copy of the project
 # A short run that learns something: a tiny model with a brisk rate trains a few seconds.
 SHORT_RUN = {"size": "tiny", "lr": 0.01, "backbone_scale": 1.0, "warmup": 5}
 
@@ -27,6 +30,9 @@ def configure(name, p):
     p.add_argument("--screen", choices=SCREENS, default="review")
     p.add_argument("--steps", type=int, default=60,
                    help="about how many training steps the short fine-tune takes (training, results)")
+    p.add_argument("--project-settings", action="store_true",
+                   help="train with the project's own tuning settings instead of a short tiny run "
+                        "(slower; the screenshots then show what the project really learns)")
     p.add_argument("--size", default="1400x880", help="window size WIDTHxHEIGHT in pixels")
     p.add_argument("--page", help="page to show on the review screen (default: the window's first)")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the fine-tune")
@@ -81,8 +87,10 @@ def _save_png(widget, out: Path) -> None:
 
 
 def render(project: Path, out: Path, screen: str, size=(1400, 880), steps: int = 60, page: str | None = None,
-           timeout: float = 600.0) -> Path:
-    """Render one screen to out (PNG). Raises ValueError/OSError with a message naming the problem."""
+           timeout: float = 600.0, project_settings: bool = False) -> Path:
+    """Render one screen to out (PNG). steps: the short run's length; project_settings: train
+    with the project's own settings instead (steps is then unused). Raises ValueError/OSError
+    with a message naming the problem."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtWidgets import QApplication
 
@@ -93,7 +101,7 @@ def render(project: Path, out: Path, screen: str, size=(1400, 880), steps: int =
     app = QApplication.instance() or QApplication(sys.argv[:1])
     with tempfile.TemporaryDirectory(prefix="dxstudio-screenshot-") as tmp:
         root = project
-        if screen != "review":  # train on a copy: the project gets no run folder from a screenshot
+        if screen in TRAINED_SCREENS:  # train on a copy: the project gets no run folder from a screenshot
             root = Path(tmp) / project.name
             shutil.copytree(project, root, ignore=shutil.ignore_patterns("runs", ".cache"))
             (root / "runs").mkdir(exist_ok=True)
@@ -104,13 +112,14 @@ def render(project: Path, out: Path, screen: str, size=(1400, 880), steps: int =
             if page is not None:
                 window.goto(page)
             tabs = {window.tabs.tabText(i).replace("&&", "&"): i for i in range(window.tabs.count())}
-            if screen != "review":
+            if screen in TRAINED_SCREENS:
                 panel = window.training_panel
                 if panel is None:
                     raise OSError("the training panel is not available in this window")
                 panel.show_dialogs = False
                 window.tabs.setCurrentIndex(tabs["Train"])
-                panel.set_settings(short_run_settings(root, steps))
+                if not project_settings:  # else the form already holds the project's settings
+                    panel.set_settings(short_run_settings(root, steps))
                 if panel.fine_tune() is None:
                     raise ValueError(f"{project}: the fine-tune did not start: {panel.last_error}")
                 finished = lambda: not panel.is_running and (
@@ -147,7 +156,8 @@ def run(name, args) -> int:
         size = parse_size(args.size)
         if args.steps < 1:
             raise ValueError(f"--steps must be at least 1, not {args.steps}")
-        out = render(Path(args.project), Path(args.out), args.screen, size, args.steps, args.page, args.timeout)
+        out = render(Path(args.project), Path(args.out), args.screen, size, args.steps, args.page, args.timeout,
+                     project_settings=args.project_settings)
     except (ProjectError, ValueError, OSError) as e:
         print(f"dxstudio screenshot: {e}", file=sys.stderr)
         return 2

@@ -14,7 +14,7 @@ def png_size(path) -> tuple[int, int]:
     return struct.unpack(">II", data[16:24])  # IHDR width, height
 
 
-@pytest.mark.parametrize("screen", ["review", "training", "results"])
+@pytest.mark.parametrize("screen", ["review", "schema", "training", "results"])
 def test_screenshot_writes_a_png_of_the_asked_size(receipts_project, tmp_path, screen, capsys):
     out = tmp_path / f"{screen}.png"
     rc = main(["screenshot", str(receipts_project), str(out), "--screen", screen, "--steps", "8", "--size", "1280x800"])
@@ -33,3 +33,35 @@ def test_screenshot_refuses_bad_arguments_with_a_message(receipts_project, tmp_p
     assert main(["screenshot", str(tmp_path / "nowhere"), str(tmp_path / "b.png")]) == 2
     assert "nowhere" in capsys.readouterr().err
     assert not (tmp_path / "a.png").exists() and not (tmp_path / "b.png").exists()
+
+
+def test_project_settings_trains_with_the_projects_own_settings(receipts_project, tmp_path, monkeypatch):
+    """--project-settings: the run the project's settings make (not the short tiny run), and
+    the results screen shows it with the page views fitted (no scroll bars)."""
+    from dxstudio.project import Project
+    from dxstudio.ui import screenshot
+
+    seen = {}
+    save_png = screenshot._save_png
+
+    def look_then_save(window, out):
+        results = window.results_panel
+        seen["settings"] = results.report["run"]["settings"]
+        seen["steps"] = results.report["run"]["steps"]
+        seen["form"] = window.training_panel.settings_values()
+        seen["scroll bars"] = [v.horizontalScrollBar().isVisible() or v.verticalScrollBar().isVisible()
+                               for v in (results.labels_view, results.answers_view)]
+        save_png(window, out)
+
+    monkeypatch.setattr(screenshot, "_save_png", look_then_save)
+    own = Project.open(receipts_project).settings
+    screenshot.render(receipts_project, tmp_path / "own.png", "results", steps=50, project_settings=True)
+    for key in ("size", "epochs", "batch", "lr", "backbone_scale", "warmup"):
+        assert seen["settings"][key] == own[key] == seen["form"][key], key
+    assert png_size(tmp_path / "own.png") == (1400, 880)
+    assert seen["scroll bars"] == [False, False]
+
+    screenshot.render(receipts_project, tmp_path / "short.png", "results", steps=50)  # the default: short run
+    assert seen["settings"]["backbone_scale"] == screenshot.SHORT_RUN["backbone_scale"] != own["backbone_scale"]
+    assert seen["settings"]["epochs"] != own["epochs"]
+    assert not any((receipts_project / "runs").iterdir())
