@@ -92,7 +92,10 @@ class FieldRowWidget(QFrame):
             parts.append(f"labelling model: “{row.answer}”")
         if row.words:
             parts.append("words " + ", ".join(str(i) for i in row.words))
-        parts.append(row.reason or GROUNDING_HELP.get(row.status, ""))
+        if row.status == "null" and row.reason in ("", "no value"):
+            parts.append("the answer says this page has none")  # not "no value" twice
+        else:
+            parts.append(row.reason or GROUNDING_HELP.get(row.status, ""))
         if row.unscored:
             parts.append("ignored by the loss: its words are not one run or are shared with another field")
         self.detail.setText(" · ".join(p for p in parts if p))

@@ -24,9 +24,10 @@ Public API (also used by the results screen; keep it stable):
     view.selected_words() -> list[int];  view.set_selection(indices);  view.clear_selection()
     signals: selectionChanged(list), wordHovered(int) (-1 when the mouse leaves words)
     zoom: the wheel or +/- (zoom_in, zoom_out), fit_page (0); pan: drag with the middle or
-    right button, or the scroll bars. A new page is fitted to the view, and refitted on every
-    resize or show until the person zooms or pans (is_fitted()); 0 fits it again. Selection: click, shift-click (adds a run from the last
-    clicked word), ctrl-click (toggles), drag a rectangle with the left button.
+    right button, or the scroll bars. A new page is fitted to the view (its image, else its
+    words), and refitted on every resize or show until the person zooms or pans (is_fitted());
+    0 fits it again. Selection: click, shift-click (adds a run from the last clicked word),
+    ctrl-click (toggles), drag a rectangle with the left button.
 
 B is drawn stronger (a denser fill and a heavier frame) than I (a lighter fill);
 O words get a thin grey frame; words the loss ignores get a grey hatch.
@@ -118,7 +119,7 @@ class PageView(QGraphicsView):
         self._pan_from: QPoint | None = None
         self._band = QRubberBand(QRubberBand.Rectangle, self.viewport())
         self._hovered = -1
-        self._auto_fit = True  # the page fills the view until the person zooms
+        self._auto_fit = True  # the page fills the view until the person zooms or pans
         self._content = QRectF()  # what fit_page shows: the page, or its words without an image
 
     # -- showing a page ----------------------------------------------------------------------
@@ -127,6 +128,7 @@ class PageView(QGraphicsView):
         self._rects, self._prediction_items = [], []
         self.page, self.tags, self._selected, self._anchor = None, [], set(), None
         self.prediction_marks = {}
+        self.setBackgroundBrush(QColor("#E9ECEF"))
         if message:
             item = QGraphicsSimpleTextItem(message)
             f = QFont()
@@ -154,9 +156,9 @@ class PageView(QGraphicsView):
         scene = self.scene()
         w, h = float(page.width), float(page.height)
         has_image = self._add_image(page, image_root)
-        if not has_image:
-            paper = scene.addRect(QRectF(0, 0, w, h), QPen(QColor("#ADB5BD"), 0), QBrush(Qt.white))
-            paper.setZValue(-10)
+        # Without an image the view shows the words on white, edge to edge: the page's own
+        # edge would only show as a grey band beside a strip of words, like a scroll bar.
+        self.setBackgroundBrush(QColor("#E9ECEF") if has_image else QColor(Qt.white))
         for i, word in enumerate(page.words):
             x0, y0, x1, y1 = word.box
             rect = QRectF(x0, y0, max(x1 - x0, 1.0), max(y1 - y0, 1.0))

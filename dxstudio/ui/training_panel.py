@@ -62,6 +62,18 @@ FORM_SETTINGS = [
     ("degree", "Threads", "examples in parallel; the model bytes do not depend on it"),
 ]
 
+class WholeNumberAxis(pg.AxisItem):
+    """An axis of steps or epochs: ticks only at whole numbers (no "epoch 1.5")."""
+
+    def tickSpacing(self, minVal, maxVal, size):
+        levels = [(max(1.0, spacing), offset) for spacing, offset in super().tickSpacing(minVal, maxVal, size)]
+        kept = []
+        for level in levels:  # the minor levels below 1 all became 1: keep one of them
+            if level[0] not in (k[0] for k in kept):
+                kept.append(level)
+        return kept
+
+
 def field_palette(fields) -> dict:
     """{field: QColor}: the review view's colours, so a field has one colour across the app."""
     return dict(field_colours(list(fields)))
@@ -268,15 +280,18 @@ class TrainingPanel(QWidget):
         progress_row.addWidget(self.progress, 1)
         progress_row.addWidget(self.time_label)
 
-        self.loss_plot = pg.PlotWidget(title="Training loss per step")
+        self.loss_plot = pg.PlotWidget(title="Training loss per step",
+                                       axisItems={"bottom": WholeNumberAxis("bottom")})
         self.loss_plot.setLabel("bottom", "step")
         self.loss_plot.setLabel("left", "loss")
         self.loss_plot.showGrid(x=True, y=True, alpha=0.25)
         self.loss_curve = self.loss_plot.plot([], [], pen=pg.mkPen("#0072B2", width=2), name="loss")
-        self.agreement_plot = pg.PlotWidget(title="Held-out agreement per field, per epoch")
+        self.agreement_plot = pg.PlotWidget(title="Held-out agreement per field, per epoch",
+                                            axisItems={"bottom": WholeNumberAxis("bottom")})
         self.agreement_plot.setLabel("bottom", "epoch")
         self.agreement_plot.setLabel("left", "agreement")
-        self.agreement_plot.setYRange(0, 1.02, padding=0)
+        # a little below 0, so that fields still at 0 show as lines above the axis, not in it
+        self.agreement_plot.setYRange(-0.04, 1.04, padding=0)
         self.agreement_plot.showGrid(x=True, y=True, alpha=0.25)
         self.agreement_legend = self.agreement_plot.addLegend(offset=(-10, 10))
         self.agreement_curves: dict[str, pg.PlotDataItem] = {}
@@ -629,6 +644,16 @@ def threshold_sentence(report: dict) -> str:
             f"page to the labelling model or a person.")
 
 
+def page_tally(outcomes: dict) -> str:
+    """A held-out page's scorer outcomes {field: outcome} in words, counting the values (label's
+    or model's) as the marks on the page do: "2 of 3 values right" (both empty and unscored
+    fields are not values)."""
+    values = [o for o in outcomes.values() if o in ("correct", "wrong", "missed", "spurious")]
+    if not values:
+        return "no values"
+    return f"{values.count('correct')} of {len(values)} value{'s' if len(values) != 1 else ''} right"
+
+
 @dataclass
 class HeldOutAnswers:
     """A held-out page for the results screen: tags are the labels' (dxstudio.grounding
@@ -639,6 +664,25 @@ class HeldOutAnswers:
     statuses: dict
     answers: dict
     marks: dict
+
+
+class EvenSplitter(QSplitter):
+    """A splitter whose panes keep equal widths until the person drags the handle (the labels
+    and the answers are the same page: side by side at the same scale)."""
+
+    def __init__(self, orientation, parent=None):
+        super().__init__(orientation, parent)
+        self.moved_by_person = False
+        self.splitterMoved.connect(self._moved)
+
+    def _moved(self, *_):
+        self.moved_by_person = True
+
+    def resizeEvent(self, event):
+        super().resizeEvent(event)
+        if not self.moved_by_person and self.count():
+            share = (self.width() - self.handleWidth() * (self.count() - 1)) // self.count()
+            self.setSizes([share] * self.count())
 
 
 class ResultsPanel(QWidget):
@@ -671,6 +715,8 @@ class ResultsPanel(QWidget):
         self.table.verticalHeader().setVisible(False)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        # compact rows: the held-out pages below need the height more than the table does
+        self.table.verticalHeader().setDefaultSectionSize(self.table.fontMetrics().lineSpacing() + 8)
         self.table.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Maximum)
         self.export_button = QPushButton("Export model...")
         self.export_button.setEnabled(False)
@@ -690,14 +736,16 @@ class ResultsPanel(QWidget):
         pages_row.addWidget(QLabel("Held-out page:"))
         pages_row.addWidget(self.page_box, 1)
         pages_row.addWidget(self.page_summary, 2)
-        views = QSplitter(Qt.Orientation.Horizontal)
+        views = EvenSplitter(Qt.Orientation.Horizontal)
         for caption, view in (("Labels (what the model was scored against)", self.labels_view),
-                              ("Tuned model's answers over the labels: green frame right, red dashed wrong",
+                              ("Tuned model's answers: green frame right, red dashed wrong",
                                self.answers_view)):
             box = QWidget()
             lay = QVBoxLayout(box)
             lay.setContentsMargins(0, 0, 0, 0)
-            lay.addWidget(QLabel(caption))
+            label = QLabel(caption)
+            label.setWordWrap(True)  # so the longer caption does not make its view the wider one
+            lay.addWidget(label)
             lay.addWidget(view, 1)
             views.addWidget(box)
         layout = QVBoxLayout(self)
@@ -728,14 +776,13 @@ class ResultsPanel(QWidget):
         self.page_box.blockSignals(True)
         self.page_box.clear()
         for pid in self.heldout_ids:
-            outcomes = self.page_outcomes[pid].values()
-            right = sum(o in ("correct", "both_null") for o in outcomes)
-            scored = sum(o != "unscored" for o in outcomes)
-            self.page_box.addItem(f"{pid}  ({right}/{scored} fields right)", pid)
+            self.page_box.addItem(f"{pid}  ({page_tally(self.page_outcomes[pid])})", pid)
         self.page_box.blockSignals(False)
-        if self.heldout_ids:  # open on the page where the model answered most fields
-            answered = lambda pid: sum(o in ("correct", "wrong", "spurious") for o in self.page_outcomes[pid].values())
-            first = max(range(len(self.heldout_ids)), key=lambda i: (answered(self.heldout_ids[i]), -i))
+        if self.heldout_ids:  # open on the page with the most right values, then the most answers
+            def rank(i):
+                outcomes = list(self.page_outcomes[self.heldout_ids[i]].values())
+                return (outcomes.count("correct"), sum(o in ("correct", "wrong", "spurious") for o in outcomes), -i)
+            first = max(range(len(self.heldout_ids)), key=rank)
             self.page_box.setCurrentIndex(first)
             self.show_heldout_page(self.heldout_ids[first])
 

@@ -9,8 +9,9 @@ from PySide6.QtCore import Qt, QTimer
 
 from dxstudio.project import Project
 from dxstudio.tuning import TuneRun
-from dxstudio.ui.training_panel import (ResultsPanel, TrainingPanel, checkpoint_step, field_palette,
-                                        format_duration, threshold_sentence, unfinished_run)
+from dxstudio.ui.training_panel import (ResultsPanel, TrainingPanel, WholeNumberAxis, checkpoint_step,
+                                        field_palette, format_duration, page_tally, threshold_sentence,
+                                        unfinished_run)
 
 WAIT_MS = 60_000  # generous: the machine is shared and slow; a run takes about a second
 
@@ -204,3 +205,27 @@ def test_form_defaults_and_small_helpers(qtbot, receipts_project):
     assert format_duration(None) == "estimating..."
     text = threshold_sentence({"threshold": 0.93, "share": 0.99})
     assert "at or above 0.93" in text.lower() and "99%" in text and "labelling model or a person" in text
+
+
+def test_results_layout_helpers(qtbot):
+    # a held-out page's tally counts values as the marks do: both-empty and unscored fields are no values
+    assert page_tally({"total": "correct", "tax": "wrong", "cash": "both_null", "change": "unscored"}) == \
+        "1 of 2 values right"
+    assert page_tally({"total": "missed"}) == "0 of 1 value right"
+    assert page_tally({"total": "both_null", "tax": "unscored"}) == "no values"
+    # epochs and steps are whole numbers: no tick at 1.5
+    axis = WholeNumberAxis("bottom")
+    assert all(spacing >= 1 for spacing, _ in axis.tickSpacing(1.0, 3.0, 800))
+    # the labels and the answers views share the width equally until the person drags the handle
+    results = ResultsPanel()
+    qtbot.addWidget(results)
+    results.resize(1000, 700)
+    results.show()
+    qtbot.waitExposed(results)
+    left, right = (v.width() for v in (results.labels_view, results.answers_view))
+    assert abs(left - right) <= 2
+    splitter = results.labels_view.parentWidget().parentWidget()
+    splitter.moveSplitter(300, 1)
+    results.resize(1200, 700)
+    qtbot.wait(20)
+    assert results.labels_view.width() < results.answers_view.width() - 100
