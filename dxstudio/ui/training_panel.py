@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QObject, Qt, Signal
-from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout,
+from PySide6.QtWidgets import (QAbstractItemView, QApplication, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout,
                                QGroupBox, QHBoxLayout, QHeaderView, QLabel, QMessageBox, QProgressBar,
                                QPushButton, QSizePolicy, QSpinBox, QSplitter, QTableWidget, QTableWidgetItem,
                                QVBoxLayout, QWidget)
@@ -249,6 +249,8 @@ class TrainingPanel(QWidget):
         self.fine_tune_button.setFont(font)
         self.fine_tune_button.setMinimumHeight(40)
         self.fine_tune_button.clicked.connect(lambda: self.fine_tune())
+        # opening the tab focuses the button, not the first setting (a caret in "Epochs")
+        self.setFocusProxy(self.fine_tune_button)
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.setToolTip("stop after the current step; the checkpoint is kept for Resume")
         self.cancel_button.clicked.connect(self.cancel)
@@ -309,6 +311,11 @@ class TrainingPanel(QWidget):
         outer = QHBoxLayout(self)
         outer.addWidget(settings_box, 0)
         outer.addLayout(right, 1)
+        # Tab order (and the focus the tab gets when opened): the buttons, then the settings
+        chain = [self.fine_tune_button, self.cancel_button, self.resume_button,
+                 *(self.inputs[key] for key, _, _ in FORM_SETTINGS), self.defaults_button]
+        for first, second in zip(chain, chain[1:]):
+            QWidget.setTabOrder(first, second)
 
     @staticmethod
     def _input_for(key: str) -> QWidget:
@@ -502,12 +509,16 @@ class TrainingPanel(QWidget):
         self._set_running(False)
 
     def _set_running(self, running: bool) -> None:
+        focus = QApplication.focusWidget()
+        focus_here = focus is not None and (focus is self or self.isAncestorOf(focus))
         self.fine_tune_button.setEnabled(not running)
         self.cancel_button.setEnabled(running)
         self.resume_button.setEnabled(False if running else self._can_resume())
         for w in self.inputs.values():
             w.setEnabled(not running)
         self.defaults_button.setEnabled(not running)
+        if focus_here:  # disabling the focused button would pass focus on to a settings field
+            (self.cancel_button if running else self.fine_tune_button).setFocus()
 
     def _can_resume(self) -> bool:
         return (self.run_dir is not None and not (self.run_dir / "report.json").exists()
