@@ -40,11 +40,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _has_display() -> bool:
+    import os
+
+    if os.environ.get("QT_QPA_PLATFORM"):  # offscreen, vnc, ...: the user chose a platform
+        return True
+    if sys.platform != "linux":
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     names = {c[0] for c in COMMANDS}
     if not argv or (argv[0] not in names and not argv[0].startswith("-")):
         # `dxstudio [PROJECT]` opens the app
+        if not _has_display():
+            print("dxstudio: no display to open the app on (DISPLAY and WAYLAND_DISPLAY are unset).\n"
+                  "Run it on a desktop, under Xvfb (xvfb-run dxstudio), or use the headless commands:\n"
+                  "  dxstudio tune PROJECT, dxstudio extract MODEL PAGE.json, "
+                  "dxstudio screenshot PROJECT OUT.png --screen review (see dxstudio --help)", file=sys.stderr)
+            return 2
         from dxstudio.ui.app import run_app
         return run_app(argv[0] if argv else None)
     parser = build_parser()
