@@ -294,7 +294,7 @@ def test_bundled_sample_project_is_usable():
     from dxstudio.grounding import project_targets
 
     p = Project.open(SAMPLE)
-    assert len(p.page_ids()) == 40 and p.field_names == ["total", "subtotal", "tax", "cash", "change"]
+    assert len(p.page_ids()) == 200 and p.field_names == ["total", "subtotal", "tax", "cash", "change"]
     credits = (SAMPLE / "CREDITS.md").read_text()
     assert "CC BY 4.0" in credits and "Clova AI" in credits
     targets = project_targets(p, max_words=512)
