@@ -63,7 +63,7 @@ def read_json(path, error=ValueError):
     except OSError as e:
         raise error(f"{path}: cannot read ({e.strerror or e})") from None
     try:
-        return json.loads(raw.decode("utf-8"))
+        return json.loads(raw.decode("utf-8-sig"))  # a byte-order mark is tolerated
     except UnicodeDecodeError:
         raise error(f"{path}: not UTF-8 text") from None
     except json.JSONDecodeError as e:

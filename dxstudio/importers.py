@@ -15,12 +15,12 @@ Formats (docs/project.md has the details):
 from __future__ import annotations
 
 import csv
-import json
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from dxstudio.engine.page import Page, PageError, Word, page_from_dict
+from dxstudio.fsutil import read_json
 from dxstudio.project import LabelError, Project, ProjectError, is_safe_page_id, safe_page_id
 
 FORMATS = ("json", "funsd", "sroie", "cord", "pdf")
@@ -115,16 +115,7 @@ def image_size(path) -> tuple[int, int] | None:
 
 
 def _read_json(path: Path):
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise SourceError(f"{path}: cannot read ({e.strerror or e})") from None
-    try:
-        return json.loads(raw.decode("utf-8-sig"))
-    except UnicodeDecodeError:
-        raise SourceError(f"{path}: not UTF-8 text") from None
-    except json.JSONDecodeError as e:
-        raise SourceError(f"{path}: not JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+    return read_json(path, SourceError)
 
 
 def _files(src: Path, pattern: str, subdir: str | None = None) -> list[Path]:

@@ -17,13 +17,13 @@ import json
 import struct
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root
 
 import numpy as np  # noqa: E402
 
 from dxstudio.engine import numerics as nu  # noqa: E402
+from synthetic import fake_window as _fake_window  # noqa: E402
 
 F32 = np.float32
 
@@ -69,18 +69,6 @@ def _sweeps():
     return x32, x64, pos
 
 
-def _fake_window(cfg, n, seed):
-    """Synthetic inputs with the fields of WindowInputs."""
-    rng = np.random.default_rng(seed)
-    char_len = rng.integers(0, cfg.max_chars + 1, n).astype(np.int32)
-    char_ids = np.zeros((n, cfg.max_chars), np.int32)
-    for i in range(n):
-        char_ids[i, : char_len[i]] = rng.integers(1, cfg.vocab, char_len[i])
-    return SimpleNamespace(
-        n=n, char_ids=char_ids, char_len=char_len,
-        buckets=rng.integers(0, cfg.pos_buckets, (n, 4)).astype(np.int32),
-        word_feats=rng.random((n, cfg.word_features)).astype(F32),
-        pair_feats=rng.standard_normal((n * n, cfg.pair_features)).astype(F32))
 
 
 def _part_mm():

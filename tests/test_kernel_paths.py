@@ -11,7 +11,6 @@ import platform
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -21,6 +20,7 @@ from dxstudio.engine.config import SIZES
 from dxstudio.engine.layers import Ops
 from dxstudio.engine.model import OutputGrads, backward, forward, to_container, to_runtime
 from dxstudio.engine.params import new_params
+from synthetic import fake_window
 
 F32 = np.float32
 TESTS = Path(__file__).resolve().parent
@@ -174,18 +174,6 @@ CFG = SIZES["tiny"]
 OUTPUT_NAMES = ("tag_logits", "role_logits", "doc_logits", "item_scores", "kv_scores")
 
 
-def fake_window(cfg, n, seed):
-    """Synthetic inputs with the fields of WindowInputs."""
-    rng = np.random.default_rng(seed)
-    char_len = rng.integers(0, cfg.max_chars + 1, n).astype(np.int32)
-    char_ids = np.zeros((n, cfg.max_chars), np.int32)
-    for i in range(n):
-        char_ids[i, : char_len[i]] = rng.integers(1, cfg.vocab, char_len[i])
-    return SimpleNamespace(
-        n=n, char_ids=char_ids, char_len=char_len,
-        buckets=rng.integers(0, cfg.pos_buckets, (n, 4)).astype(np.int32),
-        word_feats=rng.random((n, cfg.word_features)).astype(F32),
-        pair_feats=rng.standard_normal((n * n, cfg.pair_features)).astype(F32))
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -22,6 +21,7 @@ from dxstudio.engine.losses import cross_entropy
 from dxstudio.engine.model import OutputGrads, backward, forward, to_runtime
 from dxstudio.engine.params import new_params
 from dxstudio.engine.training import Example, Targets, TrainSettings, TrainState, train_step, trainable_scales
+from synthetic import fake_window
 
 F32 = np.float32
 F64 = np.float64
@@ -29,18 +29,6 @@ OUTPUTS = {"tag": "tag_logits", "role": "role_logits", "doc": "doc_logits", "ite
            "kv": "kv_scores"}
 
 
-def fake_window(cfg, n, seed):
-    """Synthetic inputs with the fields of WindowInputs."""
-    rng = np.random.default_rng(seed)
-    char_len = rng.integers(0, cfg.max_chars + 1, n).astype(np.int32)
-    char_ids = np.zeros((n, cfg.max_chars), np.int32)
-    for i in range(n):
-        char_ids[i, : char_len[i]] = rng.integers(1, cfg.vocab, char_len[i])
-    return SimpleNamespace(
-        n=n, char_ids=char_ids, char_len=char_len,
-        buckets=rng.integers(0, cfg.pos_buckets, (n, 4)).astype(np.int32),
-        word_feats=rng.random((n, cfg.word_features)).astype(F32),
-        pair_feats=rng.standard_normal((n * n, cfg.pair_features)).astype(F32))
 
 
 def batch(cfg, step, sizes):
