@@ -37,10 +37,10 @@ from dxstudio.scoring import HeldOutPage, score_pages
 # and the command line override them.
 DEFAULTS = {
     "epochs": 12,
-    "batch": 8,
-    "lr": 3e-3,
+    "batch": 4,
+    "lr": 2e-3,
     "warmup": 20,
-    "backbone_scale": 0.3,
+    "backbone_scale": 1.0,
     "field_weight": None,  # None: each field's schema weight (default 3)
     "heldout_fraction": 0.15,
     "share": 0.99,
