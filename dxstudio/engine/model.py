@@ -159,7 +159,6 @@ def backward(cfg: ModelConfig, params, inp, out: Outputs, go: OutputGrads, ops: 
         return b if a is None else a + b
 
     def head(name, dy, x):
-        nonlocal df
         dx, dw, db = L.linear_backward(ops, dy, x, p[name + ".weight"])
         grads[name + ".weight"], grads[name + ".bias"] = dw, db
         return dx

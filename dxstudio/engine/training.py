@@ -26,8 +26,6 @@ from .params import decays, param_spec
 
 F32 = np.float32
 
-HEAD_PREFIX = {"tag": "tag_head", "role": "role_head", "doc": "doc_head", "items": "rel_", "kv": "rel_"}
-
 
 @dataclass
 class Targets:
@@ -120,9 +118,7 @@ def _check_targets(cfg, ex: Example, idx: int):
     vec("role", t.roles, len(cfg.roles), "roles")
     vec("items", t.items, n, "words of the window")
     vec("kv", t.kv, n, "words of the window")
-    if not (-1 <= int(t.doc) < len(cfg.doc_types)) and int(t.doc) >= 0:
-        raise ValueError(f"example {idx}: document type {t.doc} is outside the {len(cfg.doc_types)} types")
-    if int(t.doc) >= len(cfg.doc_types):
+    if int(t.doc) >= len(cfg.doc_types):  # negative: no document-type target
         raise ValueError(f"example {idx}: document type {t.doc} is outside the {len(cfg.doc_types)} types")
 
 
