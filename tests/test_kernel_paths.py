@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dxstudio.engine import fused
 from dxstudio.engine import layers as L
 from dxstudio.engine.config import SIZES
 from dxstudio.engine.layers import Ops
@@ -82,8 +83,8 @@ def test_gelu_and_relu(n, d):
 
     def run(ops):
         y, t = L.gelu_forward(ops, x)
-        r = L.relu_forward(x)
-        return y, t, L.gelu_backward(dy, x, t), r, L.relu_backward(dy, r)
+        r = L.relu_forward(x, ops)
+        return y, t, L.gelu_backward(dy, x, t, ops), r, L.relu_backward(dy, r, ops)
 
     assert_paths_agree(run, "gelu, relu")
 
@@ -156,6 +157,123 @@ def test_charconv_and_tables(n):
     # the runtime row of a position is [emb(p-1), emb(p), emb(p+1)], zero outside the word
     first = emb[char_ids[0, 0]]
     assert np.array_equal(u[0, :dc], np.zeros(dc, F32)) and np.array_equal(u[0, dc:2 * dc], first)
+
+
+# ----------------------------------------------------------------------------------------
+# The fused compiled layers (fused.py): special values, the parallel builds, the dispatch
+# ----------------------------------------------------------------------------------------
+SPECIAL32 = np.array([-0.0, 0.0, -1.0, 1.0, 1e-45, -1e-45, 1e-40, -3e-39, np.inf, -np.inf, 1e30, -1e30,
+                      8.9, -8.9, 0.49, -0.49, 20.0, -20.0, 3.4e38, -3.4e38], F32)
+
+
+def test_gelu_and_relu_special_values():
+    x = np.tile(SPECIAL32, (3, 1))
+    dy = np.tile(SPECIAL32[::-1], (3, 1))
+
+    def run(ops):
+        with np.errstate(all="ignore"):
+            y, t = L.gelu_forward(ops, x)
+            r = L.relu_forward(x, ops)
+            return y, t, L.gelu_backward(dy, x, t, ops), r, L.relu_backward(dy, r, ops)
+
+    ref = assert_paths_agree(run, "gelu, relu special values")
+    r = ref[3]
+    assert np.all(r.view(np.uint32)[x <= 0] == 0), "ReLU gives +0 (not -0) for every non-positive input"
+    assert np.all(ref[4].view(np.uint32)[~(r > 0)] == 0), "ReLU backward gives +0 where the output is 0"
+
+
+def test_softmax_and_layernorm_edge_rows():
+    s = np.array([[0.0, -np.inf, 1.0, -200.0], [-0.0, 0.0, -0.0, 0.0], [88.0, -88.0, 3.4e38, 1.0],
+                  [-3.4e38, -3.4e38, -3.4e38, -3.4e38]], F32)
+    dp = np.array([[1.0, -1.0, 0.5, 2.0]] * 4, F32)
+    bias = np.full_like(s, F32(-0.0))
+    x = np.array([[2.0] * 17, [-0.0] * 17, [1e-40 * k for k in range(17)], [1e20 * (k - 8) for k in range(17)]],
+                 F32)
+    w, b = np.linspace(-1, 1, 17).astype(F32), np.full(17, F32(-0.0))
+    dy = np.tile(np.linspace(-2, 3, 17).astype(F32), (4, 1))
+    scale = np.sqrt(F32(24))
+
+    def run(ops):
+        with np.errstate(all="ignore"):
+            p = L.softmax_forward(ops, s)
+            a, pa = L.attention_forward(ops, np.eye(4, dtype=F32), s.T.copy(), dp.T.copy(), bias, scale)
+            y, saved = L.layernorm_forward(ops, x, w, b, 1e-5)
+            return (p, L.softmax_backward(ops, dp, p), pa, *L.attention_backward(ops, a, np.eye(4, dtype=F32),
+                    s.T.copy(), dp.T.copy(), pa, scale), y, *saved, *L.layernorm_backward(ops, dy, saved, w))
+
+    ref = assert_paths_agree(run, "softmax and layer norm edge rows")
+    assert ref[0][0, 1] == 0 and ref[0][1, 0] == F32(0.25)
+    assert np.all(ref[8][:2] == 0), "a constant row normalises to 0"
+
+
+BIG = 520  # n*n and n*d above PARALLEL_MIN_WORK: the parallel builds run
+
+
+@pytest.mark.parametrize("threads", [1, 2, "serial"])
+def test_fused_layers_parallel_builds(threads):
+    from dxstudio.engine import numerics as nu
+
+    assert BIG * BIG >= nu.PARALLEL_MIN_WORK
+    rng = np.random.default_rng(5)
+    x, dy = randn(rng, BIG, 512, scale=2.0), randn(rng, BIG, 512)
+    w, b = randn(rng, 512), randn(rng, 512)
+    raw, bias, dp = randn(rng, BIG, BIG, scale=5.0), randn(rng, BIG, BIG), randn(rng, BIG, BIG)
+    scale = np.sqrt(F32(32))
+
+    def run(ops):
+        y, saved = L.layernorm_forward(ops, x, w, b, 1e-5)
+        g, t = L.gelu_forward(ops, x)
+        r = L.relu_forward(x, ops)
+        if ops.kernels == "fast":
+            p = fused.scaled_softmax_forward(raw, bias, scale)
+            ds, dsc = fused.scaled_softmax_backward(dp, p, scale)
+        else:
+            p = L.softmax_forward(ops, raw / scale + bias)
+            ds = L.softmax_backward(ops, dp, p)
+            dsc = ds / scale
+        return (y, *saved, *L.layernorm_backward(ops, dy, saved, w), g, t, L.gelu_backward(dy, x, t, ops), r,
+                L.relu_backward(dy, r, ops), p, ds, dsc, nu.exp32(-np.abs(x), ops.kernels),
+                nu.tanh32(x, ops.kernels))
+
+    old = nu.numba.get_num_threads()
+    try:
+        if threads == "serial":
+            with nu.serial_kernels():
+                assert_paths_agree(run, "fused layers, serial builds")
+        else:
+            nu.set_threads(threads)
+            assert_paths_agree(run, f"fused layers, {threads} threads")
+    finally:
+        nu.set_threads(old)
+
+
+def test_fast_path_dispatches_to_the_fused_kernels(monkeypatch):
+    used = set()
+    for name in ("layernorm_forward", "layernorm_backward", "softmax_forward", "softmax_backward",
+                 "scaled_softmax_forward", "scaled_softmax_backward", "gelu_forward", "gelu_backward",
+                 "relu_forward", "relu_backward"):
+        real = getattr(fused, name)
+        monkeypatch.setattr(fused, name, lambda *a, _real=real, _name=name: used.add(_name) or _real(*a))
+    rng = np.random.default_rng(1)
+    x, w, dy = randn(rng, 6, 8), randn(rng, 8), randn(rng, 6, 8)
+    bias, scale = randn(rng, 6, 6), np.sqrt(F32(8))
+    for ops in (Ops("reference"), Ops("fast")):
+        y, saved = L.layernorm_forward(ops, x, w, w, 1e-5)
+        L.layernorm_backward(ops, dy, saved, w)
+        p = L.softmax_forward(ops, x)
+        L.softmax_backward(ops, dy, p)
+        a, pa = L.attention_forward(ops, x, x, x, bias, scale)
+        L.attention_backward(ops, dy, x, x, x, pa, scale)
+        g, t = L.gelu_forward(ops, x)
+        L.gelu_backward(dy, x, t, ops)
+        r = L.relu_forward(x, ops)
+        L.relu_backward(dy, r, ops)
+        if ops.kernels == "reference":
+            assert not used, "the reference path runs no fused kernel"
+    assert len(used) == 10, f"not dispatched: {sorted(used)}"
+    x64 = x.astype(np.float64)
+    assert not Ops("fast").compiled(x64) and Ops("fast").compiled(x) and not Ops("reference").compiled(x)
+    L.layernorm_forward(Ops("fast"), x64, w.astype(np.float64), w.astype(np.float64), 1e-5)  # binary64: NumPy
 
 
 def test_conv_runtime_layout_is_tap_then_channel():

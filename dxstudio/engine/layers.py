@@ -5,14 +5,18 @@ every other operation is one separately rounded NumPy elementwise operation, wri
 order docs/model.md pins. A forward returns its output and the values its backward needs;
 a backward takes the output gradient and returns the input gradient and the parameter gradients.
 
-`Ops` selects the kernel path. The reference and fast paths differ only inside the products,
-the row dots and exp/tanh; tests hold them bit-identical. Binary64 arrays (the finite-difference
-check) take the reference products and NumPy's exp/tanh: there we check calculus, not bytes.
+`Ops` selects the kernel path. The NumPy code below is the reference path and the readable spec.
+On the fast path with binary32 arrays, the products, row dots and exp/tanh are numerics' compiled
+kernels, and layer norm, softmax (with the attention scale and bias), GELU and ReLU, forward and
+backward, are each one fused compiled kernel (fused.py) doing the same operations in the same
+order; tests hold the two paths bit-identical. Binary64 arrays (the finite-difference check) take
+the reference code and NumPy's exp/tanh: there we check calculus, not bytes.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from . import fused
 from . import numerics as nu
 
 F32 = np.float32
@@ -28,6 +32,10 @@ class Ops:
 
     def __init__(self, kernels: str = "fast"):
         self.kernels = nu.check_kernels(kernels)
+
+    def compiled(self, *arrays) -> bool:
+        """True where a layer runs its fused compiled kernel: the fast path on binary32 arrays."""
+        return self.kernels == "fast" and all(a.dtype == F32 for a in arrays)
 
     def mm(self, a, b):
         if a.dtype == F64 or b.dtype == F64:
@@ -73,6 +81,8 @@ def linear_backward(ops: Ops, dy, x, w):
 # inv = 1/sqrt(var + eps), xhat = xc * inv, y = xhat * w + b
 # ----------------------------------------------------------------------------------------
 def layernorm_forward(ops: Ops, x, w, b, eps):
+    if ops.compiled(x):
+        return fused.layernorm_forward(x, w, b, eps)
     t = x.dtype.type
     d = t(x.shape[1])
     mean = ops.rowsum(x) / d
@@ -85,6 +95,8 @@ def layernorm_forward(ops: Ops, x, w, b, eps):
 
 def layernorm_backward(ops: Ops, dy, saved, w):
     """g = dy*w; dx = inv * ((g - mean(g)) - xhat * mean(g*xhat)); dw, db column sums of dy*xhat, dy."""
+    if ops.compiled(dy, saved[0]):
+        return fused.layernorm_backward(dy, saved, w)
     xhat, inv = saved
     d = xhat.dtype.type(xhat.shape[1])
     g = dy * w
@@ -100,14 +112,19 @@ def layernorm_backward(ops: Ops, dy, saved, w):
 # GELU (tanh form): u = c0 * (x + c1 * ((x*x)*x)), t = tanh(u), y = (0.5*x) * (1 + t)
 # ----------------------------------------------------------------------------------------
 def gelu_forward(ops: Ops, x):
+    if ops.compiled(x):
+        return fused.gelu_forward(x)
     c = x.dtype.type
     u = c(GELU_C0) * (x + c(GELU_C1) * ((x * x) * x))
     t = ops.tanh(u)
     return (c(0.5) * x) * (c(1.0) + t), t
 
 
-def gelu_backward(dy, x, t):
-    """dx = dy * (0.5 (1 + t) + ((0.5 x)(1 - t*t)) c0 (1 + 3c1 x*x)): the function as computed."""
+def gelu_backward(dy, x, t, ops: Ops | None = None):
+    """dx = dy * (0.5 (1 + t) + ((0.5 x)(1 - t*t)) c0 (1 + 3c1 x*x)): the function as computed.
+    Without `ops`, the reference code."""
+    if ops is not None and ops.compiled(dy, x, t):
+        return fused.gelu_backward(dy, x, t)
     c = x.dtype.type
     a = c(0.5) * (c(1.0) + t)
     b = (((c(0.5) * x) * (c(1.0) - t * t)) * c(GELU_C0)) * (c(1.0) + c(3.0 * GELU_C1) * (x * x))
@@ -117,12 +134,16 @@ def gelu_backward(dy, x, t):
 # ----------------------------------------------------------------------------------------
 # ReLU (gradient 0 where the output is 0, as PyTorch)
 # ----------------------------------------------------------------------------------------
-def relu_forward(x):
+def relu_forward(x, ops: Ops | None = None):
+    if ops is not None and ops.compiled(x):
+        return fused.relu_forward(x)
     # np.where, not np.maximum: maximum(-0, +0) may return either zero depending on the build
     return np.where(x > 0, x, x.dtype.type(0.0))
 
 
-def relu_backward(dy, y):
+def relu_backward(dy, y, ops: Ops | None = None):
+    if ops is not None and ops.compiled(dy, y):
+        return fused.relu_backward(dy, y)
     return np.where(y > 0, dy, dy.dtype.type(0.0))
 
 
@@ -130,6 +151,8 @@ def relu_backward(dy, y):
 # Softmax over rows of s = raw / scale + bias: m = max, e = exp(s - m), z = dot16(e, 1), p = e / z
 # ----------------------------------------------------------------------------------------
 def softmax_forward(ops: Ops, s):
+    if ops.compiled(s):
+        return fused.softmax_forward(s)
     m = np.max(s, axis=1, keepdims=True)  # a max is exact in any order
     e = ops.exp(s - m)
     return e / ops.rowsum(e)[:, None]
@@ -137,6 +160,8 @@ def softmax_forward(ops: Ops, s):
 
 def softmax_backward(ops: Ops, dp, p):
     """ds = p * (dp - dot16(p, dp))."""
+    if ops.compiled(dp, p):
+        return fused.softmax_backward(dp, p)
     return p * (dp - ops.rowdot(p, dp)[:, None])
 
 
@@ -145,8 +170,11 @@ def softmax_backward(ops: Ops, dp, p):
 # ----------------------------------------------------------------------------------------
 def attention_forward(ops: Ops, q, k, v, bias, scale):
     raw = ops.mm(q, np.ascontiguousarray(k.T))
-    s = raw / scale + bias
-    p = softmax_forward(ops, s)
+    if ops.compiled(raw, bias):
+        p = fused.scaled_softmax_forward(raw, bias, scale)
+    else:
+        s = raw / scale + bias
+        p = softmax_forward(ops, s)
     return ops.mm(p, v), p
 
 
@@ -154,8 +182,11 @@ def attention_backward(ops: Ops, da, q, k, v, p, scale):
     """dP = dA V^T, dV = P^T dA, ds (softmax), dbias = ds, dS = ds/scale, dQ = dS K, dK = dS^T Q."""
     dp = ops.mm(da, np.ascontiguousarray(v.T))
     dv = ops.mm(np.ascontiguousarray(p.T), da)
-    ds = softmax_backward(ops, dp, p)
-    dsc = ds / scale
+    if ops.compiled(dp, p):
+        ds, dsc = fused.scaled_softmax_backward(dp, p, scale)
+    else:
+        ds = softmax_backward(ops, dp, p)
+        dsc = ds / scale
     dq = ops.mm(dsc, k)
     dk = ops.mm(np.ascontiguousarray(dsc.T), q)
     return dq, dk, dv, ds
@@ -198,7 +229,7 @@ def charconv_forward(ops: Ops, emb, w_rt, b, tap_ids, owners, n_words):
     dc = emb.shape[1]
     u = emb[tap_ids].reshape(len(tap_ids), 3 * dc)
     u[(tap_ids == 0).repeat(dc, axis=1)] = 0  # padding id: zero vector, not the table row
-    h = relu_forward(linear_forward(ops, u, w_rt, b))
+    h = relu_forward(linear_forward(ops, u, w_rt, b), ops)
     c = w_rt.shape[0]
     pooled = np.zeros((n_words, c), emb.dtype)
     arg = np.full((n_words, c), -1, np.int64)
@@ -220,7 +251,7 @@ def charconv_backward(ops: Ops, dpooled, saved, w_rt, tap_ids, vocab):
     dh = np.zeros_like(h)
     words, chans = np.nonzero(arg >= 0)
     dh[arg[words, chans], chans] = dpooled[words, chans]
-    dh = relu_backward(dh, h)
+    dh = relu_backward(dh, h, ops)
     du, dw, db = linear_backward(ops, dh, u, w_rt)
     dc = u.shape[1] // 3
     demb = np.zeros((vocab, dc), dh.dtype)

@@ -379,15 +379,20 @@ if numba is not None:
         t = 2.0 * s
         return ef * 6.93147180369123816490e-01 + (t + (t * (s2 * q) + ef * 1.90821492927058770002e-10))
 
-    @njit(**_jit)
-    def _map_exp32(x, out):
-        for i in range(x.size):
+    def _map_exp32_body(x, out):
+        for i in prange(x.size):
             out[i] = exp32_scalar(x[i])
 
-    @njit(**_jit)
-    def _map_tanh32(x, out):
-        for i in range(x.size):
+    def _map_tanh32_body(x, out):
+        for i in prange(x.size):
             out[i] = tanh32_scalar(x[i])
+
+    # serial builds (the names the CPU check inspects) and parallel builds for large arrays:
+    # each element is computed alone, so the split over threads cannot change a byte
+    _map_exp32 = njit(**_jit)(_renamed(_map_exp32_body, "_map_exp32"))
+    _map_tanh32 = njit(**_jit)(_renamed(_map_tanh32_body, "_map_tanh32"))
+    _map_exp32_par = njit(parallel=True, **_jit)(_renamed(_map_exp32_body, "_map_exp32_par"))
+    _map_tanh32_par = njit(parallel=True, **_jit)(_renamed(_map_tanh32_body, "_map_tanh32_par"))
 
     @njit(**_jit)
     def _map_exp64(x, out):
@@ -440,20 +445,24 @@ def rowdot_fast(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
-def _mapper(kernel, dtype):
+def _mapper(kernel, dtype, parallel_kernel=None):
+    """The elementwise map of a scalar kernel; the parallel build (if any) from
+    PARALLEL_MIN_WORK elements on, outside serial_kernels()."""
+
     def run(x):
         x = np.asarray(x, dtype)
         flat = np.ascontiguousarray(x).reshape(-1)
         out = np.empty_like(flat)
-        kernel(flat, out)
+        big = parallel_kernel is not None and flat.size >= PARALLEL_MIN_WORK
+        (parallel_kernel if big and not getattr(_serial, "on", False) else kernel)(flat, out)
         return out.reshape(x.shape)
 
     return run
 
 
 if numba is not None:
-    exp32_fast = _mapper(_map_exp32, F32)
-    tanh32_fast = _mapper(_map_tanh32, F32)
+    exp32_fast = _mapper(_map_exp32, F32, _map_exp32_par)
+    tanh32_fast = _mapper(_map_tanh32, F32, _map_tanh32_par)
     exp64_fast = _mapper(_map_exp64, F64)
     log64_fast = _mapper(_map_log64, F64)
 

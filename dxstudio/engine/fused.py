@@ -1,0 +1,301 @@
+"""The fast path's compiled layer kernels: layer norm, softmax (with the attention scale and bias),
+GELU and ReLU, forward and backward, each one fused Numba kernel.
+
+Each kernel computes exactly the operations of the NumPy reference in layers.py, in the same
+order, each one separately rounded binary32 (docs/numerics.md, section 3): the row sums are the
+16-lane dot16 (lane k & 15, then the fold in halves), exp/tanh are numerics' scalar kernels.
+Conventions are numerics.py's: fastmath off (no fused multiply-add, no reassociation), every
+constant a binary32 built inside the kernel as np.float32(...) (a float32 times a Python float
+literal would be binary64 in Numba), one thread per output row (or element) in the parallel
+build, a serial build under another name for `serial_kernels()` and small inputs.
+
+The wrappers take binary32 arrays only; layers.py calls them on the fast path.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import numerics as nu
+from .numerics import PARALLEL_MIN_WORK, _renamed, _serial, njit, prange
+
+F32 = np.float32
+
+_jit = dict(cache=nu._NUMBA_CACHE, nogil=True, fastmath=False, error_model="numpy")
+
+
+def _build(body, name):
+    """(parallel build, serial build) of one kernel body, under distinct names for the cache."""
+    return (njit(parallel=True, **_jit)(_renamed(body, name + "_par")),
+            njit(**_jit)(_renamed(body, name + "_ser")))
+
+
+def _pick(kernels, rows, work):
+    par, ser = kernels
+    big = rows > 1 and work >= PARALLEL_MIN_WORK
+    return par if big and not getattr(_serial, "on", False) else ser
+
+
+@njit(**_jit)
+def _fold16(acc):
+    """The lanes folded in halves: l < 8, l < 4, l < 2, then a[0] + a[1] (as numerics' rowdot)."""
+    a0 = acc[0] + acc[8]
+    a1 = acc[1] + acc[9]
+    a2 = acc[2] + acc[10]
+    a3 = acc[3] + acc[11]
+    a4 = acc[4] + acc[12]
+    a5 = acc[5] + acc[13]
+    a6 = acc[6] + acc[14]
+    a7 = acc[7] + acc[15]
+    a0 = a0 + a4
+    a1 = a1 + a5
+    a2 = a2 + a6
+    a3 = a3 + a7
+    a0 = a0 + a2
+    a1 = a1 + a3
+    return a0 + a1
+
+
+# ----------------------------------------------------------------------------------------
+# Layer norm
+# ----------------------------------------------------------------------------------------
+def _layernorm_fwd_body(x, w, b, eps, y, xhat, inv):
+    n, d = x.shape
+    df = np.float32(d)
+    for i in prange(n):
+        acc = np.zeros(16, np.float32)
+        for k in range(d):
+            acc[k & 15] += x[i, k]  # dot16(x, 1): x * 1 is x
+        mean = _fold16(acc) / df
+        acc[:] = np.float32(0.0)
+        for k in range(d):
+            c = x[i, k] - mean
+            xhat[i, k] = c  # xc for now
+            acc[k & 15] += c * c
+        var = _fold16(acc) / df
+        r = np.float32(1.0) / np.sqrt(var + eps)
+        inv[i] = r
+        for k in range(d):
+            h = xhat[i, k] * r
+            xhat[i, k] = h
+            y[i, k] = h * w[k] + b[k]
+
+
+def _layernorm_bwd_body(dy, xhat, inv, w, dx, dw, db):
+    n, d = dy.shape
+    df = np.float32(d)
+    for i in prange(n):
+        acc_g = np.zeros(16, np.float32)
+        acc_gx = np.zeros(16, np.float32)
+        for k in range(d):
+            g = dy[i, k] * w[k]
+            acc_g[k & 15] += g
+            acc_gx[k & 15] += g * xhat[i, k]
+        mg = _fold16(acc_g) / df
+        mgx = _fold16(acc_gx) / df
+        r = inv[i]
+        for k in range(d):
+            g = dy[i, k] * w[k]
+            dx[i, k] = r * ((g - mg) - xhat[i, k] * mgx)
+    # column sums over the rows ascending (colsum = dot16 with ones), serial: little work
+    acc_w = np.zeros((16, d), np.float32)
+    acc_b = np.zeros((16, d), np.float32)
+    for i in range(n):
+        lane = i & 15
+        for k in range(d):
+            acc_w[lane, k] += dy[i, k] * xhat[i, k]
+            acc_b[lane, k] += dy[i, k]
+    for k in range(d):
+        dw[k] = _fold16(acc_w[:, k])
+        db[k] = _fold16(acc_b[:, k])
+
+
+_LAYERNORM_FWD = _build(_layernorm_fwd_body, "_layernorm_fwd")
+_LAYERNORM_BWD = _build(_layernorm_bwd_body, "_layernorm_bwd")
+
+
+def layernorm_forward(x, w, b, eps):
+    """(y, (xhat, inv)) as layers.layernorm_forward."""
+    x = np.ascontiguousarray(x, F32)
+    n, d = x.shape
+    y, xhat, inv = np.empty_like(x), np.empty_like(x), np.empty(n, F32)
+    _pick(_LAYERNORM_FWD, n, n * d)(x, np.ascontiguousarray(w, F32), np.ascontiguousarray(b, F32), F32(eps),
+                                    y, xhat, inv)
+    return y, (xhat, inv)
+
+
+def layernorm_backward(dy, saved, w):
+    """(dx, dw, db) as layers.layernorm_backward."""
+    xhat, inv = saved
+    dy = np.ascontiguousarray(dy, F32)
+    n, d = dy.shape
+    dx, dw, db = np.empty_like(dy), np.empty(d, F32), np.empty(d, F32)
+    _pick(_LAYERNORM_BWD, n, n * d)(dy, np.ascontiguousarray(xhat, F32), np.ascontiguousarray(inv, F32),
+                                    np.ascontiguousarray(w, F32), dx, dw, db)
+    return dx, dw, db
+
+
+# ----------------------------------------------------------------------------------------
+# Softmax over rows of s (s = raw / scale + bias when scaled), and its backward
+# ----------------------------------------------------------------------------------------
+def _softmax_fwd_body(raw, bias, scale, scaled, p):
+    n, m = raw.shape
+    for i in prange(n):
+        for j in range(m):
+            v = raw[i, j]
+            if scaled:
+                v = v / scale + bias[i, j]
+            p[i, j] = v  # s for now
+        top = p[i, 0]
+        for j in range(1, m):
+            v = p[i, j]
+            if v > top or v != v:  # a NaN anywhere makes the maximum NaN, as np.max
+                top = v
+        acc = np.zeros(16, np.float32)
+        for j in range(m):
+            e = nu.exp32_scalar(p[i, j] - top)
+            p[i, j] = e
+            acc[j & 15] += e
+        z = _fold16(acc)
+        for j in range(m):
+            p[i, j] = p[i, j] / z
+
+
+def _softmax_bwd_body(dp, p, scale, scaled, ds, dsc):
+    n, m = p.shape
+    for i in prange(n):
+        acc = np.zeros(16, np.float32)
+        for j in range(m):
+            acc[j & 15] += p[i, j] * dp[i, j]
+        r = _fold16(acc)
+        for j in range(m):
+            v = p[i, j] * (dp[i, j] - r)
+            ds[i, j] = v
+            if scaled:
+                dsc[i, j] = v / scale
+
+
+_SOFTMAX_FWD = _build(_softmax_fwd_body, "_softmax_fwd")
+_SOFTMAX_BWD = _build(_softmax_bwd_body, "_softmax_bwd")
+
+
+def _check_rows(m):
+    if m == 0:
+        raise ValueError("softmax over rows of width 0")
+
+
+def softmax_forward(s):
+    s = np.ascontiguousarray(s, F32)
+    p = np.empty_like(s)
+    n, m = s.shape
+    _check_rows(m)
+    _pick(_SOFTMAX_FWD, n, n * m)(s, s, F32(1.0), False, p)
+    return p
+
+
+def scaled_softmax_forward(raw, bias, scale):
+    """softmax(raw / scale + bias): divided by the scale (not times 1/scale), then the bias added."""
+    raw = np.ascontiguousarray(raw, F32)
+    p = np.empty_like(raw)
+    n, m = raw.shape
+    _check_rows(m)
+    _pick(_SOFTMAX_FWD, n, n * m)(raw, np.ascontiguousarray(bias, F32), F32(scale), True, p)
+    return p
+
+
+def softmax_backward(dp, p):
+    """ds = p * (dp - dot16(p, dp))."""
+    p = np.ascontiguousarray(p, F32)
+    ds = np.empty_like(p)
+    n, m = p.shape
+    _pick(_SOFTMAX_BWD, n, n * m)(np.ascontiguousarray(dp, F32), p, F32(1.0), False, ds, ds)
+    return ds
+
+
+def scaled_softmax_backward(dp, p, scale):
+    """(ds, ds / scale)."""
+    p = np.ascontiguousarray(p, F32)
+    ds, dsc = np.empty_like(p), np.empty_like(p)
+    n, m = p.shape
+    _pick(_SOFTMAX_BWD, n, n * m)(np.ascontiguousarray(dp, F32), p, F32(scale), True, ds, dsc)
+    return ds, dsc
+
+
+# ----------------------------------------------------------------------------------------
+# GELU (tanh form) and ReLU, elementwise over the flattened arrays
+# ----------------------------------------------------------------------------------------
+def _gelu_fwd_body(x, y, t):
+    c0 = np.float32(0.7978845608028654)
+    c1 = np.float32(0.044715)
+    half = np.float32(0.5)
+    one = np.float32(1.0)
+    for i in prange(x.size):
+        v = x[i]
+        u = c0 * (v + c1 * ((v * v) * v))
+        th = nu.tanh32_scalar(u)
+        t[i] = th
+        y[i] = (half * v) * (one + th)
+
+
+def _gelu_bwd_body(dy, x, t, dx):
+    c0 = np.float32(0.7978845608028654)
+    c3 = np.float32(3.0 * 0.044715)  # the product in binary64, then rounded (as the reference)
+    half = np.float32(0.5)
+    one = np.float32(1.0)
+    for i in prange(x.size):
+        v = x[i]
+        th = t[i]
+        a = half * (one + th)
+        b = (((half * v) * (one - th * th)) * c0) * (one + c3 * (v * v))
+        dx[i] = dy[i] * (a + b)
+
+
+def _relu_fwd_body(x, y):
+    zero = np.float32(0.0)
+    for i in prange(x.size):
+        v = x[i]
+        y[i] = v if v > zero else zero  # +0 for every non-positive input (and NaN, as np.where)
+
+
+def _relu_bwd_body(dy, y, dx):
+    zero = np.float32(0.0)
+    for i in prange(y.size):
+        dx[i] = dy[i] if y[i] > zero else zero
+
+
+_GELU_FWD = _build(_gelu_fwd_body, "_gelu_fwd")
+_GELU_BWD = _build(_gelu_bwd_body, "_gelu_bwd")
+_RELU_FWD = _build(_relu_fwd_body, "_relu_fwd")
+_RELU_BWD = _build(_relu_bwd_body, "_relu_bwd")
+
+
+def _flat(a):
+    return np.ascontiguousarray(a, F32).reshape(-1)
+
+
+def gelu_forward(x):
+    """(y, t) as layers.gelu_forward."""
+    x = np.asarray(x, F32)
+    y, t = np.empty(x.shape, F32), np.empty(x.shape, F32)
+    _pick(_GELU_FWD, x.size, x.size)(_flat(x), y.reshape(-1), t.reshape(-1))
+    return y, t
+
+
+def gelu_backward(dy, x, t):
+    x = np.asarray(x, F32)
+    dx = np.empty(x.shape, F32)
+    _pick(_GELU_BWD, x.size, x.size)(_flat(dy), _flat(x), _flat(t), dx.reshape(-1))
+    return dx
+
+
+def relu_forward(x):
+    x = np.asarray(x, F32)
+    y = np.empty(x.shape, F32)
+    _pick(_RELU_FWD, x.size, x.size)(_flat(x), y.reshape(-1))
+    return y
+
+
+def relu_backward(dy, y):
+    y = np.asarray(y, F32)
+    dx = np.empty(y.shape, F32)
+    _pick(_RELU_BWD, y.size, y.size)(_flat(dy), _flat(y), dx.reshape(-1))
+    return dx
