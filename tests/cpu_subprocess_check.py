@@ -157,7 +157,12 @@ def _compiled_assembly() -> str:
     """The assembly of every compiled fast kernel (empty for builds loaded from the cache)."""
     kernels = [nu._mm_fast_par, nu._mm_fast_ser, nu._rowdot_par, nu._rowdot_ser, nu.exp32_scalar,
                nu.tanh32_scalar, nu.exp64_scalar, nu.log64_scalar, nu._map_exp32, nu._map_tanh32,
-               nu._map_exp64, nu._map_log64]
+               nu._map_exp64, nu._map_log64, nu._map_exp32_par, nu._map_tanh32_par]
+    from dxstudio.engine import fused
+
+    for pair in (fused._LAYERNORM_FWD, fused._LAYERNORM_BWD, fused._SOFTMAX_FWD, fused._SOFTMAX_BWD,
+                 fused._GELU_FWD, fused._GELU_BWD, fused._RELU_FWD, fused._RELU_BWD):
+        kernels += list(pair)  # the fused layer kernels: (parallel, serial) builds
     parts = []
     for kernel in kernels:
         for sig in kernel.signatures:
