@@ -7,36 +7,9 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 
-FORMATS = ("json", "funsd", "sroie", "cord", "pdf")
-
-
-class ProgressBar:
-    """A self-written text bar on stderr, redrawn at most ten times a second."""
-
-    def __init__(self, label: str, stream=None, width: int = 30):
-        self.label = label
-        self.stream = stream if stream is not None else sys.stderr
-        self.width = width
-        self._last = 0.0
-        self._shown = False
-
-    def __call__(self, done: int, total: int) -> None:
-        now = time.monotonic()
-        if done < total and now - self._last < 0.1:
-            return
-        self._last = now
-        frac = done / total if total else 1.0
-        filled = int(round(frac * self.width))
-        self.stream.write(f"\r{self.label} [{'#' * filled}{'.' * (self.width - filled)}] {done}/{total}")
-        self.stream.flush()
-        self._shown = True
-
-    def close(self) -> None:
-        if self._shown:
-            self.stream.write("\n")
-            self.stream.flush()
+from dxstudio.importers import FORMATS  # light: the importers' own imports are the standard library
+from dxstudio.progress import ProgressBar
 
 
 def configure(name: str, parser) -> None:
@@ -69,7 +42,7 @@ def _run_import(args) -> int:
     except ProjectError as e:
         print(f"dxstudio import: {e}", file=sys.stderr)
         return 2
-    bar = ProgressBar(f"import {args.format}")
+    bar = ProgressBar(label=f"import {args.format}", enabled=True)
     try:
         report = import_pages(args.format, args.src, project, progress=bar)
     except (SourceError, ProjectError) as e:
@@ -98,7 +71,7 @@ def _run_label(args) -> int:
             report = import_answers_jsonl(project, args.jsonl)
         else:
             client = LabelClient.from_project(project, timeout=args.timeout, retries=args.retries)
-            bar = ProgressBar("label")
+            bar = ProgressBar(label="label", enabled=True)
             try:
                 report = label_project(project, client, limit=args.limit, progress=bar, force=args.force)
             finally:

@@ -95,8 +95,7 @@ def _tune(project, args) -> int:
 
     def on_event(ev):
         if ev.kind == "step":
-            bar.done = ev.step - 1
-            bar.update(1, suffix=f"loss {ev.loss:.4f}")
+            bar.show(ev.step, suffix=f"loss {ev.loss:.4f}")
         elif ev.kind == "epoch" and not bar.enabled:
             agree = {k: v["agreement"] for k, v in ev.scores["fields"].items()}
             print(f"epoch {ev.epoch}: step {ev.step}/{ev.total} agreement {json.dumps(agree)}", file=sys.stderr)
