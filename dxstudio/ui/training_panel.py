@@ -74,11 +74,6 @@ class WholeNumberAxis(pg.AxisItem):
         return kept
 
 
-def field_palette(fields) -> dict:
-    """{field: QColor}: the review view's colours, so a field has one colour across the app."""
-    return dict(field_colours(list(fields)))
-
-
 def format_duration(seconds: float | None) -> str:
     if seconds is None or not math.isfinite(seconds):
         return "estimating..."
@@ -608,7 +603,7 @@ class TrainingPanel(QWidget):
         self.loss_curve.setData(self.loss_steps, self.loss_values)
 
     def _ensure_agreement_curves(self, fields) -> None:
-        colours = field_palette(fields)
+        colours = field_colours(list(fields))  # the review view's: one colour per field across the app
         for name in fields:
             if name not in self.agreement_curves:
                 colour = colours[name]
@@ -780,7 +775,7 @@ class ResultsPanel(QWidget):
         self.page_outcomes = {row["id"]: row["outcomes"] for row in report.get("pages", [])}
         self.heldout_ids = [row["id"] for row in report.get("pages", [])]
         fields = list(report.get("fields", {}))
-        colours = field_palette(fields)
+        colours = field_colours(list(fields))  # the review view's: one colour per field across the app
         self.legend.setText("Fields: " + "  ".join(
             f'<span style="background:{colours[f].name()}; color:white">&nbsp;{f}&nbsp;</span>' for f in fields)
             + "  - the first word of a value is drawn stronger; hatched grey: ignored by the loss.")

@@ -9,8 +9,9 @@ from PySide6.QtCore import Qt, QTimer
 
 from dxstudio.project import Project
 from dxstudio.tuning import TuneRun
+from dxstudio.ui.page_view import field_colours
 from dxstudio.ui.training_panel import (ResultsPanel, TrainingPanel, WholeNumberAxis, checkpoint_step,
-                                        field_palette, format_duration, page_tally, threshold_sentence,
+                                        format_duration, page_tally, threshold_sentence,
                                         unfinished_run)
 
 WAIT_MS = 60_000  # generous: the machine is shared and slow; a run takes about a second
@@ -95,7 +96,7 @@ def test_results_draw_heldout_answers_consistent_with_the_scores(qtbot, receipts
     assert results.heldout_ids == [pid for pid, _, _ in run.heldout_pages]
     assert results.page_box.count() == len(run.heldout_pages)
 
-    colours = field_palette(project.field_names)
+    colours = field_colours(project.field_names)
     for row in report["pages"]:
         shown = results.heldout_answers(row["id"])
         for name, outcome in row["outcomes"].items():
