@@ -75,7 +75,7 @@ def run(name, args) -> int:
 
 def _tune(project, args) -> int:
     from dxstudio.progress import ProgressBar
-    from dxstudio.tuning import TuneError, TuneRun
+    from dxstudio.tuning import TuneError, TuneRun, score_summary
 
     if args.resume and not args.out:
         print("dxstudio tune: --resume needs --out RUN_DIR (the run to continue)", file=sys.stderr)
@@ -116,14 +116,8 @@ def _tune(project, args) -> int:
         print(f"dxstudio tune: stopped at step {run.state.step}; continue with --resume --out {out}", file=sys.stderr)
         print(json.dumps({"run": str(out), "step": run.state.step, "total_steps": run.total_steps, "finished": False}))
         return 0
-    report = run.finish()
-    report["run"]["wall_seconds"] = round(time.monotonic() - t0, 3)
-    from dxstudio.fsutil import write_json_atomic
-
-    write_json_atomic(out / "report.json", report)
+    report = run.finish(started=t0)
     _print_report(report)
     print(json.dumps({"run": str(out), "model": str(out / "model.safetensors"), "report": str(out / "report.json"),
-                      "threshold": report["threshold"],
-                      "fields": {k: {m: v.get(m) for m in ("recall", "agreement", "threshold")}
-                                 for k, v in report["fields"].items()}}))
+                      **score_summary(report)}))
     return 0

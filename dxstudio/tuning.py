@@ -163,16 +163,9 @@ class TuneRun:
         return run
 
     def _load_targets(self, weights) -> None:
-        pt = project_targets(self.project, max_words=self.cfg.max_words)
+        pt, self.train_pages, self.heldout_pages = usable_split(
+            self.project, self.settings, self.cfg.max_words, "tuning")
         self.excluded, self.errors = pt.excluded, pt.errors
-        by_id = {pid: (pid, page, t) for pid, page, t in pt.kept}
-        if len(by_id) < 2:
-            raise TuneError(
-                f"{self.project.root}: {len(by_id)} usable page(s); tuning needs at least 2 "
-                f"(one to train on, one held out). Excluded: {len(self.excluded)}, unreadable: {len(self.errors)}")
-        train_ids, held_ids = schedule.split_pages(list(by_id), self.settings["seed"], self.settings["heldout_fraction"])
-        self.train_pages = [by_id[i] for i in train_ids]
-        self.heldout_pages = [by_id[i] for i in held_ids]
         self.class_weights = tuple(float(w) for w in schedule.class_weights_for(weights))
         self.examples = []
         for pid, page, t in self.train_pages:  # one window per page: the first max_words words
@@ -302,7 +295,7 @@ class TuneRun:
     def _log(self, path: Path, ev: Event) -> None:
         row = {k: v for k, v in ev.__dict__.items() if v is not None}
         if ev.scores is not None:
-            row["scores"] = _compact_scores(ev.scores)
+            row["scores"] = score_summary(ev.scores)
         with open(path, "a", encoding="utf-8") as f:
             f.write(json.dumps(row) + "\n")
 
@@ -335,8 +328,9 @@ class TuneRun:
         return score_predictions(list(self.cfg.fields), self.predictions(params_rt),
                                  self.settings["share"], self.settings["min_values"])
 
-    def finish(self) -> dict:
-        """Write model.safetensors (with the training summary) and report.json; return the report."""
+    def finish(self, started: float | None = None) -> dict:
+        """Write model.safetensors (with the training summary) and report.json; return the report.
+        `started` (time.monotonic() at the start) adds the wall time to the report."""
         report = self.evaluate()
         report["run"] = {
             "fingerprint": self.fingerprint, "starting_model": self.start_source, "steps": self.state.step,
@@ -346,11 +340,11 @@ class TuneRun:
             "unreadable": [{"id": i, "error": e} for i, e in self.errors],
             "settings": self.settings,
         }
-        summary = {"fingerprint": self.fingerprint, "threshold": report["threshold"],
-                   "fields": {k: {m: v.get(m) for m in ("recall", "agreement", "threshold")}
-                              for k, v in report["fields"].items()},
+        summary = {"fingerprint": self.fingerprint, **score_summary(report),
                    "steps": self.state.step, "share": report["share"]}
         save_model(self.run_dir / "model.safetensors", self.cfg, self.state.container_params(), summary)
+        if started is not None:
+            report["run"]["wall_seconds"] = round(time.monotonic() - started, 3)
         write_json_atomic(self.run_dir / "report.json", report)
         return report
 
@@ -364,10 +358,24 @@ def score_predictions(fields, preds, share, min_values) -> dict:
     return score_pages(fields, pages, share, min_values)
 
 
-def _compact_scores(report: dict) -> dict:
+def score_summary(report: dict) -> dict:
+    """The headline of a scores report: {"fields": {NAME: {recall, agreement, threshold}}, "threshold"}."""
     return {"fields": {k: {m: v.get(m) for m in ("recall", "agreement", "threshold")}
                        for k, v in report["fields"].items()},
             "threshold": report.get("threshold")}
+
+
+def usable_split(project, settings: dict, max_words: int, purpose: str):
+    """(ProjectTargets, training rows, held-out rows) of the project's usable pages, each row
+    (id, Page, PageTargets), split by the settings' seed and held-out fraction."""
+    pt = project_targets(project, max_words=max_words)
+    by_id = {pid: (pid, page, t) for pid, page, t in pt.kept}
+    if len(by_id) < 2:
+        raise TuneError(
+            f"{project.root}: {len(by_id)} usable page(s); {purpose} needs at least 2 "
+            f"(one to train on, one held out). Excluded: {len(pt.excluded)}, unreadable: {len(pt.errors)}")
+    train_ids, held_ids = schedule.split_pages(list(by_id), settings["seed"], settings["heldout_fraction"])
+    return pt, [by_id[i] for i in train_ids], [by_id[i] for i in held_ids]
 
 
 def evaluate_model(model_path, project, out_path=None, overrides: dict | None = None) -> dict:
@@ -380,16 +388,11 @@ def evaluate_model(model_path, project, out_path=None, overrides: dict | None = 
         raise TuneError(f"{model_path}: the model's fields {list(loaded.cfg.fields)} are not the "
                         f"project's schema {project.field_names}")
     settings = resolve_settings(project.settings, overrides)
-    pt = project_targets(project, max_words=loaded.cfg.max_words)
-    by_id = {pid: (pid, page, t) for pid, page, t in pt.kept}
-    if len(by_id) < 2:
-        raise TuneError(f"{project.root}: {len(by_id)} usable page(s); evaluation needs at least 2")
-    _, held = schedule.split_pages(list(by_id), settings["seed"], settings["heldout_fraction"])
+    _, _, held = usable_split(project, settings, loaded.cfg.max_words, "evaluation")
     from dxstudio.engine.model import to_runtime
 
     params = to_runtime(loaded.params)
-    preds = [(pid, by_id[pid][1], by_id[pid][2], predict_page(loaded.cfg, params, by_id[pid][1], settings["kernels"]))
-             for pid in held]
+    preds = [(pid, page, t, predict_page(loaded.cfg, params, page, settings["kernels"])) for pid, page, t in held]
     report = score_predictions(list(loaded.cfg.fields), preds, settings["share"], settings["min_values"])
     report["run"] = {"model": str(model_path), "heldout_pages": len(held)}
     if out_path is not None:
