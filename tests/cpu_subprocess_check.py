@@ -155,9 +155,8 @@ def digests(parts=None) -> dict:
 
 def _compiled_assembly() -> str:
     """The assembly of every compiled fast kernel (empty for builds loaded from the cache)."""
-    kernels = [nu._mm_fast_par, nu._mm_fast_ser, nu._rowdot_par, nu._rowdot_ser, nu.exp32_scalar,
-               nu.tanh32_scalar, nu.exp64_scalar, nu.log64_scalar, nu._map_exp32, nu._map_tanh32,
-               nu._map_exp64, nu._map_log64, nu._map_exp32_par, nu._map_tanh32_par]
+    kernels = [*nu._MM, *nu._ROWDOT, nu.fold16, nu.exp32_scalar, nu.tanh32_scalar, nu.exp64_scalar,
+               nu.log64_scalar, *nu._MAP_EXP32, *nu._MAP_TANH32, nu._map_exp64, nu._map_log64]
     from dxstudio.engine import fused
 
     for pair in (fused._LAYERNORM_FWD, fused._LAYERNORM_BWD, fused._SOFTMAX_FWD, fused._SOFTMAX_BWD,

@@ -16,44 +16,9 @@ from __future__ import annotations
 import numpy as np
 
 from . import numerics as nu
-from .numerics import PARALLEL_MIN_WORK, _renamed, _serial, njit, prange
+from .numerics import _build, fold16, pick, prange
 
 F32 = np.float32
-
-_jit = dict(cache=nu._NUMBA_CACHE, nogil=True, fastmath=False, error_model="numpy")
-
-
-def _build(body, name):
-    """(parallel build, serial build) of one kernel body, under distinct names for the cache."""
-    return (njit(parallel=True, **_jit)(_renamed(body, name + "_par")),
-            njit(**_jit)(_renamed(body, name + "_ser")))
-
-
-def _pick(kernels, rows, work):
-    par, ser = kernels
-    big = rows > 1 and work >= PARALLEL_MIN_WORK
-    return par if big and not getattr(_serial, "on", False) else ser
-
-
-@njit(**_jit)
-def _fold16(acc):
-    """The lanes folded in halves: l < 8, l < 4, l < 2, then a[0] + a[1] (as numerics' rowdot)."""
-    a0 = acc[0] + acc[8]
-    a1 = acc[1] + acc[9]
-    a2 = acc[2] + acc[10]
-    a3 = acc[3] + acc[11]
-    a4 = acc[4] + acc[12]
-    a5 = acc[5] + acc[13]
-    a6 = acc[6] + acc[14]
-    a7 = acc[7] + acc[15]
-    a0 = a0 + a4
-    a1 = a1 + a5
-    a2 = a2 + a6
-    a3 = a3 + a7
-    a0 = a0 + a2
-    a1 = a1 + a3
-    return a0 + a1
-
 
 # ----------------------------------------------------------------------------------------
 # Layer norm
@@ -65,13 +30,13 @@ def _layernorm_fwd_body(x, w, b, eps, y, xhat, inv):
         acc = np.zeros(16, np.float32)
         for k in range(d):
             acc[k & 15] += x[i, k]  # dot16(x, 1): x * 1 is x
-        mean = _fold16(acc) / df
+        mean = fold16(acc) / df
         acc[:] = np.float32(0.0)
         for k in range(d):
             c = x[i, k] - mean
             xhat[i, k] = c  # xc for now
             acc[k & 15] += c * c
-        var = _fold16(acc) / df
+        var = fold16(acc) / df
         r = np.float32(1.0) / np.sqrt(var + eps)
         inv[i] = r
         for k in range(d):
@@ -90,8 +55,8 @@ def _layernorm_bwd_body(dy, xhat, inv, w, dx, dw, db):
             g = dy[i, k] * w[k]
             acc_g[k & 15] += g
             acc_gx[k & 15] += g * xhat[i, k]
-        mg = _fold16(acc_g) / df
-        mgx = _fold16(acc_gx) / df
+        mg = fold16(acc_g) / df
+        mgx = fold16(acc_gx) / df
         r = inv[i]
         for k in range(d):
             g = dy[i, k] * w[k]
@@ -105,8 +70,8 @@ def _layernorm_bwd_body(dy, xhat, inv, w, dx, dw, db):
             acc_w[lane, k] += dy[i, k] * xhat[i, k]
             acc_b[lane, k] += dy[i, k]
     for k in range(d):
-        dw[k] = _fold16(acc_w[:, k])
-        db[k] = _fold16(acc_b[:, k])
+        dw[k] = fold16(acc_w[:, k])
+        db[k] = fold16(acc_b[:, k])
 
 
 _LAYERNORM_FWD = _build(_layernorm_fwd_body, "_layernorm_fwd")
@@ -118,7 +83,7 @@ def layernorm_forward(x, w, b, eps):
     x = np.ascontiguousarray(x, F32)
     n, d = x.shape
     y, xhat, inv = np.empty_like(x), np.empty_like(x), np.empty(n, F32)
-    _pick(_LAYERNORM_FWD, n, n * d)(x, np.ascontiguousarray(w, F32), np.ascontiguousarray(b, F32), F32(eps),
+    pick(_LAYERNORM_FWD, n, n * d)(x, np.ascontiguousarray(w, F32), np.ascontiguousarray(b, F32), F32(eps),
                                     y, xhat, inv)
     return y, (xhat, inv)
 
@@ -129,7 +94,7 @@ def layernorm_backward(dy, saved, w):
     dy = np.ascontiguousarray(dy, F32)
     n, d = dy.shape
     dx, dw, db = np.empty_like(dy), np.empty(d, F32), np.empty(d, F32)
-    _pick(_LAYERNORM_BWD, n, n * d)(dy, np.ascontiguousarray(xhat, F32), np.ascontiguousarray(inv, F32),
+    pick(_LAYERNORM_BWD, n, n * d)(dy, np.ascontiguousarray(xhat, F32), np.ascontiguousarray(inv, F32),
                                     np.ascontiguousarray(w, F32), dx, dw, db)
     return dx, dw, db
 
@@ -155,7 +120,7 @@ def _softmax_fwd_body(raw, bias, scale, scaled, p):
             e = nu.exp32_scalar(p[i, j] - top)
             p[i, j] = e
             acc[j & 15] += e
-        z = _fold16(acc)
+        z = fold16(acc)
         for j in range(m):
             p[i, j] = p[i, j] / z
 
@@ -166,7 +131,7 @@ def _softmax_bwd_body(dp, p, scale, scaled, ds, dsc):
         acc = np.zeros(16, np.float32)
         for j in range(m):
             acc[j & 15] += p[i, j] * dp[i, j]
-        r = _fold16(acc)
+        r = fold16(acc)
         for j in range(m):
             v = p[i, j] * (dp[i, j] - r)
             ds[i, j] = v
@@ -188,7 +153,7 @@ def softmax_forward(s):
     p = np.empty_like(s)
     n, m = s.shape
     _check_rows(m)
-    _pick(_SOFTMAX_FWD, n, n * m)(s, s, F32(1.0), False, p)
+    pick(_SOFTMAX_FWD, n, n * m)(s, s, F32(1.0), False, p)
     return p
 
 
@@ -198,7 +163,7 @@ def scaled_softmax_forward(raw, bias, scale):
     p = np.empty_like(raw)
     n, m = raw.shape
     _check_rows(m)
-    _pick(_SOFTMAX_FWD, n, n * m)(raw, np.ascontiguousarray(bias, F32), F32(scale), True, p)
+    pick(_SOFTMAX_FWD, n, n * m)(raw, np.ascontiguousarray(bias, F32), F32(scale), True, p)
     return p
 
 
@@ -207,7 +172,7 @@ def softmax_backward(dp, p):
     p = np.ascontiguousarray(p, F32)
     ds = np.empty_like(p)
     n, m = p.shape
-    _pick(_SOFTMAX_BWD, n, n * m)(np.ascontiguousarray(dp, F32), p, F32(1.0), False, ds, ds)
+    pick(_SOFTMAX_BWD, n, n * m)(np.ascontiguousarray(dp, F32), p, F32(1.0), False, ds, ds)
     return ds
 
 
@@ -216,7 +181,7 @@ def scaled_softmax_backward(dp, p, scale):
     p = np.ascontiguousarray(p, F32)
     ds, dsc = np.empty_like(p), np.empty_like(p)
     n, m = p.shape
-    _pick(_SOFTMAX_BWD, n, n * m)(np.ascontiguousarray(dp, F32), p, F32(scale), True, ds, dsc)
+    pick(_SOFTMAX_BWD, n, n * m)(np.ascontiguousarray(dp, F32), p, F32(scale), True, ds, dsc)
     return ds, dsc
 
 
@@ -279,26 +244,26 @@ def gelu_forward(x):
     """(y, t) as layers.gelu_forward."""
     x = np.asarray(x, F32)
     y, t = np.empty(x.shape, F32), np.empty(x.shape, F32)
-    _pick(_GELU_FWD, x.size, x.size)(_flat(x), y.reshape(-1), t.reshape(-1))
+    pick(_GELU_FWD, x.size, x.size)(_flat(x), y.reshape(-1), t.reshape(-1))
     return y, t
 
 
 def gelu_backward(dy, x, t):
     x = np.asarray(x, F32)
     dx = np.empty(x.shape, F32)
-    _pick(_GELU_BWD, x.size, x.size)(_flat(dy), _flat(x), _flat(t), dx.reshape(-1))
+    pick(_GELU_BWD, x.size, x.size)(_flat(dy), _flat(x), _flat(t), dx.reshape(-1))
     return dx
 
 
 def relu_forward(x):
     x = np.asarray(x, F32)
     y = np.empty(x.shape, F32)
-    _pick(_RELU_FWD, x.size, x.size)(_flat(x), y.reshape(-1))
+    pick(_RELU_FWD, x.size, x.size)(_flat(x), y.reshape(-1))
     return y
 
 
 def relu_backward(dy, y):
     y = np.asarray(y, F32)
     dx = np.empty(y.shape, F32)
-    _pick(_RELU_BWD, y.size, y.size)(_flat(dy), _flat(y), dx.reshape(-1))
+    pick(_RELU_BWD, y.size, y.size)(_flat(dy), _flat(y), dx.reshape(-1))
     return dx

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 
 import numpy as np
 
@@ -224,6 +225,33 @@ def _renamed(fn, name):
 if numba is not None:
     _jit = dict(cache=_NUMBA_CACHE, nogil=True, fastmath=False, error_model="numpy")
 
+    def _build(body, name):
+        """(parallel build, serial build) of one kernel body, under distinct names for the cache.
+        One thread owns each output row (or element), so both give the same bytes; the serial
+        one runs for small inputs and when examples are spread over Python threads (Numba's
+        default thread pool is not re-entrant)."""
+        return (njit(parallel=True, **_jit)(_renamed(body, name + "_par")),
+                njit(**_jit)(_renamed(body, name + "_ser")))
+
+    @njit(**_jit)
+    def fold16(acc):
+        """The 16 lanes folded in halves: l < 8, l < 4, l < 2, then a[0] + a[1]."""
+        a0 = acc[0] + acc[8]
+        a1 = acc[1] + acc[9]
+        a2 = acc[2] + acc[10]
+        a3 = acc[3] + acc[11]
+        a4 = acc[4] + acc[12]
+        a5 = acc[5] + acc[13]
+        a6 = acc[6] + acc[14]
+        a7 = acc[7] + acc[15]
+        a0 = a0 + a4
+        a1 = a1 + a5
+        a2 = a2 + a6
+        a3 = a3 + a7
+        a0 = a0 + a2
+        a1 = a1 + a3
+        return a0 + a1
+
     def _mm_body(a, b, out):
         m, k = a.shape
         n = b.shape[1]
@@ -251,10 +279,7 @@ if numba is not None:
                 a1 = a1 + a3
                 out[i, j] = a0 + a1
 
-    # One thread owns each output row, so both give the same bytes. The serial one runs when
-    # examples are spread over Python threads (Numba's default thread pool is not re-entrant).
-    _mm_fast_par = njit(parallel=True, **_jit)(_renamed(_mm_body, "_mm_par"))
-    _mm_fast_ser = njit(**_jit)(_renamed(_mm_body, "_mm_ser"))
+    _MM = _build(_mm_body, "_mm")
 
     def _rowdot_body(a, b, out):
         m, k = a.shape
@@ -262,16 +287,9 @@ if numba is not None:
             acc = np.zeros(16, np.float32)
             for kk in range(k):
                 acc[kk & 15] += a[i, kk] * b[i, kk]
-            for l in range(8):
-                acc[l] = acc[l] + acc[l + 8]
-            for l in range(4):
-                acc[l] = acc[l] + acc[l + 4]
-            for l in range(2):
-                acc[l] = acc[l] + acc[l + 2]
-            out[i] = acc[0] + acc[1]
+            out[i] = fold16(acc)
 
-    _rowdot_par = njit(parallel=True, **_jit)(_renamed(_rowdot_body, "_rowdot_par"))
-    _rowdot_ser = njit(**_jit)(_renamed(_rowdot_body, "_rowdot_ser"))
+    _ROWDOT = _build(_rowdot_body, "_rowdot")
 
     @njit(**_jit)
     def exp32_scalar(x):
@@ -387,12 +405,8 @@ if numba is not None:
         for i in prange(x.size):
             out[i] = tanh32_scalar(x[i])
 
-    # serial builds (the names the CPU check inspects) and parallel builds for large arrays:
-    # each element is computed alone, so the split over threads cannot change a byte
-    _map_exp32 = njit(**_jit)(_renamed(_map_exp32_body, "_map_exp32"))
-    _map_tanh32 = njit(**_jit)(_renamed(_map_tanh32_body, "_map_tanh32"))
-    _map_exp32_par = njit(parallel=True, **_jit)(_renamed(_map_exp32_body, "_map_exp32_par"))
-    _map_tanh32_par = njit(parallel=True, **_jit)(_renamed(_map_tanh32_body, "_map_tanh32_par"))
+    _MAP_EXP32 = _build(_map_exp32_body, "_map_exp32")
+    _MAP_TANH32 = _build(_map_tanh32_body, "_map_tanh32")
 
     @njit(**_jit)
     def _map_exp64(x, out):
@@ -405,13 +419,18 @@ if numba is not None:
             out[i] = log64_scalar(x[i])
 
 
-import threading
-
 _serial = threading.local()
 
 # Below this many multiply-adds a kernel runs on the calling thread: waking the thread pool
 # costs more than the work (milliseconds on a busy machine). Either way the bytes are the same.
 PARALLEL_MIN_WORK = 1 << 18
+
+
+def pick(kernels, rows: int, work: int):
+    """The parallel build of (parallel, serial) for a large input, outside serial_kernels()."""
+    par, ser = kernels
+    big = rows > 1 and work >= PARALLEL_MIN_WORK
+    return par if big and not getattr(_serial, "on", False) else ser
 
 
 class serial_kernels:
@@ -431,8 +450,7 @@ def mm_fast(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"mm: inner sizes differ ({a.shape} x {b.shape})")
     out = np.empty((a.shape[0], b.shape[1]), F32)
-    big = a.shape[0] > 1 and a.shape[0] * a.shape[1] * b.shape[1] >= PARALLEL_MIN_WORK
-    (_mm_fast_par if big and not getattr(_serial, "on", False) else _mm_fast_ser)(a, b, out)
+    pick(_MM, a.shape[0], a.shape[0] * a.shape[1] * b.shape[1])(a, b, out)
     return out
 
 
@@ -440,31 +458,29 @@ def rowdot_fast(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     a = np.ascontiguousarray(a, F32)
     b = np.ascontiguousarray(b, F32)
     out = np.empty(a.shape[0], F32)
-    big = a.shape[0] > 1 and a.size >= PARALLEL_MIN_WORK
-    (_rowdot_par if big and not getattr(_serial, "on", False) else _rowdot_ser)(a, b, out)
+    pick(_ROWDOT, a.shape[0], a.size)(a, b, out)
     return out
 
 
-def _mapper(kernel, dtype, parallel_kernel=None):
-    """The elementwise map of a scalar kernel; the parallel build (if any) from
-    PARALLEL_MIN_WORK elements on, outside serial_kernels()."""
+def _mapper(kernels, dtype):
+    """The elementwise map of a scalar kernel, given as (parallel, serial) builds; each element
+    is computed alone, so the split over threads cannot change a byte."""
 
     def run(x):
         x = np.asarray(x, dtype)
         flat = np.ascontiguousarray(x).reshape(-1)
         out = np.empty_like(flat)
-        big = parallel_kernel is not None and flat.size >= PARALLEL_MIN_WORK
-        (parallel_kernel if big and not getattr(_serial, "on", False) else kernel)(flat, out)
+        pick(kernels, flat.size, flat.size)(flat, out)
         return out.reshape(x.shape)
 
     return run
 
 
 if numba is not None:
-    exp32_fast = _mapper(_map_exp32, F32, _map_exp32_par)
-    tanh32_fast = _mapper(_map_tanh32, F32, _map_tanh32_par)
-    exp64_fast = _mapper(_map_exp64, F64)
-    log64_fast = _mapper(_map_log64, F64)
+    exp32_fast = _mapper(_MAP_EXP32, F32)
+    tanh32_fast = _mapper(_MAP_TANH32, F32)
+    exp64_fast = _mapper((_map_exp64, _map_exp64), F64)  # binary64 maps serve the losses: small
+    log64_fast = _mapper((_map_log64, _map_log64), F64)
 
 
 def mm(a, b, kernels: str = "fast"):
