@@ -83,8 +83,8 @@ def test_gelu_and_relu(n, d):
 
     def run(ops):
         y, t = L.gelu_forward(ops, x)
-        r = L.relu_forward(x, ops)
-        return y, t, L.gelu_backward(dy, x, t, ops), r, L.relu_backward(dy, r, ops)
+        r = L.relu_forward(ops, x)
+        return y, t, L.gelu_backward(ops, dy, x, t), r, L.relu_backward(ops, dy, r)
 
     assert_paths_agree(run, "gelu, relu")
 
@@ -173,8 +173,8 @@ def test_gelu_and_relu_special_values():
     def run(ops):
         with np.errstate(all="ignore"):
             y, t = L.gelu_forward(ops, x)
-            r = L.relu_forward(x, ops)
-            return y, t, L.gelu_backward(dy, x, t, ops), r, L.relu_backward(dy, r, ops)
+            r = L.relu_forward(ops, x)
+            return y, t, L.gelu_backward(ops, dy, x, t), r, L.relu_backward(ops, dy, r)
 
     ref = assert_paths_agree(run, "gelu, relu special values")
     r = ref[3]
@@ -223,7 +223,7 @@ def test_fused_layers_parallel_builds(threads):
     def run(ops):
         y, saved = L.layernorm_forward(ops, x, w, b, 1e-5)
         g, t = L.gelu_forward(ops, x)
-        r = L.relu_forward(x, ops)
+        r = L.relu_forward(ops, x)
         if ops.kernels == "fast":
             p = fused.scaled_softmax_forward(raw, bias, scale)
             ds, dsc = fused.scaled_softmax_backward(dp, p, scale)
@@ -231,8 +231,8 @@ def test_fused_layers_parallel_builds(threads):
             p = L.softmax_forward(ops, raw / scale + bias)
             ds = L.softmax_backward(ops, dp, p)
             dsc = ds / scale
-        return (y, *saved, *L.layernorm_backward(ops, dy, saved, w), g, t, L.gelu_backward(dy, x, t, ops), r,
-                L.relu_backward(dy, r, ops), p, ds, dsc, nu.exp32(-np.abs(x), ops.kernels),
+        return (y, *saved, *L.layernorm_backward(ops, dy, saved, w), g, t, L.gelu_backward(ops, dy, x, t), r,
+                L.relu_backward(ops, dy, r), p, ds, dsc, nu.exp32(-np.abs(x), ops.kernels),
                 nu.tanh32(x, ops.kernels))
 
     old = nu.numba.get_num_threads()
@@ -265,9 +265,9 @@ def test_fast_path_dispatches_to_the_fused_kernels(monkeypatch):
         a, pa = L.attention_forward(ops, x, x, x, bias, scale)
         L.attention_backward(ops, dy, x, x, x, pa, scale)
         g, t = L.gelu_forward(ops, x)
-        L.gelu_backward(dy, x, t, ops)
-        r = L.relu_forward(x, ops)
-        L.relu_backward(dy, r, ops)
+        L.gelu_backward(ops, dy, x, t)
+        r = L.relu_forward(ops, x)
+        L.relu_backward(ops, dy, r)
         if ops.kernels == "reference":
             assert not used, "the reference path runs no fused kernel"
     assert len(used) == 10, f"not dispatched: {sorted(used)}"

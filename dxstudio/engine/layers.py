@@ -120,10 +120,9 @@ def gelu_forward(ops: Ops, x):
     return (c(0.5) * x) * (c(1.0) + t), t
 
 
-def gelu_backward(dy, x, t, ops: Ops | None = None):
-    """dx = dy * (0.5 (1 + t) + ((0.5 x)(1 - t*t)) c0 (1 + 3c1 x*x)): the function as computed.
-    Without `ops`, the reference code."""
-    if ops is not None and ops.compiled(dy, x, t):
+def gelu_backward(ops: Ops, dy, x, t):
+    """dx = dy * (0.5 (1 + t) + ((0.5 x)(1 - t*t)) c0 (1 + 3c1 x*x)): the function as computed."""
+    if ops.compiled(dy, x, t):
         return fused.gelu_backward(dy, x, t)
     c = x.dtype.type
     a = c(0.5) * (c(1.0) + t)
@@ -134,15 +133,15 @@ def gelu_backward(dy, x, t, ops: Ops | None = None):
 # ----------------------------------------------------------------------------------------
 # ReLU (gradient 0 where the output is 0, as PyTorch)
 # ----------------------------------------------------------------------------------------
-def relu_forward(x, ops: Ops | None = None):
-    if ops is not None and ops.compiled(x):
+def relu_forward(ops: Ops, x):
+    if ops.compiled(x):
         return fused.relu_forward(x)
     # np.where, not np.maximum: maximum(-0, +0) may return either zero depending on the build
     return np.where(x > 0, x, x.dtype.type(0.0))
 
 
-def relu_backward(dy, y, ops: Ops | None = None):
-    if ops is not None and ops.compiled(dy, y):
+def relu_backward(ops: Ops, dy, y):
+    if ops.compiled(dy, y):
         return fused.relu_backward(dy, y)
     return np.where(y > 0, dy, dy.dtype.type(0.0))
 
@@ -229,7 +228,7 @@ def charconv_forward(ops: Ops, emb, w_rt, b, tap_ids, owners, n_words):
     dc = emb.shape[1]
     u = emb[tap_ids].reshape(len(tap_ids), 3 * dc)
     u[(tap_ids == 0).repeat(dc, axis=1)] = 0  # padding id: zero vector, not the table row
-    h = relu_forward(linear_forward(ops, u, w_rt, b), ops)
+    h = relu_forward(ops, linear_forward(ops, u, w_rt, b))
     c = w_rt.shape[0]
     pooled = np.zeros((n_words, c), emb.dtype)
     arg = np.full((n_words, c), -1, np.int64)
@@ -251,7 +250,7 @@ def charconv_backward(ops: Ops, dpooled, saved, w_rt, tap_ids, vocab):
     dh = np.zeros_like(h)
     words, chans = np.nonzero(arg >= 0)
     dh[arg[words, chans], chans] = dpooled[words, chans]
-    dh = relu_backward(dh, h, ops)
+    dh = relu_backward(ops, dh, h)
     du, dw, db = linear_backward(ops, dh, u, w_rt)
     dc = u.shape[1] // 3
     demb = np.zeros((vocab, dc), dh.dtype)

@@ -75,7 +75,7 @@ def forward(cfg: ModelConfig, params, inp, ops: Ops, keep: bool = False) -> Outp
 
     # 3. pair bias over the n^2 pairs in row-major (i, j) order, once per window
     pf = inp.pair_feats.astype(dt)
-    ph = L.relu_forward(L.linear_forward(ops, pf, p["pair1.weight"], p["pair1.bias"]), ops)
+    ph = L.relu_forward(ops, L.linear_forward(ops, pf, p["pair1.weight"], p["pair1.bias"]))
     pbias = L.linear_forward(ops, ph, p["pair2.weight"], p["pair2.bias"])  # (n*n, L*heads)
     if keep:
         cache.update(tap_ids=tap_ids, w_rt=w_rt, conv=conv_saved, pooled=pooled, feats=feats,
@@ -201,7 +201,7 @@ def backward(cfg: ModelConfig, params, inp, out: Outputs, go: OutputGrads, ops: 
         bc = c["blocks"][l]
         # x = x + fc2(gelu(fc1(ln2(x))))
         dg, grads[q + "fc2.weight"], grads[q + "fc2.bias"] = L.linear_backward(ops, dx, bc["g"], p[q + "fc2.weight"])
-        df1 = L.gelu_backward(dg, bc["f1"], bc["t"], ops)
+        df1 = L.gelu_backward(ops, dg, bc["f1"], bc["t"])
         dh2, grads[q + "fc1.weight"], grads[q + "fc1.bias"] = L.linear_backward(ops, df1, bc["h2"], p[q + "fc1.weight"])
         dln2, grads[q + "ln2.weight"], grads[q + "ln2.bias"] = L.layernorm_backward(ops, dh2, bc["ln2"], p[q + "ln2.weight"])
         dx = dx + dln2
@@ -224,7 +224,7 @@ def backward(cfg: ModelConfig, params, inp, out: Outputs, go: OutputGrads, ops: 
 
     # 3. pair MLP: weight gradients are dots over the pairs in row-major order; features get none
     dph, grads["pair2.weight"], grads["pair2.bias"] = L.linear_backward(ops, dpbias, c["ph"], p["pair2.weight"])
-    dph = L.relu_backward(dph, c["ph"], ops)
+    dph = L.relu_backward(ops, dph, c["ph"])
     grads["pair1.weight"] = ops.mm(np.ascontiguousarray(dph.T), c["pf"])
     grads["pair1.bias"] = ops.colsum(dph)
 
