@@ -218,17 +218,8 @@ class TuneRun:
         write_bytes_atomic(self.checkpoint_path, save(tensors, metadata=meta))
 
     def load_checkpoint(self) -> int:
-        from safetensors import safe_open
-
         path = self.checkpoint_path
-        if not path.exists():
-            raise TuneError(f"{path}: no checkpoint to resume from")
-        try:
-            with safe_open(str(path), framework="numpy") as f:
-                meta = json.loads((f.metadata() or {})["checkpoint"])
-                tensors = {k: f.get_tensor(k) for k in f.keys()}
-        except Exception as e:  # the library's errors are not one family
-            raise TuneError(f"{path}: not a readable checkpoint ({e})") from None
+        meta, tensors = read_checkpoint(path)
         if meta.get("fingerprint") != self.fingerprint:
             old = meta.get("components", {})
             changed = [k for k, v in self.components.items() if old.get(k) != v]
@@ -304,16 +295,9 @@ class TuneRun:
         """On resume keep the lines of the steps already taken; a fresh run starts a new file."""
         if not path.exists():
             return
-        keep = []
-        if start > 0:
-            for line in path.read_text(encoding="utf-8").splitlines():
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # a line cut by a crash
-                if row.get("step", 0) <= start and row.get("kind") in ("step", "epoch"):
-                    keep.append(line)
-        write_bytes_atomic(path, "".join(l + "\n" for l in keep).encode())
+        keep = [row for row in metrics_rows(path)
+                if start > 0 and row.get("step", 0) <= start and row.get("kind") in ("step", "epoch")]
+        write_bytes_atomic(path, "".join(json.dumps(row) + "\n" for row in keep).encode())
 
     # -- scores ----------------------------------------------------------------------------
     def predictions(self, params_rt=None):
@@ -356,6 +340,33 @@ def score_predictions(fields, preds, share, min_values) -> dict:
         label = {f: tuple(t.field_words.get(f, ())) for f in fields}
         pages.append(HeldOutPage(pid, label, prediction, frozenset(t.unscored)))
     return score_pages(fields, pages, share, min_values)
+
+
+def read_checkpoint(path, tensors: bool = True) -> tuple[dict, dict]:
+    """(metadata {step, fingerprint, components}, tensors by name) of a run's checkpoint."""
+    from safetensors import safe_open
+
+    path = Path(path)
+    if not path.exists():
+        raise TuneError(f"{path}: no checkpoint to resume from")
+    try:
+        with safe_open(str(path), framework="numpy") as f:
+            meta = json.loads((f.metadata() or {})["checkpoint"])
+            data = {k: f.get_tensor(k) for k in f.keys()} if tensors else {}
+    except Exception as e:  # the library's errors are not one family
+        raise TuneError(f"{path}: not a readable checkpoint ({e})") from None
+    return meta, data
+
+
+def metrics_rows(path) -> list[dict]:
+    """The rows of a run's metrics.jsonl (one JSON object a line); a line cut by a crash is skipped."""
+    rows = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
 
 
 def score_summary(report: dict) -> dict:

@@ -42,7 +42,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QApplication, QComboBox, QDoub
                                QVBoxLayout, QWidget)
 
 from dxstudio.fsutil import write_bytes_atomic
-from dxstudio.tuning import DEFAULTS, TuneError, resolve_settings
+from dxstudio.tuning import DEFAULTS, TuneError, metrics_rows, read_checkpoint, resolve_settings
 from dxstudio.ui.page_view import PageView, field_colours
 
 pg.setConfigOptions(antialias=True, background="w", foreground="k")
@@ -101,13 +101,9 @@ def unfinished_run(runs_dir: Path) -> Path | None:
 
 def checkpoint_step(run_dir: Path) -> int | None:
     """The step a run's checkpoint holds, or None when it has no readable one."""
-    from safetensors import safe_open
-
-    path = Path(run_dir) / "checkpoint.safetensors"
     try:
-        with safe_open(str(path), framework="numpy") as f:
-            return int(json.loads((f.metadata() or {})["checkpoint"])["step"])
-    except Exception:  # missing, cut or foreign file: there is nothing to resume from
+        return int(read_checkpoint(Path(run_dir) / "checkpoint.safetensors", tensors=False)[0]["step"])
+    except (TuneError, KeyError, TypeError, ValueError):  # missing, cut or foreign: nothing to resume
         return None
 
 
@@ -117,11 +113,7 @@ def read_metrics(run_dir: Path, up_to_step: int | None = None):
     path = Path(run_dir) / "metrics.jsonl"
     if not path.exists():
         return steps, losses, epochs
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a line cut by a crash
+    for row in metrics_rows(path):
         if up_to_step is not None and row.get("step", 0) > up_to_step:
             continue
         if row.get("kind") == "step" and row.get("loss") is not None:
