@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dxstudio.schedule import (
+from dxstudio.tuning.schedule import (
     batch_for_step,
     class_weights,
     class_weights_for,
@@ -83,7 +83,7 @@ def test_split_orders_by_hash_then_holds_out_the_first():
 
 
 def test_split_ties_in_hash_are_broken_by_id(monkeypatch):
-    import dxstudio.schedule as sched
+    import dxstudio.tuning.schedule as sched
 
     monkeypatch.setattr(sched, "page_hash_key", lambda page_id, seed: 5)
     assert sched.hash_order(["b", "a", "B", "c"], 1) == ["B", "a", "b", "c"]

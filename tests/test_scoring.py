@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from dxstudio.scoring import (
+from dxstudio.tuning.scoring import (
     BOTH_NULL,
     CORRECT,
     MISSED,

@@ -12,12 +12,12 @@ import sys
 
 # (command, module, one-line help)
 COMMANDS = [
-    ("new-model", "dxstudio.cli_model", "write a new docextract-v0 model from a seed"),
-    ("extract", "dxstudio.cli_model", "extract fields from page JSON files, one JSON line per page"),
-    ("import", "dxstudio.cli_project", "import pages (json, funsd, sroie, cord, pdf) into a project"),
-    ("label", "dxstudio.cli_project", "ask the labelling model for every page's fields"),
-    ("tune", "dxstudio.cli_tune", "fine-tune a model on a project's labels"),
-    ("eval", "dxstudio.cli_tune", "score a model on a project's held-out pages"),
+    ("new-model", "dxstudio.cli.model", "write a new docextract-v0 model from a seed"),
+    ("extract", "dxstudio.cli.model", "extract fields from page JSON files, one JSON line per page"),
+    ("import", "dxstudio.cli.project", "import pages (json, funsd, sroie, cord, pdf) into a project"),
+    ("label", "dxstudio.cli.project", "ask the labelling model for every page's fields"),
+    ("tune", "dxstudio.cli.tune", "fine-tune a model on a project's labels"),
+    ("eval", "dxstudio.cli.tune", "score a model on a project's held-out pages"),
     ("screenshot", "dxstudio.ui.screenshot", "render a screen of the app to a PNG, offscreen"),
 ]
 

@@ -96,4 +96,4 @@ def run(name: str, args) -> int:
         return _run_import(args)
     if name == "label":
         return _run_label(args)
-    raise ValueError(f"cli_project does not handle {name!r}")
+    raise ValueError(f"dxstudio.cli.project does not handle {name!r}")

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dxstudio import schedule
+from dxstudio.tuning import schedule
 from dxstudio.engine.config import size_config
 from dxstudio.engine.container import ModelFileError, canonical_json, load_model, model_bytes, save_model
 from dxstudio.engine.extract import predict_page
@@ -31,7 +31,7 @@ from dxstudio.engine.params import new_params, new_tag_head
 from dxstudio.engine.training import Example, Targets, TrainSettings, TrainState, train_step
 from dxstudio.fsutil import write_bytes_atomic, write_json_atomic
 from dxstudio.grounding import project_targets
-from dxstudio.scoring import HeldOutPage, score_pages
+from dxstudio.tuning.scoring import HeldOutPage, score_pages
 
 # Defaults, measured on ../shared/data (docs/tuning.md, "Defaults"); dxproject.json "settings"
 # and the command line override them.

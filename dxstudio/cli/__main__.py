@@ -1,0 +1,5 @@
+import sys
+
+from dxstudio.cli.main import main
+
+sys.exit(main())
