@@ -23,8 +23,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dxstudio.engine.page import Page, PageError, load_page as _load_page_file
-from dxstudio.fsutil import read_json, write_json_atomic
+from dxstudio.engine.page import Page, PageError, load_page as _load_page_file, page_from_dict
+from dxstudio.fsutil import parse_json, read_file_bytes, read_json, write_json_atomic
 
 PROJECT_FILE = "dxproject.json"
 DEFAULT_WEIGHT = 3.0
@@ -412,11 +412,16 @@ class Project:
         return self.page_path(page_id).is_file()
 
     def load_page(self, page_id: str) -> Page:
+        return self.read_page(page_id)[0]
+
+    def read_page(self, page_id: str) -> tuple[Page, bytes]:
+        """The page and the bytes it was parsed from (the tuner hashes exactly what it read)."""
         path = self.page_path(page_id)
-        page = _load_page_file(path)
+        raw = read_file_bytes(path, PageError)
+        page = page_from_dict(parse_json(raw, path, PageError), str(path))
         if page.id != page_id:
             raise PageError(f"{path}: 'id' is {page.id!r} but the file name says {page_id!r}")
-        return page
+        return page, raw
 
     def add_page(self, page: Page) -> str:
         """Save a page. Returns "added", or "unchanged" when the same page is already there.
@@ -441,10 +446,15 @@ class Project:
 
     # -- labels --------------------------------------------------------------------------
     def load_labels(self, page_id: str) -> LabelFile:
+        return self.read_labels(page_id)[0]
+
+    def read_labels(self, page_id: str) -> tuple[LabelFile, bytes]:
+        """The label file and the bytes it was parsed from (b"" when the page has none yet)."""
         path = self.label_path(page_id)
         if not path.exists():
-            return LabelFile(page=page_id)
-        return load_label_file(path, page_id)
+            return LabelFile(page=page_id), b""
+        raw = read_file_bytes(path, LabelError)
+        return label_from_dict(parse_json(raw, path, LabelError), str(path), page_id), raw
 
     def save_labels(self, page_id: str, labels: LabelFile) -> None:
         if labels.page != page_id:

@@ -25,42 +25,30 @@ folder) ends with the bytes of an uninterrupted run.
 """
 from __future__ import annotations
 
-import json
 import math
-import os
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QObject, Qt, Signal
-from PySide6.QtWidgets import (QAbstractItemView, QApplication, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout,
+from PySide6.QtWidgets import (QAbstractItemView, QApplication, QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout,
                                QGroupBox, QHBoxLayout, QHeaderView, QLabel, QMessageBox, QProgressBar,
                                QPushButton, QSizePolicy, QSpinBox, QSplitter, QTableWidget, QTableWidgetItem,
                                QVBoxLayout, QWidget)
 
 from dxstudio.fsutil import write_bytes_atomic
-from dxstudio.tuning import DEFAULTS, TuneError, metrics_rows, read_checkpoint, resolve_settings
+from dxstudio.tuning import DEFAULTS, FORM_SETTINGS, TuneError, resolve_settings
+from dxstudio.tuning.heldout import HeldOutAnswers, heldout_answers, load_run_model
+from dxstudio.tuning.rundir import RunDir
 from dxstudio.ui.page_view import PageView, field_colours
 
 pg.setConfigOptions(antialias=True, background="w", foreground="k")
 
-# The settings a person may change in the form: (key, label, help). The other DEFAULTS
-# (share, min_values, clip, weight decay, kernels, checkpoint_every) stay as the project says.
-FORM_SETTINGS = [
-    ("epochs", "Epochs", "passes over the training pages"),
-    ("batch", "Batch", "pages per step"),
-    ("lr", "Learning rate", "peak learning rate after the warm-up"),
-    ("warmup", "Warm-up steps", "steps of linear warm-up to the peak rate"),
-    ("backbone_scale", "Backbone scale", "0 trains the tag head only; 1 trains everything at the head's rate"),
-    ("field_weight", "Field weight", "weight of every B-/I- tag against O; 'schema' uses each field's weight"),
-    ("heldout_fraction", "Held-out fraction", "share of the usable pages kept for scoring"),
-    ("seed", "Seed", "split, batch order and a new model's weights"),
-    ("size", "New model size", "used only when the project names no starting model"),
-    ("degree", "Threads", "examples in parallel; the model bytes do not depend on it"),
-]
+# The settings a person may change in the form: the rows of dxstudio.tuning.settings with a
+# label. The others (share, min_values, clip, weight decay, kernels, checkpoint_every) stay as
+# the project says.
 
 class WholeNumberAxis(pg.AxisItem):
     """An axis of steps or epochs: ticks only at whole numbers (no "epoch 1.5")."""
@@ -91,31 +79,19 @@ def _fmt_rate(v) -> str:
 
 def unfinished_run(runs_dir: Path) -> Path | None:
     """The newest run folder with a checkpoint but no report: a run that can be resumed."""
-    if not runs_dir.is_dir():
-        return None
-    found = [d for d in runs_dir.iterdir()
-             if d.is_dir() and (d / "checkpoint.safetensors").exists() and (d / "settings.json").exists()
-             and not (d / "report.json").exists()]
-    return max(found, key=lambda d: (d / "checkpoint.safetensors").stat().st_mtime, default=None)
+    rd = RunDir.unfinished(runs_dir)
+    return rd.path if rd is not None else None
 
 
 def checkpoint_step(run_dir: Path) -> int | None:
     """The step a run's checkpoint holds, or None when it has no readable one."""
-    try:
-        return int(read_checkpoint(Path(run_dir) / "checkpoint.safetensors", tensors=False)[0]["step"])
-    except (TuneError, KeyError, TypeError, ValueError):  # missing, cut or foreign: nothing to resume
-        return None
+    return RunDir(run_dir).checkpoint_step()
 
 
 def read_metrics(run_dir: Path, up_to_step: int | None = None):
     """(steps, losses, epochs) from a run's metrics.jsonl; epochs: [(epoch, {field: agreement})]."""
     steps, losses, epochs = [], [], []
-    path = Path(run_dir) / "metrics.jsonl"
-    if not path.exists():
-        return steps, losses, epochs
-    for row in metrics_rows(path):
-        if up_to_step is not None and row.get("step", 0) > up_to_step:
-            continue
+    for row in RunDir(run_dir).metrics(up_to_step):
         if row.get("kind") == "step" and row.get("loss") is not None:
             steps.append(row["step"])
             losses.append(row["loss"])
@@ -207,19 +183,22 @@ class TrainingPanel(QWidget):
         self._relay.failed.connect(self._on_failed, q)
         self._build()
         self.load_settings()
-        self._offer_resume(unfinished_run(self.project_root / "runs"))
+        try:
+            self._offer_resume(unfinished_run(self._project().runs_dir))
+        except ValueError:  # ProjectError: already shown by load_settings
+            pass
 
     # -- layout ------------------------------------------------------------------------
     def _build(self) -> None:
         self.inputs: dict[str, QWidget] = {}
         form = QFormLayout()
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.FieldsStayAtSizeHint)
-        for key, label, help_text in FORM_SETTINGS:
-            w = self._input_for(key)
-            w.setToolTip(help_text)
-            w.setObjectName(f"setting_{key}")
-            self.inputs[key] = w
-            form.addRow(label, w)
+        for row in FORM_SETTINGS:
+            w = self._input_for(row)
+            w.setToolTip(row.help + (f"; '{row.form['null_text']}': {row.null_means}" if row.nullable else ""))
+            w.setObjectName(f"setting_{row.name}")
+            self.inputs[row.name] = w
+            form.addRow(row.label, w)
         settings_box = QGroupBox("Settings")
         sb = QVBoxLayout(settings_box)
         sb.addLayout(form)
@@ -300,39 +279,34 @@ class TrainingPanel(QWidget):
         outer.addLayout(right, 1)
         # Tab order (and the focus the tab gets when opened): the buttons, then the settings
         chain = [self.fine_tune_button, self.cancel_button, self.resume_button,
-                 *(self.inputs[key] for key, _, _ in FORM_SETTINGS), self.defaults_button]
+                 *(self.inputs[row.name] for row in FORM_SETTINGS), self.defaults_button]
         for first, second in zip(chain, chain[1:]):
             QWidget.setTabOrder(first, second)
 
     @staticmethod
-    def _input_for(key: str) -> QWidget:
-        if key == "size":
+    def _input_for(row) -> QWidget:
+        """The widget of one settings row: a list for a choice, a check box for true/false, a
+        spin box for a number, bounded by the row's range and form hints (a nullable number
+        shows its lowest value as the row's null_text and stores null there)."""
+        hints = row.form
+        if row.kind == "choice":
             w = QComboBox()
-            w.addItems(["tiny", "base"])
+            w.addItems(list(row.choices))
             return w
-        if key in ("epochs", "batch", "warmup", "seed", "degree"):
+        if row.kind == "bool":
+            return QCheckBox()
+        if row.kind == "int":
             w = QSpinBox()
-            top = {"epochs": 1000, "batch": 512, "warmup": 100000, "seed": 2**31 - 1,
-                   "degree": max(1, os.cpu_count() or 1)}[key]
-            w.setRange(0 if key in ("warmup", "seed") else 1, top)
-            return w
-        w = QDoubleSpinBox()
-        if key == "lr":
-            w.setDecimals(5)
-            w.setRange(0.00001, 1.0)
-            w.setSingleStep(0.0005)
-        elif key == "field_weight":
-            w.setDecimals(2)
-            w.setRange(0.0, 100.0)
-            w.setSpecialValueText("schema")  # 0 shows as "schema": each field's own weight
-        elif key == "backbone_scale":
-            w.setDecimals(3)
-            w.setRange(0.0, 10.0)
-            w.setSingleStep(0.1)
-        else:  # heldout_fraction
-            w.setDecimals(2)
-            w.setRange(0.01, 0.9)
-            w.setSingleStep(0.05)
+            w.setRange(int(hints.get("bottom", row.low if row.low is not None else 0)),
+                       int(min(hints.get("top", 2**31 - 1), 2**31 - 1)))
+        else:
+            w = QDoubleSpinBox()
+            w.setDecimals(hints.get("decimals", 3))
+            w.setRange(hints.get("bottom", row.low if row.low is not None else 0.0), hints.get("top", 1e6))
+            if "step" in hints:
+                w.setSingleStep(hints["step"])
+        if row.nullable:
+            w.setSpecialValueText(hints.get("null_text", "default"))
         return w
 
     # -- settings ----------------------------------------------------------------------
@@ -362,12 +336,14 @@ class TrainingPanel(QWidget):
         self._set_form(current)
 
     def _set_form(self, values: dict) -> None:
-        for key, _, _ in FORM_SETTINGS:
-            w, v = self.inputs[key], values.get(key, DEFAULTS[key])
+        for row in FORM_SETTINGS:
+            w, v = self.inputs[row.name], values.get(row.name, DEFAULTS[row.name])
             if isinstance(w, QComboBox):
                 w.setCurrentText(str(v))
-            elif key == "field_weight":
-                w.setValue(0.0 if v is None else float(v))
+            elif isinstance(w, QCheckBox):
+                w.setChecked(bool(v))
+            elif v is None:  # a nullable number's null: the widget's lowest value, shown as its text
+                w.setValue(w.minimum())
             elif isinstance(w, QSpinBox):
                 w.setValue(int(v))
             else:
@@ -376,16 +352,18 @@ class TrainingPanel(QWidget):
     def settings_values(self) -> dict:
         """The form's settings as dxproject.json stores them."""
         out = {}
-        for key, _, _ in FORM_SETTINGS:
-            w = self.inputs[key]
+        for row in FORM_SETTINGS:
+            w = self.inputs[row.name]
             if isinstance(w, QComboBox):
-                out[key] = w.currentText()
-            elif key == "field_weight":
-                out[key] = None if w.value() == 0 else float(w.value())
+                out[row.name] = w.currentText()
+            elif isinstance(w, QCheckBox):
+                out[row.name] = w.isChecked()
+            elif row.nullable and w.value() == w.minimum():
+                out[row.name] = None
             elif isinstance(w, QSpinBox):
-                out[key] = int(w.value())
+                out[row.name] = int(w.value())
             else:
-                out[key] = float(w.value())
+                out[row.name] = float(w.value())
         return out
 
     def save_settings(self) -> dict:
@@ -414,18 +392,13 @@ class TrainingPanel(QWidget):
         except (TuneError, ValueError, OSError) as e:
             self._show_error(f"Cannot start fine-tuning: {e}")
             return None
-        run_dir = self._new_run_dir()
+        try:
+            run_dir = RunDir.create(self._project().runs_dir).path
+        except (TuneError, ValueError) as e:
+            self._show_error(f"Cannot start fine-tuning: {e}")
+            return None
         self._clear_plots()
         self._start(run_dir, dict(extra_overrides or {}), resume=False)
-        return run_dir
-
-    def _new_run_dir(self) -> Path:
-        runs = self.project_root / "runs"
-        stem = time.strftime("%Y%m%d-%H%M%S")
-        run_dir, n = runs / stem, 1
-        while run_dir.exists():
-            n += 1
-            run_dir = runs / f"{stem}-{n}"
         return run_dir
 
     def resume(self, run_dir=None) -> Path | None:
@@ -436,14 +409,15 @@ class TrainingPanel(QWidget):
         if run_dir is None:
             self._show_error("There is no stopped run to resume.")
             return None
-        step = checkpoint_step(run_dir)
+        rd = RunDir(run_dir)
+        step = rd.checkpoint_step()
         if step is None:
-            self._show_error(f"{run_dir / 'checkpoint.safetensors'}: no readable checkpoint to resume from")
+            self._show_error(f"{rd.checkpoint_path}: no readable checkpoint to resume from")
             return None
         try:
-            saved = json.loads((run_dir / "settings.json").read_text(encoding="utf-8"))["settings"]
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            self._show_error(f"{run_dir / 'settings.json'}: cannot read the run's settings ({e})")
+            saved = rd.read_settings()["settings"]
+        except TuneError as e:
+            self._show_error(f"Cannot resume: {e}")
             return None
         # The plots restart from what the run had logged up to its checkpoint.
         self._clear_plots()
@@ -508,8 +482,8 @@ class TrainingPanel(QWidget):
             (self.cancel_button if running else self.fine_tune_button).setFocus()
 
     def _can_resume(self) -> bool:
-        return (self.run_dir is not None and not (self.run_dir / "report.json").exists()
-                and checkpoint_step(self.run_dir) is not None)
+        return self.run_dir is not None and RunDir(self.run_dir).status() == "stopped" \
+            and checkpoint_step(self.run_dir) is not None
 
     def _offer_resume(self, run_dir: Path | None) -> None:
         if run_dir is None:
@@ -517,8 +491,8 @@ class TrainingPanel(QWidget):
         self.run_dir = run_dir
         step = checkpoint_step(run_dir)
         try:
-            total = json.loads((run_dir / "settings.json").read_text(encoding="utf-8")).get("total_steps")
-        except (OSError, ValueError):
+            total = RunDir(run_dir).read_settings().get("total_steps")
+        except TuneError:
             total = None
         self.status_label.setText(f"Run {run_dir.name} stopped at step {step} of {total or '?'}; "
                                   f"Resume continues it, Fine-tune starts a new one.")
@@ -564,7 +538,7 @@ class TrainingPanel(QWidget):
         self.time_label.setText("done")
         statement = report.get("threshold_statement") or ""
         self.status_label.setText(f"Run {Path(run_dir).name} finished: model written to "
-                                  f"{Path(run_dir) / 'model.safetensors'}. {statement}")
+                                  f"{RunDir(run_dir).model_path}. {statement}")
         self.finished.emit(report, run_dir)
 
     def _on_stopped(self, run_dir: str, step: int, total: int) -> None:
@@ -650,18 +624,6 @@ def page_tally(outcomes: dict) -> str:
     if not values:
         return "no values"
     return f"{values.count('correct')} of {len(values)} value{'s' if len(values) != 1 else ''} right"
-
-
-@dataclass
-class HeldOutAnswers:
-    """A held-out page for the results screen: tags are the labels' (dxstudio.grounding
-    page_targets), answers {field: FieldValue | None} the model's (None where the field is
-    unscored on this page), marks {field: True right | False wrong} where either side has a value."""
-    page: object
-    tags: list
-    statuses: dict
-    answers: dict
-    marks: dict
 
 
 class EvenSplitter(QSplitter):
@@ -763,7 +725,7 @@ class ResultsPanel(QWidget):
                            f"{run.get('train_pages', '?')} training and {run.get('heldout_pages', '?')} held-out pages")
         self.threshold_label.setText(threshold_sentence(report))
         self._fill_table(report)
-        self.export_button.setEnabled((self.run_dir / "model.safetensors").exists())
+        self.export_button.setEnabled(RunDir(self.run_dir).model_path.exists())
         self.page_outcomes = {row["id"]: row["outcomes"] for row in report.get("pages", [])}
         self.heldout_ids = [row["id"] for row in report.get("pages", [])]
         fields = list(report.get("fields", {}))
@@ -817,7 +779,7 @@ class ResultsPanel(QWidget):
         """Copy the run's model.safetensors to dest, atomically. Raises OSError naming the file."""
         if self.run_dir is None:
             raise OSError("no run is shown; fine-tune first")
-        src = self.run_dir / "model.safetensors"
+        src = RunDir(self.run_dir).model_path
         dest = Path(dest)
         if dest.is_dir():
             dest = dest / f"docextract-{self.run_dir.name}.safetensors"
@@ -843,41 +805,16 @@ class ResultsPanel(QWidget):
 
     def _load_model(self):
         if self._model is None:
-            from dxstudio.engine.container import load_model
-            from dxstudio.engine.model import to_runtime
-
-            loaded = load_model(self.run_dir / "model.safetensors")
             kernels = self.report.get("run", {}).get("settings", {}).get("kernels", DEFAULTS["kernels"])
-            self._model = (loaded.cfg, to_runtime(loaded.params), kernels)
+            self._model = load_run_model(RunDir(self.run_dir).model_path, kernels)
         return self._model
 
     def heldout_answers(self, page_id: str) -> HeldOutAnswers:
-        """One held-out page as the run's model answers it now, against its labels after review.
-        Raises ValueError/OSError (naming the file) when the page or its label file is broken."""
-        from dxstudio.engine.extract import predict_page
-        from dxstudio.grounding import Excluded, page_targets
+        """One held-out page as the run's model answers it now, against its labels after review
+        (dxstudio.tuning.heldout). Raises ValueError/OSError naming the file when broken."""
         from dxstudio.project import Project
 
-        cfg, params, kernels = self._load_model()
-        project = Project.open(self.project_root)
-        page = project.load_page(page_id)
-        labels = project.load_labels(page_id)
-        targets = page_targets(page, labels, list(cfg.fields), cfg.max_words)
-        if isinstance(targets, Excluded):
-            raise ValueError(f"{project.label_path(page_id)}: the page is excluded now ({targets.reason})")
-        pred = predict_page(cfg, params, page, kernels)
-        # The scorer's rules: an unscored field counts nowhere; no value on either side is not shown.
-        answers, marks = {}, {}
-        for f in cfg.fields:
-            if f in targets.unscored:
-                answers[f] = None
-                continue
-            v, want = pred.fields.get(f), set(targets.field_words.get(f, ()))
-            answers[f] = v
-            if v is not None or want:
-                marks[f] = v is not None and set(v.words) == want
-        statuses = {f: g.get("status") for f, g in labels.grounding.items()}
-        return HeldOutAnswers(page, [int(t) for t in targets.tags], statuses, answers, marks)
+        return heldout_answers(Project.open(self.project_root), self._load_model(), page_id)
 
     def show_heldout_page(self, page_id: str) -> None:
         fields = list(self.report.get("fields", {}))
@@ -888,7 +825,13 @@ class ResultsPanel(QWidget):
             self.labels_view.clear_page(str(e))
             self.answers_view.clear_page(str(e))
             return
-        image_root = self.project_root / "pages"
+        from dxstudio.project import Project
+
+        try:
+            image_root = Project.open(self.project_root).pages_dir
+        except ValueError as e:
+            self.page_summary.setText(str(e))
+            return
         self.labels_view.show_page(shown.page, shown.tags, shown.statuses, field_names=fields, image_root=image_root)
         self.answers_view.show_page(shown.page, shown.tags, shown.statuses, predictions=shown.answers,
                                     field_names=fields, image_root=image_root)
