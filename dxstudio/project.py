@@ -253,6 +253,14 @@ def _check_labelling(v, source: str) -> dict:
     return dict(v)
 
 
+def copy_project(src, dst) -> Path:
+    """A scratch copy of a project folder: everything but its runs and cache."""
+    import shutil
+
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("runs", ".cache"))
+    return Path(dst)
+
+
 class Project:
     def __init__(self, root: Path, data: dict, schema: list[Field]):
         self.root = Path(root)
@@ -464,6 +472,27 @@ class Project:
     def label_files(self) -> list[Path]:
         """Every training label file (labels/<id>.json of a page in the project), sorted by id."""
         return [p for p in (self.label_path(i) for i in self.page_ids()) if p.is_file()]
+
+    def discard_new(self, root_existed: bool) -> None:
+        """Undo a create() whose first use failed (an import that added nothing): remove
+        dxproject.json and the folders create() made, only where they are still empty, and the
+        project folder itself only if it did not exist before. Nothing with content is removed."""
+        if self.page_ids():
+            return
+        try:
+            self.project_file.unlink()
+        except FileNotFoundError:
+            pass
+        for sub in (self.pages_dir, self.labels_dir, self.runs_dir, self.cache_dir):
+            try:
+                sub.rmdir()
+            except OSError:  # missing or not empty: keep
+                pass
+        if not root_existed:
+            try:
+                self.root.rmdir()
+            except OSError:
+                pass
 
     def __repr__(self) -> str:
         return f"Project({str(self.root)!r}, name={self.name!r}, fields={self.field_names})"

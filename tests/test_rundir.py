@@ -49,7 +49,9 @@ def test_an_existing_run_is_refused_unless_resume_or_overwrite(small_project, tm
     out = tmp_path / "run"
     assert cli_main(["tune", str(small_project), "--out", str(out)]) == 0
     model = (out / "model.safetensors").read_bytes()
-    capsys.readouterr()
+    cap = capsys.readouterr()
+    assert "\x1b" not in cap.err and "\r" not in cap.err  # stderr is no terminal here: no bar, no escapes
+    assert "epoch 1:" in cap.err and json.loads(cap.out)["run"] == str(out)
     assert cli_main(["tune", str(small_project), "--out", str(out), "--lr", "0.5"]) == 2
     err = capsys.readouterr().err
     assert f"{out}: already holds a run" in err and "--overwrite" in err and "Traceback" not in err
