@@ -17,22 +17,22 @@ ResultsPanel(parent=None)
     (export_model(dest) -> Path) and the tuned model's answers over each held-out page beside
     its labels, right and wrong marked (show_heldout_page(page_id)).
 
-Threads: TuneRun.prepare/.train/.finish run on a plain threading.Thread. The worker never
-touches a widget: every event crosses to the GUI thread as a queued Qt signal of a relay object
-that lives in the GUI thread. Cancel sets a threading.Event; the trainer sees it before its next
-step, writes the checkpoint and returns, so Resume (TuneRun.train(resume=True) on the same run
+Threads: TuneRun.prepare/.train/.finish run as a dxstudio.ui.jobs.Job (the Schema tab's
+labelling uses the same): the work never touches a widget, every event crosses to the GUI
+thread as a queued Qt signal. Cancel sets the job's threading.Event; the trainer sees it
+before its next step, writes the checkpoint and returns, so Resume (TuneRun.train(resume=True) on the same run
 folder) ends with the bytes of an uninterrupted run.
 """
 from __future__ import annotations
 
 import math
-import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QApplication, QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout,
                                QGroupBox, QHBoxLayout, QHeaderView, QLabel, QMessageBox, QProgressBar,
                                QPushButton, QSizePolicy, QSpinBox, QSplitter, QTableWidget, QTableWidgetItem,
@@ -42,6 +42,7 @@ from dxstudio.fsutil import write_bytes_atomic
 from dxstudio.tuning import DEFAULTS, FORM_SETTINGS, TuneError, resolve_settings
 from dxstudio.tuning.heldout import HeldOutAnswers, heldout_answers, load_run_model
 from dxstudio.tuning.rundir import RunDir
+from dxstudio.ui.jobs import Job
 from dxstudio.ui.page_view import PageView, field_colours
 
 pg.setConfigOptions(antialias=True, background="w", foreground="k")
@@ -101,55 +102,38 @@ def read_metrics(run_dir: Path, up_to_step: int | None = None):
 
 
 # ---------------------------------------------------------------------------------------
-# The worker
+# The work (on the job's thread; never touches a widget)
 
-class _Relay(QObject):
-    """Lives in the GUI thread; the worker thread emits these, Qt queues them across."""
-    prepared = Signal(object)  # dict: run_dir, total, start, train, heldout, excluded, unreadable, fields
-    event = Signal(object)  # dxstudio.tuning.Event
-    finished = Signal(object, str)  # report, run_dir
-    stopped = Signal(str, int, int)  # run_dir, step, total
-    failed = Signal(str)
+@dataclass
+class Prepared:
+    """What the run will do, reported before its first step."""
+    run_dir: str
+    total: int
+    start: int
+    train: int
+    heldout: int
+    excluded: int
+    unreadable: list
+    fields: list
+    source: str
 
 
-class _TuneWorker:
-    """One run (fresh or resumed) on a background thread: prepare, train, finish."""
-
-    def __init__(self, project_root: Path, run_dir: Path, overrides: dict, resume: bool, relay: _Relay):
-        self.project_root = project_root
-        self.run_dir = run_dir
-        self.overrides = overrides
-        self.resume = resume
-        self.relay = relay
-        self.cancel = threading.Event()
-        self.thread = threading.Thread(target=self._run, name=f"dxstudio-tune-{run_dir.name}", daemon=True)
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def _run(self) -> None:
-        from dxstudio.project import Project, ProjectError
+def tune_work(project_root: Path, run_dir: Path, overrides: dict, resume: bool):
+    """The Train tab's job: prepare, train, finish. Returns ("finished", report, run_dir) or
+    ("stopped", run_dir, step, total); reports a Prepared, then every dxstudio.tuning.Event."""
+    def work(job):
+        from dxstudio.project import Project
         from dxstudio.tuning import TuneRun
 
-        try:
-            project = Project.open(self.project_root)
-            run = TuneRun.prepare(project, self.run_dir, self.overrides)
-            start = checkpoint_step(self.run_dir) if self.resume else 0
-            self.relay.prepared.emit({
-                "run_dir": str(self.run_dir), "total": run.total_steps, "start": start or 0,
-                "train": len(run.train_pages), "heldout": len(run.heldout_pages),
-                "excluded": len(run.excluded), "unreadable": [e for _, e in run.errors],
-                "fields": list(run.cfg.fields), "source": run.start_source})
-            finished = run.train(self.relay.event.emit, cancel=self.cancel, resume=self.resume)
-            if not finished:
-                self.relay.stopped.emit(str(self.run_dir), run.state.step, run.total_steps)
-                return
-            report = run.finish()
-            self.relay.finished.emit(report, str(self.run_dir))
-        except (TuneError, ProjectError, ValueError, OSError) as e:
-            self.relay.failed.emit(str(e))
-        except Exception as e:  # a bug must not vanish silently on a background thread
-            self.relay.failed.emit(f"unexpected error during fine-tuning: {type(e).__name__}: {e}")
+        project = Project.open(project_root)
+        run = TuneRun.prepare(project, run_dir, overrides)
+        job.report(Prepared(str(run_dir), run.total_steps, (checkpoint_step(run_dir) or 0) if resume else 0,
+                            len(run.train_pages), len(run.heldout_pages), len(run.excluded),
+                            [e for _, e in run.errors], list(run.cfg.fields), run.start_source))
+        if not run.train(job.report, cancel=job.cancelled, resume=resume):
+            return ("stopped", str(run_dir), run.state.step, run.total_steps)
+        return ("finished", run.finish(), str(run_dir))
+    return work
 
 
 # ---------------------------------------------------------------------------------------
@@ -172,15 +156,8 @@ class TrainingPanel(QWidget):
         self.loss_steps: list[int] = []
         self.loss_values: list[float] = []
         self.agreement: dict[str, tuple[list, list]] = {}
-        self._worker: _TuneWorker | None = None
+        self._job: Job | None = None
         self._session_start: tuple[float, int] | None = None  # (monotonic time, step) of this stretch
-        self._relay = _Relay(self)
-        q = Qt.ConnectionType.QueuedConnection
-        self._relay.prepared.connect(self._on_prepared, q)
-        self._relay.event.connect(self._on_event, q)
-        self._relay.finished.connect(self._on_finished, q)
-        self._relay.stopped.connect(self._on_stopped, q)
-        self._relay.failed.connect(self._on_failed, q)
         self._build()
         self.load_settings()
         try:
@@ -379,7 +356,7 @@ class TrainingPanel(QWidget):
     # -- running -----------------------------------------------------------------------
     @property
     def is_running(self) -> bool:
-        return self._worker is not None and self._worker.thread.is_alive()
+        return self._job is not None and self._job.running
 
     def fine_tune(self, extra_overrides: dict | None = None) -> Path | None:
         """Save the settings and start a new run in runs/<time>. extra_overrides (not saved)
@@ -435,38 +412,39 @@ class TrainingPanel(QWidget):
         self._session_start = None
         self.status_label.setText(f"{'Resuming' if resume else 'Preparing'} run {run_dir.name}...")
         self.time_label.setText("")
-        self._worker = _TuneWorker(self.project_root, run_dir, overrides, resume, self._relay)
+        self._job = Job(tune_work(self.project_root, run_dir, overrides, resume), f"dxstudio-tune-{run_dir.name}",
+                        parent=self)
+        self._job.connect(self._on_job_event, self._on_job_done, self._on_failed)
         self._set_running(True)
-        self._worker.start()
+        self._job.start()
 
     def cancel(self) -> None:
         """Ask the run to stop before its next step; it writes its checkpoint first."""
         if self.is_running:
-            self._worker.cancel.set()
+            self._job.cancel()
             self.cancel_button.setEnabled(False)
             self.status_label.setText("Stopping after the current step; the checkpoint is kept...")
 
     def shutdown(self, timeout: float = 120.0) -> bool:
         """For closing the window: cancel, wait for the worker (it writes the checkpoint).
         True when no worker is left running."""
-        worker = self._worker
-        if worker is None:
+        job = self._job
+        if job is None:
             return True
-        worker.cancel.set()
-        worker.thread.join(timeout)
-        return not worker.thread.is_alive()
+        job.cancel()
+        return job.wait(timeout)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the worker ends (tests and the screenshot command); True if it did."""
-        if self._worker is not None:
-            self._worker.thread.join(timeout)
+        if self._job is not None:
+            self._job.wait(timeout)
         return not self.is_running
 
     def _worker_done(self) -> None:
         # The worker's last act was to emit the signal being handled; wait for its thread to
         # return so that is_running is False from here on (Resume may be pressed at once).
-        if self._worker is not None:
-            self._worker.thread.join()
+        if self._job is not None:
+            self._job.join()
         self._set_running(False)
 
     def _set_running(self, running: bool) -> None:
@@ -498,18 +476,30 @@ class TrainingPanel(QWidget):
                                   f"Resume continues it, Fine-tune starts a new one.")
         self.resume_button.setEnabled(step is not None)
 
-    # -- events from the worker (GUI thread) ---------------------------------------------
-    def _on_prepared(self, info: dict) -> None:
-        self.total_steps = info["total"]
-        self.fields = info["fields"]
+    # -- events from the job (GUI thread) ------------------------------------------------
+    def _on_job_event(self, obj) -> None:
+        if isinstance(obj, Prepared):
+            self._on_prepared(obj)
+        else:
+            self._on_event(obj)
+
+    def _on_job_done(self, result: tuple) -> None:
+        if result[0] == "finished":
+            self._on_finished(result[1], result[2])
+        else:
+            self._on_stopped(*result[1:])
+
+    def _on_prepared(self, info: Prepared) -> None:
+        self.total_steps = info.total
+        self.fields = info.fields
         self.progress.setRange(0, max(1, self.total_steps))
-        self.progress.setValue(info["start"])
-        self._session_start = (time.monotonic(), info["start"])
+        self.progress.setValue(info.start)
+        self._session_start = (time.monotonic(), info.start)
         self._ensure_agreement_curves(self.fields)
-        text = (f"Run {Path(info['run_dir']).name}: {info['train']} training and {info['heldout']} held-out pages, "
-                f"{info['excluded']} excluded, {self.total_steps} steps, from {info['source']}.")
-        if info["unreadable"]:
-            text += f" Skipped {len(info['unreadable'])} unreadable: " + "; ".join(info["unreadable"][:3])
+        text = (f"Run {Path(info.run_dir).name}: {info.train} training and {info.heldout} held-out pages, "
+                f"{info.excluded} excluded, {self.total_steps} steps, from {info.source}.")
+        if info.unreadable:
+            text += f" Skipped {len(info.unreadable)} unreadable: " + "; ".join(info.unreadable[:3])
         self.status_label.setText(text)
 
     def _on_event(self, ev) -> None:
