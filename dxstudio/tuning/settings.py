@@ -44,7 +44,8 @@ class Setting:
     settings that cannot change the model bytes); commands: the commands that take it as an
     option; label: the Train form's label (None: not in the form); form: hints for the form's
     widget (top: the largest value the widget offers; decimals; step; null_text: what the
-    widget shows for null, which it stores as its lowest value).
+    widget shows for null, which it stores as its lowest value); saved: False for a setting of
+    the machine rather than the project (the form passes it to the run but does not save it).
     """
     name: str
     kind: str
@@ -62,6 +63,7 @@ class Setting:
     label: str | None = None
     form: dict = field(default_factory=dict)
     default_text: str | None = None  # how --help shows the default when the value alone says little
+    saved: bool = True  # False: the app's form does not save it into dxproject.json (a machine's setting)
 
     @property
     def option(self) -> str:
@@ -114,7 +116,7 @@ def _num(v) -> str:
 
 _MAX_SEED = (1 << 64) - 1
 
-# Defaults measured on ../shared/data (docs/tuning.md, "Defaults"); dxproject.json "settings"
+# Defaults measured on ../shared/data (docs/tuning.md, "Settings and defaults"); dxproject.json "settings"
 # and the command line override them. The order is the order of --help and of the Train form.
 SETTINGS: tuple[Setting, ...] = (
     Setting("epochs", "int", 12, "passes over the training pages", low=1,
@@ -149,7 +151,7 @@ SETTINGS: tuple[Setting, ...] = (
             choices=("tiny", "base"), label="New model size"),
     Setting("degree", "int", usable_cores(),
             "examples in parallel; the model bytes do not depend on it", low=1,
-            fingerprinted=False, default_text=f"this machine's usable cores, {usable_cores()}",
+            fingerprinted=False, default_text=f"this machine's usable cores, {usable_cores()}", saved=False,
             label="Threads", form={"top": max(1, os.cpu_count() or 1)}),
     Setting("kernels", "choice", "fast", "kernel path; both give the same bytes",
             choices=("fast", "reference"), fingerprinted=False, commands=("tune", "eval")),

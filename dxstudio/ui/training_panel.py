@@ -42,6 +42,7 @@ from dxstudio.fsutil import write_bytes_atomic
 from dxstudio.tuning import DEFAULTS, FORM_SETTINGS, TuneError, resolve_settings
 from dxstudio.tuning.heldout import HeldOutAnswers, heldout_answers, load_run_model
 from dxstudio.tuning.rundir import RunDir
+from dxstudio.tuning.settings import BY_NAME
 from dxstudio.ui.jobs import Job
 from dxstudio.ui.page_view import PageView, field_colours
 
@@ -349,7 +350,12 @@ class TrainingPanel(QWidget):
         values = self.settings_values()
         project = self._project()
         resolve_settings(project.settings, values)  # raises TuneError naming a bad setting
-        project.settings.update(values)
+        # settings of this machine (Threads) are the run's, not the project's: a project
+        # opened on another machine starts at that machine's default
+        project.settings.update({k: v for k, v in values.items() if BY_NAME[k].saved})
+        for k in values:
+            if not BY_NAME[k].saved:
+                project.settings.pop(k, None)
         project.save()
         return values
 
@@ -375,7 +381,8 @@ class TrainingPanel(QWidget):
             self._show_error(f"Cannot start fine-tuning: {e}")
             return None
         self._clear_plots()
-        self._start(run_dir, dict(extra_overrides or {}), resume=False)
+        machine = {k: v for k, v in self.settings_values().items() if not BY_NAME[k].saved}
+        self._start(run_dir, {**machine, **dict(extra_overrides or {})}, resume=False)
         return run_dir
 
     def resume(self, run_dir=None) -> Path | None:
