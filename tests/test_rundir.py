@@ -162,3 +162,31 @@ def test_the_fingerprint_covers_the_label_bytes_that_were_read(small_project, tm
     monkeypatch.undo()
     third = TuneRun.prepare(Project.open(small_project), tmp_path / "c", {})
     assert third.fingerprint != first.fingerprint  # the edit is seen by the next run
+
+
+def test_ctrl_c_stops_at_a_step_with_a_checkpoint_and_resume_gives_the_same_bytes(small_project, tmp_path):
+    import os
+    import signal
+    import time
+
+    ref = tmp_path / "ref"
+    assert cli_main(["tune", str(small_project), "--out", str(ref), "--epochs", "20"]) == 0
+    out = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "dxstudio.cli", "tune", str(small_project), "--out", str(out),
+                             "--epochs", "20", "--checkpoint-every", "1000"],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    metrics = out / "metrics.jsonl"
+    deadline = time.monotonic() + 120
+    while not (metrics.exists() and metrics.read_text().count("\n") >= 3):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and f"--resume --out {out}" in stderr
+    step = RunDir(out).checkpoint_step()
+    assert json.loads(stdout)["step"] == step and 0 < step < 20 * 2
+    assert not RunDir(out).report_path.exists()
+    assert cli_main(["tune", str(small_project), "--out", str(out), "--resume", "--epochs", "20"]) == 0
+    assert (out / "model.safetensors").read_bytes() == (ref / "model.safetensors").read_bytes()
