@@ -419,6 +419,8 @@ class TrainingPanel(QWidget):
         self._session_start = None
         self.status_label.setText(f"{'Resuming' if resume else 'Preparing'} run {run_dir.name}...")
         self.time_label.setText("")
+        if self._job is not None:  # the last run's job has ended (is_running was checked)
+            self._job.deleteLater()
         self._job = Job(tune_work(self.project_root, run_dir, overrides, resume), f"dxstudio-tune-{run_dir.name}",
                         parent=self)
         self._job.connect(self._on_job_event, self._on_job_done, self._on_failed)
