@@ -28,8 +28,20 @@ def configure(name, p):
         p.add_argument("--kernels", choices=["reference", "fast"], default="fast", help="(accepted for symmetry; a new model does no arithmetic)")
     else:
         p.add_argument("model", help="model file (.safetensors)")
-        p.add_argument("pages", nargs="+", help="page JSON files")
+        p.add_argument("pages", nargs="+", help="page JSON files, folders of them, JSON-lines files "
+                       "(.jsonl, one page a line), or - for JSON lines on standard input")
         p.add_argument("--kernels", choices=["reference", "fast"], default="fast", help="(default fast)")
+        add_scale_arguments(p)
+
+
+def add_scale_arguments(p):
+    """--workers and --ray (extract and route): the same output bytes as one process."""
+    p.add_argument("--workers", type=int, metavar="N", help="pages on N local worker processes "
+                   "(with --ray local: the CPUs of the Ray instance started here)")
+    p.add_argument("--ray", metavar="ADDRESS", help="pages as tasks on the Ray cluster at ADDRESS "
+                   "(host:port, ray://host:port, auto), or 'local' to start one on this machine; "
+                   'needs the cluster extra: pip install "dxstudio[cluster]"')
+    p.add_argument("--chunk", type=int, default=8, metavar="PAGES", help="pages per task (default 8)")
 
 
 def run(name, args) -> int:
@@ -71,31 +83,63 @@ def _new_model(args) -> int:
     return OK
 
 
+def open_backend(args, fn, shared, *fn_args):
+    """The ordered-map backend --workers / --ray ask for (dxstudio/scale), and a closer that
+    shuts down a Ray instance this command started."""
+    from dxstudio.scale import ScaleError
+    from dxstudio.scale.ordered import Processes, Serial
+
+    if args.chunk < 1:
+        fail(f"--chunk must be at least 1, not {args.chunk}")
+    if args.workers is not None and args.workers < 1:
+        fail(f"--workers must be at least 1, not {args.workers}")
+    if args.ray:
+        try:
+            from dxstudio.scale import cluster
+        except ScaleError as e:
+            fail(f"--ray: {e}")
+        try:
+            started = cluster.connect(args.ray, args.workers if args.ray == "local" else None)
+        except ScaleError as e:
+            fail(e)
+        return cluster.RayTasks(fn, shared, *fn_args), (cluster.shutdown if started else (lambda: None))
+    if args.workers and args.workers > 1:
+        return Processes(args.workers, fn, shared, *fn_args), (lambda: None)
+    return Serial(fn, shared, *fn_args), (lambda: None)
+
+
 def _extract(args) -> int:
     from dxstudio.engine.container import ModelFileError, load_model
-    from dxstudio.engine.extract import predict_page, prediction_json
     from dxstudio.engine.model import to_runtime
-    from dxstudio.engine.page import PageError, load_page
+    from dxstudio.scale import ScaleError
+    from dxstudio.scale.ordered import ordered_map
+    from dxstudio.scale.pages import chunks, count_pages, extract_chunk, page_items
 
     try:
         model = load_model(args.model)
     except ModelFileError as e:
         fail(e)
-    params = to_runtime(model.params)
-    failed = 0
-    with progress(len(args.pages), "extract", show=len(args.pages) > 1) as bar:
-        for path in args.pages:
-            try:
-                page = load_page(path)
-                pred = predict_page(model.cfg, params, page, args.kernels)
-            except PageError as e:
-                warn(e)
-                failed += 1
-            else:
-                emit_json(prediction_json(pred))
-            bar.update()
-    if failed == len(args.pages):
+    shared = (model.cfg, to_runtime(model.params), getattr(model, "thresholds", None))
+    total = count_pages(args.pages)
+    backend, close = open_backend(args, extract_chunk, shared, args.kernels)
+    done = failed = 0
+    try:
+        with progress(total or 0, "extract", show=total is None or total > 1) as bar, backend:
+            for results in ordered_map(backend, chunks(page_items(args.pages), args.chunk)):
+                for kind, value in results:
+                    if kind == "ok":
+                        emit_json(value)
+                    else:
+                        warn(value)
+                        failed += 1
+                    done += 1
+                bar.show(done)
+    except ScaleError as e:
+        fail(e)
+    finally:
+        close()
+    if done == 0:
+        fail("no pages given")
+    if failed == done:
         return FAILED
     return PARTIAL if failed else OK
-
-

@@ -152,8 +152,12 @@ def example_gradients(cfg, params, ex: Example, settings: TrainSettings, wanted,
     return loss, OrderedDict((n_, grads[n_]) for n_ in wanted if n_ in grads)
 
 
-def batch_gradients(cfg, params, examples, settings: TrainSettings, wanted):
-    """Mean example loss and the batch gradient: example sets added in example order."""
+def batch_gradients(cfg, params, examples, settings: TrainSettings, wanted, runner=None):
+    """Mean example loss and the batch gradient: example sets added in example order.
+
+    `runner`, when given, computes the per-example (loss, gradient set) list elsewhere (e.g.
+    on a Ray cluster, dxstudio/scale/cluster.py): runner(cfg, params, examples, settings,
+    wanted, batch_size) -> [example_gradients(...) for each example, in order]."""
     if not examples:
         raise ValueError("a batch needs at least one example")
     for i, ex in enumerate(examples):
@@ -166,7 +170,11 @@ def batch_gradients(cfg, params, examples, settings: TrainSettings, wanted):
                 return example_gradients(cfg, params, ex, settings, wanted, b)
         return example_gradients(cfg, params, ex, settings, wanted, b)
 
-    if settings.degree > 1 and b > 1:
+    if runner is not None:
+        results = list(runner(cfg, params, examples, settings, wanted, b))
+        if len(results) != b:
+            raise ValueError(f"the gradient runner gave {len(results)} gradient sets for {b} examples")
+    elif settings.degree > 1 and b > 1:
         with ThreadPoolExecutor(max_workers=settings.degree) as pool:
             results = list(pool.map(one, examples))
     else:
@@ -201,6 +209,7 @@ class TrainState:
     m: dict = field(default_factory=dict)
     v: dict = field(default_factory=dict)
     step: int = 0  # AdamW steps taken
+    runner: object = None  # optional: computes the per-example gradient sets (batch_gradients)
 
     @classmethod
     def start(cls, cfg, container_params, settings):
@@ -265,7 +274,7 @@ def train_step(state: TrainState, examples, lr: float) -> StepResult:
     wanted = list(trainable_scales(state.cfg, state.settings))
     if not wanted:
         raise ValueError("nothing to train: every loss term is off")
-    loss, grads = batch_gradients(state.cfg, state.params, examples, state.settings, wanted)
+    loss, grads = batch_gradients(state.cfg, state.params, examples, state.settings, wanted, state.runner)
     norm = None
     if state.settings.clip:
         norm = global_norm(grads, state.settings.kernels)

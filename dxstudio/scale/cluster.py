@@ -1,0 +1,129 @@
+"""Ray: connecting, the tasks of extract and route, and the gradient sets of a training step.
+
+Imported only when a command gets --ray; it imports ray (the cluster extra) at once.
+
+    connect("local", num_cpus=2)    # a Ray instance on this machine, on 127.0.0.1
+    connect("10.0.0.5:6379")        # a running cluster; dxstudio travels as a py_module
+    with RayTasks(fn, model, ...):  # fn(model, chunk, ...) as tasks, the model ray.put once
+    state.runner = RayGradients()   # a training step's examples as tasks, sets back in order
+
+A task whose worker dies (killed, out of memory, its node lost) is run again by Ray
+(max_retries); its result is taken once, so no output line is lost or doubled.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from dxstudio.scale import ScaleError, import_ray
+
+ray = import_ray()
+
+TASK_RETRIES = 3  # a lost worker's task is run again up to this many times
+
+
+def connect(address: str, num_cpus: int | None = None) -> bool:
+    """Join the cluster at `address` ("local": start one here, on 127.0.0.1, with `num_cpus`
+    CPUs, default all). True when this call started or joined it (the caller shuts it down);
+    False when this process was already connected."""
+    if ray.is_initialized():
+        return False
+    quiet = dict(include_dashboard=False, log_to_driver=False, logging_level="ERROR",
+                 configure_logging=True)
+    try:
+        if address == "local":
+            ray.init(address="local", num_cpus=num_cpus, _node_ip_address="127.0.0.1", **quiet)
+        else:
+            # the same dxstudio code on every node as here: the package travels with the job
+            pkg = str(Path(__file__).resolve().parents[1])
+            ray.init(address=address, runtime_env={"py_modules": [pkg]}, **quiet)
+    except Exception as e:  # ConnectionError, ValueError, RuntimeError, TimeoutError ...
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ScaleError(f"cannot connect to the Ray cluster at {address!r}: {first}") from None
+    return True
+
+
+def shutdown() -> None:
+    ray.shutdown()
+
+
+def cluster_cpus() -> int:
+    return max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+
+def _run_chunk(fn, shared, chunk, args):
+    return fn(shared, chunk, *args)
+
+
+_remote_chunk = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(_run_chunk)
+
+
+class RayTasks:
+    """The ordered-map backend on Ray: the shared object put in the object store once; every
+    chunk one task that reads it from there (zero-copy for the arrays on the same node)."""
+
+    def __init__(self, fn, shared, *args, inflight: int | None = None):
+        self.fn, self.args = fn, args
+        self.ref = ray.put(shared)
+        self.inflight = inflight or 2 * cluster_cpus()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def submit(self, chunk):
+        return _remote_chunk.remote(self.fn, self.ref, chunk, self.args)
+
+    def result(self, handle):
+        try:
+            return ray.get(handle)
+        except ray.exceptions.RayError as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise ScaleError(f"a Ray task failed after {TASK_RETRIES} retries: {first}") from None
+
+
+# -- training ---------------------------------------------------------------------------------
+
+def _gradient_chunk(cfg, params, examples, settings, wanted, batch_size):
+    """Each example's (loss, gradient set), as batch_gradients computes it on one thread."""
+    from dxstudio.engine import numerics as nu
+    from dxstudio.engine.training import example_gradients
+
+    if settings.kernels == "fast":
+        with nu.serial_kernels():  # one CPU per task, as one thread of degree > 1
+            return [example_gradients(cfg, params, ex, settings, wanted, batch_size) for ex in examples]
+    return [example_gradients(cfg, params, ex, settings, wanted, batch_size) for ex in examples]
+
+
+_remote_gradients = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(_gradient_chunk)
+
+
+class RayGradients:
+    """A TrainState.runner: a step's examples split into consecutive runs, one task each
+    (the weights ray.put once per step); each example's own gradient set comes back and the
+    driver adds the sets in example order (dxstudio.engine.training.batch_gradients), so the
+    bytes are those of degree 1. `bytes_back` counts the gradient bytes of the last step."""
+
+    def __init__(self, tasks: int | None = None):
+        self.tasks = tasks
+        self.bytes_back = 0
+        self.bytes_out = 0
+
+    def __call__(self, cfg, params, examples, settings, wanted, batch_size):
+        n = min(self.tasks or cluster_cpus(), len(examples))
+        ref = ray.put(params)
+        size, extra = divmod(len(examples), n)
+        refs, start = [], 0
+        for i in range(n):  # consecutive runs, the first `extra` one longer
+            stop = start + size + (1 if i < extra else 0)
+            refs.append(_remote_gradients.remote(cfg, ref, examples[start:stop], settings, wanted, batch_size))
+            start = stop
+        try:
+            results = [r for part in ray.get(refs) for r in part]
+        except ray.exceptions.RayError as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise ScaleError(f"a Ray training task failed after {TASK_RETRIES} retries: {first}") from None
+        self.bytes_back = sum(g.nbytes for _, gs in results for g in gs.values())
+        self.bytes_out = sum(p.nbytes for p in params.values())
+        return results
