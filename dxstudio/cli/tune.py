@@ -22,6 +22,9 @@ def configure(name, p):
         again = p.add_mutually_exclusive_group()
         again.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
         again.add_argument("--overwrite", action="store_true", help="replace the run in --out (its files are removed)")
+        p.add_argument("--ray", metavar="ADDRESS", help="each step's examples as tasks on the Ray cluster at "
+                       "ADDRESS ('local': start one here); the same bytes as one process. Needs the "
+                       'cluster extra: pip install "dxstudio[cluster]"')
     else:
         p.add_argument("model", help="model file")
         p.add_argument("project", help="project folder")
@@ -106,6 +109,41 @@ def _tune(project, args) -> int:
             rundir.check_resumable() if args.resume else rundir.check_new(args.overwrite)
         except TuneError as e:
             fail(e)
+    runner, close = _ray_runner(args)  # before anything is made: a wrong --ray is said at once
+    try:
+        return _prepare_and_train(project, args, runner)
+    finally:
+        close(runner)
+
+
+def _ray_runner(args):
+    """With --ray: (the gradient runner on the cluster, its closer); else (None, a no-op)."""
+    if not getattr(args, "ray", None):
+        return None, lambda runner: None
+    from dxstudio.scale import ScaleError
+
+    try:
+        from dxstudio.scale import cluster
+
+        started = cluster.connect(args.ray)
+    except ScaleError as e:
+        fail(f"--ray: {e}")
+    warn(f"--ray {args.ray}: each step's examples as tasks on {cluster.cluster_cpus()} Ray CPUs")
+
+    def close(runner):
+        if runner.bytes_back:
+            warn(f"--ray: per step {runner.bytes_back} bytes of gradient sets back to this process, "
+                 f"{runner.bytes_out} bytes of weights out (the last step)")
+        if started:
+            cluster.shutdown()
+    return cluster.RayGradients(), close
+
+
+def _prepare_and_train(project, args, runner) -> int:
+    from dxstudio.scale import ScaleError
+    from dxstudio.tuning import TuneError, TuneRun, score_summary
+    from dxstudio.tuning.rundir import RunDir
+
     t0 = time.monotonic()
     try:
         run = TuneRun.prepare(project, args.out or project.runs_dir / "_new", _overrides(args), model_path=args.model)
@@ -117,6 +155,7 @@ def _tune(project, args) -> int:
         except TuneError as e:
             fail(e)
     out = run.rundir.path
+    run.runner = runner
     for pid, err in run.errors:
         warn(f"skipped {err}")
     warn(f"{len(run.train_pages)} training and {len(run.heldout_pages)} held-out pages, "
@@ -132,7 +171,7 @@ def _tune(project, args) -> int:
         try:
             finished = run.train(on_event, cancel=interrupt.cancel, stop_after=args.stop_after,
                                  resume=args.resume, overwrite=args.overwrite)
-        except (TuneError, ValueError) as e:
+        except (TuneError, ValueError, ScaleError) as e:
             fail(e)
         except OSError as e:
             fail(f"{e.filename or out}: {e.strerror or e}")

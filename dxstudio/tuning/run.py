@@ -72,6 +72,7 @@ class TuneRun:
     examples: list = field(default_factory=list)
     history: list = field(default_factory=list)  # events of this run (steps and epochs)
     sources: dict = field(default_factory=dict)  # {page id: (page bytes, label bytes)} as read
+    runner: object = None  # optional per-example gradient runner (TrainState.runner), e.g. on Ray
 
     def __post_init__(self):
         self.rundir = RunDir(self.run_dir)  # the folder's file names and its lock
@@ -201,6 +202,7 @@ class TuneRun:
                 rd.check_new(overwrite)
                 rd.clear()
             self.state = TrainState.start(self.cfg, self.start_params, self.train_settings())
+            self.state.runner = self.runner
             step = self.load_checkpoint() if resume else 0  # refused before anything is written
             self._write_settings()
             return step
