@@ -84,12 +84,14 @@ class Processes:
                              "which retries the lost work") from None
 
 
-def ordered_map(backend, chunks):
-    """backend's result for each chunk, in the chunks' order."""
+def ordered_map(backend, chunks, with_chunks: bool = False):
+    """backend's result for each chunk, in the chunks' order ((chunk, result) with_chunks)."""
     pending = deque()
     for chunk in chunks:
-        pending.append(backend.submit(chunk))
+        pending.append((chunk, backend.submit(chunk)))
         while len(pending) >= backend.inflight:
-            yield backend.result(pending.popleft())
+            chunk_, handle = pending.popleft()
+            yield (chunk_, backend.result(handle)) if with_chunks else backend.result(handle)
     while pending:
-        yield backend.result(pending.popleft())
+        chunk_, handle = pending.popleft()
+        yield (chunk_, backend.result(handle)) if with_chunks else backend.result(handle)

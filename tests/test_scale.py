@@ -1,0 +1,270 @@
+"""Past one process (dxstudio/scale, docs/scale.md): extract and route on local worker
+processes and on a local Ray instance (127.0.0.1 only), tune --ray; always the bytes of one
+process. The Ray tests skip when the cluster extra is not installed."""
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import shutil
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from dxstudio import cli
+from dxstudio.scale.pages import chunks, count_pages, extract_chunk, page_items
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "resources" / "sample"
+FIELDS = "total,subtotal,tax,cash,change"  # the bundled sample's schema
+
+
+def sample_pages(n):
+    return sorted((SAMPLE / "pages").glob("*.json"))[:n]
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    path = tmp_path_factory.mktemp("model") / "m.safetensors"
+    assert cli.main(["new-model", str(path), "--size", "tiny", "--fields", FIELDS]) == 0
+    return path
+
+
+@pytest.fixture
+def inputs(tmp_path):
+    """A folder of 6 pages, a JSON-lines file of 5 more with one bad line, and a missing file."""
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for p in sample_pages(6):
+        shutil.copy(p, folder)
+    lines = [p.read_text() for p in sample_pages(11)[6:]]
+    lines = [json.dumps(json.loads(t)) for t in lines]
+    lines.insert(2, '{"id": "broken", "width": 10}')
+    (tmp_path / "more.jsonl").write_text("\n".join(lines) + "\n\n")
+    return [str(folder), str(tmp_path / "more.jsonl"), str(tmp_path / "missing.json")]
+
+
+def run_cli(argv, capsys):
+    code = cli.main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_page_items_reads_folders_jsonl_and_stdin_in_order(inputs):
+    items = list(page_items(inputs))
+    assert count_pages(inputs) == len(items) == 6 + 6 + 1
+    assert [label for label, _, _ in items[6:9]] == [f"{inputs[1]} line {n}" for n in (1, 2, 3)]
+    assert items[-1][2].startswith(f"{inputs[2]}: cannot read")
+    stdin = io.BytesIO(b'{"id": "a"}\n\n{"id": "b"}\n')
+    assert [label for label, _, _ in page_items(["-"], stdin=stdin)] == ["<stdin> line 1", "<stdin> line 3"]
+    assert [len(c) for c in chunks(range(7), 3)] == [3, 3, 1]
+
+
+def test_extract_workers_gives_the_serial_bytes_and_reports_bad_pages(model, inputs, capsys):
+    code, serial, err = run_cli(["extract", str(model), *inputs], capsys)
+    assert code == 1  # partial: two bad pages, each named
+    assert f"{inputs[1]} line 3: missing 'width' or 'height'" in err and f"{inputs[2]}: cannot read" in err
+    assert len(serial.splitlines()) == 11
+    assert [json.loads(l)["id"] for l in serial.splitlines()][:6] == [p.stem for p in sample_pages(6)]
+    code, parallel, _ = run_cli(["extract", str(model), *inputs, "--workers", "2", "--chunk", "2"], capsys)
+    assert code == 1 and parallel == serial
+
+
+def test_ray_flag_without_ray_says_how_to_install(model, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray fails
+    monkeypatch.delitem(sys.modules, "dxstudio.scale.cluster", raising=False)
+    code, out, err = run_cli(["extract", str(model), str(sample_pages(1)[0]), "--ray", "local"], capsys)
+    assert code == 2 and out == ""
+    assert 'pip install "dxstudio[cluster]"' in err
+
+
+# -- route against a local labelling endpoint that fails and stalls ----------------------------------
+
+from test_labelling import FakeEndpoint  # noqa: E402  (the same server the label tests use)
+
+ANSWERS = {"total": "9.99", "subtotal": "9.00", "tax": "0.99", "cash": None, "change": None}
+
+
+@pytest.fixture
+def route_project(tmp_path):
+    proj = tmp_path / "project"
+    (proj / "pages").mkdir(parents=True)
+    d = json.loads((SAMPLE / "dxproject.json").read_text())
+    server = FakeEndpoint([("status", 500), ("slow", 3.0, ANSWERS)], default=("good", ANSWERS))
+    d["labelling"] = {"url": server.url, "model": "test-model"}
+    (proj / "dxproject.json").write_text(json.dumps(d))
+    yield proj, server
+    server.close()
+
+
+def confidences(serial_out):
+    return sorted(v["confidence"] for line in serial_out.splitlines()
+                  for v in json.loads(line)["fields"].values() if v["value"] is not None)
+
+
+def check_route(out, serial, threshold, server):
+    lines = [json.loads(l) for l in out.splitlines()]
+    summary = lines.pop()["summary"]
+    pages = [json.loads(l) for l in serial.splitlines()]
+    assert [p["id"] for p in lines] == [p["id"] for p in pages]
+    asked_pages = 0
+    for got, want in zip(lines, pages):
+        asked = False
+        for f, v in want["fields"].items():
+            g = got["fields"][f]
+            if v["value"] is not None and v["confidence"] >= threshold:
+                assert g == {"value": v["value"], "source": "local", "confidence": v["confidence"]}
+            else:
+                asked = True
+                assert g["source"] == "labelling model" and g["value"] == ANSWERS[f]
+        asked_pages += asked
+    assert summary["pages_asked"] == asked_pages > 0 and summary["pages_local"] == len(pages) - asked_pages
+    assert summary["values_local"] > 0 and summary["values_asked"] > 0
+    return summary
+
+
+def test_route_answers_locally_above_the_threshold_and_asks_the_rest(model, route_project, capsys):
+    proj, server = route_project
+    pages = [str(p) for p in sample_pages(8)]
+    _, serial, _ = run_cli(["extract", str(model), *pages], capsys)
+    conf = confidences(serial)
+    t = conf[len(conf) // 2]  # half the values local
+    argv = ["route", str(model), *pages, "--project", str(proj), "--threshold", repr(t),
+            "--timeout", "1", "--concurrency", "2"]
+    code, out, err = run_cli(argv, capsys)
+    assert code == 0, err
+    summary = check_route(out, serial, t, server)
+    # a 500 and a stall past the timeout, both retried: two requests more than pages asked
+    assert summary["requests"] == len(server.requests) == summary["pages_asked"] + 2
+    # again: every asked page from the same cache as `dxstudio label`, no request
+    code, out2, _ = run_cli(argv + ["--workers", "2"], capsys)
+    assert code == 0 and json.loads(out2.splitlines()[-1])["summary"]["requests"] == 0
+    assert out2.splitlines()[:-1] == out.splitlines()[:-1]
+
+
+def test_route_with_an_endpoint_that_always_fails_reports_each_page(model, route_project, capsys):
+    proj, server = route_project
+    server.script, server.default = [], ("status", 503)
+    pages = [str(p) for p in sample_pages(3)]
+    code, out, err = run_cli(["route", str(model), *pages, "--project", str(proj), "--threshold", "1.0",
+                              "--retries", "0"], capsys)
+    assert code == 2  # every page needed the model and none got an answer
+    lines = [json.loads(l) for l in out.splitlines()]
+    assert len(lines) == 4 and all("HTTP 503" in p["error"] for p in lines[:3])
+    assert all(v["source"] is None for p in lines[:3] for v in p["fields"].values())
+    assert err.count("HTTP 503") == 3
+
+
+# -- Ray ---------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def ray_local():
+    ray = pytest.importorskip("ray")
+    ray.init(address="local", include_dashboard=False, num_cpus=2, _node_ip_address="127.0.0.1",
+             log_to_driver=False, logging_level="ERROR")
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def _descendants(root: int) -> set:
+    parent = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                stat = Path(f"/proc/{d}/stat").read_text()
+                parent[int(d)] = int(stat.rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    out, todo = set(), [root]
+    while todo:
+        p = todo.pop()
+        kids = [c for c, pp in parent.items() if pp == p]
+        out.update(kids)
+        todo.extend(kids)
+    return out
+
+
+def _busy_ray_workers() -> list:
+    pids = []
+    for pid in _descendants(os.getpid()):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if cmd.startswith(b"ray::_run_chunk"):
+            pids.append(pid)
+    return pids
+
+
+def test_extract_on_ray_gives_the_serial_bytes(ray_local, model, inputs, capsys):
+    _, serial, _ = run_cli(["extract", str(model), *inputs], capsys)
+    code, out, err = run_cli(["extract", str(model), *inputs, "--ray", "local", "--chunk", "3"], capsys)
+    assert code == 1 and out == serial
+    assert ray_local.is_initialized()  # joined the running instance, did not stop it
+
+
+def test_a_killed_ray_worker_is_retried_with_no_lost_or_doubled_line(ray_local, model):
+    from dxstudio.engine.container import load_model
+    from dxstudio.engine.model import to_runtime
+    from dxstudio.scale.cluster import RayTasks
+    from dxstudio.scale.ordered import Serial, ordered_map
+
+    m = load_model(model)
+    shared = (m.cfg, to_runtime(m.params), None)
+    items = list(page_items([str(SAMPLE / "pages")]))
+    with Serial(extract_chunk, shared, "fast") as b:
+        want = [r for rs in ordered_map(b, chunks(items, 2)) for r in rs]
+    killed = []
+
+    def killer():
+        deadline = time.monotonic() + 60
+        while not killed and time.monotonic() < deadline:
+            busy = _busy_ray_workers()
+            if busy:
+                os.kill(busy[0], signal.SIGKILL)
+                killed.append(busy[0])
+            time.sleep(0.01)
+
+    t = threading.Thread(target=killer, daemon=True)
+    t.start()
+    with RayTasks(extract_chunk, shared, "fast") as b:
+        got = [r for rs in ordered_map(b, chunks(items, 2)) for r in rs]
+    t.join(5)
+    assert killed, "no busy worker was found to kill"
+    assert got == want and len(got) == 200
+
+
+@pytest.fixture
+def sample_project(tmp_path):
+    """16 pages of the bundled sample with their labels, a tiny model, 2 epochs of batch 4."""
+    proj = tmp_path / "project"
+    (proj / "pages").mkdir(parents=True)
+    (proj / "labels").mkdir()
+    for p in sample_pages(16):
+        shutil.copy(p, proj / "pages")
+        shutil.copy(SAMPLE / "labels" / p.name, proj / "labels")
+    d = json.loads((SAMPLE / "dxproject.json").read_text())
+    d["settings"].update({"size": "tiny", "epochs": 2, "batch": 4, "warmup": 2, "lr": 0.01,
+                          "backbone_scale": 0.5, "heldout_fraction": 0.25, "checkpoint_every": 3})
+    (proj / "dxproject.json").write_text(json.dumps(d))
+    return proj
+
+
+def test_tune_on_ray_gives_the_bytes_of_degree_1_resume_included(ray_local, sample_project, tmp_path, capsys):
+    code, _, err = run_cli(["tune", str(sample_project), "--out", str(tmp_path / "one"), "--degree", "1"], capsys)
+    assert code == 0, err
+    code, _, err = run_cli(["tune", str(sample_project), "--out", str(tmp_path / "ray"), "--ray", "local",
+                            "--stop-after", "2"], capsys)
+    assert code == 0, err
+    code, _, err = run_cli(["tune", str(sample_project), "--out", str(tmp_path / "ray"), "--ray", "local",
+                            "--resume"], capsys)
+    assert code == 0, err
+    assert "bytes of gradient sets" in err
+    one = (tmp_path / "one" / "model.safetensors").read_bytes()
+    assert (tmp_path / "ray" / "model.safetensors").read_bytes() == one
