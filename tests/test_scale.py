@@ -268,3 +268,21 @@ def test_tune_on_ray_gives_the_bytes_of_degree_1_resume_included(ray_local, samp
     assert "bytes of gradient sets" in err
     one = (tmp_path / "one" / "model.safetensors").read_bytes()
     assert (tmp_path / "ray" / "model.safetensors").read_bytes() == one
+
+
+def test_an_address_where_no_cluster_answers_is_said_at_once(ray_local, model, capsys):
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))  # a port nobody listens on
+    port = s.getsockname()[1]
+    s.close()
+    ray_local.shutdown()  # not connected: the address is tried
+    try:
+        t0 = time.monotonic()
+        code, out, err = run_cli(["extract", str(model), str(sample_pages(1)[0]), "--ray", f"127.0.0.1:{port}"], capsys)
+        assert code == 2 and out == "" and f"cannot reach the Ray cluster at '127.0.0.1:{port}'" in err
+        assert time.monotonic() - t0 < 10
+    finally:
+        ray_local.init(address="local", include_dashboard=False, num_cpus=2, _node_ip_address="127.0.0.1",
+                       log_to_driver=False, logging_level="ERROR")

@@ -103,7 +103,7 @@ def open_backend(args, fn, shared, *fn_args):
         except ScaleError as e:
             fail(e)
         return cluster.RayTasks(fn, shared, *fn_args), (cluster.shutdown if started else (lambda: None))
-    if args.workers and args.workers > 1:
+    if args.workers:  # even 1: one worker process (the driver only reads and writes)
         return Processes(args.workers, fn, shared, *fn_args), (lambda: None)
     return Serial(fn, shared, *fn_args), (lambda: None)
 

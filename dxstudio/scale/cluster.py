@@ -29,6 +29,7 @@ def connect(address: str, num_cpus: int | None = None) -> bool:
         return False
     quiet = dict(include_dashboard=False, log_to_driver=False, logging_level="ERROR",
                  configure_logging=True)
+    _probe(address)
     try:
         if address == "local":
             ray.init(address="local", num_cpus=num_cpus, _node_ip_address="127.0.0.1", **quiet)
@@ -40,6 +41,21 @@ def connect(address: str, num_cpus: int | None = None) -> bool:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ScaleError(f"cannot connect to the Ray cluster at {address!r}: {first}") from None
     return True
+
+
+def _probe(address: str, timeout: float = 5.0) -> None:
+    """A host:port address that does not answer is said in seconds (ray.init would wait
+    minutes); other forms (auto, ray://...) are left to Ray."""
+    import socket
+
+    host, sep, port = address.rpartition(":")
+    if address == "local" or not sep or "/" in address or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise ScaleError(f"cannot reach the Ray cluster at {address!r} ({e.strerror or e}); "
+                         f"start one with `ray start --head` there, or use --ray local") from None
 
 
 def shutdown() -> None:
