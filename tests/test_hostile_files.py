@@ -1,0 +1,209 @@
+"""Hostile and careless files (issue 9, items 4 to 9): each gives one clear line naming the
+file, the page is skipped and the rest goes on."""
+from __future__ import annotations
+
+import json
+import os
+import struct
+from pathlib import Path
+
+import pytest
+
+from dxstudio.engine.container import ModelFileError, load_model
+from dxstudio.engine.page import Page, PageError, Word, load_page
+from dxstudio.fsutil import JSONInputError, parse_json, read_json, read_regular_file
+from dxstudio.project import LabelError, Project, ProjectError
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+DEEP = "[" * 100000 + "]" * 100000
+HOSTILE_JSON = {
+    "deep": DEEP,
+    "deep-object": '{"a":' * 50000 + "1" + "}" * 50000,
+    "int-400": '{"id": "p", "width": ' + "9" * 400 + "}",
+    "int-5000": '{"id": "p", "width": ' + "9" * 5000 + "}",
+    "float-overflow": '{"id": "p", "width": 1e400}',
+    "surrogate": '{"id": "p\\ud800", "width": 1}',
+    "nan": '{"id": "p", "width": NaN}',
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_JSON))
+def test_parse_json_refuses_hostile_text_with_a_plain_value_error(name):
+    with pytest.raises(JSONInputError) as e:
+        parse_json(HOSTILE_JSON[name])
+    assert "\n" not in str(e.value) and len(str(e.value)) < 200
+
+
+def test_parse_json_keeps_ordinary_json():
+    assert parse_json('{"a": [1, 2.5, "x", null, true], "b": {"c": -12}}') == \
+        {"a": [1, 2.5, "x", None, True], "b": {"c": -12}}
+    assert parse_json(b"\xef\xbb\xbf[1]") == [1]
+    deep_ok = "[" * 20 + "]" * 20
+    assert parse_json(deep_ok) is not None
+
+
+def _invoice_pages(n):
+    base = load_page(FIXTURES / "pages" / "invoice-1.json")
+    pages = []
+    for k in range(n):
+        words = list(base.words)
+        words[4] = Word(f"INV-{k:04d}", words[4].box)
+        pages.append(Page(f"inv-{k}", base.width, base.height, tuple(words)))
+    return pages
+
+
+@pytest.fixture
+def small_project(tmp_path):
+    from dxstudio.labelling import apply_answers
+
+    p = Project.create(tmp_path / "proj", "invoices", ["vendor", "invoice_number", "total"])
+    for page in _invoice_pages(6):
+        p.add_page(page)
+        apply_answers(p, page.id, {"vendor": "Globex Corporation", "invoice_number": page.words[4].text,
+                                   "total": "1,440.00"}, "test")
+    p.settings.update({"size": "tiny", "epochs": 1, "batch": 2, "warmup": 1, "heldout_fraction": 0.34})
+    p.save()
+    return p
+
+
+# A hostile value placed where each reader gets to it.
+VALUES = {"deep": "[" * 100000 + "]" * 100000, "int-400": "9" * 400, "int-5000": "9" * 5000,
+          "float-overflow": "1e400", "surrogate": '"x\\ud800"', "nan": "NaN"}
+PAGE = '{"id": "inv-2", "width": %s, "height": 800, "words": [{"text": "a", "box": [0, 0, 1, 1]}]}'
+LABEL = '{"page": "inv-3", "answers": {"total": %s}}'
+PROJECT = '{"name": "x", "schema": [], "settings": {"lr": %s}, "labelling": {"model": %s}}'
+
+
+@pytest.mark.parametrize("name", sorted(VALUES))
+def test_hostile_page_file_is_one_clear_error_and_the_rest_goes_on(small_project, name):
+    from dxstudio.grounding import project_targets
+
+    bad = small_project.page_path("inv-2")
+    bad.write_text(PAGE % VALUES[name], encoding="utf-8")
+    with pytest.raises(PageError) as e:
+        small_project.load_page("inv-2")
+    assert str(e.value).startswith(str(bad)) and "\n" not in str(e.value)
+    pt = project_targets(small_project)
+    assert [pid for pid, _ in pt.errors] == ["inv-2"]
+    assert len(pt.kept) == 5
+
+
+@pytest.mark.parametrize("name", sorted(VALUES))
+def test_hostile_label_file_is_one_clear_error(small_project, name):
+    from dxstudio.grounding import project_targets
+
+    bad = small_project.label_path("inv-3")
+    bad.write_text(LABEL % VALUES[name], encoding="utf-8")
+    with pytest.raises(LabelError) as e:
+        small_project.load_labels("inv-3")
+    assert str(e.value).startswith(str(bad))
+    pt = project_targets(small_project)
+    assert [pid for pid, _ in pt.errors] == ["inv-3"] and len(pt.kept) == 5
+
+
+def test_label_file_with_deep_extra_key_loads_or_fails_cleanly(small_project):
+    # 500 deep parses without RecursionError in json, but would break deepcopy on save
+    bad = small_project.label_path("inv-1")
+    d = json.loads(bad.read_text())
+    d["extra"] = json.loads("[" * 500 + "]" * 500)
+    bad.write_text(json.dumps(d))
+    with pytest.raises(LabelError, match="nested more than"):
+        small_project.load_labels("inv-1")
+
+
+@pytest.mark.parametrize("name", sorted(VALUES))
+def test_hostile_project_file_is_one_clear_error(small_project, name):
+    v = VALUES[name]
+    small_project.project_file.write_text(PROJECT % (v, v), encoding="utf-8")
+    with pytest.raises(ProjectError) as e:
+        Project.open(small_project.root)
+    assert str(e.value).startswith(str(small_project.project_file))
+
+
+def test_tune_over_a_project_with_one_hostile_page_still_runs(small_project, tmp_path):
+    from dxstudio.tuning import TuneRun
+
+    small_project.page_path("inv-1").write_text(DEEP)
+    small_project.label_path("inv-4").write_text('{"page": "inv-4", "answers": {"total": "\\udfff"}}')
+    run = TuneRun.prepare(Project.open(small_project.root), tmp_path / "run", {})
+    assert sorted(pid for pid, _ in run.errors) == ["inv-1", "inv-4"]
+    assert len(run.train_pages) + len(run.heldout_pages) == 4
+    assert run.train()
+    assert (tmp_path / "run" / "checkpoint.safetensors").exists()
+
+
+def _model_file(path, header_text: str):
+    raw = header_text.encode("utf-8")
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw)
+    return path
+
+
+@pytest.mark.parametrize("name", ["deep", "int-5000", "int-400", "surrogate", "float-overflow"])
+def test_hostile_safetensors_header_is_a_model_file_error(tmp_path, name):
+    texts = {"deep": '{"__metadata__": ' + "[" * 100000 + "]" * 100000 + "}",
+             "int-5000": '{"x": {"dtype": "F32", "shape": [' + "9" * 5000 + '], "data_offsets": [0, 4]}}',
+             "int-400": '{"x": {"dtype": "F32", "shape": [' + "9" * 400 + '], "data_offsets": [0, 4]}}',
+             "surrogate": '{"__metadata__": {"format": "\\ud800"}}',
+             "float-overflow": '{"__metadata__": {"format": "docextract-v0"}, "x": 1e400}'}
+    path = _model_file(tmp_path / "m.safetensors", texts[name])
+    with pytest.raises(ModelFileError) as e:
+        load_model(path)
+    assert str(e.value).startswith(str(path))
+
+
+def test_hostile_config_inside_the_model_header(tmp_path):
+    meta = {"format": "docextract-v0", "config": '{"d_model": ' + "9" * 5000 + "}"}
+    path = _model_file(tmp_path / "m.safetensors", json.dumps({"__metadata__": meta}))
+    with pytest.raises(ModelFileError, match="digits"):
+        load_model(path)
+
+
+# -- item 6: only regular files, with a size cap ----------------------------------------------
+
+@pytest.fixture
+def fifo(tmp_path):
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no FIFOs here")
+    path = tmp_path / "pipe.json"
+    os.mkfifo(path)
+    return path
+
+
+def test_read_refuses_a_fifo_without_waiting(fifo):
+    with pytest.raises(ValueError, match="not a regular file"):
+        read_json(fifo)
+    with pytest.raises(PageError, match="not a regular file"):
+        load_page(fifo)
+
+
+def test_model_refuses_a_fifo_and_dev_zero(fifo):
+    with pytest.raises(ModelFileError, match="not a regular file"):
+        load_model(fifo)
+    if Path("/dev/zero").exists():
+        with pytest.raises(ModelFileError, match="not a regular file"):
+            load_model("/dev/zero")
+        with pytest.raises(PageError, match="not a regular file"):
+            load_page("/dev/zero")
+
+
+def test_size_cap(tmp_path):
+    big = tmp_path / "big.json"
+    big.write_bytes(b"[" + b"0," * 1000 + b"0]")
+    with pytest.raises(ValueError, match="allowed"):
+        read_json(big, max_bytes=1000)
+    assert read_regular_file(big, max_bytes=5000).startswith(b"[0,")
+
+
+def test_import_refuses_a_fifo_and_dev_zero(tmp_path, fifo):
+    from dxstudio.importers import SourceError, import_pages
+    from dxstudio.labelling import import_answers_jsonl
+
+    project = Project.create(tmp_path / "p", "p", ["total"])
+    with pytest.raises(SourceError, match="not a regular file"):
+        import_pages("json", fifo, project)
+    with pytest.raises(LabelError, match="not a regular file"):
+        import_answers_jsonl(project, fifo)
+    if Path("/dev/zero").exists():
+        with pytest.raises(SourceError, match="not a regular file"):
+            import_pages("pdf", "/dev/zero", project)
