@@ -207,3 +207,76 @@ def test_import_refuses_a_fifo_and_dev_zero(tmp_path, fifo):
     if Path("/dev/zero").exists():
         with pytest.raises(SourceError, match="not a regular file"):
             import_pages("pdf", "/dev/zero", project)
+
+
+# -- item 5: bounds on boxes and on model sizes -------------------------------------------------------
+
+@pytest.mark.parametrize("box, width", [([0, 0, 1e308, 1e308], 600), ([0, 0, 1e300, 10], 600),
+                                        ([-1e308, 0, 10, 10], 600), ([0, 0, 10, 10], 1e308),
+                                        ([0, 0, 10, 10], 10 ** 400)],
+                         ids=["box-1e308", "box-1e300", "box-negative", "width-1e308", "width-400-digits"])
+def test_page_boxes_and_sizes_are_bounded(box, width):
+    from dxstudio.engine.page import page_from_dict
+
+    d = {"id": "p", "width": width, "height": 800, "words": [{"text": "a", "box": box}]}
+    with pytest.raises(PageError, match="allowed|finite"):
+        page_from_dict(d, "p.json")
+
+
+def test_a_huge_box_page_is_skipped_by_extract(tmp_path, capsys):
+    from dxstudio import cli
+    from dxstudio.engine.config import size_config
+    from dxstudio.engine.container import save_model
+    from dxstudio.engine.params import new_params
+
+    cfg = size_config("tiny")
+    save_model(tmp_path / "m.safetensors", cfg, new_params(cfg, 7))
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"id": "bad", "width": 600, "height": 800,
+                               "words": [{"text": "a", "box": [0, 0, 1e308, 1e308]}]}))
+    rc = cli.main(["extract", str(tmp_path / "m.safetensors"), str(bad), str(FIXTURES / "pages" / "invoice-1.json")])
+    captured = capsys.readouterr()
+    assert rc != 0 and str(bad) in captured.err and "Traceback" not in captured.err
+    assert '"invoice-1"' in captured.out  # the good page still extracted
+
+
+@pytest.mark.parametrize("key, value", [("max_chars", 10 ** 12), ("max_words", 10 ** 9), ("pos_buckets", 10 ** 9),
+                                        ("max_chars", 257), ("max_words", 4097)])
+def test_config_sizes_are_bounded(key, value):
+    import dataclasses
+
+    from dxstudio.engine.config import size_config
+
+    cfg = dataclasses.replace(size_config("tiny"), **{key: value})
+    with pytest.raises(ValueError, match=f"{key} is {value}, more than"):
+        cfg.validate()
+    dataclasses.replace(size_config("tiny"), max_words=4096, max_chars=256).validate()
+
+
+def _rewrite_header(data: bytes, change) -> bytes:
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    change(header)
+    raw = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)
+    return struct.pack("<Q", len(raw)) + raw + data[8 + n:]
+
+
+@pytest.mark.parametrize("key, value", [("max_chars", 10 ** 12), ("max_words", 10 ** 9)])
+def test_a_model_file_with_a_huge_size_is_refused(tmp_path, key, value):
+    from dxstudio.engine.config import size_config
+    from dxstudio.engine.container import model_bytes
+    from dxstudio.engine.params import new_params
+
+    cfg = size_config("tiny")
+    data = model_bytes(cfg, new_params(cfg, 7))
+
+    def change(h):
+        c = json.loads(h["__metadata__"]["config"])
+        c[key] = value
+        h["__metadata__"]["config"] = json.dumps(c)
+
+    path = tmp_path / "m.safetensors"
+    path.write_bytes(_rewrite_header(data, change))
+    with pytest.raises(ModelFileError, match=f"{key} is {value}, more than"):
+        load_model(path)
