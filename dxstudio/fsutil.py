@@ -153,7 +153,7 @@ def _parse_float(s: str) -> float:
 
 
 def _parse_constant(name: str):
-    raise JSONInputError(f"{name} is not a JSON number")
+    raise JSONInputError(f"{name} is not finite (and not a JSON number)")
 
 
 def _has_surrogate(s: str) -> bool:
