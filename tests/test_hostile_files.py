@@ -280,3 +280,120 @@ def test_a_model_file_with_a_huge_size_is_refused(tmp_path, key, value):
     path.write_bytes(_rewrite_header(data, change))
     with pytest.raises(ModelFileError, match=f"{key} is {value}, more than"):
         load_model(path)
+
+
+# -- item 7: hostile checkpoints are validated like a model file --------------------------------------
+
+def _stopped_run(project, run_dir):
+    from dxstudio.tuning import TuneRun
+
+    run = TuneRun.prepare(Project.open(project.root), run_dir, {})
+    assert run.total_steps >= 2
+    assert run.train(stop_after=1) is False
+    return run
+
+
+def _edit_checkpoint(path, edit_tensors=None, edit_meta=None, meta_text=None):
+    from safetensors.numpy import load, save
+
+    data = path.read_bytes()
+    (n,) = struct.unpack("<Q", data[:8])
+    meta = json.loads(json.loads(data[8:8 + n])["__metadata__"]["checkpoint"])
+    tensors = dict(load(data))
+    if edit_tensors:
+        edit_tensors(tensors)
+    if edit_meta:
+        edit_meta(meta)
+    text = meta_text if meta_text is not None else json.dumps(meta)
+    path.write_bytes(save(tensors, metadata={"checkpoint": text}))
+
+
+def _drop_one(t):
+    t.pop(sorted(k for k in t if k.startswith("param/"))[0])
+
+
+def _int8(t):
+    k = sorted(t)[0]
+    t[k] = t[k].astype("int8")
+
+
+def _float64(t):
+    k = sorted(t)[0]
+    t[k] = t[k].astype("float64")
+
+
+def _reshape(t):
+    k = next(k for k in sorted(t) if t[k].ndim == 2)
+    t[k] = t[k][:-1].copy()
+
+
+def _nan(t):
+    import numpy as np
+
+    k = sorted(t)[0]
+    t[k] = t[k].copy()
+    t[k].flat[0] = np.nan
+
+
+def _extra(t):
+    import numpy as np
+
+    t["param/evil"] = np.zeros(3, np.float32)
+
+
+CHECKPOINT_CASES = {
+    "no-step": dict(edit_meta=lambda m: m.pop("step")),
+    "step-text": dict(edit_meta=lambda m: m.update(step="3")),
+    "step-negative": dict(edit_meta=lambda m: m.update(step=-1)),
+    "step-1e9": dict(edit_meta=lambda m: m.update(step=10 ** 9)),
+    "metadata-list": dict(meta_text="[1, 2, 3]"),
+    "metadata-deep": dict(meta_text="[" * 100000 + "]" * 100000),
+    "metadata-not-json": dict(meta_text="{step"),
+    "missing-tensor": dict(edit_tensors=_drop_one),
+    "int8-tensor": dict(edit_tensors=_int8),
+    "float64-tensor": dict(edit_tensors=_float64),
+    "wrong-shape": dict(edit_tensors=_reshape),
+    "nan-tensor": dict(edit_tensors=_nan),
+    "extra-tensor": dict(edit_tensors=_extra),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CHECKPOINT_CASES))
+def test_a_hostile_checkpoint_is_refused_with_one_line(small_project, tmp_path, case):
+    from dxstudio.tuning import TuneError, TuneRun
+
+    run_dir = tmp_path / "run"
+    _stopped_run(small_project, run_dir)
+    ckpt = run_dir / "checkpoint.safetensors"
+    _edit_checkpoint(ckpt, **CHECKPOINT_CASES[case])
+    resumed = TuneRun.prepare(Project.open(small_project.root), run_dir, {})
+    with pytest.raises(TuneError) as e:
+        resumed.train(resume=True)
+    assert str(e.value).startswith(str(ckpt)) and "\n" not in str(e.value)
+    assert not (run_dir / "model.safetensors").exists()
+
+
+def test_a_checkpoint_that_is_a_fifo_or_not_safetensors(small_project, tmp_path):
+    from dxstudio.tuning import TuneError, read_checkpoint
+
+    run_dir = tmp_path / "run"
+    _stopped_run(small_project, run_dir)
+    ckpt = run_dir / "checkpoint.safetensors"
+    assert read_checkpoint(ckpt, tensors=False)[0]["step"] == 1
+    ckpt.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00" + b"[" * 16)
+    with pytest.raises(TuneError, match="not a readable checkpoint"):
+        read_checkpoint(ckpt)
+    if hasattr(os, "mkfifo"):
+        ckpt.unlink()
+        os.mkfifo(ckpt)
+        with pytest.raises(TuneError, match="not a regular file"):
+            read_checkpoint(ckpt)
+
+
+def test_a_good_checkpoint_still_resumes(small_project, tmp_path):
+    from dxstudio.tuning import TuneRun
+
+    run_dir = tmp_path / "run"
+    _stopped_run(small_project, run_dir)
+    resumed = TuneRun.prepare(Project.open(small_project.root), run_dir, {})
+    assert resumed.train(resume=True)

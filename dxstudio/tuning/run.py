@@ -29,7 +29,7 @@ from dxstudio.engine.extract import predict_page
 from dxstudio.engine.inputs import window_inputs
 from dxstudio.engine.params import new_params, new_tag_head
 from dxstudio.engine.training import Example, Targets, TrainSettings, TrainState, train_step
-from dxstudio.fsutil import write_bytes_atomic, write_json_atomic
+from dxstudio.fsutil import JSONInputError, parse_json, write_bytes_atomic, write_json_atomic
 from dxstudio.grounding import project_targets
 from dxstudio.tuning.scoring import HeldOutPage, score_pages
 
@@ -226,12 +226,18 @@ class TuneRun:
             raise TuneError(f"{path}: the checkpoint belongs to another run: "
                             f"{', '.join(changed) or 'fingerprint'} changed since it was written")
         st = self.state
+        if meta["step"] > self.total_steps:
+            raise TuneError(f"{path}: the checkpoint is at step {meta['step']}, beyond the run's {self.total_steps} steps")
+        expected = {"param/" + n: st.params[n] for n in st.params}
+        expected.update({"adam_m/" + n: st.m[n] for n in st.m})
+        expected.update({"adam_v/" + n: st.v[n] for n in st.v})
+        _check_checkpoint_tensors(path, tensors, expected)
         for name in st.params:
-            st.params[name] = tensors["param/" + name].astype(np.float32)
+            st.params[name] = tensors["param/" + name].copy()
         for name in st.m:
-            st.m[name] = tensors["adam_m/" + name].astype(np.float32)
-            st.v[name] = tensors["adam_v/" + name].astype(np.float32)
-        st.step = int(meta["step"])
+            st.m[name] = tensors["adam_m/" + name].copy()
+            st.v[name] = tensors["adam_v/" + name].copy()
+        st.step = meta["step"]
         return st.step
 
     # -- training ------------------------------------------------------------------------
@@ -343,19 +349,59 @@ def score_predictions(fields, preds, share, min_values) -> dict:
 
 
 def read_checkpoint(path, tensors: bool = True) -> tuple[dict, dict]:
-    """(metadata {step, fingerprint, components}, tensors by name) of a run's checkpoint."""
-    from safetensors import safe_open
+    """(metadata {step, fingerprint, components}, tensors by name) of a run's checkpoint.
+    Validated like a model file: a regular file of bounded size, a header read by the
+    hardened JSON reader, metadata of the right shape (TuneError otherwise)."""
+    from safetensors.numpy import load
+
+    from dxstudio.engine.container import read_model_bytes, _read_header
 
     path = Path(path)
     if not path.exists():
         raise TuneError(f"{path}: no checkpoint to resume from")
     try:
-        with safe_open(str(path), framework="numpy") as f:
-            meta = json.loads((f.metadata() or {})["checkpoint"])
-            data = {k: f.get_tensor(k) for k in f.keys()} if tensors else {}
+        data = read_model_bytes(path)
+        header, _ = _read_header(path, data)
+    except ModelFileError as e:
+        raise TuneError(f"{path}: not a readable checkpoint ({e.problem})") from None
+    meta = header.get("__metadata__")
+    try:
+        meta = parse_json(meta["checkpoint"])
+    except (TypeError, KeyError, JSONInputError) as e:
+        raise TuneError(f"{path}: not a readable checkpoint (no valid 'checkpoint' metadata: {e})") from None
+    if not isinstance(meta, dict):
+        raise TuneError(f"{path}: the checkpoint metadata must be an object, not {type(meta).__name__}")
+    step = meta.get("step")
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise TuneError(f"{path}: the checkpoint has no valid step ({str(step)[:40]})")
+    if not isinstance(meta.get("fingerprint"), str) or not isinstance(meta.get("components", {}), dict):
+        raise TuneError(f"{path}: the checkpoint has no valid fingerprint")
+    if not tensors:
+        return meta, {}
+    try:
+        arrays = load(data)
     except Exception as e:  # the library's errors are not one family
-        raise TuneError(f"{path}: not a readable checkpoint ({e})") from None
-    return meta, data
+        raise TuneError(f"{path}: not a readable checkpoint ({' '.join(str(e).split())[:200]})") from None
+    return meta, arrays
+
+
+def _check_checkpoint_tensors(path, tensors: dict, expected: dict) -> None:
+    """Every tensor the state needs, float32 of the right shape and finite; nothing else."""
+    missing = [k for k in expected if k not in tensors]
+    if missing:
+        raise TuneError(f"{path}: the checkpoint lacks tensor {missing[0]!r} ({len(missing)} missing)")
+    extra = sorted(k for k in tensors if k not in expected)
+    if extra:
+        raise TuneError(f"{path}: the checkpoint has an unexpected tensor {extra[0]!r}")
+    for k, want in expected.items():
+        arr = tensors[k]
+        if arr.dtype != np.float32:
+            raise TuneError(f"{path}: checkpoint tensor {k!r} is {arr.dtype}, expected float32")
+        if tuple(arr.shape) != tuple(np.shape(want)):
+            raise TuneError(f"{path}: checkpoint tensor {k!r} has shape {tuple(arr.shape)}, "
+                            f"expected {tuple(np.shape(want))}")
+        if not np.isfinite(arr).all():
+            raise TuneError(f"{path}: checkpoint tensor {k!r} has non-finite values")
 
 
 def metrics_rows(path) -> list[dict]:
