@@ -397,3 +397,36 @@ def test_a_good_checkpoint_still_resumes(small_project, tmp_path):
     _stopped_run(small_project, run_dir)
     resumed = TuneRun.prepare(Project.open(small_project.root), run_dir, {})
     assert resumed.train(resume=True)
+
+
+# -- item 11: a diverging run stops at the first non-finite loss ----------------------------------------
+
+@pytest.mark.parametrize("setting", ["lr", "weight_decay", "backbone_scale"])
+def test_a_huge_setting_stops_at_the_first_non_finite_loss(small_project, tmp_path, setting):
+    from dxstudio.tuning import TuneError, TuneRun, read_checkpoint
+
+    run_dir = tmp_path / "run"
+    run = TuneRun.prepare(Project.open(small_project.root), run_dir, {"epochs": 6, "checkpoint_every": 1})
+    assert run.train(stop_after=1) is False  # a good checkpoint at step 1
+    good = (run_dir / "checkpoint.safetensors").read_bytes()
+    bad = TuneRun.prepare(Project.open(small_project.root), tmp_path / "bad",
+                          {"epochs": 6, "checkpoint_every": 1, setting: 1e30})
+    events = []
+    with pytest.raises(TuneError, match="training diverged") as e:
+        bad.train(events.append)
+    msg = str(e.value)
+    assert "\n" not in msg and "1e+30" in msg
+    steps = [ev.step for ev in events if ev.kind == "step"]
+    assert len(steps) < bad.total_steps  # it stopped early, not after a whole run on NaN
+    assert not (tmp_path / "bad" / "model.safetensors").exists()
+    if (tmp_path / "bad" / "checkpoint.safetensors").exists():  # every checkpoint kept is a good one
+        read_checkpoint(tmp_path / "bad" / "checkpoint.safetensors")
+        resumed = TuneRun.prepare(Project.open(small_project.root), tmp_path / "bad",
+                                  {"epochs": 6, "checkpoint_every": 1, setting: 1e30})
+        with pytest.raises(TuneError, match="training diverged"):
+            resumed.train(resume=True)
+    rows = [json.loads(l) for l in (tmp_path / "bad" / "metrics.jsonl").read_text().splitlines()] \
+        if (tmp_path / "bad" / "metrics.jsonl").exists() else []
+    assert all(r.get("loss") is None or r["loss"] == r["loss"] for r in rows)  # no NaN logged
+    # the good run in another folder is untouched
+    assert (run_dir / "checkpoint.safetensors").read_bytes() == good

@@ -270,6 +270,7 @@ class TuneRun:
             idx = schedule.batch_for_step(n, s["seed"], s["batch"], s["epochs"], step)
             lr = schedule.learning_rate(step, self.total_steps, s["warmup"], float(s["lr"]))
             res = train_step(self.state, [self.examples[i] for i in idx], lr)
+            self._check_finite(step + 1, res.loss, lr)
             ev = Event("step", step + 1, self.total_steps, loss=res.loss, lr=lr, seconds=time.monotonic() - t0)
             self._log(metrics, ev)
             emit(ev)
@@ -288,6 +289,25 @@ class TuneRun:
         self.save_checkpoint()
         emit(Event("done", self.total_steps, self.total_steps))
         return True
+
+    def _check_finite(self, step: int, loss: float, lr: float) -> None:
+        """Stop at the first non-finite loss or weight: nothing after it is saved, so the last
+        checkpoint on disk is the last good state."""
+        bad = None
+        if not math.isfinite(loss):
+            bad = f"the loss is {loss}"
+        else:
+            name = next((n for n, v in self.state.params.items() if not np.isfinite(v).all()), None)
+            if name is not None:
+                bad = f"weight {name!r} is no longer finite"
+        if bad is None:
+            return
+        s = self.settings
+        kept = (f"the last good checkpoint ({self.checkpoint_path}) is kept"
+                if self.checkpoint_path.exists() else "no checkpoint was written")
+        raise TuneError(f"step {step}: {bad}: training diverged (lr {s['lr']:g}, now {lr:g}; weight_decay "
+                        f"{s['weight_decay']:g}; backbone_scale {s['backbone_scale']:g}); lower them and start "
+                        f"again; {kept}")
 
     def _log(self, path: Path, ev: Event) -> None:
         row = {k: v for k, v in ev.__dict__.items() if v is not None}
