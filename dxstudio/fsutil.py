@@ -29,6 +29,9 @@ MAX_SOURCE_BYTES = 256 * 1024 * 1024  # one import source file (CSV, PDF, JSON)
 class DiskFullError(OSError):
     """A write that failed because the disk (or the quota) is full; str() names the file."""
 
+    def __str__(self) -> str:
+        return str(self.strerror)
+
 
 class JSONInputError(ValueError):
     """Text that parse_json refuses; str() says why, without a file name."""
@@ -37,14 +40,26 @@ class JSONInputError(ValueError):
 # ---------------------------------------------------------------------------------------
 # Writing
 
+def is_disk_full(e: BaseException) -> bool:
+    return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def disk_full(path, e: OSError, what: str = "") -> DiskFullError:
+    """The DiskFullError to raise for `e` (ENOSPC or EDQUOT) while writing `path`."""
+    if isinstance(e, DiskFullError):
+        return e
+    quota = " (or the disk quota is used up)" if e.errno == errno.EDQUOT else ""
+    return DiskFullError(e.errno, f"{path}: cannot write{what}: the disk is full{quota}; free some space and "
+                                  f"try again (the previous version of the file, if any, is unchanged)")
+
+
 def write_bytes_atomic(path, data: bytes) -> None:
     path = Path(path)
     try:
         _write_bytes_atomic(path, data)
     except OSError as e:
-        if e.errno in (errno.ENOSPC, errno.EDQUOT) and not isinstance(e, DiskFullError):
-            raise DiskFullError(e.errno, f"{path}: cannot write {len(data)} bytes: the disk is full "
-                                         f"(the previous version of the file, if any, is unchanged)") from None
+        if is_disk_full(e):
+            raise disk_full(path, e, f" {len(data)} bytes") from None
         raise
 
 

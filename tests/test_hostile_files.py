@@ -430,3 +430,71 @@ def test_a_huge_setting_stops_at_the_first_non_finite_loss(small_project, tmp_pa
     assert all(r.get("loss") is None or r["loss"] == r["loss"] for r in rows)  # no NaN logged
     # the good run in another folder is untouched
     assert (run_dir / "checkpoint.safetensors").read_bytes() == good
+
+
+# -- item 14: a full disk names the file ---------------------------------------------------------------
+
+def _disk_full(*args, **kwargs):
+    import errno
+
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_a_full_disk_names_the_file_and_keeps_the_old_version(tmp_path, monkeypatch):
+    from dxstudio.fsutil import DiskFullError, write_bytes_atomic, write_json_atomic
+
+    path = tmp_path / "labels" / "p.json"
+    write_json_atomic(path, {"old": 1})
+    monkeypatch.setattr(os, "fsync", _disk_full)
+    with pytest.raises(DiskFullError) as e:
+        write_bytes_atomic(path, b'{"new": 2}')
+    assert str(e.value).startswith(str(path)) and "disk is full" in str(e.value)
+    assert isinstance(e.value, OSError)
+    assert json.loads(path.read_text()) == {"old": 1}
+    assert [p.name for p in path.parent.iterdir()] == ["p.json"]  # no temp file left
+
+
+def test_tune_on_a_full_disk_is_one_line(small_project, tmp_path, monkeypatch, capsys):
+    from dxstudio import cli
+
+    monkeypatch.setattr(os, "fsync", _disk_full)
+    rc = cli.main(["tune", str(small_project.root), "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err
+    line = [l for l in err.splitlines() if "disk is full" in l]
+    assert line and str(tmp_path / "run") in line[0]
+
+
+def test_metrics_on_a_full_disk_names_the_file(small_project, tmp_path, monkeypatch):
+    import dxstudio.tuning.run as run_module
+    from dxstudio.fsutil import DiskFullError
+    from dxstudio.tuning import TuneRun
+
+    real_open = open
+
+    def full_open(path, mode="r", *a, **kw):
+        if "a" in mode:
+            _disk_full()
+        return real_open(path, mode, *a, **kw)
+
+    monkeypatch.setattr(run_module, "open", full_open, raising=False)
+    run = TuneRun.prepare(Project.open(small_project.root), tmp_path / "run", {})
+    with pytest.raises(DiskFullError, match="metrics.jsonl: cannot write: the disk is full"):
+        run.train()
+
+
+def test_import_and_label_on_a_full_disk_are_one_line(small_project, tmp_path, monkeypatch, capsys):
+    from dxstudio import cli
+
+    src = tmp_path / "pages"
+    src.mkdir()
+    page = json.loads((FIXTURES / "pages" / "invoice-1.json").read_text())
+    (src / "invoice-1.json").write_text(json.dumps(page))
+    (tmp_path / "a.jsonl").write_text(json.dumps({"id": "inv-0", "answers": {"total": "1,440.00"}}) + "\n")
+    monkeypatch.setattr(os, "fsync", _disk_full)
+    for argv, name in ((["import", "json", str(src), str(small_project.root)], "import"),
+                       (["label", str(small_project.root), "--jsonl", str(tmp_path / "a.jsonl")], "label")):
+        rc = cli.main(argv)
+        err = capsys.readouterr().err
+        assert rc == 2 and "Traceback" not in err, err
+        assert f"dxstudio {name}: " in err and "disk is full" in err and str(small_project.root) in err

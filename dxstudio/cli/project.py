@@ -34,18 +34,19 @@ def _emit(summary: dict, errors) -> None:
 
 
 def _run_import(args) -> int:
+    from dxstudio.fsutil import DiskFullError
     from dxstudio.importers import SourceError, import_pages
     from dxstudio.project import Project, ProjectError
 
     try:
         project = Project.open_or_create(args.project, args.name)
-    except ProjectError as e:
+    except (ProjectError, DiskFullError) as e:
         print(f"dxstudio import: {e}", file=sys.stderr)
         return 2
     bar = ProgressBar(label=f"import {args.format}", enabled=True)
     try:
         report = import_pages(args.format, args.src, project, progress=bar)
-    except (SourceError, ProjectError) as e:
+    except (SourceError, ProjectError, DiskFullError) as e:
         bar.close()
         print(f"dxstudio import: {e}", file=sys.stderr)
         return 2
@@ -60,6 +61,7 @@ def _run_import(args) -> int:
 
 
 def _run_label(args) -> int:
+    from dxstudio.fsutil import DiskFullError
     from dxstudio.labelling import LabelClient, LabellingError, import_answers_jsonl, label_project
     from dxstudio.project import LabelError, Project, ProjectError
 
@@ -76,7 +78,7 @@ def _run_label(args) -> int:
                 report = label_project(project, client, limit=args.limit, progress=bar, force=args.force)
             finally:
                 bar.close()
-    except (ProjectError, LabelError, LabellingError) as e:
+    except (ProjectError, LabelError, LabellingError, DiskFullError) as e:
         print(f"dxstudio label: {e}", file=sys.stderr)
         return 2
     summary = report.to_dict()

@@ -62,9 +62,11 @@ def run(name, args) -> int:
     if name == "eval":
         from dxstudio.tuning import evaluate_model
 
+        from dxstudio.fsutil import DiskFullError
+
         try:
             report = evaluate_model(args.model, project, args.out, _overrides(args))
-        except (TuneError, ValueError) as e:
+        except (TuneError, ValueError, DiskFullError) as e:
             print(f"dxstudio eval: {e}", file=sys.stderr)
             return 2
         _print_report(report)
@@ -74,6 +76,7 @@ def run(name, args) -> int:
 
 
 def _tune(project, args) -> int:
+    from dxstudio.fsutil import DiskFullError
     from dxstudio.progress import ProgressBar
     from dxstudio.tuning import TuneError, TuneRun, score_summary
 
@@ -102,7 +105,7 @@ def _tune(project, args) -> int:
 
     try:
         finished = run.train(on_event, stop_after=args.stop_after, resume=args.resume)
-    except (TuneError, ValueError) as e:
+    except (TuneError, ValueError, DiskFullError) as e:
         bar.close()
         print(f"dxstudio tune: {e}", file=sys.stderr)
         return 2
@@ -116,7 +119,12 @@ def _tune(project, args) -> int:
         print(f"dxstudio tune: stopped at step {run.state.step}; continue with --resume --out {out}", file=sys.stderr)
         print(json.dumps({"run": str(out), "step": run.state.step, "total_steps": run.total_steps, "finished": False}))
         return 0
-    report = run.finish(started=t0)
+    try:
+        report = run.finish(started=t0)
+    except DiskFullError as e:
+        print(f"dxstudio tune: {e}; the checkpoint is kept: make room, then continue with --resume --out {out}",
+              file=sys.stderr)
+        return 2
     _print_report(report)
     print(json.dumps({"run": str(out), "model": str(out / "model.safetensors"), "report": str(out / "report.json"),
                       **score_summary(report)}))

@@ -29,7 +29,8 @@ from dxstudio.engine.extract import predict_page
 from dxstudio.engine.inputs import window_inputs
 from dxstudio.engine.params import new_params, new_tag_head
 from dxstudio.engine.training import Example, Targets, TrainSettings, TrainState, train_step
-from dxstudio.fsutil import JSONInputError, parse_json, write_bytes_atomic, write_json_atomic
+from dxstudio.fsutil import (JSONInputError, disk_full, is_disk_full, parse_json, write_bytes_atomic,
+                             write_json_atomic)
 from dxstudio.grounding import project_targets
 from dxstudio.tuning.scoring import HeldOutPage, score_pages
 
@@ -313,8 +314,11 @@ class TuneRun:
         row = {k: v for k, v in ev.__dict__.items() if v is not None}
         if ev.scores is not None:
             row["scores"] = score_summary(ev.scores)
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(row) + "\n")
+        try:
+            with open(path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(row) + "\n")
+        except OSError as e:
+            raise (disk_full(path, e) if is_disk_full(e) else e) from None
 
     @staticmethod
     def _trim_metrics(path: Path, start: int) -> None:
