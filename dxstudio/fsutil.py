@@ -5,7 +5,7 @@ during a save leaves either the old file or the new one, never a mix; a full dis
 (DiskFullError) and leaves the old file as it was.
 
 Reads: only regular files (a FIFO or /dev/zero is refused, never waited on or read without
-end), at most a size cap; JSON is parsed by one hardened reader (parse_json) that refuses
+end), at most a size cap; JSON is parsed by one hardened reader (loads_json) that refuses
 nesting deeper than MAX_JSON_DEPTH, integers longer than MAX_JSON_INT_DIGITS digits,
 numbers that overflow a float, NaN/Infinity and lone surrogates. See docs/security.md.
 """
@@ -30,7 +30,7 @@ class DiskFullError(OSError):
     """A write that failed because the disk (or the quota) is full; str() names the file."""
 
     def __str__(self) -> str:
-        return str(self.strerror)
+        return f"{self.filename}: {self.strerror}"
 
 
 class JSONInputError(ValueError):
@@ -49,8 +49,8 @@ def disk_full(path, e: OSError, what: str = "") -> DiskFullError:
     if isinstance(e, DiskFullError):
         return e
     quota = " (or the disk quota is used up)" if e.errno == errno.EDQUOT else ""
-    return DiskFullError(e.errno, f"{path}: cannot write{what}: the disk is full{quota}; free some space and "
-                                  f"try again (the previous version of the file, if any, is unchanged)")
+    return DiskFullError(e.errno, f"cannot write{what}: the disk is full{quota}; free some space and try again "
+                                  f"(the previous version of the file, if any, is unchanged)", str(path))
 
 
 def write_bytes_atomic(path, data: bytes) -> None:
@@ -198,7 +198,7 @@ def _check_tree(obj, max_depth: int) -> None:
                 stack.extend((x, depth + 1) for x in v)
 
 
-def parse_json(text, object_pairs_hook=None, max_depth: int = MAX_JSON_DEPTH):
+def loads_json(text, object_pairs_hook=None, max_depth: int = MAX_JSON_DEPTH):
     """json.loads for text nobody vouches for. Raises JSONInputError (a ValueError) with a
     short reason for bad syntax, deep nesting, huge integers, float overflow, NaN/Infinity
     and lone surrogates; never RecursionError, OverflowError or UnicodeEncodeError."""
@@ -223,11 +223,20 @@ def parse_json(text, object_pairs_hook=None, max_depth: int = MAX_JSON_DEPTH):
 
 
 def read_json(path, error=ValueError, max_bytes: int = MAX_JSON_BYTES):
-    """Parse a UTF-8 JSON file with parse_json; any problem (unreadable, not a regular file,
+    """Parse a UTF-8 JSON file with loads_json; any problem (unreadable, not a regular file,
     too big, not UTF-8, not JSON, hostile content) raises `error` with one line naming the file."""
-    path = Path(path)
-    raw = read_regular_file(path, max_bytes, error)
+    return parse_json(read_file_bytes(path, error, max_bytes), path, error)
+
+
+def read_file_bytes(path, error=ValueError, max_bytes: int = MAX_JSON_BYTES) -> bytes:
+    """A regular file's bytes (at most max_bytes); a problem raises `error` with one line naming the file."""
+    return read_regular_file(path, max_bytes, error)
+
+
+def parse_json(raw: bytes, path, error=ValueError):
+    """Parse bytes read from `path` with loads_json (for callers that keep the bytes, e.g. to
+    hash exactly what they read); a problem raises `error` naming the file."""
     try:
-        return parse_json(raw)
+        return loads_json(raw)
     except JSONInputError as e:
-        raise error(f"{path}: {e}") from None
+        raise error(f"{Path(path)}: {e}") from None

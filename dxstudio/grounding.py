@@ -243,8 +243,8 @@ def ground_value(page, value, prefer: str | None = None, field: str | None = Non
 
 
 def _ground(page, value, prefer=None, field=None) -> tuple[Grounding, list, bool]:
-    """(grounding, every run of the chosen tier in order of preference, whether the chosen
-    run follows the field's name)."""
+    """(grounding, every run (first, last word) of the chosen tier in order of preference,
+    whether the chosen run follows the field's name)."""
     if value is None:
         return Grounding("null", (), "no value"), [], False
     if not isinstance(value, str):
@@ -279,8 +279,7 @@ def _ground(page, value, prefer=None, field=None) -> tuple[Grounding, list, bool
         rest = [r for r in runs if r not in keyed_set]
         ordered = ordered_keyed + (rest if choose == "first" else rest[::-1])
         i, j = ordered[0]
-        return (Grounding(status, tuple(range(i, j + 1)), reason),
-                [tuple(range(a, b + 1)) for a, b in ordered], bool(keyed))
+        return Grounding(status, tuple(range(i, j + 1)), reason), ordered, bool(keyed)
 
     runs = _find_runs([" ".join(t.split()) for t in texts], target_exact, " ")
     if runs:
@@ -328,7 +327,8 @@ def ground_answers(page, answers: dict, field_names) -> dict:
         others = set().union(*(w for n, w in chosen.items() if n != name))
         if not (set(g.words) & others):
             continue
-        for run in runs[1:]:
+        for a, b in runs[1:]:
+            run = tuple(range(a, b + 1))
             if not set(run) & others:
                 g = Grounding(g.status, run, g.reason + "; moved off words another field uses")
                 found[name] = (g, runs, found[name][2])
@@ -435,6 +435,8 @@ class ProjectTargets:
     kept: list  # [(page id, Page, PageTargets)]
     excluded: list  # [(page id, reason)]
     errors: list  # [(page id, message)] pages or label files that did not load
+    # {page id: (page file bytes, label file bytes or b"")} of the kept pages: what was read
+    sources: dict = field(default_factory=dict)
 
     def not_trainable_reason(self) -> str | None:
         """A clear message when the project cannot be trained on (no usable page, or only
@@ -473,11 +475,11 @@ def project_targets(project, max_words: int | None = None, field_names=None) -> 
     from dxstudio.engine.page import PageError
 
     names = list(field_names) if field_names is not None else project.field_names
-    kept, excluded, errors = [], [], []
+    kept, excluded, errors, sources = [], [], [], {}
     for pid in project.page_ids():
         try:
-            page = project.load_page(pid)
-            labels = project.load_labels(pid)
+            page, page_raw = project.read_page(pid)
+            labels, label_raw = project.read_labels(pid)
             t = page_targets(page, labels, names, max_words)
         except (PageError, LabelError) as e:
             errors.append((pid, str(e)))
@@ -486,4 +488,5 @@ def project_targets(project, max_words: int | None = None, field_names=None) -> 
             excluded.append((pid, t.reason))
         else:
             kept.append((pid, page, t))
-    return ProjectTargets(kept, excluded, errors)
+            sources[pid] = (page_raw, label_raw)
+    return ProjectTargets(kept, excluded, errors, sources)

@@ -33,7 +33,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dxstudio.fsutil import JSONInputError, MAX_SOURCE_BYTES, parse_json, read_json, read_regular_file, write_json_atomic
+from dxstudio.fsutil import JSONInputError, MAX_SOURCE_BYTES, loads_json, read_json, read_regular_file, write_json_atomic
 from dxstudio.grounding import ground_answers
 from dxstudio.project import Field, LabelError, LabelFile, Project, ProjectError, field_from
 
@@ -133,7 +133,7 @@ def _json_objects(text: str):
         tries += 1
         try:
             obj, _ = _DECODER.raw_decode(text, i)
-            obj = parse_json(json.dumps(obj))  # the same limits as every other JSON read
+            obj = loads_json(json.dumps(obj))  # the same limits as every other JSON read
             if isinstance(obj, dict):
                 yield obj
         except (ValueError, RecursionError):
@@ -155,7 +155,7 @@ def parse_answers(content: str, field_names) -> dict:
         text = text.rsplit("```", 1)[0]
     candidates = []
     try:
-        obj = parse_json(text)
+        obj = loads_json(text)
         if isinstance(obj, dict):
             candidates.append(obj)
     except JSONInputError:
@@ -360,7 +360,7 @@ class LabelClient:
             detail = raw[:200].decode("utf-8", "replace").strip()
             raise LabellingError(f"labelling model at {self.endpoint}: HTTP {status} {detail}")
         try:
-            reply = parse_json(raw)
+            reply = loads_json(raw)
             content = reply["choices"][0]["message"]["content"]
         except (JSONInputError, KeyError, IndexError, TypeError):
             raise _Retryable(f"malformed response ({raw[:80]!r})") from None
@@ -607,7 +607,7 @@ def import_answers_jsonl(project: Project, path, source: str = "import") -> Labe
             continue
         where = f"{path}:{lineno}"
         try:
-            d = parse_json(line)
+            d = loads_json(line)
         except JSONInputError as e:
             report.errors.append((where, f"{where}: {e}"))
             continue

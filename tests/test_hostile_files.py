@@ -11,7 +11,7 @@ import pytest
 
 from dxstudio.engine.container import ModelFileError, load_model
 from dxstudio.engine.page import Page, PageError, Word, load_page
-from dxstudio.fsutil import JSONInputError, parse_json, read_json, read_regular_file
+from dxstudio.fsutil import JSONInputError, loads_json, read_json, read_regular_file
 from dxstudio.project import LabelError, Project, ProjectError
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -31,16 +31,16 @@ HOSTILE_JSON = {
 @pytest.mark.parametrize("name", sorted(HOSTILE_JSON))
 def test_parse_json_refuses_hostile_text_with_a_plain_value_error(name):
     with pytest.raises(JSONInputError) as e:
-        parse_json(HOSTILE_JSON[name])
+        loads_json(HOSTILE_JSON[name])
     assert "\n" not in str(e.value) and len(str(e.value)) < 200
 
 
 def test_parse_json_keeps_ordinary_json():
-    assert parse_json('{"a": [1, 2.5, "x", null, true], "b": {"c": -12}}') == \
+    assert loads_json('{"a": [1, 2.5, "x", null, true], "b": {"c": -12}}') == \
         {"a": [1, 2.5, "x", None, True], "b": {"c": -12}}
-    assert parse_json(b"\xef\xbb\xbf[1]") == [1]
+    assert loads_json(b"\xef\xbb\xbf[1]") == [1]
     deep_ok = "[" * 20 + "]" * 20
-    assert parse_json(deep_ok) is not None
+    assert loads_json(deep_ok) is not None
 
 
 def _invoice_pages(n):

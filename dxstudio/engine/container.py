@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dxstudio.fsutil import JSONInputError, parse_json, read_regular_file, write_bytes_atomic
+from dxstudio.fsutil import JSONInputError, loads_json, read_regular_file, write_bytes_atomic
 
 from .config import FORMAT, ModelConfig
 from .params import param_spec
@@ -137,7 +137,7 @@ def _reject_duplicate_keys(pairs):
 
 def _looks_like_json(data: bytes) -> bool:
     try:
-        parse_json(data)
+        loads_json(data)
     except ValueError:
         return data.lstrip()[:1] in (b"{", b"[")  # a JSON file cut short still reads as one
     return True
@@ -167,7 +167,7 @@ def _read_header(path: Path, data: bytes) -> tuple[dict, int]:
     except UnicodeDecodeError:
         raise ModelFileError(path, "not a safetensors model file (the header is not UTF-8)") from None
     try:
-        header = parse_json(raw, object_pairs_hook=_reject_duplicate_keys)
+        header = loads_json(raw, object_pairs_hook=_reject_duplicate_keys)
     except JSONInputError as e:
         raise ModelFileError(path, f"not a safetensors model file (the header is not valid JSON: {e})") from None
     if not isinstance(header, dict):
@@ -190,7 +190,7 @@ def _read_metadata(path: Path, header: dict) -> tuple[ModelConfig, dict | None]:
     if "config" not in meta:
         raise ModelFileError(path, "__metadata__ has no config")
     try:
-        config_dict = parse_json(meta["config"])
+        config_dict = loads_json(meta["config"])
     except JSONInputError as e:
         raise ModelFileError(path, f"the config is not valid JSON ({e})") from None
     try:
@@ -204,7 +204,7 @@ def _read_metadata(path: Path, header: dict) -> tuple[ModelConfig, dict | None]:
     summary = None
     if "summary" in meta:
         try:
-            summary = parse_json(meta["summary"])
+            summary = loads_json(meta["summary"])
         except JSONInputError as e:
             raise ModelFileError(path, f"the training summary is not valid JSON ({e})") from None
         if not isinstance(summary, dict):
