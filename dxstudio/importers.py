@@ -581,8 +581,8 @@ def import_pages(fmt: str, src, project: Project, progress=None) -> ImportReport
     # Links inside the source are followed only while they stay inside it (docs/security.md).
     if src.is_dir():
         root = src.resolve()
-    elif fmt == "sroie":
-        root = src.resolve().parent.parent  # box/NAME.csv: the data set folder
+    elif fmt in ("sroie", "funsd"):
+        root = src.resolve().parent.parent  # box/NAME.csv, annotations/NAME.json: the data set folder
     else:
         root = None  # a single file named by the person: nothing else is read
     imp = _Importer(fmt, project, progress, root)
