@@ -421,8 +421,8 @@ def metrics_rows(path) -> list[dict]:
     rows = []
     for line in Path(path).read_text(encoding="utf-8").splitlines():
         try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
+            rows.append(loads_json(line))
+        except JSONInputError:  # a line cut by a crash, or one nobody should trust
             continue
     return rows
 
