@@ -29,6 +29,7 @@ import ssl
 import threading
 import time
 import urllib.parse
+import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -296,21 +297,42 @@ class LabelClient:
         raise LabellingError(f"labelling model at {self.endpoint}: page {page.id}: {last} "
                              f"(gave up after {tries} tries)")
 
-    def _connection(self, timeout: float):
+    def _proxy(self):
+        """(host, port) of the proxy the environment names for this URL (HTTPS_PROXY,
+        HTTP_PROXY, NO_PROXY, as urllib reads them), or None."""
         p = self._parts
+        proxy = urllib.request.getproxies().get(p.scheme)
+        if not proxy or urllib.request.proxy_bypass(p.hostname):
+            return None
+        q = urllib.parse.urlsplit(proxy if "://" in proxy else "http://" + proxy)
+        if q.scheme != "http" or not q.hostname:
+            return None  # only plain http proxies (CONNECT for https endpoints)
+        return q.hostname, q.port or 80
+
+    def _connection(self, timeout: float):
+        """(connection, request target). Through a proxy: a CONNECT tunnel for https (the
+        proxy sees only the host name), an absolute URL for http."""
+        p = self._parts
+        target = p.path + (f"?{p.query}" if p.query else "")
+        proxy = self._proxy()
         if p.scheme == "https":
-            return http.client.HTTPSConnection(p.hostname, p.port, timeout=timeout,
-                                               context=ssl.create_default_context())
-        return http.client.HTTPConnection(p.hostname, p.port, timeout=timeout)
+            if proxy is None:
+                return http.client.HTTPSConnection(p.hostname, p.port, timeout=timeout,
+                                                   context=ssl.create_default_context()), target
+            conn = http.client.HTTPSConnection(*proxy, timeout=timeout, context=ssl.create_default_context())
+            conn.set_tunnel(p.hostname, p.port)
+            return conn, target
+        if proxy is None:
+            return http.client.HTTPConnection(p.hostname, p.port, timeout=timeout), target
+        return http.client.HTTPConnection(*proxy, timeout=timeout), urllib.parse.urlunsplit(
+            (p.scheme, p.netloc, p.path, p.query, ""))
 
     def _once(self, data: bytes, headers: dict, names) -> dict:
         """One POST under one deadline (self.timeout for the whole request: connecting, the
         headers and the body). No redirect is followed; the reply is capped in size."""
         self.requests += 1
         deadline = time.monotonic() + self.timeout
-        p = self._parts
-        target = p.path + (f"?{p.query}" if p.query else "")
-        conn = self._connection(self.timeout)
+        conn, target = self._connection(self.timeout)
         watchdog = None
         expired = threading.Event()
         try:

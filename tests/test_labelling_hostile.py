@@ -316,3 +316,16 @@ def test_a_hostile_reply_is_a_clear_error_and_nothing_is_saved(server, project, 
     assert report.labelled == [] and len(report.errors) == 1
     assert "gave up after 2 tries" in report.errors[0][1]
     assert not project.label_path("invoice-1").exists()
+
+
+def test_an_http_proxy_from_the_environment_is_used(server, project, tmp_path, monkeypatch):
+    proxy = server()  # answers like the endpoint; records what it was asked
+    for k in ("http_proxy", "HTTP_PROXY", "no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("http_proxy", proxy.origin)
+    client = LabelClient("http://labels.invalid:8000/v1", "m", None, timeout=2.0, retries=0)
+    assert client.ask(page1(project), SCHEMA) == GOOD
+    assert proxy.requests[0]["line"] == "POST http://labels.invalid:8000/v1/chat/completions HTTP/1.1"
+    monkeypatch.setenv("no_proxy", "labels.invalid")
+    with pytest.raises(LabellingError, match="cannot connect"):
+        LabelClient("http://labels.invalid:8000/v1", "m", None, timeout=2.0, retries=0).ask(page1(project), SCHEMA)
