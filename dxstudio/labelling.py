@@ -337,22 +337,23 @@ class LabelClient:
         expired = threading.Event()
         try:
             try:
-                conn.connect()
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise socket.timeout()
-                conn.sock.settimeout(remaining)
-
-                def _stop(sock=conn.sock):  # wakes a read that a trickling server keeps alive
+                def _stop():  # wakes a read that a trickling server keeps alive (TLS handshake too)
                     expired.set()
-                    try:
-                        socket.socket.shutdown(sock, socket.SHUT_RDWR)
-                    except OSError:
-                        pass
+                    sock = conn.sock
+                    if sock is not None:
+                        try:
+                            socket.socket.shutdown(sock, socket.SHUT_RDWR)
+                        except (OSError, TypeError):
+                            pass
 
-                watchdog = threading.Timer(remaining, _stop)
+                watchdog = threading.Timer(self.timeout, _stop)
                 watchdog.daemon = True
                 watchdog.start()
+                conn.connect()
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or expired.is_set():
+                    raise socket.timeout()
+                conn.sock.settimeout(remaining)
                 conn.request("POST", target, body=data, headers=headers)
                 resp = conn.getresponse()
                 status = resp.status

@@ -36,7 +36,8 @@ class RawServer:
     next step of its script: step(conn) writes whatever it likes. After the script: `default`.
     Every step is bounded in time; close() stops the server."""
 
-    def __init__(self, script=(), default=None):
+    def __init__(self, script=(), default=None, read_request=True):
+        self.read_request = read_request
         self.script = list(script)
         self.default = default or (lambda conn: conn.sendall(http_reply(reply_bytes())))
         self.requests = []
@@ -63,6 +64,10 @@ class RawServer:
     def _handle(self, conn):
         conn.settimeout(5)
         try:
+            if not self.read_request:  # speak first (a TLS server, say)
+                self.requests.append({"line": None})
+                (self.script.pop(0) if self.script else self.default)(conn)
+                return
             data = b""
             while b"\r\n\r\n" not in data:
                 chunk = conn.recv(65536)
@@ -99,8 +104,8 @@ class RawServer:
 def server():
     servers = []
 
-    def start(script=(), default=None):
-        s = RawServer(script, default)
+    def start(script=(), default=None, read_request=True):
+        s = RawServer(script, default, read_request)
         servers.append(s)
         return s
 
@@ -329,3 +334,13 @@ def test_an_http_proxy_from_the_environment_is_used(server, project, tmp_path, m
     monkeypatch.setenv("no_proxy", "labels.invalid")
     with pytest.raises(LabellingError, match="cannot connect"):
         LabelClient("http://labels.invalid:8000/v1", "m", None, timeout=2.0, retries=0).ask(page1(project), SCHEMA)
+
+
+def test_a_trickling_tls_handshake_hits_the_deadline(server, project, tmp_path):
+    # a TLS record header at once, then one byte every 0.2 s: each read gets a byte in time
+    srv = server(default=trickle(b"\x16\x03\x03\x40\x00", every=0.2, seconds=8.0), read_request=False)
+    client = LabelClient(srv.url.replace("http://", "https://"), "m", None, timeout=1.0, retries=0)
+    t0 = time.monotonic()
+    with pytest.raises(LabellingError):
+        client.ask(page1(project), SCHEMA)
+    assert time.monotonic() - t0 < 3.0
