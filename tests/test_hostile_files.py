@@ -402,6 +402,7 @@ def test_a_good_checkpoint_still_resumes(small_project, tmp_path):
 # -- item 11: a diverging run stops at the first non-finite loss ----------------------------------------
 
 @pytest.mark.parametrize("setting", ["lr", "weight_decay", "backbone_scale"])
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
 def test_a_huge_setting_stops_at_the_first_non_finite_loss(small_project, tmp_path, setting):
     from dxstudio.tuning import TuneError, TuneRun, read_checkpoint
 
