@@ -499,3 +499,22 @@ def test_import_and_label_on_a_full_disk_are_one_line(small_project, tmp_path, m
         err = capsys.readouterr().err
         assert rc == 2 and "Traceback" not in err, err
         assert f"dxstudio {name}: " in err and "disk is full" in err and str(small_project.root) in err
+
+
+def test_the_step_alone_is_read_from_the_header(small_project, tmp_path):
+    from dxstudio.tuning import TuneError, read_checkpoint
+
+    run_dir = tmp_path / "run"
+    _stopped_run(small_project, run_dir)
+    ckpt = run_dir / "checkpoint.safetensors"
+    data = ckpt.read_bytes()
+    (n,) = struct.unpack("<Q", data[:8])
+    ckpt.write_bytes(data[:8 + n])  # the tensors cut off: the step is still there
+    assert read_checkpoint(ckpt, tensors=False)[0]["step"] == 1
+    with pytest.raises(TuneError, match="not a readable checkpoint"):
+        read_checkpoint(ckpt)
+    if hasattr(os, "mkfifo"):
+        ckpt.unlink()
+        os.mkfifo(ckpt)
+        with pytest.raises(TuneError, match="not a regular file"):
+            read_checkpoint(ckpt, tensors=False)

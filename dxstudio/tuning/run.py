@@ -372,7 +372,7 @@ def read_checkpoint(path, tensors: bool = True) -> tuple[dict, dict]:
     if not path.exists():
         raise TuneError(f"{path}: no checkpoint to resume from")
     try:
-        data = read_model_bytes(path)
+        data = read_model_bytes(path) if tensors else _header_bytes(path)
         header, _ = _read_header(path, data)
     except ModelFileError as e:
         raise TuneError(f"{path}: not a readable checkpoint ({e.problem})") from None
@@ -395,6 +395,31 @@ def read_checkpoint(path, tensors: bool = True) -> tuple[dict, dict]:
     except Exception as e:  # the library's errors are not one family
         raise TuneError(f"{path}: not a readable checkpoint ({' '.join(str(e).split())[:200]})") from None
     return meta, arrays
+
+
+def _header_bytes(path: Path) -> bytes:
+    """The length field and header of a safetensors file, without reading the tensors (the
+    run list asks every run for its step)."""
+    import os
+    import stat
+    import struct
+
+    from dxstudio.engine.container import MAX_HEADER_BYTES
+
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO must not block the open
+        with open(fd, "rb", buffering=0) as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise ModelFileError(path, "not a regular file (a device, FIFO or socket is never read)")
+            os.set_blocking(fd, True)
+            head = f.read(8)
+            if len(head) == 8:
+                (n,) = struct.unpack("<Q", head)
+                if 0 < n <= MAX_HEADER_BYTES:
+                    head += f.read(n)
+            return head
+    except OSError as e:
+        raise ModelFileError(path, f"cannot read ({e.strerror or e})") from None
 
 
 def _check_checkpoint_tensors(path, tensors: dict, expected: dict) -> None:
