@@ -393,9 +393,9 @@ class LabelClient:
             raise _Retryable(f"malformed answer: {e}") from None
 
     def _read_body(self, resp, deadline: float, expired: threading.Event) -> bytes:
-        length = resp.getheader("Content-Length")
-        if length is not None and length.strip().isdigit() and int(length) > self.max_reply_bytes:
-            raise _Retryable(f"the reply is {int(length)} bytes, more than the {self.max_reply_bytes} allowed")
+        length = (resp.getheader("Content-Length") or "").strip()
+        if length.isdigit() and (len(length) > 15 or int(length) > self.max_reply_bytes):
+            raise _Retryable(f"the reply is {length[:20]} bytes, more than the {self.max_reply_bytes} allowed")
         chunks, total = [], 0
         while True:
             remaining = deadline - time.monotonic()

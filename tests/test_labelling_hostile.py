@@ -242,7 +242,9 @@ def test_a_trickling_body_hits_the_deadline_too(server, project, tmp_path):
     b"HTTP/1.1 200 OK\r\n" + b"".join(b"X-H%d: v\r\n" % i for i in range(300)) + b"\r\n",  # a header flood
     b"HTTP/1.1 200 OK\r\nX-Long: " + b"a" * 70000 + b"\r\n\r\n",  # a header line too long
     b"",  # closed without a word
-], ids=["cut-short", "bad-status-line", "header-flood", "long-header", "closed"])
+    b"HTTP/1.1 200 OK\r\nContent-Length: " + b"9" * 5000 + b"\r\n\r\n{}",  # a length of 5000 digits
+    b"HTTP/1.1 100 Continue\r\n\r\n" * 3 + b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}",
+], ids=["cut-short", "bad-status-line", "header-flood", "long-header", "closed", "huge-length", "continue"])
 def test_broken_replies_are_retried(server, project, tmp_path, broken):
     srv = server([send(broken)])
     client = client_for(srv, tmp_path)
