@@ -58,7 +58,7 @@ def test_page_items_reads_folders_jsonl_and_stdin_in_order(inputs):
     items = list(page_items(inputs))
     assert count_pages(inputs) == len(items) == 6 + 6 + 1
     assert [label for label, _, _ in items[6:9]] == [f"{inputs[1]} line {n}" for n in (1, 2, 3)]
-    assert items[-1][2].startswith(f"{inputs[2]}: cannot read")
+    assert items[-1][1] is None and items[-1][2].startswith(f"{inputs[2]}: ")
     stdin = io.BytesIO(b'{"id": "a"}\n\n{"id": "b"}\n')
     assert [label for label, _, _ in page_items(["-"], stdin=stdin)] == ["<stdin> line 1", "<stdin> line 3"]
     assert [len(c) for c in chunks(range(7), 3)] == [3, 3, 1]
@@ -67,7 +67,7 @@ def test_page_items_reads_folders_jsonl_and_stdin_in_order(inputs):
 def test_extract_workers_gives_the_serial_bytes_and_reports_bad_pages(model, inputs, capsys):
     code, serial, err = run_cli(["extract", str(model), *inputs], capsys)
     assert code == 1  # partial: two bad pages, each named
-    assert f"{inputs[1]} line 3: missing 'width' or 'height'" in err and f"{inputs[2]}: cannot read" in err
+    assert f"{inputs[1]} line 3: missing 'width' or 'height'" in err and f"{inputs[2]}: " in err
     assert len(serial.splitlines()) == 11
     assert [json.loads(l)["id"] for l in serial.splitlines()][:6] == [p.stem for p in sample_pages(6)]
     code, parallel, _ = run_cli(["extract", str(model), *inputs, "--workers", "2", "--chunk", "2"], capsys)

@@ -13,12 +13,14 @@ import sys
 from pathlib import Path
 
 from dxstudio.engine.page import PageError, page_from_dict
-from dxstudio.fsutil import parse_json, read_file_bytes
+from dxstudio.fsutil import MAX_JSON_BYTES, parse_json, read_file_bytes
 
 
 def _jsonl(stream, name: str):
     for n, line in enumerate(stream, 1):
-        if line.strip():
+        if len(line) > MAX_JSON_BYTES:  # the cap of a page file holds for a line too
+            yield (f"{name} line {n}", None, f"{name} line {n}: longer than {MAX_JSON_BYTES} bytes")
+        elif line.strip():
             yield (f"{name} line {n}", line, None)
 
 
