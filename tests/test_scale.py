@@ -161,6 +161,22 @@ def test_route_with_an_endpoint_that_always_fails_reports_each_page(model, route
 
 # -- Ray ---------------------------------------------------------------------------------------------
 
+def test_an_address_where_no_cluster_answers_is_said_at_once(model, capsys):
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))  # a port nobody listens on
+    port = s.getsockname()[1]
+    s.close()
+    ray = pytest.importorskip("ray")
+    if ray.is_initialized():
+        pytest.skip("this process is already connected to Ray: the address would not be tried")
+    t0 = time.monotonic()
+    code, out, err = run_cli(["extract", str(model), str(sample_pages(1)[0]), "--ray", f"127.0.0.1:{port}"], capsys)
+    assert code == 2 and out == "" and f"cannot reach the Ray cluster at '127.0.0.1:{port}'" in err
+    assert time.monotonic() - t0 < 10
+
+
 @pytest.fixture(scope="module")
 def ray_local():
     ray = pytest.importorskip("ray")
@@ -270,19 +286,15 @@ def test_tune_on_ray_gives_the_bytes_of_degree_1_resume_included(ray_local, samp
     assert (tmp_path / "ray" / "model.safetensors").read_bytes() == one
 
 
-def test_an_address_where_no_cluster_answers_is_said_at_once(ray_local, model, capsys):
-    import socket
-
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))  # a port nobody listens on
-    port = s.getsockname()[1]
-    s.close()
-    ray_local.shutdown()  # not connected: the address is tried
-    try:
-        t0 = time.monotonic()
-        code, out, err = run_cli(["extract", str(model), str(sample_pages(1)[0]), "--ray", f"127.0.0.1:{port}"], capsys)
-        assert code == 2 and out == "" and f"cannot reach the Ray cluster at '127.0.0.1:{port}'" in err
-        assert time.monotonic() - t0 < 10
-    finally:
-        ray_local.init(address="local", include_dashboard=False, num_cpus=2, _node_ip_address="127.0.0.1",
-                       log_to_driver=False, logging_level="ERROR")
+def test_route_on_ray_gives_the_lines_of_one_process(ray_local, model, route_project, capsys):
+    proj, server = route_project
+    server.script = []  # an endpoint that answers at once
+    pages = [str(p) for p in sample_pages(6)]
+    argv = ["route", str(model), *pages, "--project", str(proj), "--threshold", "0.5"]
+    code, out, err = run_cli(argv, capsys)
+    assert code == 0, err
+    code, out_ray, err = run_cli(argv + ["--ray", "local", "--chunk", "2"], capsys)
+    assert code == 0, err
+    assert out_ray.splitlines()[:-1] == out.splitlines()[:-1]
+    first, again = (json.loads(o.splitlines()[-1])["summary"] for o in (out, out_ray))
+    assert again["requests"] == 0 and again["cache_hits"] == first["pages_asked"] == first["requests"]
