@@ -448,3 +448,16 @@ def test_splitmix64_known_values_and_block_equals_scalar():
     assert a.state == b.state
     u = nu.SplitMix64(3).uniform(10000, -0.5, 0.5)
     assert u.dtype == F32 and u.min() >= -0.5 and u.max() < 0.5
+
+
+@pytest.mark.parametrize("name", ["mm", "rowdot", "exp32", "tanh32", "exp64", "log64"])
+def test_an_unknown_kernel_name_raises_in_every_primitive(name):
+    """numerics.mm(a, b, "blas") used to run the reference silently."""
+    a = np.ones((2, 2), F32)
+    args = (a, a) if name in ("mm", "rowdot") else (a,)
+    with pytest.raises(ValueError, match=r"kernels must be one of \('reference', 'fast'\), not 'blas'"):
+        getattr(nu, name)(*args, "blas")
+    with pytest.raises(ValueError, match="not 'Fast'"):
+        getattr(nu, name)(*args, kernels="Fast")
+    with pytest.raises(ValueError, match="not 'blas'"):
+        nu.Ops("blas")

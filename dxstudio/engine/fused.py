@@ -5,8 +5,8 @@ Each kernel computes exactly the operations of the NumPy reference in layers.py,
 order, each one separately rounded binary32 (docs/numerics.md, section 3): the row sums are the
 16-lane dot16 (lane k & 15, then the fold in halves), exp/tanh are numerics' scalar kernels.
 Conventions are numerics.py's: fastmath off (no fused multiply-add, no reassociation), every
-constant a binary32 built inside the kernel as np.float32(...) (a float32 times a Python float
-literal would be binary64 in Numba), one thread per output row (or element) in the parallel
+constant a binary32: numerics' typed constants or np.float32(...) built inside the kernel (a
+float32 times a Python float literal would be binary64 in Numba), one thread per output row (or element) in the parallel
 build, a serial build under another name for `serial_kernels()` and small inputs.
 
 The wrappers take binary32 arrays only; layers.py calls them on the fast path.
@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import numerics as nu
-from .numerics import _build, fold16, pick, prange
+from .numerics import GELU32_C0, GELU32_C1, GELU32_C3, _build, fold16, pick, prange
 
 F32 = np.float32
 
@@ -79,13 +79,13 @@ _LAYERNORM_BWD = _build(_layernorm_bwd_body, "_layernorm_bwd")
 
 
 def layernorm_forward(x, w, b, eps):
-    """(y, (xhat, inv)) as layers.layernorm_forward."""
+    """(y, xhat, inv) as layers.layernorm_forward."""
     x = np.ascontiguousarray(x, F32)
     n, d = x.shape
     y, xhat, inv = np.empty_like(x), np.empty_like(x), np.empty(n, F32)
     pick(_LAYERNORM_FWD, n, n * d)(x, np.ascontiguousarray(w, F32), np.ascontiguousarray(b, F32), F32(eps),
                                     y, xhat, inv)
-    return y, (xhat, inv)
+    return y, xhat, inv
 
 
 def layernorm_backward(dy, saved, w):
@@ -189,8 +189,8 @@ def scaled_softmax_backward(dp, p, scale):
 # GELU (tanh form) and ReLU, elementwise over the flattened arrays
 # ----------------------------------------------------------------------------------------
 def _gelu_fwd_body(x, y, t):
-    c0 = np.float32(0.7978845608028654)
-    c1 = np.float32(0.044715)
+    c0 = GELU32_C0
+    c1 = GELU32_C1
     half = np.float32(0.5)
     one = np.float32(1.0)
     # three passes: the branch-free ones vectorise (measured faster than one scalar pass)
@@ -205,8 +205,8 @@ def _gelu_fwd_body(x, y, t):
 
 
 def _gelu_bwd_body(dy, x, t, dx):
-    c0 = np.float32(0.7978845608028654)
-    c3 = np.float32(3.0 * 0.044715)  # the product in binary64, then rounded (as the reference)
+    c0 = GELU32_C0
+    c3 = GELU32_C3  # 3*c1: the product in binary64, then rounded (as the reference)
     half = np.float32(0.5)
     one = np.float32(1.0)
     for i in prange(x.size):

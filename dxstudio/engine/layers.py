@@ -5,60 +5,39 @@ every other operation is one separately rounded NumPy elementwise operation, wri
 order docs/model.md pins. A forward returns its output and the values its backward needs;
 a backward takes the output gradient and returns the input gradient and the parameter gradients.
 
-`Ops` selects the kernel path. The NumPy code below is the reference path and the readable spec.
-On the fast path with binary32 arrays, the products, row dots and exp/tanh are numerics' compiled
-kernels, and layer norm, softmax (with the attention scale and bias), GELU and ReLU, forward and
-backward, are each one fused compiled kernel (fused.py) doing the same operations in the same
-order; tests hold the two paths bit-identical. Binary64 arrays (the finite-difference check) take
-the reference code and NumPy's exp/tanh: there we check calculus, not bytes.
+`Ops` (numerics.py) is the one dispatcher of the kernel path. The NumPy code below is the
+reference path and the readable spec. Each layer that has a compiled twin (fused.py: layer
+norm, softmax with the attention scale and bias, GELU, ReLU, forward and backward) calls it in
+its first line when `ops.compiled(...)`: the fast path with binary32 arrays; the twin does the
+same operations in the same order, and tests hold the two paths bit-identical. The products,
+row dots and exp/tanh go through `ops`. Binary64 arrays (the finite-difference check) take the
+reference code and NumPy's exp/tanh: there we check calculus, not bytes.
+
+What a backward needs from its forward travels in a named tuple (LayerNormSaved,
+CharConvSaved), never in a string-keyed dict.
 """
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 
 from . import fused
-from . import numerics as nu
+from .numerics import GELU_C0, GELU_C1, GELU_C3, Ops  # noqa: F401  (Ops: the layers' dispatcher)
 
 F32 = np.float32
 F64 = np.float64
 
-# GELU, tanh form: y = 0.5 x (1 + tanh(c0 (x + c1 x^3)))
-GELU_C0 = 0.7978845608028654  # sqrt(2 / pi)
-GELU_C1 = 0.044715
+
+class LayerNormSaved(NamedTuple):
+    xhat: np.ndarray  # (n, d) the normalized rows
+    inv: np.ndarray  # (n,) 1 / sqrt(var + eps)
 
 
-class Ops:
-    """The arithmetic that depends on the kernel path."""
-
-    def __init__(self, kernels: str = "fast"):
-        self.kernels = nu.check_kernels(kernels)
-
-    def compiled(self, *arrays) -> bool:
-        """True where a layer runs its fused compiled kernel: the fast path on binary32 arrays."""
-        return self.kernels == "fast" and all(a.dtype == F32 for a in arrays)
-
-    def mm(self, a, b):
-        if a.dtype == F64 or b.dtype == F64:
-            return nu.mm_ref(a, b)
-        return nu.mm(a, b, self.kernels)
-
-    def rowdot(self, a, b):
-        if a.dtype == F64:
-            return nu.rowdot_ref(a, b)
-        return nu.rowdot(a, b, self.kernels)
-
-    def exp(self, x):
-        return np.exp(x) if x.dtype == F64 else nu.exp32(x, self.kernels)
-
-    def tanh(self, x):
-        return np.tanh(x) if x.dtype == F64 else nu.tanh32(x, self.kernels)
-
-    def colsum(self, a):
-        """Column sums: dot16 with ones along the row axis (rows ascending)."""
-        return self.mm(np.ones((1, a.shape[0]), a.dtype), a)[0]
-
-    def rowsum(self, a):
-        return self.rowdot(a, np.ones_like(a))
+class CharConvSaved(NamedTuple):
+    u: np.ndarray  # (P, 3*Dc) the taps' embeddings of every real position
+    h: np.ndarray  # (P, C) relu(u W^T + b)
+    arg: np.ndarray  # (n, C) the position (index into P) each word pooled per channel; -1: none
 
 
 # ----------------------------------------------------------------------------------------
@@ -82,7 +61,8 @@ def linear_backward(ops: Ops, dy, x, w):
 # ----------------------------------------------------------------------------------------
 def layernorm_forward(ops: Ops, x, w, b, eps):
     if ops.compiled(x):
-        return fused.layernorm_forward(x, w, b, eps)
+        y, xhat, inv = fused.layernorm_forward(x, w, b, eps)
+        return y, LayerNormSaved(xhat, inv)
     t = x.dtype.type
     d = t(x.shape[1])
     mean = ops.rowsum(x) / d
@@ -90,14 +70,14 @@ def layernorm_forward(ops: Ops, x, w, b, eps):
     var = ops.rowdot(xc, xc) / d
     inv = t(1.0) / np.sqrt(var + t(eps))
     xhat = xc * inv[:, None]
-    return xhat * w + b, (xhat, inv)
+    return xhat * w + b, LayerNormSaved(xhat, inv)
 
 
-def layernorm_backward(ops: Ops, dy, saved, w):
+def layernorm_backward(ops: Ops, dy, saved: LayerNormSaved, w):
     """g = dy*w; dx = inv * ((g - mean(g)) - xhat * mean(g*xhat)); dw, db column sums of dy*xhat, dy."""
-    if ops.compiled(dy, saved[0]):
-        return fused.layernorm_backward(dy, saved, w)
     xhat, inv = saved
+    if ops.compiled(dy, xhat):
+        return fused.layernorm_backward(dy, saved, w)
     d = xhat.dtype.type(xhat.shape[1])
     g = dy * w
     mg = ops.rowsum(g) / d
@@ -126,7 +106,7 @@ def gelu_backward(ops: Ops, dy, x, t):
         return fused.gelu_backward(dy, x, t)
     c = x.dtype.type
     a = c(0.5) * (c(1.0) + t)
-    b = (((c(0.5) * x) * (c(1.0) - t * t)) * c(GELU_C0)) * (c(1.0) + c(3.0 * GELU_C1) * (x * x))
+    b = (((c(0.5) * x) * (c(1.0) - t * t)) * c(GELU_C0)) * (c(1.0) + c(GELU_C3) * (x * x))
     return dy * (a + b)
 
 
@@ -240,10 +220,10 @@ def charconv_forward(ops: Ops, emb, w_rt, b, tap_ids, owners, n_words):
             a = np.argmax(h[s:e], axis=0)  # first maximum
             arg[wi] = s + a
             pooled[wi] = h[s + a, np.arange(c)]
-    return pooled, (u, h, arg)
+    return pooled, CharConvSaved(u, h, arg)
 
 
-def charconv_backward(ops: Ops, dpooled, saved, w_rt, tap_ids, vocab):
+def charconv_backward(ops: Ops, dpooled, saved: CharConvSaved, w_rt, tap_ids, vocab):
     """Gradient to the arg-max positions, through the ReLU, into W_rt (positions ascending),
     b, and the character table (rows added in word order, position, tap; row 0 gets none)."""
     u, h, arg = saved
