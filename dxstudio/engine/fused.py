@@ -115,11 +115,13 @@ def _softmax_fwd_body(raw, bias, scale, scaled, p):
             v = p[i, j]
             if v > top or v != v:  # a NaN anywhere makes the maximum NaN, as np.max
                 top = v
+        row = p[i]
+        for j in range(m):
+            row[j] = row[j] - top
+        nu.exp32_vec(row, row)
         acc = np.zeros(16, np.float32)
         for j in range(m):
-            e = nu.exp32_scalar(p[i, j] - top)
-            p[i, j] = e
-            acc[j & 15] += e
+            acc[j & 15] += row[j]
         z = fold16(acc)
         for j in range(m):
             p[i, j] = p[i, j] / z
@@ -197,8 +199,10 @@ def _gelu_fwd_body(x, y, t):
     for i in prange(x.size):
         v = x[i]
         t[i] = c0 * (v + c1 * ((v * v) * v))  # u for now
-    for i in prange(x.size):
-        t[i] = nu.tanh32_scalar(t[i])
+    for blk in prange((x.size + 4095) // 4096):
+        lo = blk * 4096
+        hi = min(x.size, lo + 4096)
+        nu.tanh32_vec(t[lo:hi], t[lo:hi])
     for i in prange(x.size):
         v = x[i]
         y[i] = (half * v) * (one + t[i])

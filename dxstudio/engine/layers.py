@@ -50,7 +50,7 @@ def linear_forward(ops: Ops, x, w, b):
 def linear_backward(ops: Ops, dy, x, w):
     """dx[i, c] = sum_o dy[i, o] w[o, c]; dw[o, c] = sum_i dy[i, o] x[i, c] (rows ascending); db = column sums."""
     dx = ops.mm(dy, w)
-    dw = ops.mm(np.ascontiguousarray(dy.T), x)
+    dw = ops.mm_tn(dy, x)  # dy^T x
     db = ops.colsum(dy)
     return dx, dw, db
 
@@ -160,14 +160,14 @@ def attention_forward(ops: Ops, q, k, v, bias, scale):
 def attention_backward(ops: Ops, da, q, k, v, p, scale):
     """dP = dA V^T, dV = P^T dA, ds (softmax), dbias = ds, dS = ds/scale, dQ = dS K, dK = dS^T Q."""
     dp = ops.mm(da, np.ascontiguousarray(v.T))
-    dv = ops.mm(np.ascontiguousarray(p.T), da)
+    dv = ops.mm_tn(p, da)  # p^T da
     if ops.compiled(dp, p):
         ds, dsc = fused.scaled_softmax_backward(dp, p, scale)
     else:
         ds = softmax_backward(ops, dp, p)
         dsc = ds / scale
     dq = ops.mm(dsc, k)
-    dk = ops.mm(np.ascontiguousarray(dsc.T), q)
+    dk = ops.mm_tn(dsc, q)  # dsc^T q
     return dq, dk, dv, ds
 
 
@@ -180,7 +180,7 @@ def pointer_forward(ops: Ops, q, k, scale):
 
 def pointer_backward(ops: Ops, dscore, q, k, scale):
     dsc = dscore / scale
-    return ops.mm(dsc, k), ops.mm(np.ascontiguousarray(dsc.T), q)
+    return ops.mm(dsc, k), ops.mm_tn(dsc, q)
 
 
 # ----------------------------------------------------------------------------------------

@@ -263,12 +263,12 @@ def backward(cfg: ModelConfig, params, inp, out: Outputs, go: OutputGrads, ops: 
     # 3. pair MLP: weight gradients are dots over the pairs in row-major order; features get none
     dph, grads["pair2.weight"], grads["pair2.bias"] = L.linear_backward(ops, dpbias, c.ph, p["pair2.weight"])
     dph = L.relu_backward(ops, dph, c.ph)
-    grads["pair1.weight"] = ops.mm(np.ascontiguousarray(dph.T), c.pf)
+    grads["pair1.weight"] = ops.mm_tn(dph, c.pf)
     grads["pair1.bias"] = ops.colsum(dph)
 
     # 2. embedding sum and its layer norm
     de, grads["emb_ln.weight"], grads["emb_ln.bias"] = L.layernorm_backward(ops, dx, c.emb_ln, p["emb_ln.weight"])
-    grads["feat_proj.weight"] = ops.mm(np.ascontiguousarray(de.T), c.feats)
+    grads["feat_proj.weight"] = ops.mm_tn(de, c.feats)
     grads["feat_proj.bias"] = ops.colsum(de)
     b = inp.buckets
     for k, name in enumerate(("pos_x0", "pos_y0", "pos_x1", "pos_y1")):

@@ -114,6 +114,10 @@ class Ops:
     def mm(self, a, b):
         return mm_fast(a, b) if self.compiled(a, b) else mm_ref(a, b)
 
+    def mm_tn(self, at, b):
+        """at^T b: the weight gradients' products, at (K, M) as it is (no transposed copy)."""
+        return mm_tn_fast(at, b) if self.compiled(at, b) else mm_tn_ref(at, b)
+
     def rowdot(self, a, b):
         return rowdot_fast(a, b) if self.compiled(a, b) else rowdot_ref(a, b)
 
@@ -255,45 +259,120 @@ def mm_ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return _fold_lanes_ref(acc, 1)
 
 
+_COLS = 512  # output columns per pass: the 16 accumulator rows (16 x 512 binary32 = 32 KB) stay in L1
+
+
 def _mm_body(a, b, out):
     m, k = a.shape
     n = b.shape[1]
-    for i in prange(m):
-        acc = np.zeros((16, n), np.float32)
-        for kk in range(k):
-            aik = a[i, kk]
-            lane = kk & 15
-            for j in range(n):
-                acc[lane, j] += aik * b[kk, j]
-        for j in range(n):
-            a0 = acc[0, j] + acc[8, j]
-            a1 = acc[1, j] + acc[9, j]
-            a2 = acc[2, j] + acc[10, j]
-            a3 = acc[3, j] + acc[11, j]
-            a4 = acc[4, j] + acc[12, j]
-            a5 = acc[5, j] + acc[13, j]
-            a6 = acc[6, j] + acc[14, j]
-            a7 = acc[7, j] + acc[15, j]
-            a0 = a0 + a4
-            a1 = a1 + a5
-            a2 = a2 + a6
-            a3 = a3 + a7
-            a0 = a0 + a2
-            a1 = a1 + a3
-            out[i, j] = a0 + a1
+    rows = 1 if m < 256 else 16  # rows per task: one accumulator block serves them all
+    width = min(n, _COLS)
+    for blk in prange((m + rows - 1) // rows):
+        acc = np.empty((16, width), np.float32)
+        for i in range(blk * rows, min(m, blk * rows + rows)):
+            arow = a[i]
+            for j0 in range(0, n, width):
+                w = min(width, n - j0)
+                for lane in range(16):
+                    for j in range(w):
+                        acc[lane, j] = np.float32(0.0)
+                for kk in range(k):
+                    aik = arow[kk]
+                    row = acc[kk & 15]
+                    brow = b[kk, j0:j0 + w]
+                    for j in range(w):  # row views: the compiler sees one contiguous vector loop
+                        row[j] += aik * brow[j]
+                orow = out[i, j0:j0 + w]
+                for j in range(w):
+                    a0 = acc[0, j] + acc[8, j]
+                    a1 = acc[1, j] + acc[9, j]
+                    a2 = acc[2, j] + acc[10, j]
+                    a3 = acc[3, j] + acc[11, j]
+                    a4 = acc[4, j] + acc[12, j]
+                    a5 = acc[5, j] + acc[13, j]
+                    a6 = acc[6, j] + acc[14, j]
+                    a7 = acc[7, j] + acc[15, j]
+                    a0 = a0 + a4
+                    a1 = a1 + a5
+                    a2 = a2 + a6
+                    a3 = a3 + a7
+                    a0 = a0 + a2
+                    a1 = a1 + a3
+                    orow[j] = a0 + a1
 
 
 _MM = _build(_mm_body, "_mm")
 
 
+def _mm_tn_body(at, b, out):
+    """out = at^T b, at (K, M), b (K, N): k outermost, so both operands stream through once
+    (the weight gradients, K = the rows of a window or its n^2 pairs). Each output's 16 lanes
+    take the same terms in the same order as mm(at.T, b)."""
+    k, m = at.shape
+    n = b.shape[1]
+    rows = max(1, min(m, 1024 // max(n, 1)))  # outputs per task: rows * n * 16 binary32 <= 64 KB
+    for blk in prange((m + rows - 1) // rows):
+        i0 = blk * rows
+        r = min(rows, m - i0)
+        acc = np.zeros((16, r, n), np.float32)
+        for kk in range(k):
+            lane = kk & 15
+            for i in range(r):
+                aik = at[kk, i0 + i]
+                for j in range(n):
+                    acc[lane, i, j] += aik * b[kk, j]
+        for i in range(r):
+            for j in range(n):
+                a0 = acc[0, i, j] + acc[8, i, j]
+                a1 = acc[1, i, j] + acc[9, i, j]
+                a2 = acc[2, i, j] + acc[10, i, j]
+                a3 = acc[3, i, j] + acc[11, i, j]
+                a4 = acc[4, i, j] + acc[12, i, j]
+                a5 = acc[5, i, j] + acc[13, i, j]
+                a6 = acc[6, i, j] + acc[14, i, j]
+                a7 = acc[7, i, j] + acc[15, i, j]
+                a0 = a0 + a4
+                a1 = a1 + a5
+                a2 = a2 + a6
+                a3 = a3 + a7
+                a0 = a0 + a2
+                a1 = a1 + a3
+                out[i0 + i, j] = a0 + a1
+
+
+_MM_TN = _build(_mm_tn_body, "_mm_tn")
+
+
 def mm_fast(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    a = np.ascontiguousarray(a, F32)
-    b = np.ascontiguousarray(b, F32)
+    a = np.asarray(a, F32)
+    b = np.asarray(b, F32)
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"mm: inner sizes differ ({a.shape} x {b.shape})")
-    out = np.empty((a.shape[0], b.shape[1]), F32)
-    pick(_MM, a.shape[0], a.shape[0] * a.shape[1] * b.shape[1])(a, b, out)
+    m, k = a.shape
+    n = b.shape[1]
+    out = np.empty((m, n), F32)
+    pick(_MM, m, m * k * n)(np.ascontiguousarray(a), np.ascontiguousarray(b), out)
     return out
+
+
+def mm_tn_ref(at: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """at^T b: C[i, j] = dot16(at[:, i], b[:, j])."""
+    return mm_ref(np.asarray(at).T, b)
+
+
+def mm_tn_fast(at: np.ndarray, b: np.ndarray) -> np.ndarray:
+    at = np.ascontiguousarray(at, F32)
+    b = np.ascontiguousarray(b, F32)
+    if at.shape[0] != b.shape[0]:
+        raise ValueError(f"mm_tn: inner sizes differ ({at.shape}^T x {b.shape})")
+    out = np.empty((at.shape[1], b.shape[1]), F32)
+    pick(_MM_TN, at.shape[1], at.size * b.shape[1])(at, b, out)
+    return out
+
+
+def mm_tn(at, b, kernels: str = "fast"):
+    """C = at^T b (C[i, j] = dot16(at[:, i], b[:, j])), without transposing at."""
+    return mm_tn_fast(at, b) if fast_path(kernels) else mm_tn_ref(at, b)
 
 
 def mm(a, b, kernels: str = "fast"):
@@ -406,9 +485,89 @@ def exp32_scalar(x):
     return (p * s1) * s2
 
 
+_VEC_CHUNK = 256  # elements per pass of the branch-free kernels (their scratch stays in L1)
+
+
+@njit(**_jit)
+def exp32_vec(x, out):
+    """out[i] = exp32_scalar(x[i]) for 1-D binary32 arrays (out may be x), the same bytes, written
+    without branches so the loops vectorize: every element takes the in-range formula on its value
+    clamped to [EXP32_MIN, EXP32_MAX] (a NaN as 0), 2^n1 and 2^n2 are built from their exponent
+    bits (both normal: n1, n2 in [-75, 64]), and the special cases are selected at the end."""
+    m = x.size
+    pbuf = np.empty(_VEC_CHUNK, np.float32)
+    bits = np.empty(2 * _VEC_CHUNK, np.int32)
+    scale = bits.view(np.float32)
+    for c0 in range(0, m, _VEC_CHUNK):
+        c1 = min(m, c0 + _VEC_CHUNK)
+        for j in range(c1 - c0):
+            v = x[c0 + j]
+            xc = v if v == v else np.float32(0.0)
+            xc = EXP32_MAX if xc > EXP32_MAX else xc
+            xc = EXP32_MIN if xc < EXP32_MIN else xc
+            n = np.floor(xc * EXP32_LOG2E + np.float32(0.5))
+            r = (xc - n * EXP32_LN2_HI) - n * EXP32_LN2_LO
+            c = EXP32_C
+            p = c[7]
+            p = p * r + c[6]
+            p = p * r + c[5]
+            p = p * r + c[4]
+            p = p * r + c[3]
+            p = p * r + c[2]
+            p = p * r + c[1]
+            p = p * r + c[0]
+            pbuf[j] = p
+            ni = np.int32(n)
+            n1 = ni >> 1  # floor(n / 2), as ni // 2
+            bits[2 * j] = (n1 + np.int32(127)) << 23
+            bits[2 * j + 1] = (ni - n1 + np.int32(127)) << 23
+        for j in range(c1 - c0):
+            v = x[c0 + j]
+            e = (pbuf[j] * scale[2 * j]) * scale[2 * j + 1]
+            e = np.float32(np.inf) if v > EXP32_MAX else e
+            e = np.float32(0.0) if v < EXP32_MIN else e
+            out[c0 + j] = v if v != v else e
+
+
+@njit(**_jit)
+def tanh32_vec(x, out):
+    """out[i] = tanh32_scalar(x[i]) for 1-D binary32 arrays (out may be x), the same bytes,
+    branch-free: both formulas for every element (the exp on 2*min(|x|, 9)), then selected."""
+    m = x.size
+    e = np.empty(m, np.float32)
+    for j in range(m):
+        e[j] = np.float32(2.0) * min(abs(x[j]), TANH32_BIG)
+    exp32_vec(e, e)
+    c = TANH32_C
+    for j in range(m):
+        v = x[j]
+        ax = abs(v)
+        x2 = v * v
+        q = c[8]
+        q = q * x2 + c[7]
+        q = q * x2 + c[6]
+        q = q * x2 + c[5]
+        q = q * x2 + c[4]
+        q = q * x2 + c[3]
+        q = q * x2 + c[2]
+        q = q * x2 + c[1]
+        small = v + v * (x2 * q)
+        mid = np.float32(1.0) - np.float32(2.0) / (e[j] + np.float32(1.0))
+        mid = -mid if v < 0 else mid
+        t = small if ax < TANH32_SMALL else mid
+        one = np.float32(-1.0) if v < 0 else np.float32(1.0)
+        t = one if ax >= TANH32_BIG else t
+        out[j] = v if v != v else t
+
+
+_MAP_BLOCK = 4096  # elements per thread's share of an elementwise map
+
+
 def _map_exp32_body(x, out):
-    for i in prange(x.size):
-        out[i] = exp32_scalar(x[i])
+    for blk in prange((x.size + _MAP_BLOCK - 1) // _MAP_BLOCK):
+        lo = blk * _MAP_BLOCK
+        hi = min(x.size, lo + _MAP_BLOCK)
+        exp32_vec(x[lo:hi], out[lo:hi])
 
 
 _MAP_EXP32 = _build(_map_exp32_body, "_map_exp32")
@@ -463,8 +622,10 @@ def tanh32_scalar(x):
 
 
 def _map_tanh32_body(x, out):
-    for i in prange(x.size):
-        out[i] = tanh32_scalar(x[i])
+    for blk in prange((x.size + _MAP_BLOCK - 1) // _MAP_BLOCK):
+        lo = blk * _MAP_BLOCK
+        hi = min(x.size, lo + _MAP_BLOCK)
+        tanh32_vec(x[lo:hi], out[lo:hi])
 
 
 _MAP_TANH32 = _build(_map_tanh32_body, "_map_tanh32")
