@@ -212,14 +212,14 @@ def charconv_forward(ops: Ops, emb, w_rt, b, tap_ids, owners, n_words):
     c = w_rt.shape[0]
     pooled = np.zeros((n_words, c), emb.dtype)
     arg = np.full((n_words, c), -1, np.int64)
-    starts = np.searchsorted(owners, np.arange(n_words))
-    ends = np.searchsorted(owners, np.arange(n_words), side="right")
-    for wi in range(n_words):
-        s, e = starts[wi], ends[wi]
-        if e > s:
-            a = np.argmax(h[s:e], axis=0)  # first maximum
-            arg[wi] = s + a
-            pooled[wi] = h[s + a, np.arange(c)]
+    words = np.unique(owners)  # the words with a position; their positions are consecutive
+    if len(words):
+        starts = np.searchsorted(owners, words)
+        top = np.maximum.reduceat(h, starts, axis=0)  # a max is exact in any order (h has no NaN)
+        where = np.arange(len(owners))[:, None]
+        first = np.where(h == top[np.searchsorted(words, owners)], where, len(owners))
+        arg[words] = np.minimum.reduceat(first, starts, axis=0)  # the first position holding it
+        pooled[words] = top
     return pooled, CharConvSaved(u, h, arg)
 
 
