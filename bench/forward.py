@@ -203,8 +203,11 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=C.MODEL_SEED, help="model seed (default 0)")
     ap.add_argument("--threads", type=int, default=C.THREADS,
                     help="threads of Numba and of PyTorch alike (default 2, the core count)")
+    ap.add_argument("--clock", choices=sorted(C.CLOCKS), default="wall",
+                    help="wall: elapsed time (default); cpu: the process's CPU time (a shared machine)")
     ap.add_argument("--no-compile", action="store_true", help="leave out the torch.compile variant")
     args = ap.parse_args(argv)
+    C.CLOCK = args.clock
     try:
         sizes = C.parse_sizes(args.sizes)
         if args.threads < 1:
@@ -218,7 +221,7 @@ def main(argv=None) -> int:
         print(f"docextract-v0 base, seed {args.seed}, {sum(v.size for v in params.values())} parameters")
         print(f"threads: Numba {threads['numba']}, PyTorch {threads['torch']} (set equal)")
         print(f"pages: {source}")
-        print(f"{args.repeats} interleaved rounds; median (min-max) per page, forward pass only "
+        print(f"{args.repeats} interleaved rounds; median (min-max) per page, {args.clock} clock, forward pass only "
               "(inputs built beforehand)")
         figures, lines = forward_speed(cfg, params, pages, args.repeats, not args.no_compile)
         print("\n".join(lines))
@@ -230,7 +233,7 @@ def main(argv=None) -> int:
     except C.BenchError as e:
         print(f"bench/forward.py: {e}", file=sys.stderr)
         return 2
-    figures.update(threads=args.threads, repeats=args.repeats)
+    figures.update(threads=args.threads, repeats=args.repeats, clock=args.clock)
     print(C.json_line(figures))
     return 0
 

@@ -237,10 +237,13 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=C.MODEL_SEED, help="model seed (default 0)")
     ap.add_argument("--threads", type=int, default=C.THREADS,
                     help="threads of Numba and of PyTorch alike (default 2, the core count)")
+    ap.add_argument("--clock", choices=sorted(C.CLOCKS), default="wall",
+                    help="wall: elapsed time (default); cpu: the process's CPU time (a shared machine)")
     ap.add_argument("--no-compile", action="store_true", help="leave out the torch.compile variant")
     ap.add_argument("--profile", action="store_true", help="profile our step (cProfile) instead of comparing")
     ap.add_argument("--profile-size", type=int, default=150, help="page size for --profile (default 150)")
     args = ap.parse_args(argv)
+    C.CLOCK = args.clock
     try:
         sizes = (C.parse_sizes(str(args.profile_size)) if args.profile else C.parse_sizes(args.sizes))
         if args.threads < 1:
@@ -258,13 +261,13 @@ def main(argv=None) -> int:
             figures = profile(cfg, params, pages[sizes[0]], args.repeats)
         else:
             print(f"threads: Numba {threads['numba']}, PyTorch {threads['torch']} (set equal)")
-            print(f"{args.repeats} interleaved steps each; median (min-max) per step")
+            print(f"{args.repeats} interleaved steps each; median (min-max) per step, {args.clock} clock")
             figures, lines = compare(cfg, params, pages, args.repeats, not args.no_compile)
             print("\n".join(lines))
     except C.BenchError as e:
         print(f"bench/train_step.py: {e}", file=sys.stderr)
         return 2
-    figures.update(threads=args.threads, repeats=args.repeats)
+    figures.update(threads=args.threads, repeats=args.repeats, clock=args.clock)
     print(C.json_line(figures))
     return 0
 
