@@ -161,7 +161,8 @@ def _compiled_assembly() -> str:
     from dxstudio.engine import fused
 
     for pair in (fused._LAYERNORM_FWD, fused._LAYERNORM_BWD, fused._SOFTMAX_FWD, fused._SOFTMAX_BWD,
-                 fused._GELU_FWD, fused._GELU_BWD, fused._RELU_FWD, fused._RELU_BWD):
+                 fused._GELU_FWD, fused._GELU_BWD, fused._RELU_FWD, fused._RELU_BWD, fused._LINEAR8_RELU,
+                 fused._LINEAR32, fused._LINEAR16_RELU_BWD):
         kernels += list(pair)  # the fused layer kernels: (parallel, serial) builds
     parts = []
     for kernel in kernels:

@@ -44,6 +44,8 @@ class CharConvSaved(NamedTuple):
 # Linear: y = x W^T + b, W stored (out, in)
 # ----------------------------------------------------------------------------------------
 def linear_forward(ops: Ops, x, w, b):
+    if ops.compiled(x, w, b) and x.shape[1] == 32 and w.shape[0] <= 16:
+        return fused.linear32_forward(x, w, b)  # narrow outputs (the pair MLP's second layer)
     return ops.mm(x, np.ascontiguousarray(w.T)) + b
 
 
@@ -124,6 +126,23 @@ def relu_backward(ops: Ops, dy, y):
     if ops.compiled(dy, y):
         return fused.relu_backward(dy, y)
     return np.where(y > 0, dy, dy.dtype.type(0.0))
+
+
+def linear_relu_backward(ops: Ops, dy, x, w):
+    """linear_backward where x is a ReLU's output: (dx through the ReLU, dw, db). With 16
+    outputs on the fast path the product and the ReLU's mask are one fused kernel."""
+    if ops.compiled(dy, x, w) and dy.shape[1] == 16:
+        return fused.linear16_relu_backward(dy, w, x), ops.mm_tn(dy, x), ops.colsum(dy)
+    dx, dw, db = linear_backward(ops, dy, x, w)
+    return relu_backward(ops, dx, x), dw, db
+
+
+def linear_relu_forward(ops: Ops, x, w, b):
+    """relu(x W^T + b) (the pair MLP's first layer, over the n^2 pairs); with 8 inputs on the
+    fast path one fused kernel does the product, the bias and the ReLU in one pass."""
+    if ops.compiled(x, w, b) and x.shape[1] == 8:
+        return fused.linear8_relu_forward(x, w, b)
+    return relu_forward(ops, linear_forward(ops, x, w, b))
 
 
 # ----------------------------------------------------------------------------------------

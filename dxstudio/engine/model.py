@@ -114,7 +114,7 @@ def forward(cfg: ModelConfig, params, inp, ops: Ops, keep: bool = False) -> Outp
 
     # 3. pair bias over the n^2 pairs in row-major (i, j) order, once per window
     pf = inp.pair_feats.astype(dt)
-    ph = L.relu_forward(ops, L.linear_forward(ops, pf, p["pair1.weight"], p["pair1.bias"]))
+    ph = L.linear_relu_forward(ops, pf, p["pair1.weight"], p["pair1.bias"])
     pbias = L.linear_forward(ops, ph, p["pair2.weight"], p["pair2.bias"])  # (n*n, L*heads)
     if keep:
         cache = Activations(tap_ids=tap_ids, w_rt=w_rt, conv=conv_saved, pooled=pooled, feats=feats,
@@ -261,8 +261,7 @@ def backward(cfg: ModelConfig, params, inp, out: Outputs, go: OutputGrads, ops: 
         dx = dx + dln1
 
     # 3. pair MLP: weight gradients are dots over the pairs in row-major order; features get none
-    dph, grads["pair2.weight"], grads["pair2.bias"] = L.linear_backward(ops, dpbias, c.ph, p["pair2.weight"])
-    dph = L.relu_backward(ops, dph, c.ph)
+    dph, grads["pair2.weight"], grads["pair2.bias"] = L.linear_relu_backward(ops, dpbias, c.ph, p["pair2.weight"])
     grads["pair1.weight"] = ops.mm_tn(dph, c.pf)
     grads["pair1.bias"] = ops.colsum(dph)
 
