@@ -89,6 +89,19 @@ def main(argv=None) -> int:
             key = f"{name}_{'x'.join(map(str, s))}"
             figures[f"gflops_{key}"] = g
             rows.append(f"  {name:6s} {str(s):20s} {1e3 * sec:8.3f} ms  {g:6.1f} GFLOP/s  {100 * g / peak:5.1f}% of peak")
+    for n_pairs in (22500, 160000):  # the pair MLP's fused kernels over the n^2 pairs (150, 400 words)
+        pf = rng.standard_normal((n_pairs, 8)).astype(np.float32)
+        w1, b1 = rng.standard_normal((32, 8)).astype(np.float32), rng.standard_normal(32).astype(np.float32)
+        ph = fused.linear8_relu_forward(pf, w1, b1)
+        w2, b2 = rng.standard_normal((16, 32)).astype(np.float32), rng.standard_normal(16).astype(np.float32)
+        dy = rng.standard_normal((n_pairs, 16)).astype(np.float32)
+        for name, fn, flops in (("linear8_relu", lambda: fused.linear8_relu_forward(pf, w1, b1), 2 * 8 * 32),
+                                ("linear32", lambda: fused.linear32_forward(ph, w2, b2), 2 * 32 * 16),
+                                ("linear16_relu_bwd", lambda: fused.linear16_relu_backward(dy, w2, ph), 2 * 16 * 32)):
+            sec = best_cpu_seconds(fn, args.repeats)
+            g = n_pairs * flops / sec / 1e9
+            figures[f"gflops_{name}_{n_pairs}"] = g
+            rows.append(f"  {name:17s} {n_pairs:6d} pairs  {1e3 * sec:8.3f} ms  {g:6.1f} GFLOP/s  {100 * g / peak:5.1f}% of peak")
     x = rng.standard_normal(1 << 20).astype(np.float32) * 4
     out = np.empty_like(x)
     for name, fn in (("exp32_vec", lambda: nu.exp32_vec(x, out)), ("tanh32_vec", lambda: nu.tanh32_vec(x, out))):
@@ -106,6 +119,8 @@ def main(argv=None) -> int:
     nu._MM_TN[1](small, small, np.empty((8, 8), np.float32))
     print("assembly (inspect_asm; counts of instructions, by register width):")
     kernels = {"mm (serial)": nu._MM[1], "mm_tn (serial)": nu._MM_TN[1], "rowdot (serial)": nu._ROWDOT[1],
+               "linear8_relu (parallel)": fused._LINEAR8_RELU[0], "linear32 (parallel)": fused._LINEAR32[0],
+               "linear16_relu_bwd (parallel)": fused._LINEAR16_RELU_BWD[0],
                "exp32_vec": nu.exp32_vec, "tanh32_vec": nu.tanh32_vec, "softmax fwd (serial)": fused._SOFTMAX_FWD[1],
                "layernorm fwd (serial)": fused._LAYERNORM_FWD[1], "gelu fwd (serial)": fused._GELU_FWD[1]}
     for label, kernel in kernels.items():
