@@ -225,7 +225,7 @@ def test_extract_on_ray_gives_the_serial_bytes(ray_local, model, inputs, capsys)
     assert ray_local.is_initialized()  # joined the running instance, did not stop it
 
 
-def test_a_killed_ray_worker_is_retried_with_no_lost_or_doubled_line(ray_local, model):
+def test_a_killed_ray_worker_is_retried_with_no_lost_or_doubled_line(ray_local, model, monkeypatch):
     from dxstudio.engine.container import load_model
     from dxstudio.engine.model import to_runtime
     from dxstudio.scale.cluster import RayTasks
@@ -247,6 +247,9 @@ def test_a_killed_ray_worker_is_retried_with_no_lost_or_doubled_line(ray_local, 
                 killed.append(busy[0])
             time.sleep(0.01)
 
+    puts = []
+    real_put = ray_local.put
+    monkeypatch.setattr(ray_local, "put", lambda obj, **kw: puts.append(1) or real_put(obj, **kw))
     t = threading.Thread(target=killer, daemon=True)
     t.start()
     with RayTasks(extract_chunk, shared, "fast") as b:
@@ -254,6 +257,7 @@ def test_a_killed_ray_worker_is_retried_with_no_lost_or_doubled_line(ray_local, 
     t.join(5)
     assert killed, "no busy worker was found to kill"
     assert got == want and len(got) == 200
+    assert len(puts) == 1  # the model went into the object store once, for all 100 tasks
 
 
 @pytest.fixture
