@@ -159,6 +159,50 @@ def test_route_with_an_endpoint_that_always_fails_reports_each_page(model, route
     assert err.count("HTTP 503") == 3
 
 
+
+def test_route_keeps_at_most_concurrency_requests_in_flight(model, route_project, capsys):
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    proj, _ = route_project
+    seen = {"now": 0, "most": 0, "n": 0}
+    lock = threading.Lock()
+
+    class Slow(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            with lock:
+                seen["now"] += 1
+                seen["n"] += 1
+                seen["most"] = max(seen["most"], seen["now"])
+            time.sleep(0.5)
+            with lock:
+                seen["now"] -= 1
+            body = json.dumps({"choices": [{"message": {"content": json.dumps(ANSWERS)}}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        d = json.loads((proj / "dxproject.json").read_text())
+        d["labelling"]["url"] = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        (proj / "dxproject.json").write_text(json.dumps(d))
+        pages = [str(p) for p in sample_pages(8)]
+        code, out, err = run_cli(["route", str(model), *pages, "--project", str(proj), "--threshold", "1.0",
+                                  "--concurrency", "3"], capsys)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert code == 0, err
+    assert seen["n"] == 8 and seen["most"] == 3  # every page asked (threshold 1), three at a time
+
 # -- Ray ---------------------------------------------------------------------------------------------
 
 def test_an_address_where_no_cluster_answers_is_said_at_once(model, capsys):
