@@ -107,6 +107,7 @@ def confidences(serial_out):
 
 
 def check_route(out, serial, threshold, server):
+    """`threshold`: one number for every field, or {field: number}."""
     lines = [json.loads(l) for l in out.splitlines()]
     summary = lines.pop()["summary"]
     pages = [json.loads(l) for l in serial.splitlines()]
@@ -116,7 +117,8 @@ def check_route(out, serial, threshold, server):
         asked = False
         for f, v in want["fields"].items():
             g = got["fields"][f]
-            if v["value"] is not None and v["confidence"] >= threshold:
+            t = threshold[f] if isinstance(threshold, dict) else threshold
+            if v["value"] is not None and v["confidence"] >= t:
                 assert g == {"value": v["value"], "source": "local", "confidence": v["confidence"]}
             else:
                 asked = True
@@ -145,6 +147,29 @@ def test_route_answers_locally_above_the_threshold_and_asks_the_rest(model, rout
     assert code == 0 and json.loads(out2.splitlines()[-1])["summary"]["requests"] == 0
     assert out2.splitlines()[:-1] == out.splitlines()[:-1]
 
+
+def test_route_uses_the_model_s_stored_thresholds(model, route_project, tmp_path, capsys):
+    import inspect
+
+    from dxstudio.engine.container import load_model, save_model
+
+    if "thresholds" not in inspect.signature(save_model).parameters:
+        pytest.skip("this checkout's model file stores no thresholds yet")
+    m = load_model(model)
+    tuned = tmp_path / "tuned.safetensors"
+    proj, server = route_project
+    server.script = []
+    pages = [str(p) for p in sample_pages(8)]
+    _, serial, _ = run_cli(["extract", str(model), *pages], capsys)
+    conf = confidences(serial)
+    pooled = conf[len(conf) // 2]
+    # the field's own threshold where it has one (total: never local), else the pooled one
+    save_model(tuned, m.cfg, m.params, thresholds={"pooled": pooled, "fields": {"total": 1.0, "tax": None}})
+    code, out, err = run_cli(["route", str(tuned), *pages, "--project", str(proj)], capsys)
+    assert code == 0, err
+    per_field = {f: pooled for f in FIELDS.split(",")} | {"total": 1.0}
+    summary = check_route(out, serial, per_field, server)
+    assert summary["requests"] == summary["pages_asked"]
 
 def test_route_with_an_endpoint_that_always_fails_reports_each_page(model, route_project, capsys):
     proj, server = route_project
