@@ -21,6 +21,7 @@ from dxstudio.scale.pages import chunks, count_pages, extract_chunk, page_items
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "resources" / "sample"
 FIELDS = "total,subtotal,tax,cash,change"  # the bundled sample's schema
+RAY_TESTS_LIMIT = 300  # seconds for all the Ray tests of this module (about 30 s when idle)
 
 
 def sample_pages(n):
@@ -248,13 +249,19 @@ def test_an_address_where_no_cluster_answers_is_said_at_once(model, capsys):
 
 @pytest.fixture(scope="module")
 def ray_local():
+    """A Ray instance on 127.0.0.1 with 2 CPUs for this module. Bounded in time: should Ray
+    hang, the run stops after RAY_TESTS_LIMIT seconds with every thread's traceback."""
+    import faulthandler
+
     ray = pytest.importorskip("ray")
+    faulthandler.dump_traceback_later(RAY_TESTS_LIMIT, exit=True)
     ray.init(address="local", include_dashboard=False, num_cpus=2, _node_ip_address="127.0.0.1",
              log_to_driver=False, logging_level="ERROR")
     try:
         yield ray
     finally:
         ray.shutdown()
+        faulthandler.cancel_dump_traceback_later()
 
 
 def _descendants(root: int) -> set:
