@@ -1,0 +1,85 @@
+"""`dxstudio pretrain`: train the docextract-v0 base model on a corpus (docs/base-model.md)."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def configure(name, p):
+    p.add_argument("corpus", nargs="+", metavar="CORPUS",
+                   help="a source folder (CORD v1, NAF, DocBank samples, invoice2data samples; the kind is "
+                        "found from its files) or synthetic:COUNT[:SEED] for generated documents")
+    p.add_argument("--out", required=True, help="run folder (model.safetensors, report.json, checkpoint)")
+    p.add_argument("--size", choices=["tiny", "base"])
+    p.add_argument("--seed", type=int)
+    p.add_argument("--epochs", type=int)
+    p.add_argument("--steps", type=int, help="steps in all (overrides --epochs; the learning rate decays over them)")
+    p.add_argument("--batch", type=int)
+    p.add_argument("--lr", type=float, help="peak learning rate")
+    p.add_argument("--warmup", type=int, help="warm-up steps")
+    p.add_argument("--window", type=int, help="words per example (a longer document gives several)")
+    p.add_argument("--limit", type=int, help="use only the first N documents of each source")
+    for loss in ("tag", "role", "doc", "items", "kv"):
+        p.add_argument(f"--loss-{loss}", type=float, help=f"weight of the {loss} loss term")
+    p.add_argument("--degree", type=int, help="examples in parallel (the bytes do not depend on it)")
+    p.add_argument("--kernels", choices=["reference", "fast"])
+    p.add_argument("--checkpoint-every", type=int)
+    p.add_argument("--stop-after", type=int, metavar="STEPS", help="stop (with a checkpoint) after this many steps in all")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
+
+
+_KEYS = ["size", "seed", "epochs", "steps", "batch", "lr", "warmup", "window", "limit", "loss_tag", "loss_role",
+         "loss_doc", "loss_items", "loss_kv", "degree", "kernels", "checkpoint_every"]
+
+
+def run(name, args) -> int:
+    import time
+
+    from dxstudio.progress import ProgressBar
+    from dxstudio.tuning.pretrain import PretrainRun
+    from dxstudio.tuning.run import TuneError
+
+    overrides = {k: getattr(args, k) for k in _KEYS if getattr(args, k, None) is not None}
+    out = Path(args.out)
+    t0 = time.monotonic()
+    try:
+        run_ = PretrainRun.prepare(args.corpus, out, overrides)
+    except (TuneError, ValueError, OSError) as e:
+        print(f"dxstudio pretrain: {e}", file=sys.stderr)
+        return 2
+    for f, err in run_.errors:
+        print(f"dxstudio pretrain: skipped {err}", file=sys.stderr)
+    for src in run_.sources:
+        print(f"dxstudio pretrain: {src['spec']}: {src['kind']}, {src['documents']} documents, "
+              f"{src['words']} words, {len(src['errors'])} skipped", file=sys.stderr)
+    print(f"dxstudio pretrain: {len(run_.windows)} windows, {run_.total_steps} steps, "
+          f"{run_.cfg.d_model}-wide model, fingerprint {run_.fingerprint[:12]}", file=sys.stderr)
+    bar = ProgressBar(run_.total_steps, "pretrain")
+
+    def on_event(ev):
+        if ev.kind == "step":
+            bar.show(ev.step, suffix=f"loss {ev.loss:.4f}")
+
+    try:
+        finished = run_.train(on_event, stop_after=args.stop_after, resume=args.resume)
+    except (TuneError, ValueError) as e:
+        bar.close()
+        print(f"dxstudio pretrain: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        if run_.state is not None:
+            run_.save_checkpoint()
+        bar.close()
+        print(f"dxstudio pretrain: interrupted; checkpoint kept, continue with --resume", file=sys.stderr)
+        return 130
+    bar.close()
+    if not finished:
+        print(f"dxstudio pretrain: stopped at step {run_.state.step}; continue with the same command and --resume",
+              file=sys.stderr)
+        print(json.dumps({"run": str(out), "step": run_.state.step, "total_steps": run_.total_steps, "finished": False}))
+        return 0
+    report = run_.finish(started=t0)
+    print(json.dumps({"run": str(out), "model": report["model"], "sha256": report["sha256"], "steps": report["steps"],
+                      "final_loss": report["final_loss"], "wall_seconds": report.get("wall_seconds")}))
+    return 0
