@@ -19,7 +19,10 @@ def configure(name, p):
         p.add_argument("--heldout-fraction", type=float)
         p.add_argument("--seed", type=int)
         p.add_argument("--size", choices=["tiny", "base"], help="size of a new model when the project names none")
-        p.add_argument("--model", help="starting model file (default: the project's, else a new model)")
+        p.add_argument("--model", help="starting model file (default: the project's, else the shipped base "
+                                       "model at the base size, else a new model)")
+        p.add_argument("--new-model", action="store_true",
+                       help="start from a new random model (of --size) even when a base model is shipped")
         p.add_argument("--degree", type=int, help="examples in parallel (the bytes do not depend on it)")
         p.add_argument("--kernels", choices=["reference", "fast"])
         p.add_argument("--checkpoint-every", type=int)
@@ -36,7 +39,10 @@ def configure(name, p):
 def _overrides(args) -> dict:
     keys = ["epochs", "batch", "lr", "warmup", "backbone_scale", "field_weight", "heldout_fraction",
             "seed", "size", "degree", "kernels", "checkpoint_every"]
-    return {k: getattr(args, k, None) for k in keys if getattr(args, k, None) is not None}
+    out = {k: getattr(args, k, None) for k in keys if getattr(args, k, None) is not None}
+    if getattr(args, "new_model", False):
+        out["start"] = "new"
+    return out
 
 
 def _print_report(report: dict) -> None:
@@ -81,6 +87,9 @@ def _tune(project, args) -> int:
         print("dxstudio tune: --resume needs --out RUN_DIR (the run to continue)", file=sys.stderr)
         return 2
     out = Path(args.out) if args.out else project.runs_dir / time.strftime("%Y%m%d-%H%M%S")
+    if args.new_model and args.model:
+        print("dxstudio tune: --new-model and --model exclude each other", file=sys.stderr)
+        return 2
     t0 = time.monotonic()
     try:
         run = TuneRun.prepare(project, out, _overrides(args), model_path=args.model)

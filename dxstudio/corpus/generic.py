@@ -33,7 +33,7 @@ GENERIC_FIELDS = (
 
 # (class, pattern) in priority order: the first pattern found in the field's name (words joined
 # by single spaces, lower case) decides. Specific names come before the general ones they
-# contain ("subtotal" before "total", "item price" before "price").
+# contain ("subtotal" before "total", "item price" before "price", "invoice date" is a date).
 _RULES = [
     ("item_unit_price", r"\b(unit ?price|price ?per|rate)\b"),
     ("item_quantity", r"\b(qty|quantity|count|cnt)\b"),
@@ -45,9 +45,9 @@ _RULES = [
     ("change", r"\b(change|kembali)\b"),
     ("paid", r"\b(cash|paid|tender(ed)?|payment|card)\b"),
     ("total", r"\b(total|amount ?due|grand ?total|amount|sum|balance)\b"),
-    ("invoice_number", r"\b(invoice|receipt|bill|order|document|doc|inv|ref(erence)?) ?(no|nr|num|number|id|#)\b|\binvoice\b"),
     ("date", r"\bdate\b|\bdated\b|\bday\b"),
     ("time", r"\btime\b|\bhour\b"),
+    ("invoice_number", r"\b(invoice|receipt|bill|order|document|doc|inv|ref(erence)?) ?(no|nr|num|number|id|#)\b|\binvoice\b"),
     ("phone", r"\b(phone|tel|telephone|mobile|fax|contact ?number)\b"),
     ("address", r"\b(address|addr|location|street)\b"),
     ("customer", r"\b(customer|client|buyer|bill ?to|recipient|partner|purchaser)\b"),
@@ -80,3 +80,32 @@ def match_field(name: str, description: str = "") -> str | None:
 
 def tag_of(field: str, begin: bool) -> str:
     return ("B-" if begin else "I-") + field
+
+
+def transfer_tag_head(base_cfg, base_params, schema, weight, bias):
+    """A project's new tag head (weight (1 + 2K, d), bias (1 + 2K,), freshly drawn) started from
+    a base model's generic classes: the O row and, for each schema field that names a class of
+    the base (match_field), that class's B- and I- rows are copied; the other fields keep their
+    drawn rows. Returns (weight, bias, {field: class}). `schema` holds objects with .name and
+    .description (project Fields) or plain names."""
+    import numpy as np
+
+    w = np.array(weight, np.float32, copy=True)
+    b = np.array(bias, np.float32, copy=True)
+    bw = np.asarray(base_params["tag_head.weight"], np.float32)
+    bb = np.asarray(base_params["tag_head.bias"], np.float32)
+    if bw.shape[1] != w.shape[1]:
+        return w, b, {}
+    base_fields = list(base_cfg.fields)
+    w[0], b[0] = bw[0], bb[0]
+    matched = {}
+    for c, f in enumerate(schema):
+        name = getattr(f, "name", f)
+        cls = match_field(name, getattr(f, "description", "") or "")
+        if cls is None or cls not in base_fields:
+            continue
+        g = base_fields.index(cls)
+        for off in (1, 2):  # B-, I-
+            w[off + 2 * c], b[off + 2 * c] = bw[off + 2 * g], bb[off + 2 * g]
+        matched[name] = cls
+    return w, b, matched

@@ -333,12 +333,11 @@ def detect_kind(root: Path) -> str:
     if (root / "txt").is_dir() and any((root / "txt").glob("*.txt")):
         return "docbank"
     if (root / "json").is_dir():
-        first = next(iter(sorted((root / "json").glob("*.json"))), None)
-        if first is not None:
+        for path in sorted((root / "json").glob("*.json"))[:5]:  # a broken first file does not hide the kind
             try:
-                head = first.read_text(encoding="utf-8", errors="replace")[:4000]
+                head = path.read_text(encoding="utf-8", errors="replace")[:4000]
             except OSError:
-                head = ""
+                continue
             if "valid_line" in head:
                 return "cord"
             if '"pages"' in head:

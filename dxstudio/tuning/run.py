@@ -51,11 +51,14 @@ DEFAULTS = {
     "degree": 1,
     "kernels": "fast",
     "size": "base",  # size of a new model when the project names none
+    "start": "base",  # no model named: "base" = the shipped base (BASE_MODEL) at the base size, "new" = random
     "checkpoint_every": 50,
 }
 # Settings that cannot change the model bytes; they are left out of the fingerprint so that a
 # run may be resumed at another degree or kernel path, or checkpointed more or less often.
 NOT_FINGERPRINTED = ("degree", "kernels", "checkpoint_every")
+# The pretrained base (docs/base-model.md); a run with no model named starts from it when it is there.
+BASE_MODEL = Path(__file__).resolve().parents[2] / "resources" / "models" / "docextract-v0-base.safetensors"
 
 
 class TuneError(ValueError):
@@ -88,6 +91,8 @@ def resolve_settings(project_settings: dict, overrides: dict | None = None) -> d
         raise TuneError(f"setting kernels must be fast or reference, not {s['kernels']!r}")
     if s["size"] not in ("tiny", "base"):
         raise TuneError(f"setting size must be tiny or base, not {s['size']!r}")
+    if s["start"] not in ("base", "new"):
+        raise TuneError(f"setting start must be base or new, not {s['start']!r}")
     return s
 
 
@@ -138,13 +143,16 @@ class TuneRun:
         weights = [settings["field_weight"] if settings["field_weight"] is not None else f.weight
                    for f in project.schema]
         model_path = model_path or project.model
+        if model_path is None and settings["start"] == "base" and settings["size"] == "base" and BASE_MODEL.is_file():
+            model_path = BASE_MODEL
+        base_summary = None
         if model_path is not None:
             model_path = Path(model_path)
             try:
                 loaded = load_model(model_path)
             except ModelFileError as e:
                 raise TuneError(str(e)) from None
-            base_cfg, base_params = loaded.cfg, loaded.params
+            base_cfg, base_params, base_summary = loaded.cfg, loaded.params, loaded.summary
             start_bytes = model_path.read_bytes()
             source = str(model_path)
         else:
@@ -157,6 +165,12 @@ class TuneRun:
         if list(base_cfg.fields) != list(fields):
             # a custom schema: a new tag head of 1 + 2K rows drawn from the run's seed
             params["tag_head.weight"], params["tag_head.bias"] = new_tag_head(cfg, settings["seed"])
+            if isinstance(base_summary, dict) and base_summary.get("base") is True:
+                # a pretrained base: fields naming its generic classes start from their rows
+                from dxstudio.corpus.generic import transfer_tag_head
+
+                params["tag_head.weight"], params["tag_head.bias"], _ = transfer_tag_head(
+                    base_cfg, base_params, project.schema, params["tag_head.weight"], params["tag_head.bias"])
         run = cls(project, Path(run_dir), settings, cfg, params, start_bytes, source)
         run._load_targets(weights)
         run._fingerprint(weights)
