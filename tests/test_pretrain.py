@@ -137,3 +137,20 @@ def test_tune_uses_the_shipped_base_unless_told_otherwise(receipts_project, tmp_
     assert TuneRun.prepare(project, tmp_path / "c", {"size": "base", "start": "new"}).start_source.startswith("new base")
     with pytest.raises(TuneError, match="setting start must be base or new"):
         TuneRun.prepare(project, tmp_path / "d", {"start": "old"})
+
+
+def test_cli_tune_new_model_and_model_exclude_each_other(receipts_project, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert cli_main(["tune", str(receipts_project), "--new-model", "--model", str(tmp_path / "m.safetensors"),
+                     "--out", str(out)]) == 2
+    assert "--new-model and --model exclude each other" in capsys.readouterr().err
+    assert cli_main(["tune", str(receipts_project), "--new-model", "--size", "base", "--out", str(out),
+                     "--stop-after", "1"]) == 0
+    settings = json.loads((out / "settings.json").read_text())
+    assert settings["starting_model"] == "new base model, seed 1" and settings["settings"]["start"] == "new"
+
+
+def test_cli_pretrain_resume_without_a_checkpoint_is_a_clear_error(tmp_path, capsys):
+    assert cli_main(["pretrain", "synthetic:3", "--size", "tiny", "--steps", "2", "--out", str(tmp_path / "r"),
+                     "--resume"]) == 2
+    assert "no checkpoint to resume from" in capsys.readouterr().err

@@ -63,7 +63,7 @@ def run(name, args) -> int:
 
     try:
         finished = run_.train(on_event, stop_after=args.stop_after, resume=args.resume)
-    except (TuneError, ValueError) as e:
+    except (TuneError, ValueError, OSError) as e:
         bar.close()
         print(f"dxstudio pretrain: {e}", file=sys.stderr)
         return 2
