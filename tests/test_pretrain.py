@@ -93,8 +93,9 @@ def test_cli_pretrain_names_a_bad_file_and_goes_on(tmp_path, capsys):
     assert cli_main(args + ["--stop-after", "1"]) == 0
     cap = capsys.readouterr()
     assert "receipt_0.json: not readable JSON" in cap.err and json.loads(cap.out)["finished"] is False
-    assert cli_main(args + ["--resume", "--degree", "2"]) == 0
+    assert cli_main(args + ["--resume", "--degree", "2"]) == 1  # done, but a file was skipped
     res = json.loads(capsys.readouterr().out)
+    assert res["skipped_files"] == 1
     assert res["steps"] == 3 and (out / "model.safetensors").is_file()
     assert cli_main(["pretrain", str(tmp_path / "nowhere"), "--out", str(out)]) == 2
     assert "no such file or folder" in capsys.readouterr().err
@@ -139,12 +140,12 @@ def test_tune_uses_the_shipped_base_unless_told_otherwise(receipts_project, tmp_
         TuneRun.prepare(project, tmp_path / "d", {"start": "old"})
 
 
-def test_cli_tune_new_model_and_model_exclude_each_other(receipts_project, tmp_path, capsys):
+def test_cli_tune_start_new_and_model_exclude_each_other(receipts_project, tmp_path, capsys):
     out = tmp_path / "run"
-    assert cli_main(["tune", str(receipts_project), "--new-model", "--model", str(tmp_path / "m.safetensors"),
+    assert cli_main(["tune", str(receipts_project), "--start", "new", "--model", str(tmp_path / "m.safetensors"),
                      "--out", str(out)]) == 2
-    assert "--new-model and --model exclude each other" in capsys.readouterr().err
-    assert cli_main(["tune", str(receipts_project), "--new-model", "--size", "base", "--out", str(out),
+    assert "--start new and --model exclude each other" in capsys.readouterr().err
+    assert cli_main(["tune", str(receipts_project), "--start", "new", "--size", "base", "--out", str(out),
                      "--stop-after", "1"]) == 0
     settings = json.loads((out / "settings.json").read_text())
     assert settings["starting_model"] == "new base model, seed 1" and settings["settings"]["start"] == "new"

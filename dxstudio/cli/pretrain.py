@@ -1,8 +1,6 @@
 """`dxstudio pretrain`: train the docextract-v0 base model on a corpus (docs/base-model.md)."""
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
 
@@ -36,7 +34,7 @@ _KEYS = ["size", "seed", "epochs", "steps", "batch", "lr", "warmup", "window", "
 def run(name, args) -> int:
     import time
 
-    from dxstudio.progress import ProgressBar
+    from dxstudio.cli.common import INTERRUPTED, OK, PARTIAL, emit_json, fail, progress, warn
     from dxstudio.tuning.pretrain import PretrainRun
     from dxstudio.tuning.run import TuneError
 
@@ -46,40 +44,34 @@ def run(name, args) -> int:
     try:
         run_ = PretrainRun.prepare(args.corpus, out, overrides)
     except (TuneError, ValueError, OSError) as e:
-        print(f"dxstudio pretrain: {e}", file=sys.stderr)
-        return 2
+        fail(e)
     for f, err in run_.errors:
-        print(f"dxstudio pretrain: skipped {err}", file=sys.stderr)
+        warn(f"skipped {err}")
     for src in run_.sources:
-        print(f"dxstudio pretrain: {src['spec']}: {src['kind']}, {src['documents']} documents, "
-              f"{src['words']} words, {len(src['errors'])} skipped", file=sys.stderr)
-    print(f"dxstudio pretrain: {len(run_.windows)} windows, {run_.total_steps} steps, "
-          f"{run_.cfg.d_model}-wide model, fingerprint {run_.fingerprint[:12]}", file=sys.stderr)
-    bar = ProgressBar(run_.total_steps, "pretrain")
+        warn(f"{src['spec']}: {src['kind']}, {src['documents']} documents, {src['words']} words, "
+             f"{len(src['errors'])} skipped")
+    warn(f"{len(run_.windows)} windows, {run_.total_steps} steps, {run_.cfg.d_model}-wide model, "
+         f"fingerprint {run_.fingerprint[:12]}")
+    with progress(run_.total_steps, "pretrain") as bar:
+        def on_event(ev):
+            if ev.kind == "step":
+                bar.show(ev.step, suffix=f"loss {ev.loss:.4f}")
 
-    def on_event(ev):
-        if ev.kind == "step":
-            bar.show(ev.step, suffix=f"loss {ev.loss:.4f}")
-
-    try:
-        finished = run_.train(on_event, stop_after=args.stop_after, resume=args.resume)
-    except (TuneError, ValueError, OSError) as e:
-        bar.close()
-        print(f"dxstudio pretrain: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        if run_.state is not None:
-            run_.save_checkpoint()
-        bar.close()
-        print(f"dxstudio pretrain: interrupted; checkpoint kept, continue with --resume", file=sys.stderr)
-        return 130
-    bar.close()
+        try:
+            finished = run_.train(on_event, stop_after=args.stop_after, resume=args.resume)
+        except (TuneError, ValueError, OSError) as e:
+            fail(e)
+        except KeyboardInterrupt:
+            if run_.state is not None:
+                run_.save_checkpoint()
+            warn("interrupted; checkpoint kept, continue with the same command and --resume")
+            return INTERRUPTED
     if not finished:
-        print(f"dxstudio pretrain: stopped at step {run_.state.step}; continue with the same command and --resume",
-              file=sys.stderr)
-        print(json.dumps({"run": str(out), "step": run_.state.step, "total_steps": run_.total_steps, "finished": False}))
-        return 0
+        warn(f"stopped at step {run_.state.step}; continue with the same command and --resume")
+        emit_json({"run": str(out), "step": run_.state.step, "total_steps": run_.total_steps, "finished": False})
+        return OK
     report = run_.finish(started=t0)
-    print(json.dumps({"run": str(out), "model": report["model"], "sha256": report["sha256"], "steps": report["steps"],
-                      "final_loss": report["final_loss"], "wall_seconds": report.get("wall_seconds")}))
-    return 0
+    emit_json({"run": str(out), "model": report["model"], "sha256": report["sha256"], "steps": report["steps"],
+               "final_loss": report["final_loss"], "wall_seconds": report.get("wall_seconds"),
+               "skipped_files": len(run_.errors)})
+    return PARTIAL if run_.errors else OK
