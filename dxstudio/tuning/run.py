@@ -38,6 +38,7 @@ from dxstudio.tuning.settings import (  # noqa: F401  (DEFAULTS, TuneError: the 
 # The pretrained base (docs/base-model.md); a run with no model named starts from it when it is there.
 BASE_MODEL = Path(__file__).resolve().parents[2] / "resources" / "models" / "docextract-v0-base.safetensors"
 
+
 @dataclass
 class Event:
     """A progress event: kind "step" (step, total, loss, lr, seconds) or "epoch" (epoch, scores)
