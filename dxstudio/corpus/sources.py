@@ -1,7 +1,10 @@
-"""Converters from the permissive public sources to CorpusDocs, and the corpus a command names.
+"""Converters from the permissive public sources to CorpusDocs, and the source a spec names.
 
-    docs, errors = read_source("../shared/data/cord-v1-train")     # kind found from the folder
-    corpus = read_corpus(["../shared/data/naf", "synthetic:500"])   # several, in the order given
+    rep = read_source("../shared/data/cord-v1-train")   # kind found from the folder
+    rep.docs, rep.errors                                 # CorpusDocs; (file, message) of each skipped file
+    rep = read_source("synthetic:500")                   # or synthetic:COUNT:SEED
+
+`dxstudio pretrain` (dxstudio/tuning/pretrain.py) reads several specs in the order given.
 
 | kind | licence | what it teaches |
 |---|---|---|
