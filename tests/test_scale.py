@@ -378,3 +378,17 @@ def test_route_on_ray_gives_the_lines_of_one_process(ray_local, model, route_pro
     assert out_ray.splitlines()[:-1] == out.splitlines()[:-1]
     first, again = (json.loads(o.splitlines()[-1])["summary"] for o in (out, out_ray))
     assert again["requests"] == 0 and again["cache_hits"] == first["pages_asked"] == first["requests"]
+
+
+def test_pretrain_on_ray_gives_the_bytes_of_degree_1_resume_included(ray_local, tmp_path, capsys):
+    pytest.importorskip("faker")  # the synthetic corpus
+    args = ["pretrain", "synthetic:8:5", "--size", "tiny", "--steps", "4", "--batch", "3", "--window", "48"]
+    code, _, err = run_cli(args + ["--out", str(tmp_path / "one"), "--degree", "1"], capsys)
+    assert code == 0, err
+    code, _, err = run_cli(args + ["--out", str(tmp_path / "ray"), "--ray", "local", "--stop-after", "2"], capsys)
+    assert code == 0, err
+    code, _, err = run_cli(args + ["--out", str(tmp_path / "ray"), "--ray", "local", "--resume"], capsys)
+    assert code == 0, err
+    assert "bytes of gradient sets" in err
+    one = (tmp_path / "one" / "model.safetensors").read_bytes()
+    assert (tmp_path / "ray" / "model.safetensors").read_bytes() == one

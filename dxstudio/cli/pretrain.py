@@ -25,6 +25,9 @@ def configure(name, p):
     p.add_argument("--checkpoint-every", type=int)
     p.add_argument("--stop-after", type=int, metavar="STEPS", help="stop (with a checkpoint) after this many steps in all")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
+    p.add_argument("--ray", metavar="ADDRESS", help="each step's examples as tasks on the Ray cluster at "
+                   "ADDRESS ('local': start one here); the same bytes as one process (docs/scale.md). "
+                   'Needs the cluster extra: pip install "dxstudio[cluster]"')
 
 
 _KEYS = ["size", "seed", "epochs", "steps", "batch", "lr", "warmup", "window", "limit", "loss_tag", "loss_role",
@@ -32,9 +35,20 @@ _KEYS = ["size", "seed", "epochs", "steps", "batch", "lr", "warmup", "window", "
 
 
 def run(name, args) -> int:
+    from dxstudio.cli.tune import _ray_runner
+
+    runner, close = _ray_runner(args)  # before anything is made: a wrong --ray is said at once
+    try:
+        return _pretrain(args, runner)
+    finally:
+        close(runner)
+
+
+def _pretrain(args, runner) -> int:
     import time
 
     from dxstudio.cli.common import INTERRUPTED, OK, PARTIAL, emit_json, fail, progress, warn
+    from dxstudio.scale import ScaleError
     from dxstudio.tuning.pretrain import PretrainRun
     from dxstudio.tuning.run import TuneError
 
@@ -45,6 +59,7 @@ def run(name, args) -> int:
         run_ = PretrainRun.prepare(args.corpus, out, overrides)
     except (TuneError, ValueError, OSError) as e:
         fail(e)
+    run_.runner = runner
     for f, err in run_.errors:
         warn(f"skipped {err}")
     for src in run_.sources:
@@ -59,7 +74,7 @@ def run(name, args) -> int:
 
         try:
             finished = run_.train(on_event, stop_after=args.stop_after, resume=args.resume)
-        except (TuneError, ValueError, OSError) as e:
+        except (TuneError, ValueError, OSError, ScaleError) as e:
             fail(e)
         except KeyboardInterrupt:
             if run_.state is not None:

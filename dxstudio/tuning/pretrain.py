@@ -112,6 +112,7 @@ class PretrainRun:
     state: TrainState | None = None
     total_steps: int = 0
     epochs: int = 1
+    runner: object = None  # optional per-example gradient runner (TrainState.runner), e.g. on Ray
 
     @classmethod
     def prepare(cls, specs, run_dir, overrides: dict | None = None, progress=None) -> "PretrainRun":
@@ -209,6 +210,7 @@ class PretrainRun:
     # -- training -------------------------------------------------------------------------
     def start_state(self, resume: bool = False) -> int:
         self.state = TrainState.start(self.cfg, self.start_params, self.train_settings())
+        self.state.runner = self.runner
         self.run_dir.mkdir(parents=True, exist_ok=True)
         write_json_atomic(self.run_dir / "settings.json", {
             "settings": self.settings, "fingerprint": self.fingerprint, "components": self.components,
