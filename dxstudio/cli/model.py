@@ -58,6 +58,7 @@ def _extract(args) -> int:
         return 2
     params = to_runtime(model.params)
     failed = 0
+    routes = {"local": 0, "ask": 0, "empty": 0}
     with ProgressBar(len(args.pages), "extract", enabled=None if len(args.pages) > 1 else False) as bar:
         for path in args.pages:
             try:
@@ -67,9 +68,16 @@ def _extract(args) -> int:
                 print(f"dxstudio extract: {e}", file=sys.stderr)
                 failed += 1
             else:
-                sys.stdout.write(json.dumps(prediction_json(pred), ensure_ascii=False) + "\n")
+                rec = prediction_json(pred, model.thresholds)
+                for v in rec["fields"].values():
+                    routes["empty" if v["value"] is None else v["route"]] += 1
+                sys.stdout.write(json.dumps(rec, ensure_ascii=False) + "\n")
                 sys.stdout.flush()
             bar.update()
+    print(f"dxstudio extract: {routes['local']} value{'s' if routes['local'] != 1 else ''} answered locally, "
+          f"{routes['ask']} to ask (below the threshold), {routes['empty']} field{'s' if routes['empty'] != 1 else ''} "
+          f"with no value (ask){'' if model.thresholds else '; the model stores no LocalFirst threshold, so every value is asked'}",
+          file=sys.stderr)
     if failed == len(args.pages):
         return 2
     return 1 if failed else 0

@@ -30,7 +30,7 @@ from dxstudio.engine.inputs import window_inputs
 from dxstudio.engine.params import new_params, new_tag_head
 from dxstudio.engine.training import Example, Targets, TrainSettings, TrainState, train_step
 from dxstudio.fsutil import write_bytes_atomic, write_json_atomic
-from dxstudio.grounding import project_targets
+from dxstudio.grounding import REPEATS, project_targets, value_key
 from dxstudio.tuning.scoring import HeldOutPage, score_pages
 
 # Defaults, measured on ../shared/data (docs/tuning.md, "Defaults"); dxproject.json "settings"
@@ -52,6 +52,8 @@ DEFAULTS = {
     "kernels": "fast",
     "size": "base",  # size of a new model when the project names none
     "checkpoint_every": 50,
+    "repeats": "o",  # o: the seed's rule; ignore: other printings of a grounded value get target -1
+    "folds": None,  # None: the seed's single split; K >= 2: cross-validated threshold (folds.py)
 }
 # Settings that cannot change the model bytes; they are left out of the fingerprint so that a
 # run may be resumed at another degree or kernel path, or checkpointed more or less often.
@@ -88,6 +90,10 @@ def resolve_settings(project_settings: dict, overrides: dict | None = None) -> d
         raise TuneError(f"setting kernels must be fast or reference, not {s['kernels']!r}")
     if s["size"] not in ("tiny", "base"):
         raise TuneError(f"setting size must be tiny or base, not {s['size']!r}")
+    if s["repeats"] not in REPEATS:
+        raise TuneError(f"setting repeats must be one of {', '.join(REPEATS)}, not {s['repeats']!r}")
+    if s["folds"] is not None and (isinstance(s["folds"], bool) or not isinstance(s["folds"], int) or s["folds"] < 2):
+        raise TuneError(f"setting folds must be an integer >= 2 (or null for the single split), not {s['folds']!r}")
     return s
 
 
@@ -127,10 +133,20 @@ class TuneRun:
     total_steps: int = 0
     examples: list = field(default_factory=list)
     history: list = field(default_factory=list)  # events of this run (steps and epochs)
+    fold: tuple | None = None  # see prepare
+
+    @property
+    def step(self) -> int:
+        """Steps done (0 before the state exists)."""
+        return self.state.step if self.state is not None else 0
 
     # -- preparing ----------------------------------------------------------------------
     @classmethod
-    def prepare(cls, project, run_dir, overrides: dict | None = None, model_path=None) -> "TuneRun":
+    def prepare(cls, project, run_dir, overrides: dict | None = None, model_path=None,
+                fold: tuple | None = None) -> "TuneRun":
+        """fold: None for the seed's single split; (k, K) for fold k (0-based) of K, holding out
+        every K-th page of the hash order from position k; (None, K) trains on every usable
+        page (the final model of a cross-validated run, folds.py)."""
         settings = resolve_settings(project.settings, overrides)
         fields = project.field_names
         if not fields:
@@ -158,13 +174,14 @@ class TuneRun:
             # a custom schema: a new tag head of 1 + 2K rows drawn from the run's seed
             params["tag_head.weight"], params["tag_head.bias"] = new_tag_head(cfg, settings["seed"])
         run = cls(project, Path(run_dir), settings, cfg, params, start_bytes, source)
+        run.fold = fold
         run._load_targets(weights)
         run._fingerprint(weights)
         return run
 
     def _load_targets(self, weights) -> None:
         pt, self.train_pages, self.heldout_pages = usable_split(
-            self.project, self.settings, self.cfg.max_words, "tuning")
+            self.project, self.settings, self.cfg.max_words, "tuning", self.fold)
         self.excluded, self.errors = pt.excluded, pt.errors
         self.class_weights = tuple(float(w) for w in schedule.class_weights_for(weights))
         self.examples = []
@@ -176,6 +193,8 @@ class TuneRun:
 
     def _fingerprint(self, weights) -> None:
         s = {k: v for k, v in self.settings.items() if k not in NOT_FINGERPRINTED}
+        if self.fold is not None:
+            s["fold"] = "all" if self.fold[0] is None else self.fold[0]
         labels = hashlib.sha256()
         pages = hashlib.sha256()
         for pid, _, _ in sorted(self.train_pages + self.heldout_pages, key=lambda r: r[0]):
@@ -269,7 +288,7 @@ class TuneRun:
             emit(ev)
             done_positions = min((step + 1) * s["batch"], n * s["epochs"])
             prev_positions = step * s["batch"]
-            if done_positions // n > prev_positions // n or step + 1 == self.total_steps:
+            if self.heldout_pages and (done_positions // n > prev_positions // n or step + 1 == self.total_steps):
                 epoch = done_positions // n  # epochs completed
                 scores = self.evaluate()
                 ev = Event("epoch", step + 1, self.total_steps, epoch=epoch, scores=scores,
@@ -326,7 +345,8 @@ class TuneRun:
         }
         summary = {"fingerprint": self.fingerprint, **score_summary(report),
                    "steps": self.state.step, "share": report["share"]}
-        save_model(self.run_dir / "model.safetensors", self.cfg, self.state.container_params(), summary)
+        save_model(self.run_dir / "model.safetensors", self.cfg, self.state.container_params(), summary,
+                   thresholds=stored_thresholds(report))
         if started is not None:
             report["run"]["wall_seconds"] = round(time.monotonic() - started, 3)
         write_json_atomic(self.run_dir / "report.json", report)
@@ -338,8 +358,22 @@ def score_predictions(fields, preds, share, min_values) -> dict:
     for pid, page, t, pred in preds:
         prediction = {f: ((v.words, v.confidence) if v is not None else None) for f, v in pred.fields.items()}
         label = {f: tuple(t.field_words.get(f, ())) for f in fields}
-        pages.append(HeldOutPage(pid, label, prediction, frozenset(t.unscored)))
+        pages.append(HeldOutPage(pid, label, prediction, frozenset(t.unscored), value_matches(page, label, pred)))
     return score_pages(fields, pages, share, min_values)
+
+
+def value_matches(page, label: dict, pred) -> frozenset:
+    """Fields whose predicted value equals the label's value after the grounding normalizer
+    (grounding.value_key of the words' texts): the same amount read where it is printed again."""
+    out = set()
+    for f, words in label.items():
+        v = pred.fields.get(f)
+        if v is None or not words:
+            continue
+        want = value_key(" ".join(page.words[i].text for i in words))
+        if want and value_key(v.text) == want:
+            out.add(f)
+    return frozenset(out)
 
 
 def read_checkpoint(path, tensors: bool = True) -> tuple[dict, dict]:
@@ -376,36 +410,106 @@ def score_summary(report: dict) -> dict:
             "threshold": report.get("threshold")}
 
 
-def usable_split(project, settings: dict, max_words: int, purpose: str):
+def usable_split(project, settings: dict, max_words: int, purpose: str, fold: tuple | None = None):
     """(ProjectTargets, training rows, held-out rows) of the project's usable pages, each row
-    (id, Page, PageTargets), split by the settings' seed and held-out fraction."""
-    pt = project_targets(project, max_words=max_words)
+    (id, Page, PageTargets), split by the settings' seed and held-out fraction; with fold
+    (k, K) the held-out rows are every K-th page of the hash order from position k
+    (schedule.fold_split), with (None, K) every page trains and none is held out."""
+    pt = project_targets(project, max_words=max_words, repeats=settings.get("repeats", "o"))
     by_id = {pid: (pid, page, t) for pid, page, t in pt.kept}
     if len(by_id) < 2:
         raise TuneError(
             f"{project.root}: {len(by_id)} usable page(s); {purpose} needs at least 2 "
             f"(one to train on, one held out). Excluded: {len(pt.excluded)}, unreadable: {len(pt.errors)}")
-    train_ids, held_ids = schedule.split_pages(list(by_id), settings["seed"], settings["heldout_fraction"])
+    if fold is None:
+        train_ids, held_ids = schedule.split_pages(list(by_id), settings["seed"], settings["heldout_fraction"])
+    else:
+        k, n_folds = fold
+        check_folds(n_folds, len(by_id), project)
+        if k is None:
+            train_ids, held_ids = schedule.hash_order(list(by_id), settings["seed"]), []
+        else:
+            train_ids, held_ids = schedule.fold_split(list(by_id), settings["seed"], n_folds, k)
     return pt, [by_id[i] for i in train_ids], [by_id[i] for i in held_ids]
 
 
-def evaluate_model(model_path, project, out_path=None, overrides: dict | None = None) -> dict:
-    """`dxstudio eval`: the same report for any model, on the project's held-out pages."""
+def check_folds(n_folds, n_usable: int, project=None) -> int:
+    """K folds need 2 <= K <= the usable pages (each fold holds out at least one page)."""
+    where = f"{project.root}: " if project is not None else ""
+    if isinstance(n_folds, bool) or not isinstance(n_folds, int) or n_folds < 2:
+        raise TuneError(f"{where}--folds must be an integer >= 2, not {n_folds!r}")
+    if n_folds > n_usable:
+        raise TuneError(f"{where}--folds {n_folds} is more than the {n_usable} usable pages "
+                        f"(each fold holds out at least one page)")
+    return n_folds
+
+
+def stored_thresholds(report: dict) -> dict:
+    """The thresholds a tuned model file carries (container.py "thresholds"): the pooled one
+    and each field's, with the share and min_values they were found with."""
+    return {"pooled": report.get("threshold"),
+            "fields": {name: f.get("threshold") for name, f in report["fields"].items()},
+            "share": report.get("share"), "min_values": report.get("min_values")}
+
+
+def evaluate_model(model_path, project, out_path=None, overrides: dict | None = None,
+                   all_pages: bool = False) -> dict:
+    """`dxstudio eval`: the same report for any model, on the project's held-out pages, or with
+    all_pages on every usable page (a separate test project, no split). The report's `stored`
+    says how the model's stored thresholds do on these pages (at_stored_thresholds)."""
     try:
         loaded = load_model(model_path)
     except ModelFileError as e:
         raise TuneError(str(e)) from None
     if list(loaded.cfg.fields) != project.field_names:
         raise TuneError(f"{model_path}: the model's fields {list(loaded.cfg.fields)} are not the "
-                        f"project's schema {project.field_names}")
+                        f"project's schema {project.field_names} ({project.project_file})")
     settings = resolve_settings(project.settings, overrides)
-    _, _, held = usable_split(project, settings, loaded.cfg.max_words, "evaluation")
+    _, train, held = usable_split(project, settings, loaded.cfg.max_words, "evaluation")
+    if all_pages:
+        rows = {r[0]: r for r in train + held}
+        held = [rows[i] for i in schedule.hash_order(list(rows), settings["seed"])]
     from dxstudio.engine.model import to_runtime
 
     params = to_runtime(loaded.params)
     preds = [(pid, page, t, predict_page(loaded.cfg, params, page, settings["kernels"])) for pid, page, t in held]
     report = score_predictions(list(loaded.cfg.fields), preds, settings["share"], settings["min_values"])
-    report["run"] = {"model": str(model_path), "heldout_pages": len(held)}
+    report["stored"] = at_stored_thresholds(report, loaded.thresholds)
+    report["run"] = {"model": str(model_path), "heldout_pages": len(held),
+                     "pages": "all usable pages" if all_pages else "the held-out pages of the split"}
     if out_path is not None:
         write_json_atomic(out_path, report)
     return report
+
+
+def at_stored_thresholds(report: dict, thresholds: dict | None) -> dict:
+    """Precision and coverage at a model's stored thresholds on the pages of `report`: per field
+    (its own threshold, else the pooled one) and pooled (every value routed by its field's
+    threshold, as `dxstudio extract` does). {"thresholds", "fields": {NAME: {...}}, "pooled": {...}}
+    with values, right, precision, precision_lower, value_precision, value_precision_lower,
+    coverage, threshold, bound_statement; a model without thresholds answers nothing locally."""
+    from dxstudio.engine.extract import field_threshold
+    from dxstudio.tuning.scoring import bound_statement, clopper_pearson_lower
+
+    def figures(rows, t, where=None):
+        above = [r for r in rows if r[3] is not None and r[0] >= r[3]]
+        n, right, vright = len(above), sum(r[1] for r in above), sum(r[2] for r in above)
+        lower = clopper_pearson_lower(right, n) if n else None
+        return {"threshold": t, "values": n, "right": right,
+                "precision": right / n if n else None, "precision_lower": lower,
+                "value_precision": vright / n if n else None,
+                "value_precision_lower": clopper_pearson_lower(vright, n) if n else None,
+                "coverage": n / len(rows) if rows else None,
+                "bound_statement": bound_statement(n, right, t or 0.0, lower, where=where) if n else
+                "The model stores no LocalFirst threshold, so no values are answered locally." if not thresholds
+                else "No value on these pages clears the stored threshold."}
+
+    out, pooled_rows = {"thresholds": thresholds, "fields": {}}, []
+    for name, f in report["fields"].items():
+        t = field_threshold(name, thresholds)
+        rows = [(c, ok, vok, t) for c, ok, vok in f["confidences"]]
+        pooled_rows += rows
+        out["fields"][name] = figures(rows, t)
+    out["pooled"] = figures(pooled_rows, thresholds.get("pooled") if thresholds else None,
+                            "at or above their field's threshold")
+    return out
