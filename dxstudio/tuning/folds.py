@@ -194,3 +194,33 @@ def prepare_run(project, run_dir, overrides: dict | None = None, model_path=None
     if settings["folds"] is None:
         return TuneRun.prepare(project, run_dir, overrides, model_path)
     return FoldedRun.prepare(project, run_dir, overrides, model_path)
+
+
+def folded_step(run_dir) -> int | None:
+    """Steps a stopped cross-validated run has done (finished folds plus the checkpoint of the
+    part it stopped in), or None when run_dir is not a folded run with something to resume."""
+    run_dir = Path(run_dir)
+    try:
+        info = json.loads((run_dir / "settings.json").read_text(encoding="utf-8"))
+        parts = info["parts"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    from dxstudio.tuning.run import read_checkpoint
+
+    done, found = 0, False
+    for rel in parts:
+        part = run_dir / rel
+        try:
+            total = int(json.loads((part / "settings.json").read_text(encoding="utf-8"))["total_steps"])
+        except (OSError, ValueError, KeyError, TypeError):
+            break
+        if (part / HELDOUT_FILE).exists():
+            done, found = done + total, True
+            continue
+        try:
+            done += int(read_checkpoint(part / "checkpoint.safetensors", tensors=False)[0]["step"])
+            found = True
+        except (TuneError, KeyError, TypeError, ValueError):
+            pass
+        break
+    return done if found else None

@@ -12,8 +12,10 @@ TrainingPanel(project_root, parent=None)
     set_settings(values), restore_defaults(), save_settings() -> dict.
 
 ResultsPanel(parent=None)
-    show_run(report, run_dir, project_root): the table of recall, agreement and threshold per
-    field, the suggested LocalFirst threshold in plain words, "Export model"
+    show_run(report, run_dir, project_root): the table of recall, agreement, value recall and
+    value agreement, threshold and coverage per field, the suggested LocalFirst threshold and how
+    sure it is (the 95% lower bound) in plain words with the too-few-pages warning, a
+    precision-versus-coverage plot per field with the threshold marked, "Export model"
     (export_model(dest) -> Path) and the tuned model's answers over each held-out page beside
     its labels, right and wrong marked (show_heldout_page(page_id)).
 
@@ -43,6 +45,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QApplication, QComboBox, QDoub
 
 from dxstudio.fsutil import write_bytes_atomic
 from dxstudio.tuning import DEFAULTS, TuneError, metrics_rows, read_checkpoint, resolve_settings
+from dxstudio.tuning.folds import folded_step
 from dxstudio.ui.page_view import PageView, field_colours
 
 pg.setConfigOptions(antialias=True, background="w", foreground="k")
@@ -60,6 +63,10 @@ FORM_SETTINGS = [
     ("seed", "Seed", "split, batch order and a new model's weights"),
     ("size", "New model size", "used only when the project names no starting model"),
     ("degree", "Threads", "examples in parallel; the model bytes do not depend on it"),
+    ("folds", "Folds", "cross-validated threshold: K runs each holding out every K-th page, then the final "
+                       "model on all pages; 'single split' is the seed's one held-out set"),
+    ("repeats", "Repeated printings", "a grounded value printed again elsewhere: o counts the other printings "
+                                      "as O (the seed's rule), ignore leaves them out of the loss"),
 ]
 
 class WholeNumberAxis(pg.AxisItem):
@@ -94,13 +101,19 @@ def unfinished_run(runs_dir: Path) -> Path | None:
     if not runs_dir.is_dir():
         return None
     found = [d for d in runs_dir.iterdir()
-             if d.is_dir() and (d / "checkpoint.safetensors").exists() and (d / "settings.json").exists()
-             and not (d / "report.json").exists()]
-    return max(found, key=lambda d: (d / "checkpoint.safetensors").stat().st_mtime, default=None)
+             if d.is_dir() and (d / "settings.json").exists() and not (d / "report.json").exists()
+             and ((d / "checkpoint.safetensors").exists() or folded_step(d) is not None)]
+    newest = lambda d: (d / ("checkpoint.safetensors" if (d / "checkpoint.safetensors").exists()
+                             else "settings.json")).stat().st_mtime
+    return max(found, key=newest, default=None)
 
 
 def checkpoint_step(run_dir: Path) -> int | None:
-    """The step a run's checkpoint holds, or None when it has no readable one."""
+    """The step a run's checkpoint holds (a cross-validated run: steps across its parts), or
+    None when it has no readable one."""
+    folded = folded_step(run_dir)
+    if folded is not None:
+        return folded
     try:
         return int(read_checkpoint(Path(run_dir) / "checkpoint.safetensors", tensors=False)[0]["step"])
     except (TuneError, KeyError, TypeError, ValueError):  # missing, cut or foreign: nothing to resume
@@ -153,11 +166,11 @@ class _TuneWorker:
 
     def _run(self) -> None:
         from dxstudio.project import Project, ProjectError
-        from dxstudio.tuning import TuneRun
+        from dxstudio.tuning import prepare_run
 
         try:
             project = Project.open(self.project_root)
-            run = TuneRun.prepare(project, self.run_dir, self.overrides)
+            run = prepare_run(project, self.run_dir, self.overrides)
             start = checkpoint_step(self.run_dir) if self.resume else 0
             self.relay.prepared.emit({
                 "run_dir": str(self.run_dir), "total": run.total_steps, "start": start or 0,
@@ -166,7 +179,7 @@ class _TuneWorker:
                 "fields": list(run.cfg.fields), "source": run.start_source})
             finished = run.train(self.relay.event.emit, cancel=self.cancel, resume=self.resume)
             if not finished:
-                self.relay.stopped.emit(str(self.run_dir), run.state.step, run.total_steps)
+                self.relay.stopped.emit(str(self.run_dir), run.step, run.total_steps)
                 return
             report = run.finish()
             self.relay.finished.emit(report, str(self.run_dir))
@@ -306,9 +319,14 @@ class TrainingPanel(QWidget):
 
     @staticmethod
     def _input_for(key: str) -> QWidget:
-        if key == "size":
+        if key in ("size", "repeats"):
             w = QComboBox()
-            w.addItems(["tiny", "base"])
+            w.addItems(["tiny", "base"] if key == "size" else ["o", "ignore"])
+            return w
+        if key == "folds":
+            w = QSpinBox()
+            w.setRange(1, 100)
+            w.setSpecialValueText("single split")  # 1 shows as "single split": no folds
             return w
         if key in ("epochs", "batch", "warmup", "seed", "degree"):
             w = QSpinBox()
@@ -368,6 +386,8 @@ class TrainingPanel(QWidget):
                 w.setCurrentText(str(v))
             elif key == "field_weight":
                 w.setValue(0.0 if v is None else float(v))
+            elif key == "folds":
+                w.setValue(1 if v is None else int(v))
             elif isinstance(w, QSpinBox):
                 w.setValue(int(v))
             else:
@@ -382,6 +402,8 @@ class TrainingPanel(QWidget):
                 out[key] = w.currentText()
             elif key == "field_weight":
                 out[key] = None if w.value() == 0 else float(w.value())
+            elif key == "folds":
+                out[key] = None if w.value() <= 1 else int(w.value())
             elif isinstance(w, QSpinBox):
                 out[key] = int(w.value())
             else:
@@ -683,8 +705,24 @@ class EvenSplitter(QSplitter):
             self.setSizes([share] * self.count())
 
 
+def bound_sentences(report: dict) -> str:
+    """How sure the threshold is, in words: the pooled bound, each field's with a threshold of
+    its own, and the warning when the held-out pages are too few."""
+    lines = []
+    pooled = report.get("pooled")
+    if pooled:
+        lines.append(f"All fields: {pooled['bound_statement']}")
+    for name, f in report.get("fields", {}).items():
+        if f.get("threshold") is not None and f.get("bound_statement"):
+            lines.append(f"{name}: {f['bound_statement']}")
+    if report.get("warning"):
+        lines.append(f"Warning: {report['warning']}")
+    return "\n".join(lines)
+
+
 class ResultsPanel(QWidget):
-    COLUMNS = ("Field", "Recall", "Agreement", "Threshold", "Right / values", "Labelled pages")
+    COLUMNS = ("Field", "Recall", "Agreement", "Value recall", "Value agreement", "Threshold", "Coverage",
+               "Right / values", "Labelled pages")
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -708,6 +746,14 @@ class ResultsPanel(QWidget):
         self.threshold_label.setWordWrap(True)
         self.threshold_label.setMinimumHeight(self.threshold_label.fontMetrics().lineSpacing() * 2 + 6)
         self.threshold_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.bound_label = QLabel("")
+        self.bound_label.setWordWrap(True)
+        self.bound_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        # one precision-versus-coverage plot per field, the threshold marked (filled in show_run)
+        self.curves_row = QHBoxLayout()
+        self.curve_plots: dict[str, pg.PlotWidget] = {}
+        self.curve_items: dict[str, pg.PlotDataItem] = {}
+        self.threshold_marks: dict[str, tuple[float, float] | None] = {}
         self.table = QTableWidget(0, len(self.COLUMNS))
         self.table.setHorizontalHeaderLabels(self.COLUMNS)
         self.table.verticalHeader().setVisible(False)
@@ -749,7 +795,9 @@ class ResultsPanel(QWidget):
         layout = QVBoxLayout(self)
         layout.addLayout(top)
         layout.addWidget(self.threshold_label)
+        layout.addWidget(self.bound_label)
         layout.addWidget(self.table)
+        layout.addLayout(self.curves_row)
         layout.addLayout(pages_row)
         layout.addWidget(self.legend)
         layout.addWidget(views, 1)
@@ -762,7 +810,10 @@ class ResultsPanel(QWidget):
         self.title.setText(f"Run {self.run_dir.name}: {run.get('steps', '?')} steps, "
                            f"{run.get('train_pages', '?')} training and {run.get('heldout_pages', '?')} held-out pages")
         self.threshold_label.setText(threshold_sentence(report))
+        self.bound_label.setText(bound_sentences(report))
+        self.bound_label.setStyleSheet("color: #b2182b;" if report.get("warning") else "")
         self._fill_table(report)
+        self._draw_curves(report)
         self.export_button.setEnabled((self.run_dir / "model.safetensors").exists())
         self.page_outcomes = {row["id"]: row["outcomes"] for row in report.get("pages", [])}
         self.heldout_ids = [row["id"] for row in report.get("pages", [])]
@@ -790,7 +841,9 @@ class ResultsPanel(QWidget):
             rows.append(("all fields", report["overall"]))
         self.table.setRowCount(len(rows))
         for r, (name, s) in enumerate(rows):
-            cells = (name, _fmt_rate(s.get("recall")), _fmt_rate(s.get("agreement")), _fmt_rate(s.get("threshold")),
+            cells = (name, _fmt_rate(s.get("recall")), _fmt_rate(s.get("agreement")),
+                     _fmt_rate(s.get("value_recall")), _fmt_rate(s.get("value_agreement")),
+                     _fmt_rate(s.get("threshold")), _fmt_rate(s.get("coverage")),
                      f"{s.get('n_correct', 0)} / {s.get('n_values', 0)}", str(s.get("n_labelled", "")))
             for c, text in enumerate(cells):
                 item = QTableWidgetItem(text)
@@ -803,6 +856,42 @@ class ResultsPanel(QWidget):
                 self.table.setItem(r, c, item)
         height = self.table.horizontalHeader().height() + sum(self.table.rowHeight(r) for r in range(len(rows))) + 4
         self.table.setFixedHeight(height)
+
+    def _draw_curves(self, report: dict) -> None:
+        """Per field, precision (exactly right) against coverage as the confidence falls, from
+        the report's curve points; the threshold's point marked with a dot and a dashed line."""
+        while self.curves_row.count():
+            item = self.curves_row.takeAt(0)
+            if item.widget() is not None:
+                item.widget().deleteLater()
+        self.curve_plots, self.curve_items, self.threshold_marks = {}, {}, {}
+        colours = field_colours(list(report.get("fields", {})))
+        for name, f in report.get("fields", {}).items():
+            plot = pg.PlotWidget(title=f"{name}: precision vs coverage")
+            plot.setMenuEnabled(False)
+            plot.setLabel("bottom", "coverage")
+            plot.setLabel("left", "precision")
+            plot.setXRange(0, 1.02, padding=0)
+            plot.setYRange(0, 1.04, padding=0)
+            plot.showGrid(x=True, y=True, alpha=0.25)
+            plot.setMinimumHeight(150)
+            plot.setMaximumHeight(200)
+            points = f.get("curve") or []
+            xs = [p[1] for p in points]
+            ys = [p[2] for p in points]
+            self.curve_items[name] = plot.plot(xs, ys, pen=pg.mkPen(colours[name], width=2),
+                                               symbol="o", symbolSize=4, symbolBrush=colours[name])
+            t = f.get("threshold")
+            mark = next(((p[1], p[2]) for p in points if p[0] == t), None) if t is not None else None
+            self.threshold_marks[name] = mark
+            if mark is not None:
+                plot.addItem(pg.InfiniteLine(pos=mark[0], angle=90, pen=pg.mkPen("k", style=Qt.PenStyle.DashLine),
+                                             label=f"threshold {t:.4g}", labelOpts={"position": 0.15}))
+                plot.plot([mark[0]], [mark[1]], pen=None, symbol="o", symbolSize=10, symbolBrush="k")
+            elif not points:
+                plot.setTitle(f"{name}: no values on held-out pages")
+            self.curve_plots[name] = plot
+            self.curves_row.addWidget(plot, 1)
 
     def table_rows(self) -> dict:
         """{field: {column: text}} as shown (tests and the screenshot check read it)."""
