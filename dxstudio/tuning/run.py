@@ -52,7 +52,7 @@ DEFAULTS = {
     "kernels": "fast",
     "size": "base",  # size of a new model when the project names none
     "checkpoint_every": 50,
-    "repeats": "o",  # o: the seed's rule; ignore: other printings of a grounded value get target -1
+    "repeats": "ignore",  # other printings of a grounded value: target -1; "o" is the seed's rule (docs/tuning.md)
     "folds": None,  # None: the seed's single split; K >= 2: cross-validated threshold (folds.py)
 }
 # Settings that cannot change the model bytes; they are left out of the fingerprint so that a

@@ -352,19 +352,21 @@ POOLED_KEYS = ("threshold", "values", "right", "precision", "precision_lower", "
                "value_precision_lower", "coverage", "confidence_auc", "bound_statement", "curve")
 
 
-def too_few_warning(pooled: dict, n_pages: int, share: float) -> str | None:
+def too_few_warning(pooled: dict, n_pages: int, share: float, n_values: int = 0) -> str | None:
     """A plain warning when the held-out values at the threshold cannot support the share even
     if every one was right; None when they can."""
     need = values_needed(share)
-    n = pooled["values"]
+    found = pooled["threshold"] is not None
+    n = pooled["values"] if found else n_values
     if need is not None and n >= need:
         return None
     best = clopper_pearson_lower(n, n) if n else 0.0
     need_text = f"About {need}" if need is not None else "No finite number of"
     return (f"Too few held-out pages to trust a {_share_text(share)} claim: {n_pages} held-out page"
-            f"{'' if n_pages == 1 else 's'} gave {n} value{'' if n == 1 else 's'} at or above the threshold, "
-            f"and even if all were right, 95% confidence supports only {_pct(best)}. {need_text} such values "
-            f"are needed: label more pages, or use --folds 5 so that every page is held out once.")
+            f"{'' if n_pages == 1 else 's'} gave {n} value{'' if n == 1 else 's'}"
+            f"{' at or above the threshold' if found else ' in all'}, and even if all were right, 95% "
+            f"confidence supports only {_pct(best)}. {need_text} such values are needed: label more pages, "
+            f"or use --folds 5 so that every page is held out once.")
 
 
 def score_pages(fields, pages, share: float = DEFAULT_SHARE, min_values: int = DEFAULT_MIN_VALUES) -> dict:
@@ -421,7 +423,7 @@ def score_pages(fields, pages, share: float = DEFAULT_SHARE, min_values: int = D
         "pooled": pooled_part,
         "threshold": overall["threshold"],
         "threshold_statement": overall["threshold_statement"],
-        "warning": too_few_warning(pooled_part, len(page_rows), share),
+        "warning": too_few_warning(pooled_part, len(page_rows), share, overall["n_values"]),
         "share": float(share),
         "min_values": min_values,
         "n_pages": len(page_rows),
