@@ -250,6 +250,14 @@ def test_folds_resume_to_the_same_bytes(receipts_project, tmp_path):
     mid = run.folds[0].total_steps + 2  # inside fold 2
     assert run.train(stop_after=mid) is False and run.step == mid
     assert (tmp_path / "part" / "folds" / "2" / "checkpoint.safetensors").exists()
+    # the app finds the stopped run and its step across parts (its Resume button)
+    from dxstudio.tuning.folds import folded_step
+    assert folded_step(tmp_path / "part") == mid and folded_step(tmp_path / "full") == run.total_steps
+    (tmp_path / "runs").mkdir()
+    shutil.copytree(tmp_path / "part", tmp_path / "runs" / "part")
+    from dxstudio.ui.training_panel import checkpoint_step, unfinished_run
+    assert unfinished_run(tmp_path / "runs") == tmp_path / "runs" / "part"
+    assert checkpoint_step(tmp_path / "runs" / "part") == mid
     again = prepare_run(Project.open(receipts_project), tmp_path / "part", {"folds": 3, "degree": 2})
     steps = []
     assert again.train(lambda ev: steps.append(ev.step) if ev.kind == "step" else None, resume=True)

@@ -120,9 +120,10 @@ class FoldedRun:
                     offset += part.total_steps
                     continue
 
-            def relay(ev, offset=offset, index=index):
+            def relay(ev, offset=offset, index=index):  # epochs count on across the folds too
+                epoch = None if ev.epoch is None else ev.epoch + index * self.settings["epochs"]
                 emit(Event(ev.kind, ev.step + offset, self.total_steps, loss=ev.loss, lr=ev.lr,
-                           seconds=ev.seconds, epoch=ev.epoch, scores=ev.scores))
+                           seconds=ev.seconds, epoch=epoch, scores=ev.scores))
 
             local_stop = None if stop_after is None else max(0, stop_after - offset)
             finished = part.train(relay, cancel, local_stop, resume=resume and has_checkpoint)

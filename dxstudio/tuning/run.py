@@ -404,8 +404,9 @@ def metrics_rows(path) -> list[dict]:
 
 
 def score_summary(report: dict) -> dict:
-    """The headline of a scores report: {"fields": {NAME: {recall, agreement, threshold}}, "threshold"}."""
-    return {"fields": {k: {m: v.get(m) for m in ("recall", "agreement", "threshold")}
+    """The headline of a scores report: {"fields": {NAME: {recall, agreement, value_recall,
+    value_agreement, threshold}}, "threshold"}."""
+    return {"fields": {k: {m: v.get(m) for m in ("recall", "agreement", "value_recall", "value_agreement", "threshold")}
                        for k, v in report["fields"].items()},
             "threshold": report.get("threshold")}
 

@@ -176,7 +176,8 @@ class _TuneWorker:
                 "run_dir": str(self.run_dir), "total": run.total_steps, "start": start or 0,
                 "train": len(run.train_pages), "heldout": len(run.heldout_pages),
                 "excluded": len(run.excluded), "unreadable": [e for _, e in run.errors],
-                "fields": list(run.cfg.fields), "source": run.start_source})
+                "fields": list(run.cfg.fields), "source": run.start_source,
+                "folds": run.settings.get("folds")})
             finished = run.train(self.relay.event.emit, cancel=self.cancel, resume=self.resume)
             if not finished:
                 self.relay.stopped.emit(str(self.run_dir), run.step, run.total_steps)
@@ -554,7 +555,9 @@ class TrainingPanel(QWidget):
         self.progress.setValue(info["start"])
         self._session_start = (time.monotonic(), info["start"])
         self._ensure_agreement_curves(self.fields)
-        text = (f"Run {Path(info['run_dir']).name}: {info['train']} training and {info['heldout']} held-out pages, "
+        split = (f"{info['folds']} folds over {info['train']} pages (each held out once), then the final model"
+                 if info.get("folds") else f"{info['train']} training and {info['heldout']} held-out pages")
+        text = (f"Run {Path(info['run_dir']).name}: {split}, "
                 f"{info['excluded']} excluded, {self.total_steps} steps, from {info['source']}.")
         if info["unreadable"]:
             text += f" Skipped {len(info['unreadable'])} unreadable: " + "; ".join(info["unreadable"][:3])
