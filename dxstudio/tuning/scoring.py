@@ -365,8 +365,8 @@ def too_few_warning(pooled: dict, n_pages: int, share: float, n_values: int = 0)
     return (f"Too few held-out pages to trust a {_share_text(share)} claim: {n_pages} held-out page"
             f"{'' if n_pages == 1 else 's'} gave {n} value{'' if n == 1 else 's'}"
             f"{' at or above the threshold' if found else ' in all'}, and even if all were right, 95% "
-            f"confidence supports only {_pct(best)}. {need_text} such values are needed: label more pages, "
-            f"or use --folds 5 so that every page is held out once.")
+            f"confidence supports only {_pct(best)}. {need_text} such values are needed: label more pages "
+            f"(with a single split, --folds 5 also holds every page out once).")
 
 
 def score_pages(fields, pages, share: float = DEFAULT_SHARE, min_values: int = DEFAULT_MIN_VALUES) -> dict:

@@ -862,7 +862,9 @@ class ResultsPanel(QWidget):
 
     def _draw_curves(self, report: dict) -> None:
         """Per field, precision (exactly right) against coverage as the confidence falls, from
-        the report's curve points; the threshold's point marked with a dot and a dashed line."""
+        the report's curve points; the threshold that routes the field (its own, else the pooled
+        one, as `dxstudio extract` uses them) marked with a dot and a dashed line at the lowest
+        point at or above it."""
         while self.curves_row.count():
             item = self.curves_row.takeAt(0)
             if item.widget() is not None:
@@ -870,7 +872,7 @@ class ResultsPanel(QWidget):
         self.curve_plots, self.curve_items, self.threshold_marks = {}, {}, {}
         colours = field_colours(list(report.get("fields", {})))
         for name, f in report.get("fields", {}).items():
-            plot = pg.PlotWidget(title=f"{name}: precision vs coverage")
+            plot = pg.PlotWidget(title=name)
             plot.setMenuEnabled(False)
             plot.setLabel("bottom", "coverage")
             plot.setLabel("left", "precision")
@@ -884,12 +886,15 @@ class ResultsPanel(QWidget):
             ys = [p[2] for p in points]
             self.curve_items[name] = plot.plot(xs, ys, pen=pg.mkPen(colours[name], width=2),
                                                symbol="o", symbolSize=4, symbolBrush=colours[name])
-            t = f.get("threshold")
-            mark = next(((p[1], p[2]) for p in points if p[0] == t), None) if t is not None else None
+            own = f.get("threshold")
+            t = own if own is not None else report.get("threshold")
+            at_or_above = [p for p in points if t is not None and p[0] >= t]
+            mark = (at_or_above[-1][1], at_or_above[-1][2]) if at_or_above else None
             self.threshold_marks[name] = mark
             if mark is not None:
+                which = "threshold" if own is not None else "pooled threshold"
                 plot.addItem(pg.InfiniteLine(pos=mark[0], angle=90, pen=pg.mkPen("k", style=Qt.PenStyle.DashLine),
-                                             label=f"threshold {t:.4g}", labelOpts={"position": 0.15}))
+                                             label=f"{which} {t:.4g}", labelOpts={"position": 0.15}))
                 plot.plot([mark[0]], [mark[1]], pen=None, symbol="o", symbolSize=10, symbolBrush="k")
             elif not points:
                 plot.setTitle(f"{name}: no values on held-out pages")

@@ -261,7 +261,13 @@ def test_results_show_value_scores_the_bound_and_a_curve_per_field(qtbot, tmp_pa
     assert list(xs) == [p[1] for p in report["fields"]["a"]["curve"]]
     assert list(ys) == [p[2] for p in report["fields"]["a"]["curve"]]
     assert results.threshold_marks["a"] == (11 / 12, 1.0)
-    assert results.threshold_marks["b"] is None  # never exactly right: no threshold to mark
+    assert results.threshold_marks["b"] is None  # never exactly right, no pooled threshold: nothing to mark
+    # a field without a threshold of its own is routed by the pooled one: marked there
+    report["threshold"] = 0.8
+    results.show_run(report, tmp_path / "run", tmp_path)
+    b_curve = report["fields"]["b"]["curve"]
+    lowest = [p for p in b_curve if p[0] >= 0.8][-1]
+    assert results.threshold_marks["b"] == (lowest[1], lowest[2]) and results.threshold_marks["a"] == (11 / 12, 1.0)
 
 
 def test_the_form_runs_folds_and_the_results_show_the_pooled_report(qtbot, receipts_project):
