@@ -89,6 +89,21 @@ def test_threshold_figures_coverage_and_curve():
     json.loads(json.dumps(r))
 
 
+def test_threshold_by_value_counts_the_other_printing_as_right():
+    # six totals, all the right amount, two of them read where it is printed again
+    pages = [HeldOutPage(f"p{i}", {"total": (5,)}, {"total": ((9,) if i < 2 else (5,), 0.9 - 0.01 * i)},
+                         value_match=frozenset({"total"}) if i < 2 else frozenset()) for i in range(6)]
+    words = score_pages(["total"], pages, by="words")
+    value = score_pages(["total"], pages, by="value")
+    assert words["threshold"] is None and "exactly right" in words["threshold_statement"]
+    assert value["threshold"] == 0.85 and value["threshold_by"] == "value"
+    t = value["fields"]["total"]
+    assert (t["values"], t["right"], t["precision"], t["value_precision"]) == (6, 6, 1.0, 1.0)
+    assert "right (the label's value)" in t["threshold_statement"]
+    with pytest.raises(ValueError, match="by must be"):
+        score_pages(["total"], pages, by="text")
+
+
 def test_auc_and_curve_by_hand():
     assert confidence_auc([(0.9, True), (0.8, False), (0.8, True), (0.1, False)]) == 3.5 / 4
     assert confidence_auc([(0.9, True)]) is None
@@ -287,7 +302,8 @@ def test_eval_all_scores_every_usable_page_at_the_stored_thresholds(receipts_pro
     usable = {r[0] for r in run.train_pages + run.heldout_pages}
     assert {p["id"] for p in report["pages"]} == usable and report["run"]["heldout_pages"] == len(usable)
     stored = report["stored"]
-    assert stored["thresholds"] == load_model(model).thresholds
+    assert stored["thresholds"] == load_model(model).thresholds and stored["by"] == "value"
+    assert report["threshold_by"] == "value"  # the model's own rule
     for name, f in report["fields"].items():
         t = stored["thresholds"]["fields"][name]
         t = t if t is not None else stored["thresholds"]["pooled"]

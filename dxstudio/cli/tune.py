@@ -26,6 +26,9 @@ def configure(name, p):
         p.add_argument("--folds", type=int, metavar="K",
                        help="cross-validated threshold: K runs each holding out every K-th page, then the "
                             "final model on all usable pages (default: the seed's single split)")
+        p.add_argument("--threshold-by", choices=["value", "words"],
+                       help="what right means for the threshold: the label's value (default) or "
+                            "exactly its words (the seed's rule)")
         p.add_argument("--repeats", choices=["o", "ignore"],
                        help="other printings of a grounded value: o (the seed's rule) or ignore (target -1)")
         p.add_argument("--stop-after", type=int, metavar="STEPS", help="stop (with a checkpoint) after this many steps in all")
@@ -43,7 +46,7 @@ def configure(name, p):
 
 def _overrides(args) -> dict:
     keys = ["epochs", "batch", "lr", "warmup", "backbone_scale", "field_weight", "heldout_fraction",
-            "seed", "size", "degree", "kernels", "checkpoint_every", "folds", "repeats"]
+            "seed", "size", "degree", "kernels", "checkpoint_every", "folds", "repeats", "threshold_by"]
     return {k: getattr(args, k, None) for k in keys if getattr(args, k, None) is not None}
 
 

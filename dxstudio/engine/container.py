@@ -94,13 +94,14 @@ def _checked_tensors(cfg: ModelConfig, params) -> list[tuple[str, np.ndarray]]:
 
 def check_thresholds(value, fields) -> dict:
     """The stored LocalFirst thresholds, checked: {"pooled": T, "fields": {name: T}, "share": S,
-    "min_values": N} with each T null or a number in [0, 1], field names from the schema,
-    S in (0, 1] and N a positive integer (both may be null). ValueError says what is wrong."""
+    "min_values": N, "by": B} with each T null or a number in [0, 1], field names from the
+    schema, S in (0, 1] and N a positive integer (both may be null), B (optional) "words" or
+    "value": what right meant when they were found. ValueError says what is wrong."""
     if not isinstance(value, dict):
         raise ValueError(f"must be a JSON object, not {type(value).__name__}")
-    extra = sorted(set(value) - {"pooled", "fields", "share", "min_values"})
+    extra = sorted(set(value) - {"pooled", "fields", "share", "min_values", "by"})
     if extra or "pooled" not in value or "fields" not in value:
-        raise ValueError("must have exactly pooled, fields and optionally share, min_values"
+        raise ValueError("must have exactly pooled, fields and optionally share, min_values, by"
                          + (f" (unknown: {extra})" if extra else ""))
 
     def threshold(v, what):
@@ -124,7 +125,13 @@ def check_thresholds(value, fields) -> dict:
         raise ValueError(f"share {share!r} is not a number in (0, 1]")
     if min_values is not None and (isinstance(min_values, bool) or not isinstance(min_values, int) or min_values < 1):
         raise ValueError(f"min_values {min_values!r} is not a positive integer")
-    return {"pooled": pooled, "fields": checked, "share": share, "min_values": min_values}
+    by = value.get("by")
+    if by is not None and by not in ("words", "value"):
+        raise ValueError(f"by {by!r} is not words or value")
+    out = {"pooled": pooled, "fields": checked, "share": share, "min_values": min_values}
+    if by is not None:
+        out["by"] = by
+    return out
 
 
 def model_bytes(cfg: ModelConfig, params, summary: dict | None = None, thresholds: dict | None = None) -> bytes:

@@ -163,7 +163,7 @@ class FoldedRun:
         """Score the pooled held-out predictions, write the final model with their thresholds
         (model.safetensors) and report.json in the run folder; return the report."""
         report = score_predictions(list(self.cfg.fields), self.pooled_predictions(),
-                                   self.settings["share"], self.settings["min_values"])
+                                   self.settings["share"], self.settings["min_values"], self.settings["threshold_by"])
         report["run"] = {
             "fingerprint": self.fingerprint, "starting_model": self.start_source, "folds": self.settings["folds"],
             "steps": self.total_steps, "train_pages": len(self.train_pages),

@@ -31,7 +31,7 @@ from dxstudio.engine.params import new_params, new_tag_head
 from dxstudio.engine.training import Example, Targets, TrainSettings, TrainState, train_step
 from dxstudio.fsutil import write_bytes_atomic, write_json_atomic
 from dxstudio.grounding import REPEATS, project_targets, value_key
-from dxstudio.tuning.scoring import HeldOutPage, score_pages
+from dxstudio.tuning.scoring import THRESHOLD_BY, HeldOutPage, score_pages
 
 # Defaults, measured on ../shared/data (docs/tuning.md, "Defaults"); dxproject.json "settings"
 # and the command line override them.
@@ -54,6 +54,7 @@ DEFAULTS = {
     "checkpoint_every": 50,
     "repeats": "ignore",  # other printings of a grounded value: target -1; "o" is the seed's rule (docs/tuning.md)
     "folds": None,  # None: the seed's single split; K >= 2: cross-validated threshold (folds.py)
+    "threshold_by": "value",  # right = the label's value; "words" is the seed's exact words (docs/tuning.md)
 }
 # Settings that cannot change the model bytes; they are left out of the fingerprint so that a
 # run may be resumed at another degree or kernel path, or checkpointed more or less often.
@@ -92,6 +93,8 @@ def resolve_settings(project_settings: dict, overrides: dict | None = None) -> d
         raise TuneError(f"setting size must be tiny or base, not {s['size']!r}")
     if s["repeats"] not in REPEATS:
         raise TuneError(f"setting repeats must be one of {', '.join(REPEATS)}, not {s['repeats']!r}")
+    if s["threshold_by"] not in THRESHOLD_BY:
+        raise TuneError(f"setting threshold_by must be one of {', '.join(THRESHOLD_BY)}, not {s['threshold_by']!r}")
     if s["folds"] is not None and (isinstance(s["folds"], bool) or not isinstance(s["folds"], int) or s["folds"] < 2):
         raise TuneError(f"setting folds must be an integer >= 2 (or null for the single split), not {s['folds']!r}")
     return s
@@ -329,7 +332,7 @@ class TuneRun:
 
     def evaluate(self, params_rt=None) -> dict:
         return score_predictions(list(self.cfg.fields), self.predictions(params_rt),
-                                 self.settings["share"], self.settings["min_values"])
+                                 self.settings["share"], self.settings["min_values"], self.settings["threshold_by"])
 
     def finish(self, started: float | None = None) -> dict:
         """Write model.safetensors (with the training summary) and report.json; return the report.
@@ -353,13 +356,13 @@ class TuneRun:
         return report
 
 
-def score_predictions(fields, preds, share, min_values) -> dict:
+def score_predictions(fields, preds, share, min_values, by: str = "words") -> dict:
     pages = []
     for pid, page, t, pred in preds:
         prediction = {f: ((v.words, v.confidence) if v is not None else None) for f, v in pred.fields.items()}
         label = {f: tuple(t.field_words.get(f, ())) for f in fields}
         pages.append(HeldOutPage(pid, label, prediction, frozenset(t.unscored), value_matches(page, label, pred)))
-    return score_pages(fields, pages, share, min_values)
+    return score_pages(fields, pages, share, min_values, by)
 
 
 def value_matches(page, label: dict, pred) -> frozenset:
@@ -450,7 +453,8 @@ def stored_thresholds(report: dict) -> dict:
     and each field's, with the share and min_values they were found with."""
     return {"pooled": report.get("threshold"),
             "fields": {name: f.get("threshold") for name, f in report["fields"].items()},
-            "share": report.get("share"), "min_values": report.get("min_values")}
+            "share": report.get("share"), "min_values": report.get("min_values"),
+            "by": report.get("threshold_by", "words")}
 
 
 def evaluate_model(model_path, project, out_path=None, overrides: dict | None = None,
@@ -474,7 +478,8 @@ def evaluate_model(model_path, project, out_path=None, overrides: dict | None = 
 
     params = to_runtime(loaded.params)
     preds = [(pid, page, t, predict_page(loaded.cfg, params, page, settings["kernels"])) for pid, page, t in held]
-    report = score_predictions(list(loaded.cfg.fields), preds, settings["share"], settings["min_values"])
+    by = (loaded.thresholds or {}).get("by") or settings["threshold_by"]  # the model's own rule
+    report = score_predictions(list(loaded.cfg.fields), preds, settings["share"], settings["min_values"], by)
     report["stored"] = at_stored_thresholds(report, loaded.thresholds)
     report["run"] = {"model": str(model_path), "heldout_pages": len(held),
                      "pages": "all usable pages" if all_pages else "the held-out pages of the split"}
@@ -492,9 +497,12 @@ def at_stored_thresholds(report: dict, thresholds: dict | None) -> dict:
     from dxstudio.engine.extract import field_threshold
     from dxstudio.tuning.scoring import bound_statement, clopper_pearson_lower
 
+    by = (thresholds or {}).get("by") or "words"
+
     def figures(rows, t, where=None):
         above = [r for r in rows if r[3] is not None and r[0] >= r[3]]
-        n, right, vright = len(above), sum(r[1] for r in above), sum(r[2] for r in above)
+        n, vright = len(above), sum(r[2] for r in above)
+        right = vright if by == "value" else sum(r[1] for r in above)
         lower = clopper_pearson_lower(right, n) if n else None
         return {"threshold": t, "values": n, "right": right,
                 "precision": right / n if n else None, "precision_lower": lower,
@@ -505,7 +513,7 @@ def at_stored_thresholds(report: dict, thresholds: dict | None) -> dict:
                 "The model stores no LocalFirst threshold, so no values are answered locally." if not thresholds
                 else "No value on these pages clears the stored threshold."}
 
-    out, pooled_rows = {"thresholds": thresholds, "fields": {}}, []
+    out, pooled_rows = {"thresholds": thresholds, "by": by, "fields": {}}, []
     for name, f in report["fields"].items():
         t = field_threshold(name, thresholds)
         rows = [(c, ok, vok, t) for c, ok, vok in f["confidences"]]

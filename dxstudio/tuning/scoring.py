@@ -27,6 +27,9 @@ from dxstudio.fsutil import write_json_atomic
 
 DEFAULT_SHARE = 0.99
 DEFAULT_MIN_VALUES = 5
+# What "right" means for the threshold and the figures at it: "words", the seed's (exactly the
+# label's words), or "value" (the label's value after the grounding normalizer).
+THRESHOLD_BY = ("words", "value")
 
 # Outcome of one field on one page
 CORRECT = "correct"  # both have a value, same words
@@ -151,17 +154,21 @@ def _share_text(share: float) -> str:
     return f"{float(share) * 100:g}%"
 
 
+def _right_text(by: str) -> str:
+    return "exactly right" if by == "words" else "right (the label's value)"
+
+
 def threshold_statement(n_values: int, found: float | None, share: float, min_values: int,
-                        subject: str = "the tuned model") -> str:
+                        subject: str = "the tuned model", by: str = "words") -> str:
     """One plain sentence about the suggested threshold (or why there is none)."""
     if found is not None:
         return (f"Suggested LocalFirst threshold {found:.6g}: at or above it at least "
-                f"{_share_text(share)} of {subject}'s values on held-out pages were exactly right.")
+                f"{_share_text(share)} of {subject}'s values on held-out pages were {_right_text(by)}.")
     if n_values < min_values:
         return (f"No LocalFirst threshold can be suggested: {subject} gave {n_values} value"
                 f"{'' if n_values == 1 else 's'} on held-out pages and at least {min_values} are needed.")
     return (f"No LocalFirst threshold can be suggested: at no confidence were at least "
-            f"{_share_text(share)} of {subject}'s values (at least {min_values}) exactly right.")
+            f"{_share_text(share)} of {subject}'s values (at least {min_values}) {_right_text(by)}.")
 
 
 CONFIDENCE_LEVEL = 0.95  # of the one-sided lower bound on the precision at the threshold
@@ -303,7 +310,7 @@ class _Tally:
             self.pairs.append((conf, outcome == CORRECT))
             self.value_right.append(value_ok)
 
-    def summary(self, share: float, min_values: int, subject: str) -> dict:
+    def summary(self, share: float, min_values: int, subject: str, by: str = "words") -> dict:
         o = self.outcomes
         n_labelled = o[CORRECT] + o[WRONG] + o[MISSED]
         n_either = n_labelled + o[SPURIOUS]
@@ -313,9 +320,11 @@ class _Tally:
         def rate(num, den):
             return None if den == 0 else num / den
 
-        found = threshold(self.pairs, share, min_values)
+        # the threshold's notion of right: the seed's exact words, or the value
+        ruled = self.pairs if by == "words" else [(c, v) for (c, _), v in zip(self.pairs, self.value_right)]
+        found = threshold(ruled, share, min_values)
         above = [i for i, (c, _) in enumerate(self.pairs) if found is not None and c >= found]
-        right = sum(self.pairs[i][1] for i in above)
+        right = sum(ruled[i][1] for i in above)
         vright = sum(self.value_right[i] for i in above)
         lower = clopper_pearson_lower(right, len(above)) if above else None
         return {
@@ -326,7 +335,7 @@ class _Tally:
             "accuracy": rate(o[CORRECT] + o[BOTH_NULL], n_scored),  # both-null pages count here only
             "precision_all": rate(o[CORRECT], n_values),
             "threshold": found,
-            "threshold_statement": threshold_statement(n_values, found, share, min_values, subject),
+            "threshold_statement": threshold_statement(n_values, found, share, min_values, subject, by),
             "values": len(above),
             "right": right,
             "precision": rate(right, len(above)),
@@ -335,7 +344,7 @@ class _Tally:
             "value_precision_lower": clopper_pearson_lower(vright, len(above)) if above else None,
             "coverage": rate(len(above), n_values),
             "bound_statement": bound_statement(len(above), right, found, lower),
-            "confidence_auc": confidence_auc(self.pairs),
+            "confidence_auc": confidence_auc(ruled),
             "curve": curve_points(self.pairs, self.value_right),
             "n_scored": n_scored,
             "n_labelled": n_labelled,
@@ -369,7 +378,8 @@ def too_few_warning(pooled: dict, n_pages: int, share: float, n_values: int = 0)
             f"(with a single split, --folds 5 also holds every page out once).")
 
 
-def score_pages(fields, pages, share: float = DEFAULT_SHARE, min_values: int = DEFAULT_MIN_VALUES) -> dict:
+def score_pages(fields, pages, share: float = DEFAULT_SHARE, min_values: int = DEFAULT_MIN_VALUES,
+                by: str = "words") -> dict:
     """The scores report of held-out pages (a JSON-ready dict).
 
     {"fields": {NAME: {recall, agreement, value_recall, value_agreement, accuracy, precision_all,
@@ -385,6 +395,8 @@ def score_pages(fields, pages, share: float = DEFAULT_SHARE, min_values: int = D
         raise ScoringError(f"fields must be distinct non-empty names, not {fields!r}")
     _exact_share(share)
     _check_min_values(min_values)
+    if by not in THRESHOLD_BY:
+        raise ScoringError(f"by must be one of {', '.join(THRESHOLD_BY)}, not {by!r}")
     known = set(fields)
     per_field = {name: _Tally() for name in fields}
     pooled = _Tally()
@@ -415,10 +427,10 @@ def score_pages(fields, pages, share: float = DEFAULT_SHARE, min_values: int = D
                 pooled.add(outcome, conf, name in page.value_match)
             row[name] = outcome
         page_rows.append({"id": pid, "outcomes": row})
-    overall = pooled.summary(share, min_values, "the tuned model")
+    overall = pooled.summary(share, min_values, "the tuned model", by)
     pooled_part = {k: overall[k] for k in POOLED_KEYS}
     return {
-        "fields": {name: per_field[name].summary(share, min_values, f"field {name}") for name in fields},
+        "fields": {name: per_field[name].summary(share, min_values, f"field {name}", by) for name in fields},
         "overall": overall,
         "pooled": pooled_part,
         "threshold": overall["threshold"],
@@ -426,6 +438,7 @@ def score_pages(fields, pages, share: float = DEFAULT_SHARE, min_values: int = D
         "warning": too_few_warning(pooled_part, len(page_rows), share, overall["n_values"]),
         "share": float(share),
         "min_values": min_values,
+        "threshold_by": by,
         "n_pages": len(page_rows),
         "pages": page_rows,
     }

@@ -662,8 +662,9 @@ def threshold_sentence(report: dict) -> str:
         return ((report.get("threshold_statement") or "No LocalFirst threshold can be suggested.")
                 + " Until one can, send every page to the labelling model or a person; more reviewed "
                   "pages or more epochs usually help.")
-    return (f"Suggested LocalFirst threshold: {t:.3g}. At or above {t:.3g} the local model's values were "
-            f"exactly right at least {share * 100:g}% of the time on held-out pages; below it, send the "
+    right = "right (the label's value)" if report.get("threshold_by") == "value" else "exactly right"
+    return (f"Suggested LocalFirst threshold: {t:.6g}. At or above {t:.6g} the local model's values were "
+            f"{right} at least {share * 100:g}% of the time on held-out pages; below it, send the "
             f"page to the labelling model or a person.")
 
 
