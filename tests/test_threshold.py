@@ -325,3 +325,26 @@ def test_eval_all_scores_every_usable_page_at_the_stored_thresholds(receipts_pro
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "schema" in err[0] and str(model) in err[0]
     assert not out2.exists()
+
+
+def test_threshold_table_tool_recomputes_both_rules():
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "threshold_table", Path(__file__).resolve().parents[1] / "tools" / "threshold_table.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    # tuning: six dates, two read at the other printing (value right, words wrong)
+    held = [HeldOutPage(f"h{i}", {"date": (1,)}, {"date": ((2,) if i < 2 else (1,), 0.95 - 0.01 * i)},
+                        value_match=frozenset({"date"}) if i < 2 else frozenset()) for i in range(6)]
+    run_report = score_pages(["date"], held)
+    new = [HeldOutPage(f"n{i}", {"date": (1,)}, {"date": ((1,) if i != 3 else (4,), c)})
+           for i, c in enumerate([0.99, 0.93, 0.91, 0.90, 0.5])]
+    eval_report = score_pages(["date"], new)
+    words = tool.table(run_report, eval_report, "words")
+    value = tool.table(run_report, eval_report, "value")
+    assert words["fields"]["date"]["threshold"] is None and words["pooled"]["values"] == 0
+    d = value["fields"]["date"]
+    assert d["threshold"] == 0.95 - 0.01 * 5 and (d["values"], d["right"]) == (4, 3) and d["coverage"] == 4 / 5
+    assert value["pooled"]["precision_lower"] == clopper_pearson_lower(3, 4)
