@@ -284,11 +284,19 @@ def test_folds_resume_to_the_same_bytes(receipts_project, tmp_path):
 
 def test_bad_folds_are_one_clear_error_and_write_nothing(receipts_project, tmp_path, capsys):
     out = tmp_path / "out"
-    for k in ("1", "0", "999"):
-        assert cli_main(["tune", str(receipts_project), "--folds", k, "--out", str(out)]) == 2
-        err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and "folds" in err[0]
+    for k in ("1", "0"):  # refused by the option itself (the settings table's range), as every setting
+        with pytest.raises(SystemExit) as e:
+            cli_main(["tune", str(receipts_project), "--folds", k, "--out", str(out)])
+        assert e.value.code == 2
+        assert "argument --folds: must be an integer >= 2" in capsys.readouterr().err.strip().splitlines()[-1]
         assert not out.exists()
+    assert cli_main(["tune", str(receipts_project), "--folds", "999", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--folds 999 is more than the" in err[0] and "usable pages" in err[0]
+    assert not out.exists()
+    # and in dxproject.json: the same check, one clear error
+    with pytest.raises(TuneError, match="setting folds must be an integer >= 2"):
+        prepare_run(Project.open(receipts_project), out, {"folds": 1})
 
 
 # -- eval --all ----------------------------------------------------------------------------------

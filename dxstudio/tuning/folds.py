@@ -24,6 +24,7 @@ from dxstudio.engine.container import canonical_json, save_model
 from dxstudio.engine.extract import FieldValue, PagePrediction
 from dxstudio.fsutil import write_json_atomic
 from dxstudio.tuning import schedule
+from dxstudio.tuning.rundir import RunDir
 from dxstudio.tuning.run import (Event, TuneError, TuneRun, check_folds, resolve_settings, score_predictions,
                                  score_summary, stored_thresholds)
 
@@ -34,6 +35,7 @@ class FoldedRun:
     def __init__(self, project, run_dir: Path, settings: dict, folds: list, final: TuneRun):
         self.project = project
         self.run_dir = Path(run_dir)
+        self.rundir = RunDir(self.run_dir)
         self.settings = settings
         self.folds = folds
         self.final = final
@@ -59,6 +61,14 @@ class FoldedRun:
         folds = [TuneRun.prepare(project, run_dir / "folds" / str(k + 1), overrides, model_path, fold=(k, n_folds))
                  for k in range(n_folds)]
         return cls(project, run_dir, settings, folds, final)
+
+    def use_rundir(self, rundir: RunDir) -> None:
+        """Write into this run folder instead (one made after prepare, e.g. RunDir.create);
+        the parts move with it."""
+        for part in self.parts:
+            rel = part.run_dir.relative_to(self.run_dir)
+            part.use_rundir(RunDir(rundir.path / rel))
+        self.run_dir, self.rundir = rundir.path, rundir
 
     # -- the state the command line and the app read ------------------------------------
     @property
@@ -98,12 +108,28 @@ class FoldedRun:
 
     # -- training ------------------------------------------------------------------------
     def train(self, on_event=None, cancel: threading.Event | None = None, stop_after: int | None = None,
-              resume: bool = False) -> bool:
+              resume: bool = False, overwrite: bool = False) -> bool:
         """Train every part not yet done, in order (folds, then the final model). stop_after
-        counts steps across parts. True when every part is done."""
+        counts steps across parts. True when every part is done. The run folder is refused
+        when it holds a run, unless resume or overwrite, and locked while training."""
+        rd = self.rundir
+        if resume:
+            if folded_step(rd.path) is None:
+                raise TuneError(f"{rd.path}: no cross-validated run to resume from")
+        else:
+            rd.check_new(overwrite)
+        rd.acquire()
+        try:
+            if not resume:
+                rd.check_new(overwrite)
+                rd.clear()
+            return self._train_parts(on_event, cancel, stop_after, resume)
+        finally:
+            rd.release()
+
+    def _train_parts(self, on_event, cancel, stop_after, resume) -> bool:
         emit = on_event or (lambda e: None)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(self.run_dir / "settings.json", {
+        write_json_atomic(self.rundir.settings_path, {
             "settings": self.settings, "fingerprint": self.fingerprint, "folds": self.settings["folds"],
             "parts": [str(p.run_dir.relative_to(self.run_dir)) for p in self.parts],
             "starting_model": self.start_source, "fields": list(self.cfg.fields),
@@ -116,6 +142,7 @@ class FoldedRun:
             has_checkpoint = part.checkpoint_path.exists()
             if part is self.final and resume and has_checkpoint:
                 part.start_state(resume=True)
+                part.rundir.release()
                 if part.state.step >= part.total_steps:  # trained, stopped before finish()
                     offset += part.total_steps
                     continue
@@ -126,7 +153,9 @@ class FoldedRun:
                            seconds=ev.seconds, epoch=epoch, scores=ev.scores))
 
             local_stop = None if stop_after is None else max(0, stop_after - offset)
-            finished = part.train(relay, cancel, local_stop, resume=resume and has_checkpoint)
+            # a part not resumed starts afresh (its folder is ours: the run folder was checked)
+            finished = part.train(relay, cancel, local_stop, resume=resume and has_checkpoint,
+                                  overwrite=not (resume and has_checkpoint))
             if not finished:
                 return False
             if part is not self.final:
@@ -175,11 +204,12 @@ class FoldedRun:
         }
         summary = {"fingerprint": self.fingerprint, **score_summary(report), "steps": self.total_steps,
                    "share": report["share"], "folds": self.settings["folds"]}
-        save_model(self.run_dir / "model.safetensors", self.cfg, self.final.state.container_params(), summary,
-                   thresholds=stored_thresholds(report))
         if started is not None:
             report["run"]["wall_seconds"] = round(time.monotonic() - started, 3)
-        write_json_atomic(self.run_dir / "report.json", report)
+        with self.rundir.writing():
+            save_model(self.rundir.model_path, self.cfg, self.final.state.container_params(), summary,
+                       thresholds=stored_thresholds(report))
+            write_json_atomic(self.rundir.report_path, report)  # last: a report means a finished run
         return report
 
 

@@ -24,9 +24,11 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from dxstudio.fsutil import write_json_atomic
+from dxstudio.tuning.settings import DEFAULTS
 
-DEFAULT_SHARE = 0.99
-DEFAULT_MIN_VALUES = 5
+# The LocalFirst rule's defaults: the settings table's (dxstudio/tuning/settings.py)
+DEFAULT_SHARE = DEFAULTS["share"]
+DEFAULT_MIN_VALUES = DEFAULTS["min_values"]
 # What "right" means for the threshold and the figures at it: "words", the seed's (exactly the
 # label's words), or "value" (the label's value after the grounding normalizer).
 THRESHOLD_BY = ("words", "value")
