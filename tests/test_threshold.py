@@ -356,3 +356,18 @@ def test_threshold_table_tool_recomputes_both_rules():
     d = value["fields"]["date"]
     assert d["threshold"] == 0.95 - 0.01 * 5 and (d["values"], d["right"]) == (4, 3) and d["coverage"] == 4 / 5
     assert value["pooled"]["precision_lower"] == clopper_pearson_lower(3, 4)
+
+
+def test_cli_folds_stop_resume_and_overwrite(receipts_project, tmp_path, capsys):
+    full, out = tmp_path / "full", tmp_path / "cli"
+    assert cli_main(["tune", str(receipts_project), "--folds", "2", "--out", str(full)]) == 0
+    assert cli_main(["tune", str(receipts_project), "--folds", "2", "--out", str(out), "--stop-after", "5"]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["step"] == 5
+    assert not (out / "report.json").exists()
+    assert cli_main(["tune", str(receipts_project), "--folds", "2", "--out", str(out)]) == 2  # holds a run
+    assert "already holds a run" in capsys.readouterr().err
+    assert cli_main(["tune", str(receipts_project), "--folds", "2", "--out", str(out), "--resume",
+                     "--degree", "2"]) == 0
+    assert (out / "model.safetensors").read_bytes() == (full / "model.safetensors").read_bytes()
+    assert cli_main(["tune", str(receipts_project), "--folds", "2", "--out", str(out), "--overwrite"]) == 0
+    assert (out / "model.safetensors").read_bytes() == (full / "model.safetensors").read_bytes()
