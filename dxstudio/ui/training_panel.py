@@ -19,7 +19,7 @@ ResultsPanel(parent=None)
     (export_model(dest) -> Path) and the tuned model's answers over each held-out page beside
     its labels, right and wrong marked (show_heldout_page(page_id)).
 
-Threads: TuneRun.prepare/.train/.finish run as a dxstudio.ui.jobs.Job (the Schema tab's
+Threads: prepare_run (a TuneRun, or a FoldedRun with folds) then .train/.finish run as a dxstudio.ui.jobs.Job (the Schema tab's
 labelling uses the same): the work never touches a widget, every event crosses to the GUI
 thread as a queued Qt signal. Cancel sets the job's threading.Event; the trainer sees it
 before its next step, writes the checkpoint and returns, so Resume (TuneRun.train(resume=True) on the same run
