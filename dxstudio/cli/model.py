@@ -119,15 +119,18 @@ def _extract(args) -> int:
         model = load_model(args.model)
     except ModelFileError as e:
         fail(e)
-    shared = (model.cfg, to_runtime(model.params), getattr(model, "thresholds", None))
+    shared = (model.cfg, to_runtime(model.params), model.thresholds)
     total = count_pages(args.pages)
     backend, close = open_backend(args, extract_chunk, shared, args.kernels)
     done = failed = 0
+    routes = {"local": 0, "ask": 0, "empty": 0}
     try:
         with progress(total or 0, "extract", show=total is None or total > 1) as bar, backend:
             for results in ordered_map(backend, chunks(page_items(args.pages), args.chunk)):
                 for kind, value in results:
                     if kind == "ok":
+                        for v in value["fields"].values():
+                            routes["empty" if v["value"] is None else v["route"]] += 1
                         emit_json(value)
                     else:
                         warn(value)
@@ -140,6 +143,9 @@ def _extract(args) -> int:
         close()
     if done == 0:
         fail("no pages given")
+    warn(f"{routes['local']} value{'s' if routes['local'] != 1 else ''} answered locally, "
+         f"{routes['ask']} to ask (below the threshold), {routes['empty']} field{'s' if routes['empty'] != 1 else ''} "
+         f"with no value (ask){'' if model.thresholds else '; the model stores no LocalFirst threshold, so every value is asked'}")
     if failed == done:
         return FAILED
     return PARTIAL if failed else OK

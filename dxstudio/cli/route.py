@@ -38,15 +38,10 @@ def configure(name, p):
     add_scale_arguments(p)
 
 
-def field_threshold(field: str, thresholds) -> float | None:
-    """The field's own stored threshold, else the pooled one, else None (as the engine's route)."""
-    if not thresholds:
-        return None
-    own = (thresholds.get("fields") or {}).get(field)
-    return own if own is not None else thresholds.get("pooled")
-
-
 def is_local(field: str, value: dict, thresholds) -> bool:
+    """The rule of the engine's extract.route, on an output record's field."""
+    from dxstudio.engine.extract import field_threshold
+
     t = field_threshold(field, thresholds)
     return value["value"] is not None and t is not None and value["confidence"] >= t
 
@@ -81,7 +76,7 @@ def run(name, args) -> int:
              f"the labelling model could not be asked for them")
     ask_schema = [schema[f] for f in model.cfg.fields]
     thresholds = ({"pooled": args.threshold, "fields": {}} if args.threshold is not None
-                  else getattr(model, "thresholds", None))
+                  else model.thresholds)
     if not thresholds:
         warn(f"{args.model} stores no LocalFirst threshold (tune it, or give --threshold): every page is asked")
     try:

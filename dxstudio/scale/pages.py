@@ -112,7 +112,7 @@ def extract_one(model, label: str, raw, error, kernels: str):
         pred = predict_page(cfg, params, load_item(label, raw), kernels)
     except PageError as e:
         return ("error", str(e))
-    return ("ok", prediction_json(pred) if thresholds is None else prediction_json(pred, thresholds))
+    return ("ok", prediction_json(pred, thresholds))
 
 
 def extract_chunk(model, chunk, kernels: str) -> list:
