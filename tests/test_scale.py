@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import signal
 import shutil
 import sys
@@ -392,3 +393,17 @@ def test_pretrain_on_ray_gives_the_bytes_of_degree_1_resume_included(ray_local, 
     assert "bytes of gradient sets" in err
     one = (tmp_path / "one" / "model.safetensors").read_bytes()
     assert (tmp_path / "ray" / "model.safetensors").read_bytes() == one
+
+
+def test_cross_validated_tune_on_ray_gives_the_bytes_of_one_process(ray_local, sample_project, tmp_path, capsys):
+    args = ["tune", str(sample_project), "--folds", "2", "--epochs", "1"]
+    code, _, err = run_cli(args + ["--out", str(tmp_path / "one"), "--degree", "1"], capsys)
+    assert code == 0, err
+    code, _, err = run_cli(args + ["--out", str(tmp_path / "ray"), "--ray", "local"], capsys)
+    assert code == 0, err
+    total = int(re.search(r"(\d+) steps, from", err).group(1))
+    assert f"--ray: {total} steps on the cluster" in err  # every fold's steps and the final model's
+    for part in ("final", "folds/1", "folds/2"):
+        ck = [(tmp_path / r / part / "checkpoint.safetensors").read_bytes() for r in ("one", "ray")]
+        assert ck[0] == ck[1], part
+    assert (tmp_path / "ray" / "final" / "model.safetensors").exists() or (tmp_path / "ray" / "model.safetensors").exists()

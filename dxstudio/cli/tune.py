@@ -159,7 +159,7 @@ def _ray_runner(args):
 
     def close(runner):
         if runner.bytes_back:
-            warn(f"--ray: per step {runner.bytes_back} bytes of gradient sets back to this process, "
+            warn(f"--ray: {runner.steps} steps on the cluster; per step {runner.bytes_back} bytes of gradient sets back to this process, "
                  f"{runner.bytes_out} bytes of weights out (the last step)")
         if started:
             cluster.shutdown()
@@ -168,7 +168,7 @@ def _ray_runner(args):
 
 def _prepare_and_train(project, args, runner) -> int:
     from dxstudio.scale import ScaleError
-    from dxstudio.tuning import TuneError, TuneRun, score_summary
+    from dxstudio.tuning import TuneError, prepare_run, score_summary
     from dxstudio.tuning.rundir import RunDir
 
     t0 = time.monotonic()
@@ -182,7 +182,8 @@ def _prepare_and_train(project, args, runner) -> int:
         except TuneError as e:
             fail(e)
     out = run.rundir.path
-    run.runner = runner
+    for part in getattr(run, "parts", [run]):  # a cross-validated run: every fold and the final
+        part.runner = runner
     for pid, err in run.errors:
         warn(f"skipped {err}")
     folds = run.settings.get("folds")

@@ -125,6 +125,7 @@ class RayGradients:
         self.tasks = tasks
         self.bytes_back = 0
         self.bytes_out = 0
+        self.steps = 0  # steps whose gradient sets were computed here
 
     def __call__(self, cfg, params, examples, settings, wanted, batch_size):
         n = min(self.tasks or cluster_cpus(), len(examples))
@@ -142,4 +143,5 @@ class RayGradients:
             raise ScaleError(f"a Ray training task failed after {TASK_RETRIES} retries: {first}") from None
         self.bytes_back = sum(g.nbytes for _, gs in results for g in gs.values())
         self.bytes_out = sum(p.nbytes for p in params.values())
+        self.steps += 1
         return results
