@@ -1,7 +1,7 @@
 """Re-derive a tuning run's LocalFirst thresholds under either rule and check them on a test
 project: the figures of docs/tuning.md "Measured: thresholds on new pages".
 
-    python tools/threshold_table.py RUN/report.json EVAL.json [--by words|value]
+    python bench/threshold_table.py RUN/report.json EVAL.json [--by words|value]
 
 RUN/report.json: a `dxstudio tune` report (held-out or, with --folds, pooled predictions);
 EVAL.json: `dxstudio eval RUN/model.safetensors TEST --all --out EVAL.json` on a test project.
