@@ -82,6 +82,10 @@ def test_ray_flag_without_ray_says_how_to_install(model, monkeypatch, capsys):
     code, out, err = run_cli(["extract", str(model), str(sample_pages(1)[0]), "--ray", "local"], capsys)
     assert code == 2 and out == ""
     assert 'pip install "dxstudio[cluster]"' in err
+    code, out, err = run_cli(["pretrain", "synthetic:2", "--size", "tiny", "--steps", "1", "--out",
+                              str(model.parent / "never"), "--ray", "local"], capsys)
+    assert code == 2 and out == "" and 'pip install "dxstudio[cluster]"' in err
+    assert not (model.parent / "never").exists()  # said before anything is made
 
 
 # -- route against a local labelling endpoint that fails and stalls ----------------------------------
