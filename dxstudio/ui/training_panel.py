@@ -64,6 +64,26 @@ class WholeNumberAxis(pg.AxisItem):
         return kept
 
 
+def breakdown_text(c: dict, accepted_only: bool, heldout_fraction=None) -> str:
+    """The Train tab's sentence of what trains and what is left out."""
+    def n(k, word):
+        return f"{c[k]} {word}"
+    if accepted_only:
+        trains = f"<b>Trains on {c['usable']} page{'s' if c['usable'] != 1 else ''}</b>: the {n('accepted', 'accepted in Review')} only"
+    else:
+        trains = (f"<b>Trains on {c['usable']} page{'s' if c['usable'] != 1 else ''}</b>: "
+                  f"{n('accepted', 'accepted')}, {n('fixed', 'fixed but not accepted')}, "
+                  f"{n('unreviewed', 'unreviewed')} whose values the labelling model's answers found on the page")
+    out = [f"{n('excluded', 'excluded')} in Review", f"{n('conflicts', 'with conflicts')}",
+           f"{n('not_labelled', 'not labelled yet')}"]
+    if accepted_only:
+        out.append(n("not_accepted", "not accepted"))
+    if c.get("unreadable"):
+        out.append(n("unreadable", "unreadable"))
+    held = f" A share of {heldout_fraction:g} of them is held out to score the model." if heldout_fraction else ""
+    return f"{trains}.{held} Left out: {', '.join(out)}."
+
+
 def format_duration(seconds: float | None) -> str:
     if seconds is None or not math.isfinite(seconds):
         return "estimating..."
@@ -127,7 +147,7 @@ def tune_work(project_root: Path, run_dir: Path, overrides: dict, resume: bool):
         from dxstudio.tuning import TuneRun
 
         project = Project.open(project_root)
-        run = TuneRun.prepare(project, run_dir, overrides)
+        run = TuneRun.prepare(project, run_dir, overrides, resume=resume)
         job.report(Prepared(str(run_dir), run.total_steps, (checkpoint_step(run_dir) or 0) if resume else 0,
                             len(run.train_pages), len(run.heldout_pages), len(run.excluded),
                             [e for _, e in run.errors], list(run.cfg.fields), run.start_source))
@@ -162,9 +182,12 @@ class TrainingPanel(QWidget):
         self._build()
         self.load_settings()
         try:
-            self._offer_resume(unfinished_run(self._project().runs_dir))
+            self.reopen_latest()
         except ValueError:  # ProjectError: already shown by load_settings
             pass
+        if "accepted_only" in self.inputs:
+            self.inputs["accepted_only"].toggled.connect(lambda _: self.update_breakdown())
+        self.update_breakdown()
 
     # -- layout ------------------------------------------------------------------------
     def _build(self) -> None:
@@ -209,7 +232,11 @@ class TrainingPanel(QWidget):
         self.progress.setValue(0)
         self.progress.setFormat("step %v of %m")
         self.time_label = QLabel("")
-        self.status_label = QLabel("Press Fine-tune to train a model on the reviewed labels.")
+        self.breakdown_label = QLabel("")
+        self.breakdown_label.setObjectName("breakdown")
+        self.breakdown_label.setWordWrap(True)
+        self.breakdown_label.setTextFormat(Qt.TextFormat.RichText)
+        self.status_label = QLabel("Press Fine-tune to train a model on the pages counted above.")
         self.status_label.setWordWrap(True)
         self.status_label.setMinimumHeight(self.status_label.fontMetrics().lineSpacing() * 2 + 6)
         self.error_label = QLabel("")
@@ -239,19 +266,25 @@ class TrainingPanel(QWidget):
         # a little below 0, so that fields still at 0 show as lines above the axis, not in it
         self.agreement_plot.setYRange(-0.04, 1.04, padding=0)
         self.agreement_plot.showGrid(x=True, y=True, alpha=0.25)
-        self.agreement_legend = self.agreement_plot.addLegend(offset=(-10, 10))
+        # the legend is a line under the plot, never over the curves
+        self.agreement_legend = QLabel("")
+        self.agreement_legend.setObjectName("agreement_legend")
+        self.agreement_legend.setWordWrap(True)
+        self.agreement_legend.setTextFormat(Qt.TextFormat.RichText)
         self.agreement_curves: dict[str, pg.PlotDataItem] = {}
         for plot in (self.loss_plot, self.agreement_plot):
             plot.setMinimumHeight(180)
             plot.setMenuEnabled(False)
 
         right = QVBoxLayout()
+        right.addWidget(self.breakdown_label)
         right.addLayout(buttons)
         right.addLayout(progress_row)
         right.addWidget(self.status_label)
         right.addWidget(self.error_label)
         right.addWidget(self.loss_plot, 1)
         right.addWidget(self.agreement_plot, 1)
+        right.addWidget(self.agreement_legend)
         outer = QHBoxLayout(self)
         outer.addWidget(settings_box, 0)
         outer.addLayout(right, 1)
@@ -469,21 +502,82 @@ class TrainingPanel(QWidget):
             (self.cancel_button if running else self.fine_tune_button).setFocus()
 
     def _can_resume(self) -> bool:
-        return self.run_dir is not None and RunDir(self.run_dir).status() == "stopped" \
-            and checkpoint_step(self.run_dir) is not None
+        """Resume is offered only when it can work (RunDir.resume_problem); the button's tip
+        says why not otherwise."""
+        problem = "no stopped run" if self.run_dir is None else RunDir(self.run_dir).resume_problem()
+        self.resume_button.setToolTip(
+            "continue the stopped run from its checkpoint, on the labels it started with "
+            "(same final model bytes)" if problem is None else f"Nothing to resume: {problem}")
+        return problem is None
 
     def _offer_resume(self, run_dir: Path | None) -> None:
         if run_dir is None:
             return
-        self.run_dir = run_dir
+        self.show_run_history(run_dir)
         step = checkpoint_step(run_dir)
+        self.status_label.setText(f"Run {run_dir.name} stopped at step {step} of {self.total_steps or '?'}; "
+                                  f"Resume continues it (on the labels it started with), Fine-tune starts a new one.")
+        self.resume_button.setEnabled(self._can_resume())
+
+    def reopen_latest(self) -> None:
+        """On opening: the newest stopped run (offered for Resume), else the newest finished
+        run, with its real step count and plots from its metrics.jsonl."""
+        runs = RunDir.list(self._project().runs_dir)
+        stopped = unfinished_run(self._project().runs_dir)
+        if stopped is not None:
+            self._offer_resume(stopped)
+            return
+        done = next((r for r in runs if r.status == "finished"), None)
+        if done is not None:
+            self.show_run_history(done.path)
+            self.status_label.setText(f"Run {done.name} finished ({done.step or self.total_steps} steps); "
+                                      f"its scores are in Results. Fine-tune starts a new run.")
+            self.time_label.setText("done")
+
+    def show_run_history(self, run_dir) -> None:
+        """Show a run that is not running: its progress (step of total) and its plots, read
+        from its folder."""
+        run_dir = Path(run_dir)
+        rd = RunDir(run_dir)
+        self.run_dir = run_dir
         try:
-            total = RunDir(run_dir).read_settings().get("total_steps")
+            info = rd.read_settings()
         except TuneError:
-            total = None
-        self.status_label.setText(f"Run {run_dir.name} stopped at step {step} of {total or '?'}; "
-                                  f"Resume continues it, Fine-tune starts a new one.")
-        self.resume_button.setEnabled(step is not None)
+            info = {}
+        self.total_steps = int(info.get("total_steps") or 0)
+        step = rd.checkpoint_step() or 0
+        self._clear_plots()
+        steps, losses, epochs = read_metrics(run_dir, up_to_step=step or None)
+        self.loss_steps, self.loss_values = steps, losses
+        if info.get("fields"):
+            self._ensure_agreement_curves(info["fields"])
+        for epoch, scores in epochs:
+            self._add_agreement(epoch, scores)
+        self._redraw_loss()
+        self.progress.setRange(0, max(1, self.total_steps))
+        self.progress.setValue(min(step, max(1, self.total_steps)))
+        self.resume_button.setEnabled(not self.is_running and self._can_resume())
+
+    # -- what trains -----------------------------------------------------------------------
+    def update_breakdown(self) -> dict | None:
+        """Count what a run started now trains on (dxstudio.tuning.run.training_breakdown) and
+        say it above the Fine-tune button; returns the counts."""
+        from dxstudio.tuning.run import training_breakdown
+
+        accepted_only = bool(self.settings_values().get("accepted_only"))
+        try:
+            c = training_breakdown(self._project(), accepted_only)
+        except (ValueError, OSError) as e:
+            self.breakdown_label.setText(f"Cannot count the pages: {e}")
+            return None
+        self.breakdown = c
+        self.breakdown_label.setText(breakdown_text(c, accepted_only, self.settings_values().get("heldout_fraction")))
+        return c
+
+    def showEvent(self, event):
+        super().showEvent(event)
+        if not self.is_running:
+            self.update_breakdown()  # review may have changed the counts meanwhile
 
     # -- events from the job (GUI thread) ------------------------------------------------
     def _on_job_event(self, obj) -> None:
@@ -521,18 +615,23 @@ class TrainingPanel(QWidget):
         elif ev.kind == "epoch":
             self._add_agreement(ev.epoch, {k: v.get("agreement") for k, v in ev.scores["fields"].items()})
 
+    ESTIMATE_AFTER_STEPS = 3
+
     def _time_left(self, step: int) -> str:
         if self._session_start is None:
             return ""
         t0, s0 = self._session_start
         done = step - s0
-        if done <= 0:
-            return format_duration(None)
-        per_step = (time.monotonic() - t0) / done
+        elapsed = time.monotonic() - t0
+        # the first steps compile kernels and warm caches: no estimate until a few have run
+        if done < self.ESTIMATE_AFTER_STEPS or elapsed <= 0:
+            return "estimating..."
+        per_step = elapsed / done
         return f"{format_duration(per_step * (self.total_steps - step))} left"
 
     def _on_finished(self, report: dict, run_dir: str) -> None:
         self._worker_done()
+        self.update_breakdown()
         self.progress.setValue(self.progress.maximum())
         self.time_label.setText("done")
         statement = report.get("threshold_statement") or ""
@@ -561,20 +660,34 @@ class TrainingPanel(QWidget):
         self.agreement = {}
         for curve in self.agreement_curves.values():
             self.agreement_plot.removeItem(curve)
-        self.agreement_legend.clear()
+        self.agreement_legend.setText("")
         self.agreement_curves = {}
 
     def _redraw_loss(self) -> None:
         self.loss_curve.setData(self.loss_steps, self.loss_values)
+
+    SYMBOLS = ("o", "s", "t", "d", "+", "x", "star", "p", "h", "t1")
+    DODGE = 0.012  # the drawn offset between fields of the same value (the data stay as they are)
 
     def _ensure_agreement_curves(self, fields) -> None:
         colours = field_colours(list(fields))  # the review view's: one colour per field across the app
         for name in fields:
             if name not in self.agreement_curves:
                 colour = colours[name]
+                symbol = self.SYMBOLS[len(self.agreement_curves) % len(self.SYMBOLS)]
                 self.agreement_curves[name] = self.agreement_plot.plot(
-                    [], [], name=name, pen=pg.mkPen(colour, width=2), symbol="o", symbolSize=6,
+                    [], [], name=name, pen=pg.mkPen(colour, width=2), symbol=symbol, symbolSize=7,
                     symbolBrush=colour, symbolPen=colour, connect="finite")
+        self.agreement_legend.setText("  ".join(
+            f'<span style="color:{colours[n].name()}; font-weight:bold">&#9644; {n}</span>'
+            for n in self.agreement_curves if n in colours)
+            + "  <span style='color:#666'>(fields with the same value are drawn a hair apart)</span>")
+
+    def _dodge(self, name: str) -> float:
+        """A field's drawn offset: fields at the same value (often all at 0 early on) are drawn
+        side by side, a little apart, instead of on top of each other."""
+        names = list(self.agreement_curves)
+        return (names.index(name) - (len(names) - 1) / 2) * self.DODGE
 
     def _add_agreement(self, epoch: int, scores: dict) -> None:
         self._ensure_agreement_curves(list(scores))
@@ -582,7 +695,8 @@ class TrainingPanel(QWidget):
             xs, ys = self.agreement.setdefault(name, ([], []))
             xs.append(epoch)
             ys.append(np.nan if value is None else value)  # None: no values either side yet
-            self.agreement_curves[name].setData(np.asarray(xs, float), np.asarray(ys, float))
+        for name, (xs, ys) in self.agreement.items():
+            self.agreement_curves[name].setData(np.asarray(xs, float), np.asarray(ys, float) + self._dodge(name))
 
     # -- messages ----------------------------------------------------------------------
     def _show_error(self, message: str) -> None:
