@@ -716,11 +716,35 @@ class TrainingPanel(QWidget):
 # ---------------------------------------------------------------------------------------
 # The Results tab
 
+FEW_HELDOUT_PAGES = 20  # below this many held-out pages the Results tab says the scores are rough
+
+COLUMN_HELP = {
+    "Recall": "Of the held-out pages whose label has a value for this field, the share where the model "
+              "found exactly the label's words.",
+    "Agreement": "Of the held-out pages where the label or the model has a value for this field, the share "
+                 "where both have exactly the same words (a value the model invents counts against it).",
+    "Threshold": "The LocalFirst threshold of this field: the lowest confidence from which at least the "
+                 "required share of the model's values were exactly right (with enough values at or above "
+                 "it). Values at or above it can be used without asking; '-': none can be suggested yet.",
+    "Right / values": "Values the model got exactly right, out of the values on either side.",
+    "Labelled pages": "Held-out pages whose label has a value for this field.",
+}
+
+
 def threshold_sentence(report: dict) -> str:
-    """The suggested LocalFirst threshold and what it means, in plain words."""
+    """The suggested LocalFirst threshold and what it means, in plain words; never at odds with
+    the table's per-field thresholds."""
     t = report.get("threshold")
     share = report.get("share", DEFAULTS["share"])
     if t is None:
+        with_t = [f for f, v in report.get("fields", {}).items() if v.get("threshold") is not None]
+        if with_t:
+            rest = [f for f in report.get("fields", {}) if f not in with_t]
+            return (f"No single threshold holds for all fields together, but {', '.join(with_t)} "
+                    f"{'has' if len(with_t) == 1 else 'have'} one of {'its' if len(with_t) == 1 else 'their'} "
+                    f"own (the Threshold column): at or above it the local model's values of that field were "
+                    f"exactly right at least {share * 100:g}% of the time on held-out pages."
+                    + (f" For {', '.join(rest)}, send the page to the labelling model or a person." if rest else ""))
         return ((report.get("threshold_statement") or "No LocalFirst threshold can be suggested.")
                 + " Until one can, send every page to the labelling model or a person; more reviewed "
                   "pages or more epochs usually help.")
@@ -779,12 +803,28 @@ class ResultsPanel(QWidget):
         f.setPointSizeF(f.pointSizeF() * 1.2)
         f.setBold(True)
         self.title.setFont(f)
+        self.export_label = QLabel("")  # where the model was exported (the title stays the run's)
+        self.export_label.setObjectName("export_label")
+        self.export_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.caveat_label = QLabel("")
+        self.caveat_label.setObjectName("caveat")
+        self.caveat_label.setWordWrap(True)
+        self.caveat_label.setStyleSheet("color: #8a5a00;")
+        self.caveat_label.hide()
+        self.help_label = QLabel(
+            "<b>Recall</b>: values found among the labelled ones. <b>Agreement</b>: exact matches among "
+            "values on either side. <b>Threshold</b>: the confidence from which the model's values can be "
+            "used without asking. Hover a column title for more.")
+        self.help_label.setWordWrap(True)
         self.threshold_label = QLabel("")
         self.threshold_label.setWordWrap(True)
         self.threshold_label.setMinimumHeight(self.threshold_label.fontMetrics().lineSpacing() * 2 + 6)
         self.threshold_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.table = QTableWidget(0, len(self.COLUMNS))
         self.table.setHorizontalHeaderLabels(self.COLUMNS)
+        for c, name in enumerate(self.COLUMNS):
+            if name in COLUMN_HELP:
+                self.table.horizontalHeaderItem(c).setToolTip(COLUMN_HELP[name])
         self.table.verticalHeader().setVisible(False)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
@@ -804,6 +844,7 @@ class ResultsPanel(QWidget):
 
         top = QHBoxLayout()
         top.addWidget(self.title, 1)
+        top.addWidget(self.export_label)
         top.addWidget(self.export_button)
         pages_row = QHBoxLayout()
         pages_row.addWidget(QLabel("Held-out page:"))
@@ -824,12 +865,33 @@ class ResultsPanel(QWidget):
         layout = QVBoxLayout(self)
         layout.addLayout(top)
         layout.addWidget(self.threshold_label)
+        layout.addWidget(self.caveat_label)
         layout.addWidget(self.table)
+        layout.addWidget(self.help_label)
         layout.addLayout(pages_row)
         layout.addWidget(self.legend)
         layout.addWidget(views, 1)
 
     # -- the run -----------------------------------------------------------------------
+    def show_latest(self, project_root) -> bool:
+        """Show the newest finished run of the project (on opening: results survive a restart).
+        False when there is none (or its report does not read)."""
+        from dxstudio.project import Project
+
+        try:
+            runs = RunDir.list(Project.open(project_root).runs_dir)
+        except (ValueError, OSError):
+            return False
+        for info in runs:
+            if info.status == "finished":
+                try:
+                    self.show_run(RunDir(info.path).read_report(), info.path, project_root)
+                    return True
+                except TuneError as e:
+                    self.title.setText(f"Run {info.name}: {e}")
+                    return False
+        return False
+
     def show_run(self, report: dict, run_dir, project_root) -> None:
         self.report, self.run_dir, self.project_root = report, Path(run_dir), Path(project_root)
         self._model = None
@@ -837,6 +899,16 @@ class ResultsPanel(QWidget):
         self.title.setText(f"Run {self.run_dir.name}: {run.get('steps', '?')} steps, "
                            f"{run.get('train_pages', '?')} training and {run.get('heldout_pages', '?')} held-out pages")
         self.threshold_label.setText(threshold_sentence(report))
+        self.export_label.setText("")
+        held = run.get("heldout_pages", len(report.get("pages", [])))
+        if isinstance(held, int) and held < FEW_HELDOUT_PAGES:
+            self.caveat_label.setText(
+                f"Only {held} held-out page{'s' if held != 1 else ''}: one page more or less right moves a "
+                f"rate by {100 / max(1, held):.0f} points, so read these scores as rough. Review more pages "
+                f"(or raise the held-out fraction) for firmer ones.")
+            self.caveat_label.show()
+        else:
+            self.caveat_label.hide()
         self._fill_table(report)
         self.export_button.setEnabled(RunDir(self.run_dir).model_path.exists())
         self.page_outcomes = {row["id"]: row["outcomes"] for row in report.get("pages", [])}
@@ -909,7 +981,7 @@ class ResultsPanel(QWidget):
         except OSError as e:
             self._show_error(f"Cannot export the model: {e}")
             return
-        self.title.setText(f"Model exported to {out}")
+        self.export_label.setText(f"Exported to {out}")
 
     # -- held-out pages ----------------------------------------------------------------
     def _page_chosen(self, index: int) -> None:
