@@ -182,7 +182,8 @@ class RunsPanel(QWidget):
                     item.setFont(font)
                 self.table.setItem(r, c, item)
         n = len(self.runs)
-        self.intro.setText(f"{n} run{'s' if n != 1 else ''} in {self.project_root / 'runs'}, newest first."
+        self.intro.setText(f"{n} run{'s' if n != 1 else ''} of this project (its runs folder), newest first. "
+                           f"Select one to open its results or use its model; select two (Ctrl+click) to compare."
                            if n else "No runs yet: fine-tune a model in the Train tab.")
         if selected:
             self.select_runs([i.name for i in self.runs if i.name in selected])
