@@ -37,6 +37,10 @@ from dxstudio.tuning.scoring import HeldOutPage, score_pages
 from dxstudio.tuning.settings import (  # noqa: F401  (DEFAULTS, TuneError: the run's names too)
     DEFAULTS, NOT_FINGERPRINTED, TuneError, fingerprinted, resolve_settings)
 
+# The pretrained base (docs/base-model.md); a run with no model named starts from it when it is there.
+BASE_MODEL = Path(__file__).resolve().parents[2] / "resources" / "models" / "docextract-v0-base.safetensors"
+
+
 @dataclass
 class Event:
     """A progress event: kind "step" (step, total, loss, lr, seconds) or "epoch" (epoch, scores)
@@ -104,13 +108,16 @@ class TuneRun:
         weights = [settings["field_weight"] if settings["field_weight"] is not None else f.weight
                    for f in project.schema]
         model_path = model_path or project.model
+        if model_path is None and settings["start"] == "base" and settings["size"] == "base" and BASE_MODEL.is_file():
+            model_path = BASE_MODEL
+        base_summary = None
         if model_path is not None:
             model_path = Path(model_path)
             try:
                 loaded = load_model(model_path)
             except ModelFileError as e:
                 raise TuneError(str(e)) from None
-            base_cfg, base_params = loaded.cfg, loaded.params
+            base_cfg, base_params, base_summary = loaded.cfg, loaded.params, loaded.summary
             start_bytes = model_path.read_bytes()
             source = str(model_path)
         else:
@@ -123,6 +130,12 @@ class TuneRun:
         if list(base_cfg.fields) != list(fields):
             # a custom schema: a new tag head of 1 + 2K rows drawn from the run's seed
             params["tag_head.weight"], params["tag_head.bias"] = new_tag_head(cfg, settings["seed"])
+            if isinstance(base_summary, dict) and base_summary.get("base") is True:
+                # a pretrained base: fields naming its generic classes start from their rows
+                from dxstudio.corpus.generic import transfer_tag_head
+
+                params["tag_head.weight"], params["tag_head.bias"], _ = transfer_tag_head(
+                    base_cfg, base_params, project.schema, params["tag_head.weight"], params["tag_head.bias"])
         run = cls(project, Path(run_dir), settings, cfg, params, start_bytes, source)
         run.start_model_path = str(model_path) if model_path is not None else None
         run.weights = weights
