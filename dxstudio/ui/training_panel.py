@@ -99,6 +99,18 @@ def _fmt_rate(v) -> str:
     return "-" if v is None else f"{v:.3f}"
 
 
+def format_threshold(v) -> str:
+    """A threshold with the digits it needs: never rounded up to 1 (0.99985 is not "1")."""
+    if v is None:
+        return "-"
+    digits = 3
+    text = f"{v:.{digits}g}"
+    while float(text) >= 1 > v and digits < 12:
+        digits += 1
+        text = f"{v:.{digits}g}"
+    return text
+
+
 def unfinished_run(runs_dir: Path) -> Path | None:
     """The newest run folder with a checkpoint but no report: a run that can be resumed."""
     rd = RunDir.unfinished(runs_dir)
@@ -683,11 +695,13 @@ class TrainingPanel(QWidget):
             for n in self.agreement_curves if n in colours)
             + "  <span style='color:#666'>(fields with the same value are drawn a hair apart)</span>")
 
-    def _dodge(self, name: str) -> float:
-        """A field's drawn offset: fields at the same value (often all at 0 early on) are drawn
-        side by side, a little apart, instead of on top of each other."""
+    def _dodge(self, name: str, value: float) -> float:
+        """A field's drawn offset at a value: fields at the same value (often all at 0 early on)
+        are drawn a little apart instead of on top of each other, towards the middle of the plot
+        (so nothing is drawn below 0 or above 1)."""
         names = list(self.agreement_curves)
-        return (names.index(name) - (len(names) - 1) / 2) * self.DODGE
+        step = names.index(name) * min(self.DODGE, 0.06 / max(1, len(names) - 1))  # at most 0.06 apart in all
+        return step if not value >= 0.5 else -step
 
     def _add_agreement(self, epoch: int, scores: dict) -> None:
         self._ensure_agreement_curves(list(scores))
@@ -696,7 +710,8 @@ class TrainingPanel(QWidget):
             xs.append(epoch)
             ys.append(np.nan if value is None else value)  # None: no values either side yet
         for name, (xs, ys) in self.agreement.items():
-            self.agreement_curves[name].setData(np.asarray(xs, float), np.asarray(ys, float) + self._dodge(name))
+            drawn = [y + self._dodge(name, y) for y in ys]  # NaN stays NaN
+            self.agreement_curves[name].setData(np.asarray(xs, float), np.asarray(drawn, float))
 
     # -- messages ----------------------------------------------------------------------
     def _show_error(self, message: str) -> None:
@@ -748,7 +763,7 @@ def threshold_sentence(report: dict) -> str:
         return ((report.get("threshold_statement") or "No LocalFirst threshold can be suggested.")
                 + " Until one can, send every page to the labelling model or a person; more reviewed "
                   "pages or more epochs usually help.")
-    return (f"Suggested LocalFirst threshold: {t:.3g}. At or above {t:.3g} the local model's values were "
+    return (f"Suggested LocalFirst threshold: {format_threshold(t)}. At or above {format_threshold(t)} the local model's values were "
             f"exactly right at least {share * 100:g}% of the time on held-out pages; below it, send the "
             f"page to the labelling model or a person.")
 
@@ -937,7 +952,7 @@ class ResultsPanel(QWidget):
             rows.append(("all fields", report["overall"]))
         self.table.setRowCount(len(rows))
         for r, (name, s) in enumerate(rows):
-            cells = (name, _fmt_rate(s.get("recall")), _fmt_rate(s.get("agreement")), _fmt_rate(s.get("threshold")),
+            cells = (name, _fmt_rate(s.get("recall")), _fmt_rate(s.get("agreement")), format_threshold(s.get("threshold")),
                      f"{s.get('n_correct', 0)} / {s.get('n_values', 0)}", str(s.get("n_labelled", "")))
             for c, text in enumerate(cells):
                 item = QTableWidgetItem(text)

@@ -187,3 +187,9 @@ def test_the_threshold_sentence_never_contradicts_the_table():
     assert "can be suggested" not in text and "total has one of its own" in text and "For tax" in text
     report["fields"]["total"]["threshold"] = None
     assert threshold_sentence(report).startswith("No LocalFirst threshold can be suggested")
+    # a threshold just below 1 is not shown as 1, in the sentence and in the table alike
+    from dxstudio.ui.training_panel import format_threshold
+
+    assert format_threshold(0.999851) == "0.9999" and format_threshold(0.93) == "0.93" and format_threshold(None) == "-"
+    report["threshold"] = 0.999851
+    assert "threshold: 0.9999." in threshold_sentence(report)
