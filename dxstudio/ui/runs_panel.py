@@ -7,7 +7,7 @@ RunsPanel(project_root, parent=None)
     double-click) to show it in Results; select two finished runs and press Compare to see
     them field by field; Use this model makes a finished run's model the project's model
     (dxproject.json "model", written atomically through dxstudio.project.Project.save): the
-    model the app and `dxstudio extract` use, and the one the next Fine-tune starts from.
+    project's model to use, and the one the next Fine-tune starts from.
     Signals: open_results(report: dict, run_dir: str); model_chosen(path: str).
     Public: refresh(), runs (the RunInfo rows shown), select_runs(names), open_selected(),
     compare_selected() -> bool, use_selected_model() -> Path | None.
@@ -93,8 +93,8 @@ class RunsPanel(QWidget):
         self.compare_button.clicked.connect(self.compare_selected)
         self.use_button = QPushButton("Use this model")
         self.use_button.setObjectName("use_model")
-        self.use_button.setToolTip("make this run's model the project's model: the one the app and "
-                                   "`dxstudio extract` use, and the one the next Fine-tune starts from")
+        self.use_button.setToolTip("make this run's model the project's model (dxproject.json \"model\"): "
+                                   "the model to use, and the one the next Fine-tune starts from")
         self.use_button.clicked.connect(self.use_selected_model)
         buttons = QHBoxLayout()
         for b in (self.open_button, self.compare_button, self.use_button):

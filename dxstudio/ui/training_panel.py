@@ -695,13 +695,18 @@ class TrainingPanel(QWidget):
             for n in self.agreement_curves if n in colours)
             + "  <span style='color:#666'>(fields with the same value are drawn a hair apart)</span>")
 
-    def _dodge(self, name: str, value: float) -> float:
-        """A field's drawn offset at a value: fields at the same value (often all at 0 early on)
-        are drawn a little apart instead of on top of each other, towards the middle of the plot
-        (so nothing is drawn below 0 or above 1)."""
-        names = list(self.agreement_curves)
-        step = names.index(name) * min(self.DODGE, 0.06 / max(1, len(names) - 1))  # at most 0.06 apart in all
-        return step if not value >= 0.5 else -step
+    def _dodge(self, name: str, value: float, epoch=None) -> float:
+        """A field's drawn offset at an epoch: fields at the same value there (often all at 0
+        early on) are drawn a little apart instead of on top of each other, towards the middle of
+        the plot (nothing below 0 or above 1); a field alone at its value is drawn exactly."""
+        if value is None or not math.isfinite(value):
+            return 0.0
+        same = [n for n, (xs, ys) in self.agreement.items()
+                if any(x == epoch and y == value for x, y in zip(xs, ys))] if epoch is not None else [name]
+        if name not in same or len(same) < 2:
+            return 0.0
+        step = same.index(name) * min(self.DODGE, 0.06 / (len(same) - 1))  # at most 0.06 apart in all
+        return step if value < 0.5 else -step
 
     def _add_agreement(self, epoch: int, scores: dict) -> None:
         self._ensure_agreement_curves(list(scores))
@@ -710,7 +715,7 @@ class TrainingPanel(QWidget):
             xs.append(epoch)
             ys.append(np.nan if value is None else value)  # None: no values either side yet
         for name, (xs, ys) in self.agreement.items():
-            drawn = [y + self._dodge(name, y) for y in ys]  # NaN stays NaN
+            drawn = [y + self._dodge(name, y, x) for x, y in zip(xs, ys)]  # NaN stays NaN
             self.agreement_curves[name].setData(np.asarray(xs, float), np.asarray(drawn, float))
 
     # -- messages ----------------------------------------------------------------------

@@ -69,7 +69,7 @@ def test_fine_tune_fills_plots_table_and_keeps_the_event_loop_turning(qtbot, rec
         assert list(ex) == [1, 2, 3, 4]
         # drawn a hair apart from the other fields (panel._dodge), the value itself kept
         want = report["fields"][name]["agreement"]
-        assert list(ey)[-1] - panel._dodge(name, want) == pytest.approx(want) and 0 <= list(ey)[-1] <= 1
+        assert list(ey)[-1] - panel._dodge(name, want, 4) == pytest.approx(want) and 0 <= list(ey)[-1] <= 1
         assert panel.agreement[name][1][-1] == pytest.approx(report["fields"][name]["agreement"])
     assert panel.progress.value() == panel.progress.maximum() == total
     assert panel.resume_button.isEnabled() is False and panel.fine_tune_button.isEnabled()
