@@ -521,6 +521,13 @@ class TrainingPanel(QWidget):
         """Resume is offered only when it can work (RunDir.resume_problem); the button's tip
         says why not otherwise."""
         problem = "no stopped run" if self.run_dir is None else RunDir(self.run_dir).resume_problem()
+        if problem is None:
+            try:
+                fields = RunDir(self.run_dir).read_settings().get("fields")
+                if fields is not None and fields != self._project().field_names:
+                    problem = "the schema's fields changed since the run started"
+            except (TuneError, ValueError, OSError):
+                pass  # (a folded run keeps its fields in its parts; the run itself says what is wrong)
         self.resume_button.setToolTip(
             "continue the stopped run from its checkpoint, on the labels it started with "
             "(same final model bytes)" if problem is None else f"Nothing to resume: {problem}")

@@ -137,6 +137,15 @@ def test_resume_is_disabled_when_it_cannot_work(qtbot, small_project):
     panel = panel_on(qtbot, small_project)
     assert panel.run_dir == run_dir
     assert not panel.resume_button.isEnabled() and "not the one of settings.json" in panel.resume_button.toolTip()
+    # the run's own checkpoint back: Resume can work; then a field is added to the schema: it cannot
+    run.save_checkpoint()
+    panel.show_run_history(run_dir)
+    assert panel.resume_button.isEnabled()
+    data = json.loads((small_project / "dxproject.json").read_text())
+    data["schema"].append({"name": "date", "description": "the date", "weight": 3.0})
+    (small_project / "dxproject.json").write_text(json.dumps(data))
+    panel.show_run_history(run_dir)
+    assert not panel.resume_button.isEnabled() and "schema" in panel.resume_button.toolTip()
 
 
 def test_a_reopened_run_shows_its_steps_and_plots(qtbot, small_project):
