@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLab
 
 from dxstudio.tuning.rundir import FINISHED, RunDir, RunInfo
 from dxstudio.tuning.settings import BY_NAME, DEFAULTS, TuneError
+from dxstudio.ui.training_panel import format_threshold
 
 STATUS_TEXT = {"finished": "finished", "stopped": "stopped (can resume)", "running": "running", "empty": "no step yet"}
 MACHINE_SETTINGS = tuple(n for n, row in BY_NAME.items() if not row.fingerprinted or not row.saved)
@@ -260,7 +261,8 @@ class RunsPanel(QWidget):
             self.compare_table.setItem(r, 0, QTableWidgetItem(name))
             for k, m in enumerate(("recall", "agreement", "threshold")):
                 va, vb = fa.get(m), fb.get(m)
-                ia, ib = QTableWidgetItem(_fmt(va)), QTableWidgetItem(_fmt(vb))
+                fmt = format_threshold if m == "threshold" else _fmt  # a threshold is never rounded up to 1
+                ia, ib = QTableWidgetItem(fmt(va)), QTableWidgetItem(fmt(vb))
                 if m != "threshold" and va is not None and vb is not None and abs(vb - va) > 1e-9:
                     # B better or worse than A, in colour and in words
                     ib.setText(f"{_fmt(vb)} ({vb - va:+.3f})")

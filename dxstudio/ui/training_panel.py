@@ -866,9 +866,9 @@ class ResultsPanel(QWidget):
         self.caveat_label.setStyleSheet("color: #8a5a00;")
         self.caveat_label.hide()
         self.help_label = QLabel(
-            "<b>Recall</b>: values found among the labelled ones. <b>Agreement</b>: exact matches among "
-            "values on either side. <b>Threshold</b>: the confidence from which the model's values can be "
-            "used without asking. Hover a column title for more.")
+            "<b>Recall</b>: labelled values found. <b>Agreement</b>: exact matches among values on either "
+            "side. <b>Threshold</b>: the confidence from which values are used without asking. "
+            "Hover a column title for more.")
         self.help_label.setWordWrap(True)
         self.threshold_label = QLabel("")
         self.threshold_label.setWordWrap(True)
