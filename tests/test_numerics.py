@@ -9,6 +9,8 @@
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -430,9 +432,17 @@ def test_log64_special_values():
     assert both("log64", np.array([2.0]))[0] == nu.EXP64_LN2_HI + nu.EXP64_LN2_LO
 
 
-def test_kernel_selection_is_checked():
-    with pytest.raises(ValueError, match="kernels must be one of"):
-        nu.check_kernels("blas")
+@pytest.mark.parametrize("name", ["mm", "rowdot", "exp32", "tanh32", "exp64", "log64"])
+def test_kernel_selection_is_checked(name):
+    # an unknown kernel path raises, naming the choices, instead of running the reference
+    f = getattr(nu, name)
+    a = np.ones((2, 3), F32)
+    args = {"mm": (a, a.T.copy()), "rowdot": (a, a), "exp64": (a.astype(np.float64),),
+            "log64": (a.astype(np.float64),)}.get(name, (a,))
+    for bad in ("blas", "Fast", "", None):
+        with pytest.raises(ValueError, match=re.escape(f"kernels must be one of ('reference', 'fast'), not {bad!r}")):
+            f(*args, bad)
+    assert np.array_equal(f(*args, "fast"), f(*args, "reference"))  # the two names still work, and agree
 
 
 # ----------------------------------------------------------------------------------------

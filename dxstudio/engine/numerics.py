@@ -484,27 +484,27 @@ if numba is not None:
 
 
 def mm(a, b, kernels: str = "fast"):
-    return mm_fast(a, b) if kernels == "fast" else mm_ref(a, b)
+    return mm_fast(a, b) if check_kernels(kernels) == "fast" else mm_ref(a, b)
 
 
 def rowdot(a, b, kernels: str = "fast"):
-    return rowdot_fast(a, b) if kernels == "fast" else rowdot_ref(np.asarray(a), np.asarray(b))
+    return rowdot_fast(a, b) if check_kernels(kernels) == "fast" else rowdot_ref(np.asarray(a), np.asarray(b))
 
 
 def exp32(x, kernels: str = "fast"):
-    return exp32_fast(x) if kernels == "fast" else exp32_ref(x)
+    return exp32_fast(x) if check_kernels(kernels) == "fast" else exp32_ref(x)
 
 
 def tanh32(x, kernels: str = "fast"):
-    return tanh32_fast(x) if kernels == "fast" else tanh32_ref(x)
+    return tanh32_fast(x) if check_kernels(kernels) == "fast" else tanh32_ref(x)
 
 
 def exp64(x, kernels: str = "fast"):
-    return exp64_fast(x) if kernels == "fast" else exp64_ref(x)
+    return exp64_fast(x) if check_kernels(kernels) == "fast" else exp64_ref(x)
 
 
 def log64(x, kernels: str = "fast"):
-    return log64_fast(x) if kernels == "fast" else log64_ref(x)
+    return log64_fast(x) if check_kernels(kernels) == "fast" else log64_ref(x)
 
 
 # --------------------------------------------------------------------------------------

@@ -63,13 +63,34 @@ def test_training_tab_is_the_training_panel(window):
     assert window.tabs.widget(2) is window.training_panel
 
 
-def test_close_calls_shutdown_on_the_panels(window, monkeypatch):
-    calls = []
-    if window.training_panel is not None:
-        monkeypatch.setattr(window.training_panel, "shutdown", lambda *a, **k: calls.append("training") or True)
-    monkeypatch.setattr(window.schema_panel, "shutdown", lambda: calls.append("schema"))
-    window.close()
-    assert "schema" in calls and (window.training_panel is None or "training" in calls)
+def test_close_stops_training_and_labelling_and_keeps_the_checkpoint(window, qtbot):
+    # both background jobs running when the window closes: closing stops them (no mocks: the
+    # run's checkpoint, its missing report and the endpoint's request count say so)
+    from dxstudio.ui.training_panel import checkpoint_step
+
+    training, schema = window.training_panel, window.schema_panel
+    pages = len(window.session.page_ids)
+    endpoint = Endpoint({n: None for n in window.session.field_names}, delay=0.3)
+    try:
+        training.show_dialogs = False
+        training.inputs["epochs"].setValue(200)  # long enough that it cannot end on its own first
+        run_dir = training.fine_tune()
+        schema.url.setText(endpoint.url)
+        schema.model.setText("test-model")
+        schema.force.setChecked(True)  # ask again for pages that have answers
+        schema.start_labelling()
+        qtbot.waitUntil(lambda: len(training.loss_steps) >= 1 and endpoint.requests >= 1, timeout=60000)
+        assert training.is_running and schema.running
+        window.close()
+        assert not training.is_running
+        step = checkpoint_step(run_dir)
+        assert step is not None and 1 <= step < training.total_steps
+        assert not (run_dir / "report.json").exists()
+        asked = endpoint.requests
+        qtbot.wait(1000)  # the labelling worker asks no more
+        assert endpoint.requests == asked < pages
+    finally:
+        endpoint.close()
 
 
 def test_schema_editor_saves_and_keeps_other_settings(window, monkeypatch):
