@@ -36,7 +36,6 @@ GELU_BAR = 0.5
 GELU_TENSOR = re.compile(r"^(grad|updated)/blocks\.\d+\.fc1\.")
 KERNELS = ("reference", "fast")
 
-pytestmark = pytest.mark.skipif(not FIXTURE.exists(), reason=f"{FIXTURE} is missing")
 
 
 # ----------------------------------------------------------------------------------------

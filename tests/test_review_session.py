@@ -22,7 +22,7 @@ def first_grounded(session):
         for row in session.field_rows():
             if len(row.words) >= 2 and not row.unscored:
                 return pid, row.name, row.words
-    pytest.skip("no multi-word grounded field in the fixture")
+    pytest.fail("no multi-word grounded field in the fixture")
 
 
 def test_open_lists_pages_and_statuses(receipts_project):
