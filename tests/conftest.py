@@ -47,17 +47,20 @@ def pytest_report_header(config):
     return f"shared_data: {SHARED} is missing; tests marked shared_data will be skipped"
 
 
-def pytest_runtest_setup(item):
-    missing = [p for p in shared_paths(item) if not p.exists()]
-    if missing:
-        item.config._shared_data_skipped.append(item.nodeid)
-        pytest.skip(f"shared_data: {missing[0]} is missing (the real data sets beside the repository)")
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        missing = [p for p in shared_paths(item) if not p.exists()]
+        if missing:
+            config._shared_data_skipped.append(item.nodeid)
+            item.add_marker(pytest.mark.skip(
+                reason=f"shared_data: {missing[0]} is missing (the real data sets beside the repository)"))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     for note in config.summary_notes:
         terminalreporter.write_line(note)
-    skipped = config._shared_data_skipped
+    ran = {r.nodeid for r in terminalreporter.stats.get("skipped", [])}
+    skipped = [s for s in config._shared_data_skipped if s in ran]  # those selected and skipped
     if skipped:
         terminalreporter.write_line(
             f"shared_data: {len(skipped)} test(s) skipped because data in {SHARED} is missing "
