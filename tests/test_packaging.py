@@ -21,11 +21,14 @@ from dxstudio.cli import main as cli_main
 REPO = Path(__file__).resolve().parents[1]
 
 
-def test_bundled_resources_are_the_checkouts():
-    assert bundled.resources_dir() == REPO / "resources"
-    assert bundled.sample_dir() == REPO / "resources" / "sample"
-    assert (bundled.sample_dir() / "dxproject.json").is_file()
-    assert bundled.models_dir() == REPO / "resources" / "models"
+def test_bundled_resources_are_found():
+    package = Path(bundled.__file__).resolve().parent
+    # the checkout's resources/, or (tests run against an installed wheel) the package's copy
+    root = REPO / "resources" if package == REPO / "dxstudio" else package / "resources"
+    assert bundled.resources_dir() == root
+    assert bundled.sample_dir() == root / "sample" and bundled.models_dir() == root / "models"
+    assert (bundled.sample_dir() / "dxproject.json").read_bytes() == \
+        (REPO / "resources" / "sample" / "dxproject.json").read_bytes()
 
 
 def test_version_is_printed_and_is_the_packages(capsys):
