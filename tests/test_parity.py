@@ -37,7 +37,6 @@ GELU_TENSOR = re.compile(r"^(grad|updated)/blocks\.\d+\.fc1\.")
 KERNELS = ("reference", "fast")
 
 
-
 # ----------------------------------------------------------------------------------------
 # The fixture
 # ----------------------------------------------------------------------------------------
@@ -180,19 +179,24 @@ REPORT = Path(__file__).resolve().parents[1] / "bench" / "out" / "parity.txt"
 
 
 @pytest.fixture(scope="module")
-def report(pytestconfig):
+def report(pytestconfig, tmp_path_factory):
     rows: dict[str, dict[str, float]] = {}
     yield rows
     if not rows:
         return
-    lines = report_lines(rows)
-    REPORT.parent.mkdir(parents=True, exist_ok=True)
-    REPORT.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    text = "\n".join(report_lines(rows)) + "\n"
+    path = REPORT
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError:  # a read-only checkout: pytest's temporary folder then
+        path = tmp_path_factory.getbasetemp() / REPORT.name
+        path.write_text(text, encoding="utf-8")
     worst = max(u for uses in rows.values() for u in uses.values())
     over = sum(u > bar_for(n) for uses in rows.values() for n, u in uses.items())
     notes = getattr(pytestconfig, "summary_notes", None)  # printed at the end by conftest.py
     if notes is not None:
-        notes.append(f"parity: worst use per tensor in {REPORT} ({sum(map(len, rows.values()))} rows, "
+        notes.append(f"parity: worst use per tensor in {path} ({sum(map(len, rows.values()))} rows, "
                      f"largest use {worst:.4f}, {over} over the bar)")
 
 
