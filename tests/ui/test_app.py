@@ -64,16 +64,17 @@ def test_close_stops_training_and_labelling_and_keeps_the_checkpoint(window, qtb
 
     training, schema = window.training_panel, window.schema_panel
     pages = len(window.session.page_ids)
-    endpoint = Endpoint({n: None for n in window.session.field_names}, delay=0.3)
+    endpoint = Endpoint({n: None for n in window.session.field_names}, delay=1.0)  # 16 s for all pages
     try:
         training.show_dialogs = False
         training.inputs["epochs"].setValue(200)  # long enough that it cannot end on its own first
         run_dir = training.fine_tune()
+        qtbot.waitUntil(lambda: len(training.loss_steps) >= 1, timeout=60000)
         schema.url.setText(endpoint.url)
         schema.model.setText("test-model")
         schema.force.setChecked(True)  # ask again for pages that have answers
         schema.start_labelling()
-        qtbot.waitUntil(lambda: len(training.loss_steps) >= 1 and endpoint.requests >= 1, timeout=60000)
+        qtbot.waitUntil(lambda: endpoint.requests >= 1, timeout=60000)
         assert training.is_running and schema.running
         window.close()
         assert not training.is_running
