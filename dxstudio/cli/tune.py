@@ -15,7 +15,8 @@ def configure(name, p):
 
     if name == "tune":
         p.add_argument("project", help="project folder")
-        p.add_argument("--model", help="starting model file (default: the project's, else a new model)")
+        p.add_argument("--model", help="starting model file (default: the project's, else as --start says: the "
+                                       "shipped base model, or a new one)")
         p.add_argument("--stop-after", type=int, metavar="STEPS", help="stop (with a checkpoint) after this many steps in all")
         p.add_argument("--out", metavar="RUN", help="run folder (default: a new PROJECT/runs/<time>); "
                        "a folder that holds a run is refused unless --resume or --overwrite")
@@ -100,6 +101,8 @@ def _tune(project, args) -> int:
 
     if args.resume and not args.out:
         fail("--resume needs --out RUN (the run to continue)")
+    if args.model and getattr(args, "start", None) == "new":
+        fail("--start new and --model exclude each other")
     if args.out:
         rundir = RunDir(args.out)
         try:  # before reading the project: a wrong --out is said at once, and nothing is made

@@ -27,6 +27,7 @@ from dxstudio.engine.config import size_config
 from dxstudio.engine.container import ModelFileError, canonical_json, load_model, model_bytes, save_model
 from dxstudio.engine.extract import predict_page
 from dxstudio.engine.inputs import window_inputs
+from dxstudio.bundled import models_dir
 from dxstudio.engine.params import new_params, new_tag_head
 from dxstudio.engine.training import Example, Targets, TrainSettings, TrainState, train_step
 from dxstudio.fsutil import (JSONInputError, disk_full, is_disk_full, loads_json, write_bytes_atomic,
@@ -36,6 +37,10 @@ from dxstudio.tuning.rundir import RunDir
 from dxstudio.tuning.scoring import HeldOutPage, score_pages
 from dxstudio.tuning.settings import (  # noqa: F401  (DEFAULTS, TuneError: the run's names too)
     DEFAULTS, NOT_FINGERPRINTED, TuneError, fingerprinted, resolve_settings)
+
+# The pretrained base (docs/base-model.md); a run with no model named starts from it when it is there.
+BASE_MODEL = models_dir() / "docextract-v0-base.safetensors"  # resources/models/, or the installed wheel's
+
 
 @dataclass
 class Event:
@@ -92,13 +97,16 @@ class TuneRun:
         weights = [settings["field_weight"] if settings["field_weight"] is not None else f.weight
                    for f in project.schema]
         model_path = model_path or project.model
+        if model_path is None and settings["start"] == "base" and settings["size"] == "base" and BASE_MODEL.is_file():
+            model_path = BASE_MODEL
+        base_summary = None
         if model_path is not None:
             model_path = Path(model_path)
             try:
                 loaded = load_model(model_path)
             except ModelFileError as e:
                 raise TuneError(str(e)) from None
-            base_cfg, base_params = loaded.cfg, loaded.params
+            base_cfg, base_params, base_summary = loaded.cfg, loaded.params, loaded.summary
             start_bytes = model_path.read_bytes()
             source = str(model_path)
         else:
@@ -111,6 +119,12 @@ class TuneRun:
         if list(base_cfg.fields) != list(fields):
             # a custom schema: a new tag head of 1 + 2K rows drawn from the run's seed
             params["tag_head.weight"], params["tag_head.bias"] = new_tag_head(cfg, settings["seed"])
+            if isinstance(base_summary, dict) and base_summary.get("base") is True:
+                # a pretrained base: fields naming its generic classes start from their rows
+                from dxstudio.corpus.generic import transfer_tag_head
+
+                params["tag_head.weight"], params["tag_head.bias"], _ = transfer_tag_head(
+                    base_cfg, base_params, project.schema, params["tag_head.weight"], params["tag_head.bias"])
         run = cls(project, Path(run_dir), settings, cfg, params, start_bytes, source)
         run._load_targets(weights)
         run._fingerprint(weights)

@@ -149,6 +149,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("weight_decay", "float", 0.01, "AdamW weight decay", low=0),
     Setting("size", "choice", "base", "size of a new model when the project names none",
             choices=("tiny", "base"), label="New model size"),
+    Setting("start", "choice", "base",
+            "with no model named: base = the shipped pretrained base model (at the base size, "
+            "docs/base-model.md), new = a new random model", choices=("base", "new"),
+            label="Start from"),
     Setting("degree", "int", usable_cores(),
             "examples in parallel; the model bytes do not depend on it", low=1,
             fingerprinted=False, default_text=f"this machine's usable cores, {usable_cores()}", saved=False,

@@ -267,8 +267,6 @@ def test_a_sample_folder_the_app_did_not_make_is_never_deleted(tmp_path, monkeyp
     """Issue 9 item 16: $DXSTUDIO_HOME/sample without dxproject.json is someone else's."""
     from dxstudio.ui.app import sample_project
 
-    if not (SAMPLE / "dxproject.json").exists():
-        pytest.skip("no bundled sample")
     home = tmp_path / "home"
     monkeypatch.setenv("DXSTUDIO_HOME", str(home))
     (home / "sample").mkdir(parents=True)
