@@ -45,7 +45,7 @@ def test_sample_opens_with_grounded_labels(qtbot, activate, tmp_path, monkeypatc
         pytest.skip("no bundled sample")
     monkeypatch.setenv("DXSTUDIO_HOME", str(tmp_path / "home"))
     w = activate(MainWindow(sample_project()))
-    assert [w.tabs.tabText(i) for i in range(w.tabs.count())] == ["Review", "Schema && labels", "Train", "Results"]
+    assert [w.tabs.tabText(i) for i in range(w.tabs.count())] == ["Review", "Schema && labels", "Train", "Results", "Runs"]
     counts = w.session.counts()
     assert counts["error"] == 0 and counts["unreviewed"] >= 0.8 * len(w.session.page_ids)
     assert any(t > 0 for t in w.view.tags)  # the first page has labelled words drawn
