@@ -158,3 +158,23 @@ def test_cli_pretrain_resume_without_a_checkpoint_is_a_clear_error(tmp_path, cap
     assert cli_main(["pretrain", "synthetic:3", "--size", "tiny", "--steps", "2", "--out", str(tmp_path / "r"),
                      "--resume"]) == 2
     assert "no checkpoint to resume from" in capsys.readouterr().err
+
+
+def test_a_null_backbone_scale_means_03_from_a_base_and_1_from_any_other_start(receipts_project, tmp_path):
+    from dxstudio.project import Project
+    from dxstudio.tuning import TuneRun
+    from dxstudio.tuning.settings import DEFAULTS
+
+    assert DEFAULTS["backbone_scale"] is None
+    pretrain(tmp_path / "base")
+    project = Project.open(receipts_project)
+    project.settings.pop("backbone_scale", None)  # the fixture sets 0.5: back to the default
+    base = TuneRun.prepare(project, tmp_path / "a", {}, model_path=tmp_path / "base" / "model.safetensors")
+    new = TuneRun.prepare(project, tmp_path / "b", {})
+    assert base.settings["backbone_scale"] is None and new.settings["backbone_scale"] is None
+    assert (base.from_base, base.train_settings().backbone_scale) == (True, 0.3)
+    assert (new.from_base, new.train_settings().backbone_scale) == (False, 1.0)
+    # a value set by a person wins over either default
+    set_ = TuneRun.prepare(project, tmp_path / "c", {"backbone_scale": 0.7},
+                           model_path=tmp_path / "base" / "model.safetensors")
+    assert set_.train_settings().backbone_scale == 0.7
