@@ -1,6 +1,6 @@
 """The main window and `run_app`, what `dxstudio [PROJECT]` opens.
 
-    run_app(path=None) -> int        opens PROJECT, or the bundled sample (resources/sample)
+    run_app(path=None) -> int        opens PROJECT, or the bundled sample (dxstudio.bundled)
                                      copied on first use to $DXSTUDIO_HOME/sample
                                      (default ~/.local/share/dxstudio/sample)
     MainWindow(project_path)         tabs: Review, Schema & labels, Train, Results, Runs
@@ -27,6 +27,7 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (QApplication, QFileDialog, QInputDialog, QLabel, QMainWindow, QMessageBox,
                                QSplitter, QTabWidget, QVBoxLayout, QWidget)
 
+from dxstudio.bundled import sample_dir
 from dxstudio.engine.page import PageError
 from dxstudio.project import LabelError, ProjectError
 from dxstudio.review import ReviewError, ReviewSession
@@ -35,9 +36,8 @@ from dxstudio.ui.page_list import STATUS_LABELS, PageList
 from dxstudio.ui.page_view import PageView
 from dxstudio.ui.schema_panel import SchemaPanel
 
-RESOURCES = Path(__file__).resolve().parents[2] / "resources"
 KEY_HINT = "A accept · X exclude · 1–9 set field from selection · Del remove words · J / K next / previous · Ctrl+Z undo"
-SAMPLE = RESOURCES / "sample"
+SAMPLE = sample_dir()  # resources/sample of the checkout, or the installed wheel's copy
 
 STYLE = """
 QMainWindow, QWidget { font-size: 13px; }
