@@ -1,0 +1,362 @@
+"""The Extract tab: use the model. Choose (or drop) PDFs and page JSON files; each page is read
+by the model in the background and shown with its fields drawn on it (the field's colour and
+name, the confidence) and a table of field, value, confidence and LocalFirst route; Save
+results writes one JSON line per page.
+
+The model is the project's model (dxproject.json "model"), else the newest run's
+runs/<run>/model.safetensors, or one chosen with "Model…". The route of a value is "local"
+when its confidence is at or above the model's stored threshold for that field (else the
+pooled one) and "ask" (send the page to the labelling model or a person) below it; a model
+without stored thresholds shows confidences only and says so.
+
+    panel = ExtractPanel(project)
+    panel.set_model(path); panel.extract_files([paths]) -> bool (starts the background job)
+    panel.results -> [ExtractResult]; panel.save_jsonl(path) -> int; panel.wait(timeout)
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Qt, QThread, Signal
+from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QHeaderView, QLabel, QListWidget, QListWidgetItem,
+                               QProgressBar, QPushButton, QSplitter, QTableWidget, QTableWidgetItem,
+                               QVBoxLayout, QWidget)
+
+from dxstudio.ui.page_view import FillBar, PageView
+
+
+@dataclass
+class ExtractResult:
+    source: str  # the file the page came from
+    page: object  # dxstudio.engine.page.Page
+    fields: dict  # {name: {"value", "words", "confidence", "route"}}
+
+    def to_json(self) -> dict:
+        return {"id": self.page.id, "source": self.source, "fields": self.fields}
+
+
+def newest_model(project) -> Path | None:
+    """The project's model, else the newest run's model file (by the run folder's name)."""
+    m = project.model
+    if m is not None and m.is_file():
+        return m
+    runs = sorted(p for p in project.runs_dir.glob("*/model.safetensors") if p.is_file()) \
+        if project.runs_dir.is_dir() else []
+    return runs[-1] if runs else None
+
+
+def route_of(thresholds: dict | None, field: str, confidence) -> str | None:
+    """"local" at or above the field's stored threshold (else the pooled one), "ask" below it or
+    when no threshold could be set; None when the model has no stored thresholds at all."""
+    if not thresholds or confidence is None:
+        return None
+    t = (thresholds.get("fields") or {}).get(field)
+    if t is None:
+        t = thresholds.get("pooled")
+    if t is None:
+        return "ask"
+    return "local" if confidence >= t else "ask"
+
+
+def load_pages(path: Path) -> list:
+    """The pages of one file: a PDF (its text layer, one page per PDF page) or a page JSON."""
+    from dxstudio.engine.page import load_page
+    from dxstudio.importers import pdf_pages
+
+    if path.suffix.lower() == ".pdf":
+        return pdf_pages(path)
+    return [load_page(path)]
+
+
+class ExtractWorker(QObject):
+    progress = Signal(int, int)
+    result = Signal(object)  # ExtractResult
+    problem = Signal(str)  # one file that could not be read; the rest goes on
+    finished = Signal()
+
+    def __init__(self, model_path, files):
+        super().__init__()
+        self.model_path = model_path
+        self.files = [Path(f) for f in files]
+        self.cancel_requested = False
+
+    def run(self) -> None:
+        from dxstudio.engine.container import ModelFileError, load_model
+        from dxstudio.engine.extract import predict_page, prediction_json
+        from dxstudio.engine.model import to_runtime
+        from dxstudio.engine.page import PageError
+        from dxstudio.importers import SourceError
+
+        try:
+            model = load_model(self.model_path)
+            params = to_runtime(model.params)
+        except (ModelFileError, OSError, ValueError) as e:
+            self.problem.emit(str(e))
+            self.finished.emit()
+            return
+        thresholds = getattr(model, "thresholds", None)
+        for k, path in enumerate(self.files):
+            self.progress.emit(k, len(self.files))
+            if self.cancel_requested:
+                break
+            try:
+                pages = load_pages(path)
+            except (PageError, SourceError, OSError, ValueError) as e:
+                self.problem.emit(str(e) if str(path) in str(e) else f"{path}: {e}")
+                continue
+            for page in pages:
+                try:
+                    pred = predict_page(model.cfg, params, page)
+                except Exception as e:  # one bad page never stops the rest
+                    self.problem.emit(f"{path}: page {page.id}: {type(e).__name__}: {e}")
+                    continue
+                fields = prediction_json(pred)["fields"]
+                for name, v in fields.items():
+                    v["route"] = route_of(thresholds, name, v["confidence"])
+                self.result.emit(ExtractResult(str(path), page, fields))
+        self.progress.emit(len(self.files), len(self.files))
+        self.finished.emit()
+
+
+class ExtractPanel(QWidget):
+    finished = Signal()
+
+    def __init__(self, project, parent=None):
+        super().__init__(parent)
+        self.project = project
+        self.model_path: Path | None = None
+        self.thresholds: dict | None = None
+        self.results: list[ExtractResult] = []
+        self.problems: list[str] = []
+        self._thread: QThread | None = None
+        self._worker: ExtractWorker | None = None
+        self.setAcceptDrops(True)
+
+        self.model_label = QLabel()
+        self.model_label.setWordWrap(True)
+        self.model_label.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        model_button = QPushButton("Model…")
+        model_button.setToolTip("Use another model file (.safetensors)")
+        model_button.clicked.connect(self._choose_model)
+        self.open_button = QPushButton("Open PDFs or pages…")
+        self.open_button.setToolTip("PDF files with a text layer, or page JSON files; you can also drop them here")
+        self.open_button.setStyleSheet("QPushButton { font-weight: bold; padding: 5px 14px; }")
+        self.open_button.clicked.connect(self._choose_files)
+        self.save_button = QPushButton("Save results…")
+        self.save_button.setToolTip("One JSON line per page: its fields, word indices, confidences and routes")
+        self.save_button.setEnabled(False)
+        self.save_button.clicked.connect(lambda: self.save_jsonl())
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 1)
+        self.progress.setValue(0)
+        self.progress.setFormat("drop PDFs or page JSON files here, or press Open")
+        self.note = QLabel()
+        self.note.setWordWrap(True)
+        self.note.setStyleSheet("color: #495057;")
+        top = QHBoxLayout()
+        top.addWidget(self.model_label, 1)
+        top.addWidget(model_button)
+        top.addWidget(self.open_button)
+        top.addWidget(self.save_button)
+
+        self.list = QListWidget()
+        self.list.currentRowChanged.connect(self.show_result)
+        self.view = PageView()
+        self.fill_bar = FillBar(self.view)
+        centre = QWidget()
+        cl = QVBoxLayout(centre)
+        cl.setContentsMargins(0, 0, 0, 0)
+        cl.addWidget(self.fill_bar)
+        cl.addWidget(self.view, 1)
+        self.table = QTableWidget(0, 4)
+        self.table.setHorizontalHeaderLabels(["Field", "Value", "Confidence", "Route"])
+        self.table.verticalHeader().setVisible(False)
+        self.table.setEditTriggers(QTableWidget.NoEditTriggers)
+        self.table.horizontalHeader().setSectionResizeMode(1, QHeaderView.Stretch)
+        split = QSplitter()
+        split.addWidget(self.list)
+        split.addWidget(centre)
+        split.addWidget(self.table)
+        split.setStretchFactor(1, 1)
+        split.setSizes([200, 600, 380])
+        layout = QVBoxLayout(self)
+        layout.addLayout(top)
+        layout.addWidget(self.progress)
+        layout.addWidget(self.note)
+        layout.addWidget(split, 1)
+        self.set_model(newest_model(project))
+
+    # -- the model ---------------------------------------------------------------------------
+    def set_model(self, path) -> bool:
+        from dxstudio.engine.container import ModelFileError, load_model
+
+        self.model_path, self.thresholds = None, None
+        if path is None:
+            self.model_label.setText("<b>No model yet</b>: fine-tune one (Train tab), or choose a model file.")
+            return False
+        try:
+            model = load_model(path)
+        except (ModelFileError, OSError, ValueError) as e:
+            self.model_label.setText(f"<span style='color:#D7191C'>{e}</span>")
+            return False
+        self.model_path = Path(path)
+        self.thresholds = getattr(model, "thresholds", None)
+        fields = ", ".join(model.cfg.fields)
+        if self.thresholds:
+            how = "routes from its stored thresholds: local at or above, ask below"
+        else:
+            how = "no stored thresholds: confidences only, no routes"
+        self.model_label.setText(f"<b>Model</b> {self.model_path} · fields {fields} · {how}")
+        return True
+
+    def _choose_model(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Model", str(self.project.root), "Models (*.safetensors)")
+        if path:
+            self.set_model(path)
+
+    # -- extracting --------------------------------------------------------------------------
+    def _choose_files(self) -> None:
+        paths, _ = QFileDialog.getOpenFileNames(self, "Pages to read", str(self.project.root),
+                                                "PDFs and page JSON (*.pdf *.json);;All files (*)")
+        if paths:
+            self.extract_files(paths)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None
+
+    def extract_files(self, paths) -> bool:
+        if self.running:
+            return False
+        if self.model_path is None:
+            self.note.setText("<span style='color:#D7191C'>No model to read with: fine-tune one in the Train tab "
+                              "or choose a model file (Model…).</span>")
+            return False
+        self.results, self.problems = [], []
+        self.list.clear()
+        self.table.setRowCount(0)
+        self.view.clear_page()
+        self.note.setText("")
+        self._worker = ExtractWorker(self.model_path, paths)
+        self._thread = QThread(self)
+        self._worker.moveToThread(self._thread)
+        self._thread.started.connect(self._worker.run)
+        self._worker.progress.connect(self._on_progress)
+        self._worker.result.connect(self._on_result)
+        self._worker.problem.connect(self._on_problem)
+        self._worker.finished.connect(self._on_finished)
+        self.open_button.setEnabled(False)
+        self._thread.start()
+        return True
+
+    def _on_progress(self, done: int, total: int) -> None:
+        self.progress.setRange(0, max(1, total))
+        self.progress.setValue(done)
+        self.progress.setFormat("%v / %m files read")
+
+    def _on_result(self, r: ExtractResult) -> None:
+        self.results.append(r)
+        n = sum(1 for v in r.fields.values() if v["value"] is not None)
+        asks = sum(1 for v in r.fields.values() if v.get("route") == "ask")
+        item = QListWidgetItem(f"{r.page.id}  ·  {n} value(s)" + (f", {asks} ask" if asks else ""))
+        item.setToolTip(r.source)
+        self.list.addItem(item)
+        if len(self.results) == 1:
+            self.list.setCurrentRow(0)
+
+    def _on_problem(self, message: str) -> None:
+        self.problems.append(message)
+
+    def _on_finished(self) -> None:
+        if self._thread is not None:
+            self._thread.quit()
+            self._thread.wait()
+            self._thread.deleteLater()
+        self._thread, self._worker = None, None
+        self.open_button.setEnabled(True)
+        self.save_button.setEnabled(bool(self.results))
+        parts = [f"Read {len(self.results)} page(s)."]
+        if self.problems:
+            parts.append(f"{len(self.problems)} file(s) skipped: " + "; ".join(self.problems[:3]))
+        if not self.thresholds and self.results:
+            parts.append("This model has no stored thresholds, so no route is shown: confidences only.")
+        self.note.setText(" ".join(parts))
+        self.finished.emit()
+
+    def wait(self, timeout: float = 60.0) -> bool:
+        """For tests and the screenshot command: process events until the job ends."""
+        import time
+
+        from PySide6.QtWidgets import QApplication
+        end = time.monotonic() + timeout
+        while self.running and time.monotonic() < end:
+            QApplication.processEvents()
+            time.sleep(0.01)
+        return not self.running
+
+    def shutdown(self) -> None:
+        if self._worker is not None:
+            self._worker.cancel_requested = True
+        if self._thread is not None:
+            self._thread.quit()
+            self._thread.wait(30000)
+
+    # -- showing -----------------------------------------------------------------------------
+    def show_result(self, row: int) -> None:
+        if not 0 <= row < len(self.results):
+            return
+        r = self.results[row]
+        names = list(r.fields)
+        tags = [0] * len(r.page.words)
+        for c, name in enumerate(names):
+            words = r.fields[name]["words"]
+            for k, i in enumerate(words):
+                tags[i] = (1 if k == 0 else 2) + 2 * c
+        labels = {}
+        for name, v in r.fields.items():
+            if v["confidence"] is not None:
+                labels[name] = f"{name} {v['confidence']:.2f}" + (f" · {v['route']}" if v.get("route") else "")
+        self.view.name_text = labels
+        image_root = Path(r.source).parent
+        self.view.show_page(r.page, tags, field_names=names, image_root=image_root)
+        self.table.setRowCount(len(names))
+        for k, name in enumerate(names):
+            v = r.fields[name]
+            conf = "" if v["confidence"] is None else f"{v['confidence']:.3f}"
+            route = v.get("route") or ("" if v["value"] is None else "—")
+            for col, text in enumerate((name, v["value"] or "(none)", conf, route)):
+                item = QTableWidgetItem(text)
+                if col == 3 and text == "ask":
+                    item.setForeground(Qt.darkRed)
+                self.table.setItem(k, col, item)
+        self.table.resizeColumnToContents(0)
+
+    def save_jsonl(self, path=None) -> int | None:
+        from dxstudio.fsutil import write_bytes_atomic
+
+        if not path:
+            path, _ = QFileDialog.getSaveFileName(self, "Save results", str(self.project.root / "extracted.jsonl"),
+                                                  "JSON lines (*.jsonl)")
+            if not path:
+                return None
+        text = "".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in self.results)
+        try:
+            write_bytes_atomic(path, text.encode("utf-8"))
+        except OSError as e:
+            self.note.setText(f"<span style='color:#D7191C'>{path}: cannot write ({e.strerror or e})</span>")
+            return None
+        self.note.setText(f"Saved {len(self.results)} page(s) to {path}")
+        return len(self.results)
+
+    # -- drag and drop -----------------------------------------------------------------------
+    def dragEnterEvent(self, event):
+        if event.mimeData().hasUrls():
+            event.acceptProposedAction()
+
+    def dropEvent(self, event):
+        paths = [u.toLocalFile() for u in event.mimeData().urls() if u.isLocalFile()]
+        if paths:
+            self.extract_files(paths)
+            event.acceptProposedAction()

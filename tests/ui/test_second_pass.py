@@ -1,0 +1,438 @@
+"""The app's second pass (issue 12), each item driven with keys and clicks like a person would."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QPoint, Qt, QTimer
+from PySide6.QtWidgets import QApplication, QMessageBox
+
+from tests.ui.test_app import Endpoint
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "resources" / "sample"
+
+
+def on_disk(window, pid):
+    return json.loads((window.project_root / "labels" / f"{pid}.json").read_text())
+
+
+def click_tab(qtbot, window, index):
+    bar = window.tabs.tabBar()
+    qtbot.mouseClick(bar, Qt.LeftButton, pos=bar.tabRect(index).center())
+    assert window.tabs.currentIndex() == index
+
+
+def first_with(window, status, plain=False):
+    s = window.session
+    for pid in s.page_ids:
+        if s.statuses[pid].status == status and (not plain or not s.statuses[pid].message):
+            return pid
+    pytest.skip(f"no {status} page in the fixture")
+
+
+# -- defect 1: review keys only in Review ---------------------------------------------------
+
+def test_review_keys_act_only_on_the_review_tab(window, qtbot):
+    s = window.session
+    pid = s.current
+    click_tab(qtbot, window, 1)  # Schema & labels
+    qtbot.keyClick(window, Qt.Key_A)
+    qtbot.keyClick(window, Qt.Key_X)
+    assert on_disk(window, pid)["review"]["state"] == "unreviewed" and s.current == pid
+    click_tab(qtbot, window, 0)
+    window.goto(first_with(window, "unreviewed", plain=True))
+    accepted = s.current
+    qtbot.keyClick(window.view, Qt.Key_A)
+    assert on_disk(window, accepted)["review"]["state"] == "accepted"
+    click_tab(qtbot, window, 2)  # Train: Ctrl+Z must not undo a decision on a page not shown
+    qtbot.keyClick(window, Qt.Key_Z, Qt.ControlModifier)
+    assert on_disk(window, accepted)["review"]["state"] == "accepted"
+    assert not window.actions["undo"].isEnabled() and not window.actions["accept"].isEnabled()
+    click_tab(qtbot, window, 0)
+    qtbot.keyClick(window.view, Qt.Key_Z, Qt.ControlModifier)
+    assert on_disk(window, accepted)["review"]["state"] == "unreviewed"
+
+
+# -- defect 2: Tab after Add field -----------------------------------------------------------
+
+def test_tab_after_add_field_edits_the_new_row(window, qtbot):
+    panel = window.schema_panel
+    click_tab(qtbot, window, 1)
+    before = panel.fields()
+    add = next(b for b in panel.findChildren(type(panel.save_schema_button)) if b.text() == "Add field")
+    qtbot.mouseClick(add, Qt.LeftButton)
+    editor = QApplication.focusWidget()
+    editor.selectAll()
+    qtbot.keyClicks(editor, "vendor")
+    qtbot.keyClick(editor, Qt.Key_Tab)
+    qtbot.keyClicks(QApplication.focusWidget(), "the shop's name")
+    qtbot.keyClick(QApplication.focusWidget(), Qt.Key_Return)
+    qtbot.waitUntil(lambda: panel.fields()[-1]["description"] != "")  # the delegate commits queued
+    after = panel.fields()
+    assert after[:-1] == before  # no other field's description changed
+    assert after[-1]["name"] == "vendor" and after[-1]["description"] == "the shop's name"
+
+
+# -- defect 3: a new field is "not asked" until labelled -------------------------------------
+
+def test_a_new_field_is_not_asked_until_labelled(window, qtbot, monkeypatch):
+    from dxstudio.grounding import project_targets
+
+    s = window.session
+    pid = first_with(window, "unreviewed", plain=True)
+    window.goto(pid)
+    qtbot.keyClick(window.view, Qt.Key_A)
+    assert s.statuses[pid].status == "accepted"
+    old = on_disk(window, pid)
+    kept_before = len(project_targets(s.project).kept)
+    assert kept_before > 0
+    # add a field through the schema editor
+    panel = window.schema_panel
+    click_tab(qtbot, window, 1)
+    add = next(b for b in panel.findChildren(type(panel.save_schema_button)) if b.text() == "Add field")
+    qtbot.mouseClick(add, Qt.LeftButton)
+    editor = QApplication.focusWidget()
+    editor.selectAll()
+    qtbot.keyClicks(editor, "vendor")
+    qtbot.keyClick(editor, Qt.Key_Return)
+    qtbot.mouseClick(panel.save_schema_button, Qt.LeftButton)
+    assert s.field_names[-1] == "vendor"
+    # pages show it as not asked; the accepted page is no longer counted as accepted
+    click_tab(qtbot, window, 0)
+    window.goto(pid)
+    row = next(r for r in s.field_rows() if r.name == "vendor")
+    assert row.status == "not asked" and not row.words
+    assert window.field_panel.rows["vendor"].value.text().endswith("not asked</i>")
+    assert s.statuses[pid].status == "unreviewed" and "vendor not asked yet" in s.statuses[pid].message
+    # training and scoring leave those pages out, saying why
+    t = project_targets(s.project)
+    assert len(t.kept) == 0 and all("vendor not asked yet" in r for _, r in t.excluded)
+    # Label pages asks only for the missing field, and changes no other label
+    bodies = []
+    endpoint = Endpoint({"vendor": "NOT ON THE PAGE"})
+    orig = endpoint.server.RequestHandlerClass.do_POST
+
+    def spy(handler):
+        n = int(handler.headers.get("Content-Length", 0))
+        body = handler.rfile.read(n)
+        bodies.append(json.loads(body))
+        handler.headers.replace_header("Content-Length", "0")
+        orig(handler)
+    endpoint.server.RequestHandlerClass.do_POST = spy
+    try:
+        panel.url.setText(endpoint.url)
+        panel.model.setText("m")
+        click_tab(qtbot, window, 1)
+        with qtbot.waitSignal(panel.labellingFinished, timeout=60000):
+            qtbot.mouseClick(panel.label_button, Qt.LeftButton)
+    finally:
+        endpoint.close()
+    assert len(bodies) == len(s.page_ids)
+    asked = json.dumps(bodies[0]["messages"])
+    assert "vendor" in asked and "subtotal" not in asked and '"total"' not in asked
+    new = on_disk(window, pid)
+    assert {k: v for k, v in new["grounding"].items() if k != "vendor"} == old["grounding"]
+    assert {k: v for k, v in new["answers"].items() if k != "vendor"} == old["answers"]
+    assert new["answers"]["vendor"] == "NOT ON THE PAGE"
+    assert new["review"]["state"] == "unreviewed"  # its new value was never seen: review again
+    assert new["review"]["history"][-1]["op"] == "new fields asked"
+
+
+# -- defect 5: accepting a page with conflicts says why and what to do ----------------------
+
+def test_accepting_a_page_with_conflicts_says_why(window, qtbot):
+    s = window.session
+    window.goto(s.page_ids[0])
+    qtbot.keyClick(window.view, Qt.Key_C)  # next page with conflicts
+    pid = s.current
+    assert s.statuses[pid].status == "conflicts"
+    qtbot.keyClick(window.view, Qt.Key_A)
+    assert on_disk(window, pid)["review"]["state"] == "accepted"
+    assert s.current == pid  # stays, so the reason is on screen
+    text = window.banner.text()
+    assert window.banner.isVisible() and "but it" in text and "To use it" in text
+    assert s.statuses[pid].message in text
+
+
+# -- defect 9: fill opacity, hide, names ------------------------------------------------------
+
+def test_fill_strength_hide_and_field_names(window, qtbot):
+    s = window.session
+    view = window.view
+    pid = next((p for p in s.page_ids if s.goto(p) is None and any(r.words and not r.unscored
+                                                                    for r in s.field_rows())), None)
+    assert pid is not None
+    row = next(r for r in s.field_rows() if r.words and not r.unscored)
+    first = row.words[0]
+    full = view.word_brush(first).color().alpha()
+    assert row.name in view.name_labels()
+    qtbot.keyClick(view, Qt.Key_BracketLeft)  # lighter
+    lighter = view.word_brush(first).color().alpha()
+    assert 0 < lighter < full and window.fill_bar.slider.value() == 90
+    qtbot.keyClick(view, Qt.Key_H)  # hide the fills; the frames stay
+    assert view.word_brush(first).style() == Qt.NoBrush and window.fill_bar.hide_box.isChecked()
+    assert view.word_pen(first).color().alpha() > 0
+    qtbot.keyClick(view, Qt.Key_H)
+    assert view.word_brush(first).color().alpha() == lighter
+    bar = window.fill_bar
+    qtbot.mouseClick(bar.names_box, Qt.LeftButton)
+    assert view.name_labels() == []
+    qtbot.mouseClick(bar.slider, Qt.LeftButton, pos=QPoint(2, bar.slider.height() // 2))
+    assert bar.slider.value() < 90 and view.word_brush(first).color().alpha() < lighter
+
+
+# -- minor items ------------------------------------------------------------------------------
+
+def test_redo_is_enabled_right_after_undo(window, qtbot):
+    window.goto(first_with(window, "unreviewed", plain=True))
+    qtbot.keyClick(window.view, Qt.Key_A)
+    redo = window.field_panel.buttons["redo"]
+    assert not redo.isEnabled()
+    qtbot.keyClick(window.view, Qt.Key_Z, Qt.ControlModifier)
+    assert redo.isEnabled()
+    qtbot.mouseClick(redo, Qt.LeftButton)
+    assert not redo.isEnabled()
+
+
+def test_exclude_advances_and_no_value_key(window, qtbot):
+    s = window.session
+    window.goto(s.page_ids[2])
+    pid = s.current
+    qtbot.keyClick(window.view, Qt.Key_X)
+    assert on_disk(window, pid)["review"]["state"] == "excluded" and s.current == s.page_ids[3]
+    first_field = s.field_names[0]
+    qtbot.keyClick(window.view, Qt.Key_1, Qt.ControlModifier)
+    assert on_disk(window, s.current)["review"]["fixes"][first_field] == []
+    row = next(r for r in s.field_rows() if r.name == first_field)
+    assert row.status == "fixed" and not row.words
+
+
+def test_next_unreviewed_and_next_conflict_keys(window, qtbot):
+    s = window.session
+    window.goto(s.page_ids[0])
+    qtbot.keyClick(window.view, Qt.Key_N)
+    assert s.statuses[s.current].status == "unreviewed" and s.current != s.page_ids[0]
+    qtbot.keyClick(window.view, Qt.Key_C)
+    assert s.statuses[s.current].status == "conflicts"
+
+
+def test_search_box_keys_keep_the_current_page(window, qtbot):
+    s = window.session
+    pl = window.page_list
+    window.goto(s.page_ids[3])
+    qtbot.keyClick(window.view, Qt.Key_F, Qt.ControlModifier)
+    assert pl.search.hasFocus()
+    qtbot.keyClicks(pl.search, s.page_ids[7])
+    qtbot.keyClick(pl.search, Qt.Key_Return)  # opens the first match, keys back to the page
+    assert s.current == s.page_ids[7] and window.view.hasFocus()
+    qtbot.keyClick(window.view, Qt.Key_F, Qt.ControlModifier)
+    qtbot.keyClick(pl.search, Qt.Key_Escape)  # clears; the page stays current and selected
+    assert pl.search.text() == "" and s.current == s.page_ids[7]
+    assert len(pl.visible_ids()) == len(s.page_ids)
+    assert pl.list.currentItem().text() == s.page_ids[7] and window.view.hasFocus()
+    qtbot.keyClick(window.view, Qt.Key_F, Qt.ControlModifier)
+    qtbot.keyClick(pl.search, Qt.Key_Down)
+    assert pl.list.hasFocus()
+
+
+def test_filter_counts_progress_and_wording(window, qtbot):
+    s = window.session
+    c = s.counts()
+    texts = [window.page_list.filter.itemText(k) for k in range(window.page_list.filter.count())]
+    assert f"All pages ({len(s.page_ids)})" in texts and f"Unreviewed ({c['unreviewed']})" in texts
+    if c["conflicts"]:
+        assert f"{c['conflicts']} with conflicts" in window.counts_label.text()
+        assert "has conflicts" not in window.counts_label.text().lower()
+    assert window.page_list.progress.value() == 0
+    window.goto(first_with(window, "unreviewed", plain=True))
+    qtbot.keyClick(window.view, Qt.Key_A)
+    qtbot.keyClick(window.view, Qt.Key_X)
+    bar = window.page_list.progress
+    assert bar.value() == 2 and bar.format() == f"2 of {len(s.page_ids)} reviewed"
+    texts = [window.page_list.filter.itemText(k) for k in range(window.page_list.filter.count())]
+    assert "Excluded (1)" in texts
+
+
+def test_relaunch_opens_the_page_shown_last(window, qtbot, activate):
+    from dxstudio.ui.app import MainWindow
+
+    s = window.session
+    for _ in range(5):
+        qtbot.keyClick(window.view, Qt.Key_J)
+    pid = s.current
+    window.close()
+    state = json.loads((window.project_root / ".cache" / "app-state.json").read_text())
+    assert state == {"page": pid}
+    again = activate(MainWindow(window.project_root))
+    assert again.session.current == pid and again.page_list.list.currentItem().text() == pid
+
+
+def test_window_shrinks_to_1010_and_fits_1280x1024(window, qtbot):
+    assert window.minimumSizeHint().width() <= 1010 and window.minimumSize().width() <= 1010
+    window.resize(1010, 640)
+    QApplication.processEvents()
+    assert window.width() == 1010
+    avail = window.screen().availableGeometry()
+    if avail.width() >= 1010:
+        assert window.frameGeometry().width() <= max(1400, avail.width())
+
+
+def test_closing_during_training_asks_first(window, qtbot, monkeypatch):
+    panel = window.training_panel
+    if panel is None:
+        pytest.skip("no training panel")
+    monkeypatch.setattr(type(panel), "is_running", property(lambda self: True))
+    stopped = []
+    monkeypatch.setattr(panel, "shutdown", lambda *a, **k: stopped.append(1) or True)
+    asked = []
+
+    def answer(button):
+        box = QApplication.activeModalWidget()
+        asked.append(box.text() if box is not None else None)
+        if box is not None:
+            qtbot.mouseClick(box.button(button), Qt.LeftButton)
+
+    QTimer.singleShot(200, lambda: answer(QMessageBox.StandardButton.No))
+    window.close()
+    assert asked and "Fine-tuning is still running" in asked[0]
+    assert window.isVisible() and not stopped
+    QTimer.singleShot(200, lambda: answer(QMessageBox.StandardButton.Yes))
+    window.close()
+    assert not window.isVisible() and stopped
+
+
+# -- missing steps ----------------------------------------------------------------------------
+
+def test_question_mark_shows_every_key(window, qtbot):
+    qtbot.keyClick(window.view, Qt.Key_Question)
+    qtbot.waitUntil(lambda: getattr(window, "keys_dialog", None) is not None and window.keys_dialog.isVisible())
+    window.keys_dialog.close()
+    click_tab(qtbot, window, 2)  # help works on every tab
+    qtbot.keyClick(window, Qt.Key_F1)
+    qtbot.waitUntil(lambda: window.keys_dialog.isVisible())
+    rows = window.keys_dialog.rows()
+    keys = " | ".join(k for k, _ in rows)
+    for name, action in window.actions.items():
+        if name.startswith(("field_", "no_value_")):
+            continue
+        for seq in action.shortcuts():
+            assert seq.toString() in keys or seq.toString(seq.SequenceFormat.NativeText) in keys, name
+    assert any("no value" in what for _, what in rows)
+
+
+def test_export_reviewed_labels_as_jsonl_and_csv(window, qtbot, tmp_path, monkeypatch):
+    import csv
+
+    from PySide6.QtWidgets import QFileDialog
+
+    s = window.session
+    window.goto(first_with(window, "unreviewed", plain=True))
+    pid = s.current
+    rows = {r.name: r for r in s.field_rows()}
+    qtbot.keyClick(window.view, Qt.Key_A)
+    out = tmp_path / "reviewed.jsonl"
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(out), ""))
+    qtbot.keyClick(window.view, Qt.Key_E, Qt.ControlModifier)
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [x["id"] for x in lines] == [pid]
+    for name, r in rows.items():
+        assert lines[0]["fields"][name]["words"] == list(r.words)
+        assert lines[0]["fields"][name]["value"] == (r.text or None)
+    out = tmp_path / "reviewed.csv"
+    qtbot.keyClick(window.view, Qt.Key_E, Qt.ControlModifier)
+    table = list(csv.reader(out.open()))
+    assert table[0] == ["id"] + s.field_names and table[1][0] == pid
+    assert table[1][1:] == [rows[n].text for n in s.field_names]
+
+
+def test_import_pages_in_the_background_with_a_report(window, qtbot, tmp_path, monkeypatch):
+    src = tmp_path / "src"
+    src.mkdir()
+    page = json.loads((window.project_root / "pages" / f"{window.session.page_ids[0]}.json").read_text())
+    for k in range(3):
+        page["id"] = f"new_{k}"
+        (src / f"new_{k}.json").write_text(json.dumps(page))
+    (src / "broken.json").write_text("{not json")
+    n_before = len(window.session.page_ids)
+    qtbot.keyClick(window, Qt.Key_I, Qt.ControlModifier)
+    dialog = window._jobs[-1]
+    qtbot.waitExposed(dialog)
+    dialog.format.setCurrentIndex(dialog.format.findData("json"))
+    dialog.source.setText(str(src))
+    with qtbot.waitSignal(dialog.imported, timeout=60000) as done:
+        qtbot.mouseClick(dialog.import_button, Qt.LeftButton)
+    assert done.args[0]["added"] == 3 and len(done.args[0]["errors"]) == 1
+    text = dialog.report.toPlainText()
+    assert "Added 3 page(s)" in text and "Skipped 1 file(s)" in text and "broken.json" in text
+    assert len(window.session.page_ids) == n_before + 3  # the window re-read the project
+    assert dialog.progress.value() == dialog.progress.maximum()
+
+
+def test_new_project_from_the_file_menu(window, qtbot, tmp_path):
+    from dxstudio.project import Project
+
+    qtbot.keyClick(window, Qt.Key_N, Qt.ControlModifier)
+    dialog = window._jobs[-1]
+    qtbot.waitExposed(dialog)
+    dialog.folder.setText(str(tmp_path / "invoices"))
+    qtbot.keyClicks(dialog.name, "Invoices")
+    qtbot.keyClicks(dialog.fields, "total, date = the invoice date")
+    qtbot.mouseClick(dialog.create_button, Qt.LeftButton)
+    p = Project.open(tmp_path / "invoices")
+    assert p.name == "Invoices" and p.field_names == ["total", "date"]
+    assert p.field("date").description == "the invoice date"
+    opened = window._jobs[-1]
+    assert opened is not dialog and opened.project_root == tmp_path / "invoices"
+    assert "Import pages" in opened.banner.text()
+    opened.close()
+    # a folder that is already a project is refused with the file named
+    dialog2_count = len(window._jobs)
+    qtbot.keyClick(window, Qt.Key_N, Qt.ControlModifier)
+    d2 = window._jobs[dialog2_count]
+    d2.folder.setText(str(tmp_path / "invoices"))
+    qtbot.mouseClick(d2.create_button, Qt.LeftButton)
+    assert "already exists" in d2.message.text() and "dxproject.json" in d2.message.text()
+
+
+def test_extract_tab_reads_pages_and_saves_json_lines(window, qtbot, tmp_path, monkeypatch):
+    from PySide6.QtWidgets import QFileDialog
+
+    from dxstudio.engine.config import size_config
+    from dxstudio.engine.container import save_model
+    from dxstudio.engine.params import new_params
+
+    cfg = size_config("tiny", window.session.field_names)
+    model = tmp_path / "m.safetensors"
+    save_model(model, cfg, new_params(cfg, 1))
+    panel = window.extract_panel
+    assert panel.set_model(model) and "confidences only" in panel.model_label.text()
+    pages = [window.project_root / "pages" / f"{pid}.json" for pid in window.session.page_ids[:2]]
+    bad = tmp_path / "bad.json"
+    bad.write_text("[]")
+    click_tab(qtbot, window, 4)
+    monkeypatch.setattr(QFileDialog, "getOpenFileNames", lambda *a, **k: ([str(p) for p in pages] + [str(bad)], ""))
+    with qtbot.waitSignal(panel.finished, timeout=120000):
+        qtbot.mouseClick(panel.open_button, Qt.LeftButton)
+    assert len(panel.results) == 2 and len(panel.problems) == 1 and "bad.json" in panel.problems[0]
+    assert panel.table.rowCount() == len(window.session.field_names)
+    assert panel.view.page is not None and panel.view.page.id == window.session.page_ids[0]
+    out = tmp_path / "out.jsonl"
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(out), ""))
+    qtbot.mouseClick(panel.save_button, Qt.LeftButton)
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [x["id"] for x in lines] == window.session.page_ids[:2]
+    assert set(lines[0]["fields"]) == set(window.session.field_names)
+    for v in lines[0]["fields"].values():
+        assert v["route"] is None and (v["confidence"] is None or 0 <= v["confidence"] <= 1)
+
+
+def test_extract_routes_follow_stored_thresholds():
+    from dxstudio.ui.extract_panel import route_of
+
+    th = {"pooled": 0.9, "fields": {"total": 0.99, "date": None}}
+    assert route_of(th, "total", 0.995) == "local" and route_of(th, "total", 0.95) == "ask"
+    assert route_of(th, "date", 0.95) == "local" and route_of(th, "date", 0.5) == "ask"
+    assert route_of(None, "total", 0.99) is None and route_of(th, "total", None) is None
+    assert route_of({"pooled": None, "fields": {}}, "total", 0.999) == "ask"
