@@ -436,3 +436,33 @@ def test_extract_routes_follow_stored_thresholds():
     assert route_of(th, "date", 0.95) == "local" and route_of(th, "date", 0.5) == "ask"
     assert route_of(None, "total", 0.99) is None and route_of(th, "total", None) is None
     assert route_of({"pooled": None, "fields": {}}, "total", 0.999) == "ask"
+
+
+def test_the_sample_has_page_images_drawn_from_its_words(qtbot, activate, tmp_path, monkeypatch, qapp):
+    from PySide6.QtGui import QImage
+
+    from dxstudio.project import Project
+    from dxstudio.ui.app import MainWindow, sample_project
+    from dxstudio.ui.page_image import render_page_image
+
+    if not (SAMPLE / "dxproject.json").exists():
+        pytest.skip("no bundled sample")
+    project = Project.open(SAMPLE)
+    total = 0
+    for pid in project.page_ids():
+        page = project.load_page(pid)
+        assert page.image == f"images/{pid}.png"
+        path = SAMPLE / "pages" / page.image
+        total += path.stat().st_size
+    assert total < 3_000_000  # modest
+    page = project.load_page(project.page_ids()[0])
+    png = render_page_image(page)
+    assert png == render_page_image(page)  # deterministic
+    img = QImage.fromData(png)
+    assert (img.width(), img.height()) == (round(page.width / 2), round(page.height / 2))
+    assert "CC BY 4.0" in (SAMPLE / "CREDITS.md").read_text() and "page_image.py" in (SAMPLE / "CREDITS.md").read_text()
+    monkeypatch.setenv("DXSTUDIO_HOME", str(tmp_path / "home"))
+    w = activate(MainWindow(sample_project()))
+    assert w.view.has_image and not w.view.notice
+    qtbot.keyClick(w.view, Qt.Key_J)
+    assert w.view.has_image and not w.view.notice
