@@ -1,4 +1,4 @@
-"""`dxstudio screenshot PROJECT OUT.png --screen review|schema|training|results`.
+"""`dxstudio screenshot PROJECT OUT.png --screen review|schema|training|results|extract`.
 
 Renders a screen of the real app (dxstudio.ui.app.MainWindow) offscreen to a PNG. For
 "training" and "results" it first runs a real fine-tune through the Train tab, on a copy of
@@ -6,7 +6,8 @@ the project (the project itself gets no run folder). By default that is a short 
 model, about --steps steps, with a learning rate that learns something in that time: quick,
 for tests); with --project-settings it is the run the project's own tuning settings make
 (dxproject.json "settings"), as pressing Fine-tune in the app would. The Train tab's form shows
-the settings the run used. The PNG is --size pixels (default 1400x880), written atomically.
+the settings the run used. "extract" then reads the first EXTRACT_PAGES held-out pages with the
+new model in the Extract tab (their page JSON files, as a person would open them). The PNG is --size pixels (default 1400x880), written atomically.
 """
 from __future__ import annotations
 
@@ -17,9 +18,11 @@ import tempfile
 import time
 from pathlib import Path
 
-SCREENS = ("review", "schema", "training", "results")
-TAB_OF_SCREEN = {"review": "Review", "schema": "Schema & labels", "training": "Train", "results": "Results"}
-TRAINED_SCREENS = ("training", "results")  # these first fine-tune on a copy of the project
+SCREENS = ("review", "schema", "training", "results", "extract")
+TAB_OF_SCREEN = {"review": "Review", "schema": "Schema & labels", "training": "Train", "results": "Results",
+                 "extract": "Extract"}
+TRAINED_SCREENS = ("training", "results", "extract")  # these first fine-tune on a copy of the project
+EXTRACT_PAGES = 4  # the extract screen reads this many held-out pages with the new model
 # A short run that learns something: a tiny model with a brisk rate trains a few seconds.
 SHORT_RUN = {"size": "tiny", "lr": 0.01, "backbone_scale": 1.0, "warmup": 5}
 
@@ -129,6 +132,15 @@ def render(project: Path, out: Path, screen: str, size=(1400, 880), steps: int =
                     raise OSError(f"{project}: the fine-tune did not finish within {timeout:g} s")
                 if panel.last_error is not None:
                     raise ValueError(f"{project}: fine-tuning failed: {panel.last_error}")
+            if screen == "extract":
+                results = window.results_panel
+                panel = window.extract_panel
+                if not panel.set_model(results.run_dir / "model.safetensors"):
+                    raise OSError(f"{project}: the new model cannot be read: {panel.model_label.text()}")
+                ids = results.heldout_ids[:EXTRACT_PAGES]
+                panel.extract_files([root / "pages" / f"{pid}.json" for pid in ids])
+                if not panel.wait(timeout):
+                    raise OSError(f"{project}: the Extract tab did not finish within {timeout:g} s")
             window.tabs.setCurrentIndex(tabs[TAB_OF_SCREEN[screen]])
             _process_until(app, lambda: False, 0.3)  # let layouts and plots settle
             window.resize(*size)
