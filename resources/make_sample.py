@@ -64,11 +64,13 @@ def _page_images(root: Path) -> None:
     import os
 
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    from PySide6.QtGui import QGuiApplication
+    from PySide6.QtWidgets import QApplication
 
     from dxstudio.ui.page_image import write_sample_images
 
-    app = QGuiApplication.instance() or QGuiApplication(sys.argv[:1])  # noqa: F841 (fonts need it)
+    # fonts need an application; a full QApplication, so that widgets made later in the same
+    # process (the app's tests) still work
+    app = QApplication.instance() or QApplication(sys.argv[:1])  # noqa: F841
     write_sample_images(root)
 
 

@@ -7,7 +7,7 @@ bundled sample: CORD receipts whose words and boxes are CC BY 4.0, see resources
                                                      "image": "images/<id>.png" in its page JSON
 
 Deterministic for a given Qt and font (the same bytes on every call); the text is fitted to
-its box, so the image shows what the model reads, nothing more. Needs a QGuiApplication.
+its box, so the image shows what the model reads, nothing more. Needs a QApplication (a QGuiApplication would do, but widgets made later would fail).
 Regenerate the sample's images with `python -m dxstudio.ui.page_image resources/sample`.
 """
 from __future__ import annotations
@@ -80,8 +80,8 @@ if __name__ == "__main__":
     import os
 
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    from PySide6.QtGui import QGuiApplication
+    from PySide6.QtWidgets import QApplication
 
-    app = QGuiApplication(sys.argv[:1])
+    app = QApplication(sys.argv[:1])
     root = Path(sys.argv[1] if len(sys.argv) > 1 else "resources/sample")
     print(f"{write_sample_images(root)} page images in {root / 'pages' / 'images'}")
