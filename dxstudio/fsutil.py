@@ -57,11 +57,21 @@ def write_json_atomic(path, obj, indent: int | None = 2) -> None:
 
 def read_json(path, error=ValueError):
     """Parse a UTF-8 JSON file; any problem raises `error` with one line naming the file."""
+    return parse_json(read_file_bytes(path, error), path, error)
+
+
+def read_file_bytes(path, error=ValueError) -> bytes:
+    """A file's bytes; a problem raises `error` with one line naming the file."""
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        return path.read_bytes()
     except OSError as e:
         raise error(f"{path}: cannot read ({e.strerror or e})") from None
+
+
+def parse_json(raw: bytes, path, error=ValueError):
+    """Parse bytes read from `path` as UTF-8 JSON (for callers that keep the bytes, e.g. to hash
+    exactly what they read); a problem raises `error` naming the file."""
     try:
         return json.loads(raw.decode("utf-8-sig"))  # a byte-order mark is tolerated
     except UnicodeDecodeError:

@@ -425,6 +425,8 @@ class ProjectTargets:
     kept: list  # [(page id, Page, PageTargets)]
     excluded: list  # [(page id, reason)]
     errors: list  # [(page id, message)] pages or label files that did not load
+    # {page id: (page file bytes, label file bytes or b"")} of the kept pages: what was read
+    sources: dict = field(default_factory=dict)
 
     def not_trainable_reason(self) -> str | None:
         """A clear message when the project cannot be trained on (no usable page, or only
@@ -465,11 +467,11 @@ def project_targets(project, max_words: int | None = None, field_names=None) -> 
     from dxstudio.engine.page import PageError
 
     names = list(field_names) if field_names is not None else project.field_names
-    kept, excluded, errors = [], [], []
+    kept, excluded, errors, sources = [], [], [], {}
     for pid in project.page_ids():
         try:
-            page = project.load_page(pid)
-            labels = project.load_labels(pid)
+            page, page_raw = project.read_page(pid)
+            labels, label_raw = project.read_labels(pid)
             t = page_targets(page, labels, names, max_words)
         except (PageError, LabelError) as e:
             errors.append((pid, str(e)))
@@ -478,4 +480,5 @@ def project_targets(project, max_words: int | None = None, field_names=None) -> 
             excluded.append((pid, t.reason))
         else:
             kept.append((pid, page, t))
-    return ProjectTargets(kept, excluded, errors)
+            sources[pid] = (page_raw, label_raw)
+    return ProjectTargets(kept, excluded, errors, sources)

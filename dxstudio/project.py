@@ -23,8 +23,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dxstudio.engine.page import Page, PageError, load_page as _load_page_file
-from dxstudio.fsutil import read_json, write_json_atomic
+from dxstudio.engine.page import Page, PageError, load_page as _load_page_file, page_from_dict
+from dxstudio.fsutil import parse_json, read_file_bytes, read_json, write_json_atomic
 
 PROJECT_FILE = "dxproject.json"
 DEFAULT_WEIGHT = 3.0
@@ -253,6 +253,14 @@ def _check_labelling(v, source: str) -> dict:
     return dict(v)
 
 
+def copy_project(src, dst) -> Path:
+    """A scratch copy of a project folder: everything but its runs and cache."""
+    import shutil
+
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("runs", ".cache"))
+    return Path(dst)
+
+
 class Project:
     def __init__(self, root: Path, data: dict, schema: list[Field]):
         self.root = Path(root)
@@ -412,11 +420,16 @@ class Project:
         return self.page_path(page_id).is_file()
 
     def load_page(self, page_id: str) -> Page:
+        return self.read_page(page_id)[0]
+
+    def read_page(self, page_id: str) -> tuple[Page, bytes]:
+        """The page and the bytes it was parsed from (the tuner hashes exactly what it read)."""
         path = self.page_path(page_id)
-        page = _load_page_file(path)
+        raw = read_file_bytes(path, PageError)
+        page = page_from_dict(parse_json(raw, path, PageError), str(path))
         if page.id != page_id:
             raise PageError(f"{path}: 'id' is {page.id!r} but the file name says {page_id!r}")
-        return page
+        return page, raw
 
     def add_page(self, page: Page) -> str:
         """Save a page. Returns "added", or "unchanged" when the same page is already there.
@@ -441,10 +454,15 @@ class Project:
 
     # -- labels --------------------------------------------------------------------------
     def load_labels(self, page_id: str) -> LabelFile:
+        return self.read_labels(page_id)[0]
+
+    def read_labels(self, page_id: str) -> tuple[LabelFile, bytes]:
+        """The label file and the bytes it was parsed from (b"" when the page has none yet)."""
         path = self.label_path(page_id)
         if not path.exists():
-            return LabelFile(page=page_id)
-        return load_label_file(path, page_id)
+            return LabelFile(page=page_id), b""
+        raw = read_file_bytes(path, LabelError)
+        return label_from_dict(parse_json(raw, path, LabelError), str(path), page_id), raw
 
     def save_labels(self, page_id: str, labels: LabelFile) -> None:
         if labels.page != page_id:
@@ -454,6 +472,27 @@ class Project:
     def label_files(self) -> list[Path]:
         """Every training label file (labels/<id>.json of a page in the project), sorted by id."""
         return [p for p in (self.label_path(i) for i in self.page_ids()) if p.is_file()]
+
+    def discard_new(self, root_existed: bool) -> None:
+        """Undo a create() whose first use failed (an import that added nothing): remove
+        dxproject.json and the folders create() made, only where they are still empty, and the
+        project folder itself only if it did not exist before. Nothing with content is removed."""
+        if self.page_ids():
+            return
+        try:
+            self.project_file.unlink()
+        except FileNotFoundError:
+            pass
+        for sub in (self.pages_dir, self.labels_dir, self.runs_dir, self.cache_dir):
+            try:
+                sub.rmdir()
+            except OSError:  # missing or not empty: keep
+                pass
+        if not root_existed:
+            try:
+                self.root.rmdir()
+            except OSError:
+                pass
 
     def __repr__(self) -> str:
         return f"Project({str(self.root)!r}, name={self.name!r}, fields={self.field_names})"

@@ -2,13 +2,17 @@
 
 Each command lives in the module named for what it does; this file only routes. A module
 named here provides `configure(name, parser)` and `run(name, args) -> int` and imports its
-heavy parts (the engine, Qt) inside `run`, so `dxstudio --help` stays quick.
+heavy parts (the engine, Qt) inside `run`, so `dxstudio --help` stays quick. Errors, JSON
+output and progress go through dxstudio.cli.common (fail, emit_json, progress); the exit
+codes are listed there and in every --help.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
 import sys
+
+from dxstudio.cli.common import EXIT_CODES, FAILED, CliError, report_error, set_command
 
 # (command, module, one-line help)
 COMMANDS = [
@@ -26,10 +30,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dxstudio", usage="dxstudio [PROJECT] | dxstudio COMMAND ...",
         description="Local document extraction models from a labelling model's answers. "
-                    "With no command, opens the app on PROJECT (default: the bundled sample).")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+                    "With no command, opens the app on PROJECT (default: the bundled sample).",
+        epilog=EXIT_CODES)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", prog="dxstudio")
     for name, module, help_text in COMMANDS:
-        p = sub.add_parser(name, help=help_text, description=help_text)
+        p = sub.add_parser(name, help=help_text, description=help_text, epilog=EXIT_CODES)
         try:
             mod = importlib.import_module(module)
         except ImportError as e:  # a part not installed should not break the other commands
@@ -64,11 +69,16 @@ def main(argv=None) -> int:
         from dxstudio.ui.app import run_app
         return run_app(argv[0] if argv else None)
     parser = build_parser()
-    args = parser.parse_args(argv)
-    if getattr(args, "_missing", None):
-        print(f"dxstudio {args.command}: not available ({args._missing})", file=sys.stderr)
-        return 2
-    return int(args._module.run(args.command, args) or 0)
+    args = parser.parse_args(argv)  # bad arguments: argparse says why and exits 2
+    set_command(args.command)
+    try:
+        if getattr(args, "_missing", None):
+            raise CliError(f"not available ({args._missing})", FAILED)
+        return int(args._module.run(args.command, args) or 0)
+    except CliError as e:
+        return report_error(e)
+    finally:
+        set_command(None)
 
 
 if __name__ == "__main__":

@@ -1,21 +1,35 @@
 """`dxstudio new-model` and `dxstudio extract`."""
 from __future__ import annotations
 
-import json
-import sys
+
+from dxstudio.cli.common import FAILED, OK, PARTIAL, emit_json, fail, progress, warn
+
+MAX_SEED = (1 << 64) - 1
+
+
+def _seed(text: str) -> int:
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer in [0, 2^64), not {text!r}") from None
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must be an integer in [0, 2^64), not {text} (it would wrap)")
+    return value
 
 
 def configure(name, p):
     if name == "new-model":
         p.add_argument("out", help="model file to write (.safetensors)")
-        p.add_argument("--seed", type=int, default=0, help="SplitMix64 seed (default 0)")
-        p.add_argument("--size", choices=["tiny", "base"], default="base")
+        p.add_argument("--seed", type=_seed, default=0, help="SplitMix64 seed, 0 to 2^64-1 (default 0)")
+        p.add_argument("--size", choices=["tiny", "base"], default="base", help="(default base)")
         p.add_argument("--fields", help="comma-separated schema fields (default: vendor,date,total,invoice_number)")
         p.add_argument("--kernels", choices=["reference", "fast"], default="fast", help="(accepted for symmetry; a new model does no arithmetic)")
     else:
         p.add_argument("model", help="model file (.safetensors)")
         p.add_argument("pages", nargs="+", help="page JSON files")
-        p.add_argument("--kernels", choices=["reference", "fast"], default="fast")
+        p.add_argument("--kernels", choices=["reference", "fast"], default="fast", help="(default fast)")
 
 
 def run(name, args) -> int:
@@ -24,24 +38,37 @@ def run(name, args) -> int:
     return _extract(args)
 
 
+def parse_fields(text: str | None) -> list[str] | None:
+    """--fields: None when not given; a given list must name at least one field, none empty."""
+    if text is None:
+        return None
+    fields = [f.strip() for f in text.split(",")]
+    if not any(fields):
+        fail(f"--fields {text!r} names no field; give comma-separated names (or leave --fields out "
+             f"for the default schema)")
+    if not all(fields):
+        fail(f"--fields {text!r} has an empty name between commas")
+    return fields
+
+
 def _new_model(args) -> int:
     from dxstudio.engine.config import size_config
     from dxstudio.engine.container import save_model
     from dxstudio.engine.params import new_params
 
-    fields = [f.strip() for f in args.fields.split(",")] if args.fields else None
+    fields = parse_fields(args.fields)
     try:
         cfg = size_config(args.size, fields)
         cfg.validate()
         params = new_params(cfg, args.seed)
         save_model(args.out, cfg, params)
-    except (ValueError, OSError) as e:
-        print(f"dxstudio new-model: {e}", file=sys.stderr)
-        return 2
+    except ValueError as e:
+        fail(e)
+    except OSError as e:
+        fail(f"{args.out}: cannot write ({e.strerror or e})")
     n = sum(v.size for v in params.values())
-    print(json.dumps({"model": args.out, "size": args.size, "seed": args.seed, "parameters": n,
-                      "fields": list(cfg.fields)}))
-    return 0
+    emit_json({"model": args.out, "size": args.size, "seed": args.seed, "parameters": n, "fields": list(cfg.fields)})
+    return OK
 
 
 def _extract(args) -> int:
@@ -49,27 +76,26 @@ def _extract(args) -> int:
     from dxstudio.engine.extract import predict_page, prediction_json
     from dxstudio.engine.model import to_runtime
     from dxstudio.engine.page import PageError, load_page
-    from dxstudio.progress import ProgressBar
 
     try:
         model = load_model(args.model)
     except ModelFileError as e:
-        print(f"dxstudio extract: {e}", file=sys.stderr)
-        return 2
+        fail(e)
     params = to_runtime(model.params)
     failed = 0
-    with ProgressBar(len(args.pages), "extract", enabled=None if len(args.pages) > 1 else False) as bar:
+    with progress(len(args.pages), "extract", show=len(args.pages) > 1) as bar:
         for path in args.pages:
             try:
                 page = load_page(path)
                 pred = predict_page(model.cfg, params, page, args.kernels)
             except PageError as e:
-                print(f"dxstudio extract: {e}", file=sys.stderr)
+                warn(e)
                 failed += 1
             else:
-                sys.stdout.write(json.dumps(prediction_json(pred), ensure_ascii=False) + "\n")
-                sys.stdout.flush()
+                emit_json(prediction_json(pred))
             bar.update()
     if failed == len(args.pages):
-        return 2
-    return 1 if failed else 0
+        return FAILED
+    return PARTIAL if failed else OK
+
+

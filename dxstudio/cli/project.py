@@ -1,15 +1,15 @@
 """`dxstudio import FORMAT SRC PROJECT` and `dxstudio label PROJECT [--jsonl FILE] [--limit N]`.
 
-A JSON summary goes to stdout, one line per bad file to stderr, a progress bar to stderr.
-Exit code: 0 all went well, 1 some files failed, 2 nothing could be done.
+A JSON summary goes to stdout (one line), one line per bad file to stderr, a progress bar to
+stderr when it is a terminal. Exit code: 0 all went well, 1 some files failed, 2 nothing could
+be done.
 """
 from __future__ import annotations
 
-import json
-import sys
+from pathlib import Path
 
+from dxstudio.cli.common import FAILED, OK, PARTIAL, emit_json, fail, progress, warn
 from dxstudio.importers import FORMATS  # light: the importers' own imports are the standard library
-from dxstudio.progress import ProgressBar
 
 
 def configure(name: str, parser) -> None:
@@ -29,34 +29,38 @@ def configure(name: str, parser) -> None:
 
 def _emit(summary: dict, errors) -> None:
     for where, message in errors:
-        print(message if str(where) in message else f"{where}: {message}", file=sys.stderr)
-    print(json.dumps(summary, ensure_ascii=False, indent=2))
+        warn(message if str(where) in message else f"{where}: {message}")
+    emit_json(summary)
 
 
 def _run_import(args) -> int:
     from dxstudio.importers import SourceError, import_pages
-    from dxstudio.project import Project, ProjectError
+    from dxstudio.project import PROJECT_FILE, Project, ProjectError
 
+    root = Path(args.project)
+    root_existed, is_new = root.exists(), not (root / PROJECT_FILE).exists()
+    if is_new and not Path(args.src).exists():  # said before anything is created
+        fail(f"{args.src}: no such file or folder")
     try:
-        project = Project.open_or_create(args.project, args.name)
-    except ProjectError as e:
-        print(f"dxstudio import: {e}", file=sys.stderr)
-        return 2
-    bar = ProgressBar(label=f"import {args.format}", enabled=True)
+        project = Project.open_or_create(root, args.name)
+    except (ProjectError, OSError) as e:
+        fail(e)
     try:
-        report = import_pages(args.format, args.src, project, progress=bar)
-    except (SourceError, ProjectError) as e:
-        bar.close()
-        print(f"dxstudio import: {e}", file=sys.stderr)
-        return 2
-    bar.close()
+        with progress(label=f"import {args.format}") as bar:
+            report = import_pages(args.format, args.src, project, progress=bar)
+    except (SourceError, ProjectError, OSError) as e:
+        if is_new:  # a project made for this import only: leave nothing behind
+            project.discard_new(root_existed)
+        fail(e)
+    if is_new and report.errors and not (report.added or report.unchanged):  # failed: nothing left
+        project.discard_new(root_existed)
     summary = report.to_dict()
     summary["project"] = str(project.root)
     summary["pages_in_project"] = len(project.page_ids())
     _emit({k: v for k, v in summary.items() if k != "errors"} | {"failed": len(report.errors)}, report.errors)
     if report.errors:
-        return 2 if not (report.added or report.unchanged) else 1
-    return 0
+        return FAILED if not (report.added or report.unchanged) else PARTIAL
+    return OK
 
 
 def _run_label(args) -> int:
@@ -71,24 +75,20 @@ def _run_label(args) -> int:
             report = import_answers_jsonl(project, args.jsonl)
         else:
             client = LabelClient.from_project(project, timeout=args.timeout, retries=args.retries)
-            bar = ProgressBar(label="label", enabled=True)
-            try:
+            with progress(label="label") as bar:
                 report = label_project(project, client, limit=args.limit, progress=bar, force=args.force)
-            finally:
-                bar.close()
     except (ProjectError, LabelError, LabellingError) as e:
-        print(f"dxstudio label: {e}", file=sys.stderr)
-        return 2
+        fail(e)
     summary = report.to_dict()
     summary.pop("errors")
     summary["failed"] = len(report.errors)
     summary["project"] = str(project.root)
     _emit(summary, report.errors)
     if report.stopped:
-        print(f"dxstudio label: {report.stopped}", file=sys.stderr)
+        warn(report.stopped)
     if report.errors or report.stopped:
-        return 2 if not report.labelled else 1
-    return 0
+        return FAILED if not report.labelled else PARTIAL
+    return OK
 
 
 def run(name: str, args) -> int:
@@ -96,4 +96,4 @@ def run(name: str, args) -> int:
         return _run_import(args)
     if name == "label":
         return _run_label(args)
-    raise ValueError(f"dxstudio.cli.project does not handle {name!r}")
+    fail(f"dxstudio.cli.project does not handle {name!r}")

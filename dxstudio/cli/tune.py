@@ -1,45 +1,43 @@
-"""`dxstudio tune` and `dxstudio eval`."""
+"""`dxstudio tune` and `dxstudio eval`. Their settings options come from the settings table
+(dxstudio/tuning/settings.py); the run folder is a dxstudio.tuning.rundir.RunDir."""
 from __future__ import annotations
 
 import json
-import sys
+import signal
+import threading
 import time
-from pathlib import Path
+
+from dxstudio.cli.common import INTERRUPTED, emit_json, fail, progress, warn
 
 
 def configure(name, p):
+    from dxstudio.tuning.settings import add_arguments  # light: the table is plain Python
+
     if name == "tune":
         p.add_argument("project", help="project folder")
-        p.add_argument("--epochs", type=int)
-        p.add_argument("--batch", type=int)
-        p.add_argument("--lr", type=float, help="peak learning rate")
-        p.add_argument("--warmup", type=int, help="warm-up steps")
-        p.add_argument("--backbone-scale", type=float, help="0 trains the tag head only")
-        p.add_argument("--field-weight", type=float, help="weight of every B-/I- tag (default: the schema's)")
-        p.add_argument("--heldout-fraction", type=float)
-        p.add_argument("--seed", type=int)
-        p.add_argument("--size", choices=["tiny", "base"], help="size of a new model when the project names none")
         p.add_argument("--model", help="starting model file (default: the project's, else a new model)")
-        p.add_argument("--degree", type=int, help="examples in parallel (the bytes do not depend on it)")
-        p.add_argument("--kernels", choices=["reference", "fast"])
-        p.add_argument("--checkpoint-every", type=int)
         p.add_argument("--stop-after", type=int, metavar="STEPS", help="stop (with a checkpoint) after this many steps in all")
-        p.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
-        p.add_argument("--out", help="run folder (default: PROJECT/runs/<time>)")
+        p.add_argument("--out", metavar="RUN", help="run folder (default: a new PROJECT/runs/<time>); "
+                       "a folder that holds a run is refused unless --resume or --overwrite")
+        again = p.add_mutually_exclusive_group()
+        again.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
+        again.add_argument("--overwrite", action="store_true", help="replace the run in --out (its files are removed)")
     else:
         p.add_argument("model", help="model file")
         p.add_argument("project", help="project folder")
         p.add_argument("--out", help="report file (default: print only)")
-        p.add_argument("--kernels", choices=["reference", "fast"])
+    add_arguments(p, name)
 
 
 def _overrides(args) -> dict:
-    keys = ["epochs", "batch", "lr", "warmup", "backbone_scale", "field_weight", "heldout_fraction",
-            "seed", "size", "degree", "kernels", "checkpoint_every"]
-    return {k: getattr(args, k, None) for k in keys if getattr(args, k, None) is not None}
+    from dxstudio.tuning.settings import overrides_from_args
+
+    return overrides_from_args(args, args.command)
 
 
 def _print_report(report: dict) -> None:
+    import sys
+
     rows = [("field", "recall", "agreement", "threshold")]
     fmt = lambda v: "-" if v is None else f"{v:.3f}"
     for name, f in report["fields"].items():
@@ -57,67 +55,99 @@ def run(name, args) -> int:
     try:
         project = Project.open(args.project)
     except (ProjectError, OSError) as e:
-        print(f"dxstudio {name}: {e}", file=sys.stderr)
-        return 2
+        fail(e)
     if name == "eval":
         from dxstudio.tuning import evaluate_model
 
         try:
             report = evaluate_model(args.model, project, args.out, _overrides(args))
         except (TuneError, ValueError) as e:
-            print(f"dxstudio eval: {e}", file=sys.stderr)
-            return 2
+            fail(e)
+        except OSError as e:
+            fail(f"{args.out}: cannot write the report ({e.strerror or e})")
         _print_report(report)
-        print(json.dumps(report))
+        emit_json(report)
         return 0
     return _tune(project, args)
 
 
+class _FirstInterruptCancels:
+    """Ctrl-C once: stop after the current step with a checkpoint; twice: stop at once."""
+
+    def __init__(self):
+        self.cancel = threading.Event()
+        self._old = None
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        if self.cancel.is_set():
+            raise KeyboardInterrupt
+        self.cancel.set()
+        warn("stopping after this step (Ctrl-C again to stop at once, without a checkpoint)")
+
+    def __exit__(self, *exc):
+        if self._old is not None:
+            signal.signal(signal.SIGINT, self._old)
+
+
 def _tune(project, args) -> int:
-    from dxstudio.progress import ProgressBar
     from dxstudio.tuning import TuneError, TuneRun, score_summary
+    from dxstudio.tuning.rundir import RunDir
 
     if args.resume and not args.out:
-        print("dxstudio tune: --resume needs --out RUN_DIR (the run to continue)", file=sys.stderr)
-        return 2
-    out = Path(args.out) if args.out else project.runs_dir / time.strftime("%Y%m%d-%H%M%S")
+        fail("--resume needs --out RUN (the run to continue)")
+    if args.out:
+        rundir = RunDir(args.out)
+        try:  # before reading the project: a wrong --out is said at once, and nothing is made
+            rundir.check_resumable() if args.resume else rundir.check_new(args.overwrite)
+        except TuneError as e:
+            fail(e)
     t0 = time.monotonic()
     try:
-        run = TuneRun.prepare(project, out, _overrides(args), model_path=args.model)
+        run = TuneRun.prepare(project, args.out or project.runs_dir / "_new", _overrides(args), model_path=args.model)
     except (TuneError, ValueError) as e:
-        print(f"dxstudio tune: {e}", file=sys.stderr)
-        return 2
+        fail(e)
+    if not args.out:  # a new folder with a unique name, claimed only once the run can start
+        try:
+            run.use_rundir(RunDir.create(project.runs_dir))
+        except TuneError as e:
+            fail(e)
+    out = run.rundir.path
     for pid, err in run.errors:
-        print(f"dxstudio tune: skipped {err}", file=sys.stderr)
-    print(f"dxstudio tune: {len(run.train_pages)} training and {len(run.heldout_pages)} held-out pages, "
-          f"{len(run.excluded)} excluded, {run.total_steps} steps, from {run.start_source}", file=sys.stderr)
-    bar = ProgressBar(run.total_steps, "tune")
+        warn(f"skipped {err}")
+    warn(f"{len(run.train_pages)} training and {len(run.heldout_pages)} held-out pages, "
+         f"{len(run.excluded)} excluded, {run.total_steps} steps, from {run.start_source}, into {out}")
+    with progress(run.total_steps, "tune") as bar, _FirstInterruptCancels() as interrupt:
+        def on_event(ev):
+            if ev.kind == "step":
+                bar.show(ev.step, suffix=f"loss {ev.loss:.4f}")
+            elif ev.kind == "epoch" and not bar.enabled:
+                agree = {k: v["agreement"] for k, v in ev.scores["fields"].items()}
+                warn(f"epoch {ev.epoch}: step {ev.step}/{ev.total} agreement {json.dumps(agree)}")
 
-    def on_event(ev):
-        if ev.kind == "step":
-            bar.show(ev.step, suffix=f"loss {ev.loss:.4f}")
-        elif ev.kind == "epoch" and not bar.enabled:
-            agree = {k: v["agreement"] for k, v in ev.scores["fields"].items()}
-            print(f"epoch {ev.epoch}: step {ev.step}/{ev.total} agreement {json.dumps(agree)}", file=sys.stderr)
-
-    try:
-        finished = run.train(on_event, stop_after=args.stop_after, resume=args.resume)
-    except (TuneError, ValueError) as e:
-        bar.close()
-        print(f"dxstudio tune: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        run.save_checkpoint()
-        bar.close()
-        print(f"dxstudio tune: interrupted; checkpoint kept, continue with --resume --out {out}", file=sys.stderr)
-        return 130
-    bar.close()
+        try:
+            finished = run.train(on_event, cancel=interrupt.cancel, stop_after=args.stop_after,
+                                 resume=args.resume, overwrite=args.overwrite)
+        except (TuneError, ValueError) as e:
+            fail(e)
+        except OSError as e:
+            fail(f"{e.filename or out}: {e.strerror or e}")
+        except KeyboardInterrupt:
+            fail(f"interrupted; continue from the last checkpoint with --resume --out {out}", INTERRUPTED)
     if not finished:
-        print(f"dxstudio tune: stopped at step {run.state.step}; continue with --resume --out {out}", file=sys.stderr)
-        print(json.dumps({"run": str(out), "step": run.state.step, "total_steps": run.total_steps, "finished": False}))
-        return 0
-    report = run.finish(started=t0)
+        how = "interrupted" if interrupt.cancel.is_set() else "stopped"
+        warn(f"{how} at step {run.state.step}; continue with --resume --out {out}")
+        emit_json({"run": str(out), "step": run.state.step, "total_steps": run.total_steps, "finished": False})
+        return INTERRUPTED if interrupt.cancel.is_set() else 0
+    try:
+        report = run.finish(started=t0)
+    except OSError as e:
+        fail(f"{e.filename or out}: {e.strerror or e}")
     _print_report(report)
-    print(json.dumps({"run": str(out), "model": str(out / "model.safetensors"), "report": str(out / "report.json"),
-                      **score_summary(report)}))
+    emit_json({"run": str(out), "model": str(run.rundir.model_path), "report": str(run.rundir.report_path),
+               **score_summary(report)})
     return 0

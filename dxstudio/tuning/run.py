@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import threading
 import time
 from collections import OrderedDict
@@ -31,65 +30,10 @@ from dxstudio.engine.params import new_params, new_tag_head
 from dxstudio.engine.training import Example, Targets, TrainSettings, TrainState, train_step
 from dxstudio.fsutil import write_bytes_atomic, write_json_atomic
 from dxstudio.grounding import project_targets
+from dxstudio.tuning.rundir import RunDir
 from dxstudio.tuning.scoring import HeldOutPage, score_pages
-
-# Defaults, measured on ../shared/data (docs/tuning.md, "Defaults"); dxproject.json "settings"
-# and the command line override them.
-DEFAULTS = {
-    "epochs": 12,
-    "batch": 4,
-    "lr": 2e-3,
-    "warmup": 20,
-    "backbone_scale": 1.0,
-    "field_weight": None,  # None: each field's schema weight (default 3)
-    "heldout_fraction": 0.15,
-    "share": 0.99,
-    "min_values": 5,
-    "seed": 1,
-    "clip": 1.0,
-    "weight_decay": 0.01,
-    "degree": 1,
-    "kernels": "fast",
-    "size": "base",  # size of a new model when the project names none
-    "checkpoint_every": 50,
-}
-# Settings that cannot change the model bytes; they are left out of the fingerprint so that a
-# run may be resumed at another degree or kernel path, or checkpointed more or less often.
-NOT_FINGERPRINTED = ("degree", "kernels", "checkpoint_every")
-
-
-class TuneError(ValueError):
-    """A run that cannot start or resume; str() says why."""
-
-
-def resolve_settings(project_settings: dict, overrides: dict | None = None) -> dict:
-    s = dict(DEFAULTS)
-    for src in (project_settings or {}, overrides or {}):
-        for k, v in src.items():
-            if k in DEFAULTS and v is not None:
-                s[k] = v
-    ints = ("epochs", "batch", "warmup", "seed", "degree", "min_values", "checkpoint_every")
-    for k in ints:
-        if isinstance(s[k], bool) or not isinstance(s[k], int):
-            raise TuneError(f"setting {k} must be an integer, not {s[k]!r}")
-    for k, low in (("epochs", 1), ("batch", 1), ("degree", 1), ("min_values", 1), ("checkpoint_every", 1)):
-        if s[k] < low:
-            raise TuneError(f"setting {k} must be >= {low}, not {s[k]}")
-    if s["warmup"] < 0 or s["seed"] < 0:
-        raise TuneError("settings warmup and seed must be >= 0")
-    for k in ("lr", "backbone_scale", "heldout_fraction", "share", "weight_decay"):
-        if isinstance(s[k], bool) or not isinstance(s[k], (int, float)) or not math.isfinite(s[k]) or s[k] < 0:
-            raise TuneError(f"setting {k} must be a number >= 0, not {s[k]!r}")
-    if not 0 < s["lr"]:
-        raise TuneError("setting lr must be positive")
-    if s["clip"] is not None and (not isinstance(s["clip"], (int, float)) or s["clip"] <= 0):
-        raise TuneError(f"setting clip must be a positive number or null, not {s['clip']!r}")
-    if s["kernels"] not in ("fast", "reference"):
-        raise TuneError(f"setting kernels must be fast or reference, not {s['kernels']!r}")
-    if s["size"] not in ("tiny", "base"):
-        raise TuneError(f"setting size must be tiny or base, not {s['size']!r}")
-    return s
-
+from dxstudio.tuning.settings import (  # noqa: F401  (DEFAULTS, TuneError: the run's names too)
+    DEFAULTS, NOT_FINGERPRINTED, TuneError, fingerprinted, resolve_settings)
 
 @dataclass
 class Event:
@@ -127,6 +71,14 @@ class TuneRun:
     total_steps: int = 0
     examples: list = field(default_factory=list)
     history: list = field(default_factory=list)  # events of this run (steps and epochs)
+    sources: dict = field(default_factory=dict)  # {page id: (page bytes, label bytes)} as read
+
+    def __post_init__(self):
+        self.rundir = RunDir(self.run_dir)  # the folder's file names and its lock
+
+    def use_rundir(self, rundir: RunDir) -> None:
+        """Write into this run folder instead (one made after prepare, e.g. RunDir.create)."""
+        self.run_dir, self.rundir = rundir.path, rundir
 
     # -- preparing ----------------------------------------------------------------------
     @classmethod
@@ -165,7 +117,7 @@ class TuneRun:
     def _load_targets(self, weights) -> None:
         pt, self.train_pages, self.heldout_pages = usable_split(
             self.project, self.settings, self.cfg.max_words, "tuning")
-        self.excluded, self.errors = pt.excluded, pt.errors
+        self.excluded, self.errors, self.sources = pt.excluded, pt.errors, pt.sources
         self.class_weights = tuple(float(w) for w in schedule.class_weights_for(weights))
         self.examples = []
         for pid, page, t in self.train_pages:  # one window per page: the first max_words words
@@ -175,13 +127,15 @@ class TuneRun:
         self.total_steps = schedule.total_steps(len(self.train_pages), self.settings["batch"], self.settings["epochs"])
 
     def _fingerprint(self, weights) -> None:
-        s = {k: v for k, v in self.settings.items() if k not in NOT_FINGERPRINTED}
+        s = fingerprinted(self.settings)
         labels = hashlib.sha256()
         pages = hashlib.sha256()
+        # the bytes that were read and parsed (not read again: a file edited meanwhile must not
+        # give a fingerprint of labels the run did not train on)
         for pid, _, _ in sorted(self.train_pages + self.heldout_pages, key=lambda r: r[0]):
-            lp = self.project.label_path(pid)
-            labels.update(pid.encode() + b"\0" + (lp.read_bytes() if lp.exists() else b"") + b"\0")
-            pages.update(pid.encode() + b"\0" + self.project.page_path(pid).read_bytes() + b"\0")
+            page_raw, label_raw = self.sources[pid]
+            labels.update(pid.encode() + b"\0" + label_raw + b"\0")
+            pages.update(pid.encode() + b"\0" + page_raw + b"\0")
         schema = [{"name": f.name, "weight": w} for f, w in zip(self.project.schema, weights)]
         self.components = {
             "starting model": _sha(self.start_bytes),
@@ -201,7 +155,7 @@ class TuneRun:
     # -- checkpoints ---------------------------------------------------------------------
     @property
     def checkpoint_path(self) -> Path:
-        return self.run_dir / "checkpoint.safetensors"
+        return self.rundir.checkpoint_path
 
     def save_checkpoint(self) -> None:
         from safetensors.numpy import save
@@ -235,25 +189,53 @@ class TuneRun:
         return st.step
 
     # -- training ------------------------------------------------------------------------
-    def start_state(self, resume: bool = False) -> int:
-        self.state = TrainState.start(self.cfg, self.start_params, self.train_settings())
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(self.run_dir / "settings.json", {
+    def start_state(self, resume: bool = False, overwrite: bool = False) -> int:
+        """Take the run folder's lock and write settings.json; with resume, load the checkpoint.
+        A folder that holds a run is refused unless resume or overwrite; nothing is created
+        when resume finds no checkpoint."""
+        rd = self.rundir
+        rd.check_resumable() if resume else rd.check_new(overwrite)
+        rd.acquire()
+        try:
+            if not resume:  # checked again under the lock: another process may have started
+                rd.check_new(overwrite)
+                rd.clear()
+            self.state = TrainState.start(self.cfg, self.start_params, self.train_settings())
+            step = self.load_checkpoint() if resume else 0  # refused before anything is written
+            self._write_settings()
+            return step
+        except BaseException:
+            rd.release()
+            raise
+
+    def _write_settings(self) -> None:
+        write_json_atomic(self.rundir.settings_path, {
             "settings": self.settings, "fingerprint": self.fingerprint, "components": self.components,
             "starting_model": self.start_source, "fields": list(self.cfg.fields),
             "train_pages": [r[0] for r in self.train_pages], "heldout_pages": [r[0] for r in self.heldout_pages],
             "total_steps": self.total_steps})
-        return self.load_checkpoint() if resume else 0
 
     def train(self, on_event=None, cancel: threading.Event | None = None, stop_after: int | None = None,
-              resume: bool = False) -> bool:
+              resume: bool = False, overwrite: bool = False) -> bool:
         """Run steps until the end, a cancel or `stop_after` steps in total. A checkpoint is
-        written every checkpoint_every steps and when stopping early. True when finished."""
-        emit = on_event or (lambda e: None)
-        start = self.start_state(resume)
+        written every checkpoint_every steps and when stopping early. True when finished.
+
+        The run folder is locked from here to the end of finish() (or until this returns False
+        or raises): a second process writing the same folder gets RunLockedError."""
+        start = self.start_state(resume, overwrite)
+        try:
+            finished = self._steps(on_event or (lambda e: None), cancel, stop_after, start)
+        except BaseException:
+            self.rundir.release()
+            raise
+        if not finished:
+            self.rundir.release()
+        return finished
+
+    def _steps(self, emit, cancel, stop_after, start) -> bool:
         s = self.settings
         n = len(self.train_pages)
-        metrics = self.run_dir / "metrics.jsonl"
+        metrics = self.rundir.metrics_path
         self._trim_metrics(metrics, start)
         t0 = time.monotonic()
         for step in range(start, self.total_steps):
@@ -326,10 +308,15 @@ class TuneRun:
         }
         summary = {"fingerprint": self.fingerprint, **score_summary(report),
                    "steps": self.state.step, "share": report["share"]}
-        save_model(self.run_dir / "model.safetensors", self.cfg, self.state.container_params(), summary)
         if started is not None:
             report["run"]["wall_seconds"] = round(time.monotonic() - started, 3)
-        write_json_atomic(self.run_dir / "report.json", report)
+        rd = self.rundir
+        rd.acquire()  # held since train() in the usual order; taken here when finish() comes alone
+        try:
+            save_model(rd.model_path, self.cfg, self.state.container_params(), summary)
+            write_json_atomic(rd.report_path, report)  # last: a report means a finished run
+        finally:
+            rd.release()
         return report
 
 

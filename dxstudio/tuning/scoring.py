@@ -18,9 +18,11 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from dxstudio.fsutil import write_json_atomic
+from dxstudio.tuning.settings import DEFAULTS
 
-DEFAULT_SHARE = 0.99
-DEFAULT_MIN_VALUES = 5
+# The LocalFirst rule's defaults: the settings table's (dxstudio/tuning/settings.py)
+DEFAULT_SHARE = DEFAULTS["share"]
+DEFAULT_MIN_VALUES = DEFAULTS["min_values"]
 
 # Outcome of one field on one page
 CORRECT = "correct"  # both have a value, same words

@@ -570,7 +570,7 @@ class MainWindow(QMainWindow):
             self._show_banner(f"This page cannot be reviewed: {s.error}", "error")
             return
         self.view.show_page(s.page, s.tags, self._field_statuses(), field_names=s.field_names,
-                            image_root=self.project_root / "pages")
+                            image_root=s.project.pages_dir)
         self._update_banner()
 
     def _update_banner(self) -> None:

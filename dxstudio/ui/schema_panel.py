@@ -1,6 +1,7 @@
 """Schema & labels: the schema editor, the labelling model's settings, and "Label pages", which
-asks the labelling model (dxstudio.labelling) for every page in a background QThread with
-progress and cancel, and "Import answers…" from a JSONL file.
+asks the labelling model (dxstudio.labelling) for every page as a background job
+(dxstudio.ui.jobs.Job, as the Train tab's fine-tuning) with progress and cancel, and
+"Import answers…" from a JSONL file.
 
 SchemaPanel(session) edits session.project. Saving re-reads dxproject.json first and changes
 only the schema or the labelling settings, so settings another panel saved meanwhile (the
@@ -11,59 +12,41 @@ from __future__ import annotations
 import os
 import re
 
-from PySide6.QtCore import QObject, Qt, QThread, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QDoubleSpinBox, QFileDialog, QFormLayout,
                                QGroupBox, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QMessageBox,
                                QProgressBar, QPushButton, QSpinBox, QTableWidget, QTableWidgetItem,
                                QVBoxLayout, QWidget)
 
 from dxstudio.project import DEFAULT_API_KEY_ENV, DEFAULT_WEIGHT, LabelError, Project, ProjectError
+from dxstudio.ui.jobs import Job
 
 
 class LabellingCancelled(Exception):
     """Raised from the progress callback to stop label_project between two pages."""
 
 
-class LabelWorker(QObject):
-    """Runs dxstudio.labelling.label_project in a QThread; never touches widgets."""
-    progress = Signal(int, int)
-    finished = Signal(dict)  # the LabelReport as a dict, plus "cancelled"
-    failed = Signal(str)
-
-    def __init__(self, project_root, limit=None, force=False, client_factory=None):
-        super().__init__()
-        self.project_root = project_root
-        self.limit = limit
-        self.force = force
-        self.client_factory = client_factory
-        self.cancel_requested = False
-
-    def run(self) -> None:
-        from dxstudio.labelling import LabelClient, LabellingError, label_project
-        cancelled = False
+def label_work(project_root, limit=None, force=False, client_factory=None):
+    """The "Label pages" job (dxstudio.ui.jobs.Job): dxstudio.labelling.label_project on the
+    job's thread, reporting (done, total) per page; returns the LabelReport as a dict plus
+    "cancelled". A cancel stops between two pages (the pages labelled so far are saved)."""
+    def work(job):
+        from dxstudio.labelling import LabelClient, label_project
 
         def progress(done, total):
-            self.progress.emit(done, total)
-            if self.cancel_requested and done < total:
+            job.report((done, total))
+            if job.cancelled.is_set() and done < total:
                 raise LabellingCancelled()
 
+        project = Project.open(project_root)
+        client = (client_factory or LabelClient.from_project)(project)
         try:
-            project = Project.open(self.project_root)
-            client = (self.client_factory or LabelClient.from_project)(project)
-            try:
-                report = label_project(project, client, limit=self.limit, progress=progress, force=self.force)
-                result = report.to_dict()
-            except LabellingCancelled:
-                cancelled = True
-                result = {"labelled": None, "errors": [], "stopped": "cancelled"}
-        except (LabellingError, ProjectError, LabelError, OSError) as e:
-            self.failed.emit(str(e))
-            return
-        except Exception as e:  # keep the app alive and say what happened
-            self.failed.emit(f"labelling failed: {type(e).__name__}: {e}")
-            return
-        result["cancelled"] = cancelled
-        self.finished.emit(result)
+            result = label_project(project, client, limit=limit, progress=progress, force=force).to_dict()
+            result["cancelled"] = False
+        except LabellingCancelled:
+            result = {"labelled": None, "errors": [], "stopped": "cancelled", "cancelled": True}
+        return result
+    return work
 
 
 class SchemaPanel(QWidget):
@@ -74,8 +57,7 @@ class SchemaPanel(QWidget):
         super().__init__(parent)
         self.session = session
         self.client_factory = None  # tests may inject a LabelClient factory
-        self._thread: QThread | None = None
-        self._worker: LabelWorker | None = None
+        self._job: Job | None = None
 
         # -- schema ------------------------------------------------------------------------
         self.table = QTableWidget(0, 3)
@@ -254,7 +236,7 @@ class SchemaPanel(QWidget):
 
     @property
     def running(self) -> bool:
-        return self._thread is not None
+        return self._job is not None
 
     def _mark_endpoint(self, message: str | None) -> None:
         """Point at the Endpoint URL box (red frame, focus, the message under the buttons)."""
@@ -289,22 +271,21 @@ class SchemaPanel(QWidget):
             return
         if not self.save_labelling():
             return
-        self._worker = LabelWorker(self.session.project.root, self.limit.value() or None,
-                                   self.force.isChecked(), self.client_factory)
-        self._thread = QThread(self)
-        self._worker.moveToThread(self._thread)
-        self._thread.started.connect(self._worker.run)
-        self._worker.progress.connect(self._on_progress)
-        self._worker.finished.connect(self._on_finished)
-        self._worker.failed.connect(self._on_failed)
+        from dxstudio.labelling import LabellingError
+
+        work = label_work(self.session.project.root, self.limit.value() or None, self.force.isChecked(),
+                          self.client_factory)
+        self._job = Job(work, "dxstudio-label", expected=(LabellingError, ProjectError, LabelError, OSError),
+                        parent=self)
+        self._job.connect(lambda p: self._on_progress(*p), self._on_finished, self._on_failed)
         self.label_button.setEnabled(False)
         self.cancel_button.setEnabled(True)
         self.result.setText("Asking the labelling model…")
-        self._thread.start()
+        self._job.start()
 
     def cancel_labelling(self) -> None:
-        if self._worker is not None:
-            self._worker.cancel_requested = True
+        if self._job is not None:
+            self._job.cancel()
             self.cancel_button.setEnabled(False)
             self.result.setText("Cancelling after the current page…")
 
@@ -314,11 +295,10 @@ class SchemaPanel(QWidget):
         self.progress.setValue(done)
 
     def _stop_thread(self) -> None:
-        if self._thread is not None:
-            self._thread.quit()
-            self._thread.wait()
-            self._thread.deleteLater()
-        self._thread, self._worker = None, None
+        if self._job is not None:
+            self._job.join()  # its last act was the signal being handled
+            self._job.deleteLater()
+        self._job = None
         self.label_button.setEnabled(True)
         self.cancel_button.setEnabled(False)
 
@@ -357,11 +337,9 @@ class SchemaPanel(QWidget):
 
     def shutdown(self) -> None:
         """Stop a labelling run (after its current page) before the window closes."""
-        if self._worker is not None:
-            self._worker.cancel_requested = True
-        if self._thread is not None:
-            self._thread.quit()
-            self._thread.wait(30000)
+        if self._job is not None:
+            self._job.cancel()
+            self._job.wait(30)
 
     def import_jsonl(self, path=None) -> dict | None:
         from dxstudio.labelling import import_answers_jsonl

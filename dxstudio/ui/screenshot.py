@@ -12,7 +12,6 @@ new model in the Extract tab (their page JSON files, as a person would open them
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -59,7 +58,7 @@ def short_run_settings(project_root: Path, steps: int) -> dict:
 
     project = Project.open(project_root)
     settings = dict(SHORT_RUN)
-    run = TuneRun.prepare(project, project_root / "runs" / "_count", settings)  # reads, writes nothing
+    run = TuneRun.prepare(project, project.runs_dir / "_count", settings)  # reads, writes nothing
     batch = resolve_settings(project.settings, settings)["batch"]
     settings["epochs"] = max(3, round(steps * batch / max(1, len(run.train_pages))))
     return settings
@@ -97,17 +96,23 @@ def render(project: Path, out: Path, screen: str, size=(1400, 880), steps: int =
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtWidgets import QApplication
 
+    from dxstudio.project import copy_project
     from dxstudio.ui.app import MainWindow
 
     if screen not in SCREENS:
         raise ValueError(f"--screen must be one of {', '.join(SCREENS)}, not {screen!r}")
+    if page is not None:  # a page that is not there is an error, not a banner in the picture
+        from dxstudio.project import Project
+
+        path = Project.open(project).page_path(page)  # ProjectError for an id that cannot be one
+        if not path.is_file():
+            raise ValueError(f"{path}: no such page in the project (--page {page})")
     app = QApplication.instance() or QApplication(sys.argv[:1])
     with tempfile.TemporaryDirectory(prefix="dxstudio-screenshot-") as tmp:
         root = project
         if screen in TRAINED_SCREENS:  # train on a copy: the project gets no run folder from a screenshot
             root = Path(tmp) / project.name
-            shutil.copytree(project, root, ignore=shutil.ignore_patterns("runs", ".cache"))
-            (root / "runs").mkdir(exist_ok=True)
+            copy_project(project, root)
         window = MainWindow(root)
         try:
             window.resize(*size)
@@ -162,6 +167,7 @@ def render(project: Path, out: Path, screen: str, size=(1400, 880), steps: int =
 
 
 def run(name, args) -> int:
+    from dxstudio.cli.common import fail, warn
     from dxstudio.project import ProjectError
 
     try:
@@ -171,7 +177,6 @@ def run(name, args) -> int:
         out = render(Path(args.project), Path(args.out), args.screen, size, args.steps, args.page, args.timeout,
                      project_settings=args.project_settings)
     except (ProjectError, ValueError, OSError) as e:
-        print(f"dxstudio screenshot: {e}", file=sys.stderr)
-        return 2
-    print(f"dxstudio screenshot: wrote {out} ({args.screen}, {size[0]}x{size[1]})", file=sys.stderr)
+        fail(e)
+    warn(f"wrote {out} ({args.screen}, {size[0]}x{size[1]})")
     return 0

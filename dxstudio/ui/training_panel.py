@@ -17,50 +17,40 @@ ResultsPanel(parent=None)
     (export_model(dest) -> Path) and the tuned model's answers over each held-out page beside
     its labels, right and wrong marked (show_heldout_page(page_id)).
 
-Threads: TuneRun.prepare/.train/.finish run on a plain threading.Thread. The worker never
-touches a widget: every event crosses to the GUI thread as a queued Qt signal of a relay object
-that lives in the GUI thread. Cancel sets a threading.Event; the trainer sees it before its next
-step, writes the checkpoint and returns, so Resume (TuneRun.train(resume=True) on the same run
+Threads: TuneRun.prepare/.train/.finish run as a dxstudio.ui.jobs.Job (the Schema tab's
+labelling uses the same): the work never touches a widget, every event crosses to the GUI
+thread as a queued Qt signal. Cancel sets the job's threading.Event; the trainer sees it
+before its next step, writes the checkpoint and returns, so Resume (TuneRun.train(resume=True) on the same run
 folder) ends with the bytes of an uninterrupted run.
 """
 from __future__ import annotations
 
-import json
 import math
-import os
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QObject, Qt, Signal
-from PySide6.QtWidgets import (QAbstractItemView, QApplication, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout,
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (QAbstractItemView, QApplication, QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout,
                                QGroupBox, QHBoxLayout, QHeaderView, QLabel, QMessageBox, QProgressBar,
                                QPushButton, QSizePolicy, QSpinBox, QSplitter, QTableWidget, QTableWidgetItem,
                                QVBoxLayout, QWidget)
 
 from dxstudio.fsutil import write_bytes_atomic
-from dxstudio.tuning import DEFAULTS, TuneError, metrics_rows, read_checkpoint, resolve_settings
+from dxstudio.tuning import DEFAULTS, FORM_SETTINGS, TuneError, resolve_settings
+from dxstudio.tuning.heldout import HeldOutAnswers, heldout_answers, load_run_model
+from dxstudio.tuning.rundir import RunDir
+from dxstudio.tuning.settings import BY_NAME
+from dxstudio.ui.jobs import Job
 from dxstudio.ui.page_view import PageView, field_colours
 
 pg.setConfigOptions(antialias=True, background="w", foreground="k")
 
-# The settings a person may change in the form: (key, label, help). The other DEFAULTS
-# (share, min_values, clip, weight decay, kernels, checkpoint_every) stay as the project says.
-FORM_SETTINGS = [
-    ("epochs", "Epochs", "passes over the training pages"),
-    ("batch", "Batch", "pages per step"),
-    ("lr", "Learning rate", "peak learning rate after the warm-up"),
-    ("warmup", "Warm-up steps", "steps of linear warm-up to the peak rate"),
-    ("backbone_scale", "Backbone scale", "0 trains the tag head only; 1 trains everything at the head's rate"),
-    ("field_weight", "Field weight", "weight of every B-/I- tag against O; 'schema' uses each field's weight"),
-    ("heldout_fraction", "Held-out fraction", "share of the usable pages kept for scoring"),
-    ("seed", "Seed", "split, batch order and a new model's weights"),
-    ("size", "New model size", "used only when the project names no starting model"),
-    ("degree", "Threads", "examples in parallel; the model bytes do not depend on it"),
-]
+# The settings a person may change in the form: the rows of dxstudio.tuning.settings with a
+# label. The others (share, min_values, clip, weight decay, kernels, checkpoint_every) stay as
+# the project says.
 
 class WholeNumberAxis(pg.AxisItem):
     """An axis of steps or epochs: ticks only at whole numbers (no "epoch 1.5")."""
@@ -91,31 +81,19 @@ def _fmt_rate(v) -> str:
 
 def unfinished_run(runs_dir: Path) -> Path | None:
     """The newest run folder with a checkpoint but no report: a run that can be resumed."""
-    if not runs_dir.is_dir():
-        return None
-    found = [d for d in runs_dir.iterdir()
-             if d.is_dir() and (d / "checkpoint.safetensors").exists() and (d / "settings.json").exists()
-             and not (d / "report.json").exists()]
-    return max(found, key=lambda d: (d / "checkpoint.safetensors").stat().st_mtime, default=None)
+    rd = RunDir.unfinished(runs_dir)
+    return rd.path if rd is not None else None
 
 
 def checkpoint_step(run_dir: Path) -> int | None:
     """The step a run's checkpoint holds, or None when it has no readable one."""
-    try:
-        return int(read_checkpoint(Path(run_dir) / "checkpoint.safetensors", tensors=False)[0]["step"])
-    except (TuneError, KeyError, TypeError, ValueError):  # missing, cut or foreign: nothing to resume
-        return None
+    return RunDir(run_dir).checkpoint_step()
 
 
 def read_metrics(run_dir: Path, up_to_step: int | None = None):
     """(steps, losses, epochs) from a run's metrics.jsonl; epochs: [(epoch, {field: agreement})]."""
     steps, losses, epochs = [], [], []
-    path = Path(run_dir) / "metrics.jsonl"
-    if not path.exists():
-        return steps, losses, epochs
-    for row in metrics_rows(path):
-        if up_to_step is not None and row.get("step", 0) > up_to_step:
-            continue
+    for row in RunDir(run_dir).metrics(up_to_step):
         if row.get("kind") == "step" and row.get("loss") is not None:
             steps.append(row["step"])
             losses.append(row["loss"])
@@ -125,55 +103,38 @@ def read_metrics(run_dir: Path, up_to_step: int | None = None):
 
 
 # ---------------------------------------------------------------------------------------
-# The worker
+# The work (on the job's thread; never touches a widget)
 
-class _Relay(QObject):
-    """Lives in the GUI thread; the worker thread emits these, Qt queues them across."""
-    prepared = Signal(object)  # dict: run_dir, total, start, train, heldout, excluded, unreadable, fields
-    event = Signal(object)  # dxstudio.tuning.Event
-    finished = Signal(object, str)  # report, run_dir
-    stopped = Signal(str, int, int)  # run_dir, step, total
-    failed = Signal(str)
+@dataclass
+class Prepared:
+    """What the run will do, reported before its first step."""
+    run_dir: str
+    total: int
+    start: int
+    train: int
+    heldout: int
+    excluded: int
+    unreadable: list
+    fields: list
+    source: str
 
 
-class _TuneWorker:
-    """One run (fresh or resumed) on a background thread: prepare, train, finish."""
-
-    def __init__(self, project_root: Path, run_dir: Path, overrides: dict, resume: bool, relay: _Relay):
-        self.project_root = project_root
-        self.run_dir = run_dir
-        self.overrides = overrides
-        self.resume = resume
-        self.relay = relay
-        self.cancel = threading.Event()
-        self.thread = threading.Thread(target=self._run, name=f"dxstudio-tune-{run_dir.name}", daemon=True)
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def _run(self) -> None:
-        from dxstudio.project import Project, ProjectError
+def tune_work(project_root: Path, run_dir: Path, overrides: dict, resume: bool):
+    """The Train tab's job: prepare, train, finish. Returns ("finished", report, run_dir) or
+    ("stopped", run_dir, step, total); reports a Prepared, then every dxstudio.tuning.Event."""
+    def work(job):
+        from dxstudio.project import Project
         from dxstudio.tuning import TuneRun
 
-        try:
-            project = Project.open(self.project_root)
-            run = TuneRun.prepare(project, self.run_dir, self.overrides)
-            start = checkpoint_step(self.run_dir) if self.resume else 0
-            self.relay.prepared.emit({
-                "run_dir": str(self.run_dir), "total": run.total_steps, "start": start or 0,
-                "train": len(run.train_pages), "heldout": len(run.heldout_pages),
-                "excluded": len(run.excluded), "unreadable": [e for _, e in run.errors],
-                "fields": list(run.cfg.fields), "source": run.start_source})
-            finished = run.train(self.relay.event.emit, cancel=self.cancel, resume=self.resume)
-            if not finished:
-                self.relay.stopped.emit(str(self.run_dir), run.state.step, run.total_steps)
-                return
-            report = run.finish()
-            self.relay.finished.emit(report, str(self.run_dir))
-        except (TuneError, ProjectError, ValueError, OSError) as e:
-            self.relay.failed.emit(str(e))
-        except Exception as e:  # a bug must not vanish silently on a background thread
-            self.relay.failed.emit(f"unexpected error during fine-tuning: {type(e).__name__}: {e}")
+        project = Project.open(project_root)
+        run = TuneRun.prepare(project, run_dir, overrides)
+        job.report(Prepared(str(run_dir), run.total_steps, (checkpoint_step(run_dir) or 0) if resume else 0,
+                            len(run.train_pages), len(run.heldout_pages), len(run.excluded),
+                            [e for _, e in run.errors], list(run.cfg.fields), run.start_source))
+        if not run.train(job.report, cancel=job.cancelled, resume=resume):
+            return ("stopped", str(run_dir), run.state.step, run.total_steps)
+        return ("finished", run.finish(), str(run_dir))
+    return work
 
 
 # ---------------------------------------------------------------------------------------
@@ -196,30 +157,26 @@ class TrainingPanel(QWidget):
         self.loss_steps: list[int] = []
         self.loss_values: list[float] = []
         self.agreement: dict[str, tuple[list, list]] = {}
-        self._worker: _TuneWorker | None = None
+        self._job: Job | None = None
         self._session_start: tuple[float, int] | None = None  # (monotonic time, step) of this stretch
-        self._relay = _Relay(self)
-        q = Qt.ConnectionType.QueuedConnection
-        self._relay.prepared.connect(self._on_prepared, q)
-        self._relay.event.connect(self._on_event, q)
-        self._relay.finished.connect(self._on_finished, q)
-        self._relay.stopped.connect(self._on_stopped, q)
-        self._relay.failed.connect(self._on_failed, q)
         self._build()
         self.load_settings()
-        self._offer_resume(unfinished_run(self.project_root / "runs"))
+        try:
+            self._offer_resume(unfinished_run(self._project().runs_dir))
+        except ValueError:  # ProjectError: already shown by load_settings
+            pass
 
     # -- layout ------------------------------------------------------------------------
     def _build(self) -> None:
         self.inputs: dict[str, QWidget] = {}
         form = QFormLayout()
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.FieldsStayAtSizeHint)
-        for key, label, help_text in FORM_SETTINGS:
-            w = self._input_for(key)
-            w.setToolTip(help_text)
-            w.setObjectName(f"setting_{key}")
-            self.inputs[key] = w
-            form.addRow(label, w)
+        for row in FORM_SETTINGS:
+            w = self._input_for(row)
+            w.setToolTip(row.help + (f"; '{row.form['null_text']}': {row.null_means}" if row.nullable else ""))
+            w.setObjectName(f"setting_{row.name}")
+            self.inputs[row.name] = w
+            form.addRow(row.label, w)
         settings_box = QGroupBox("Settings")
         sb = QVBoxLayout(settings_box)
         sb.addLayout(form)
@@ -300,39 +257,34 @@ class TrainingPanel(QWidget):
         outer.addLayout(right, 1)
         # Tab order (and the focus the tab gets when opened): the buttons, then the settings
         chain = [self.fine_tune_button, self.cancel_button, self.resume_button,
-                 *(self.inputs[key] for key, _, _ in FORM_SETTINGS), self.defaults_button]
+                 *(self.inputs[row.name] for row in FORM_SETTINGS), self.defaults_button]
         for first, second in zip(chain, chain[1:]):
             QWidget.setTabOrder(first, second)
 
     @staticmethod
-    def _input_for(key: str) -> QWidget:
-        if key == "size":
+    def _input_for(row) -> QWidget:
+        """The widget of one settings row: a list for a choice, a check box for true/false, a
+        spin box for a number, bounded by the row's range and form hints (a nullable number
+        shows its lowest value as the row's null_text and stores null there)."""
+        hints = row.form
+        if row.kind == "choice":
             w = QComboBox()
-            w.addItems(["tiny", "base"])
+            w.addItems(list(row.choices))
             return w
-        if key in ("epochs", "batch", "warmup", "seed", "degree"):
+        if row.kind == "bool":
+            return QCheckBox()
+        if row.kind == "int":
             w = QSpinBox()
-            top = {"epochs": 1000, "batch": 512, "warmup": 100000, "seed": 2**31 - 1,
-                   "degree": max(1, os.cpu_count() or 1)}[key]
-            w.setRange(0 if key in ("warmup", "seed") else 1, top)
-            return w
-        w = QDoubleSpinBox()
-        if key == "lr":
-            w.setDecimals(5)
-            w.setRange(0.00001, 1.0)
-            w.setSingleStep(0.0005)
-        elif key == "field_weight":
-            w.setDecimals(2)
-            w.setRange(0.0, 100.0)
-            w.setSpecialValueText("schema")  # 0 shows as "schema": each field's own weight
-        elif key == "backbone_scale":
-            w.setDecimals(3)
-            w.setRange(0.0, 10.0)
-            w.setSingleStep(0.1)
-        else:  # heldout_fraction
-            w.setDecimals(2)
-            w.setRange(0.01, 0.9)
-            w.setSingleStep(0.05)
+            w.setRange(int(hints.get("bottom", row.low if row.low is not None else 0)),
+                       int(min(hints.get("top", 2**31 - 1), 2**31 - 1)))
+        else:
+            w = QDoubleSpinBox()
+            w.setDecimals(hints.get("decimals", 3))
+            w.setRange(hints.get("bottom", row.low if row.low is not None else 0.0), hints.get("top", 1e6))
+            if "step" in hints:
+                w.setSingleStep(hints["step"])
+        if row.nullable:
+            w.setSpecialValueText(hints.get("null_text", "default"))
         return w
 
     # -- settings ----------------------------------------------------------------------
@@ -362,12 +314,14 @@ class TrainingPanel(QWidget):
         self._set_form(current)
 
     def _set_form(self, values: dict) -> None:
-        for key, _, _ in FORM_SETTINGS:
-            w, v = self.inputs[key], values.get(key, DEFAULTS[key])
+        for row in FORM_SETTINGS:
+            w, v = self.inputs[row.name], values.get(row.name, DEFAULTS[row.name])
             if isinstance(w, QComboBox):
                 w.setCurrentText(str(v))
-            elif key == "field_weight":
-                w.setValue(0.0 if v is None else float(v))
+            elif isinstance(w, QCheckBox):
+                w.setChecked(bool(v))
+            elif v is None:  # a nullable number's null: the widget's lowest value, shown as its text
+                w.setValue(w.minimum())
             elif isinstance(w, QSpinBox):
                 w.setValue(int(v))
             else:
@@ -376,16 +330,18 @@ class TrainingPanel(QWidget):
     def settings_values(self) -> dict:
         """The form's settings as dxproject.json stores them."""
         out = {}
-        for key, _, _ in FORM_SETTINGS:
-            w = self.inputs[key]
+        for row in FORM_SETTINGS:
+            w = self.inputs[row.name]
             if isinstance(w, QComboBox):
-                out[key] = w.currentText()
-            elif key == "field_weight":
-                out[key] = None if w.value() == 0 else float(w.value())
+                out[row.name] = w.currentText()
+            elif isinstance(w, QCheckBox):
+                out[row.name] = w.isChecked()
+            elif row.nullable and w.value() == w.minimum():
+                out[row.name] = None
             elif isinstance(w, QSpinBox):
-                out[key] = int(w.value())
+                out[row.name] = int(w.value())
             else:
-                out[key] = float(w.value())
+                out[row.name] = float(w.value())
         return out
 
     def save_settings(self) -> dict:
@@ -394,14 +350,19 @@ class TrainingPanel(QWidget):
         values = self.settings_values()
         project = self._project()
         resolve_settings(project.settings, values)  # raises TuneError naming a bad setting
-        project.settings.update(values)
+        # settings of this machine (Threads) are the run's, not the project's: a project
+        # opened on another machine starts at that machine's default
+        project.settings.update({k: v for k, v in values.items() if BY_NAME[k].saved})
+        for k in values:
+            if not BY_NAME[k].saved:
+                project.settings.pop(k, None)
         project.save()
         return values
 
     # -- running -----------------------------------------------------------------------
     @property
     def is_running(self) -> bool:
-        return self._worker is not None and self._worker.thread.is_alive()
+        return self._job is not None and self._job.running
 
     def fine_tune(self, extra_overrides: dict | None = None) -> Path | None:
         """Save the settings and start a new run in runs/<time>. extra_overrides (not saved)
@@ -414,18 +375,14 @@ class TrainingPanel(QWidget):
         except (TuneError, ValueError, OSError) as e:
             self._show_error(f"Cannot start fine-tuning: {e}")
             return None
-        run_dir = self._new_run_dir()
+        try:
+            run_dir = RunDir.create(self._project().runs_dir).path
+        except (TuneError, ValueError) as e:
+            self._show_error(f"Cannot start fine-tuning: {e}")
+            return None
         self._clear_plots()
-        self._start(run_dir, dict(extra_overrides or {}), resume=False)
-        return run_dir
-
-    def _new_run_dir(self) -> Path:
-        runs = self.project_root / "runs"
-        stem = time.strftime("%Y%m%d-%H%M%S")
-        run_dir, n = runs / stem, 1
-        while run_dir.exists():
-            n += 1
-            run_dir = runs / f"{stem}-{n}"
+        machine = {k: v for k, v in self.settings_values().items() if not BY_NAME[k].saved}
+        self._start(run_dir, {**machine, **dict(extra_overrides or {})}, resume=False)
         return run_dir
 
     def resume(self, run_dir=None) -> Path | None:
@@ -436,14 +393,15 @@ class TrainingPanel(QWidget):
         if run_dir is None:
             self._show_error("There is no stopped run to resume.")
             return None
-        step = checkpoint_step(run_dir)
+        rd = RunDir(run_dir)
+        step = rd.checkpoint_step()
         if step is None:
-            self._show_error(f"{run_dir / 'checkpoint.safetensors'}: no readable checkpoint to resume from")
+            self._show_error(f"{rd.checkpoint_path}: no readable checkpoint to resume from")
             return None
         try:
-            saved = json.loads((run_dir / "settings.json").read_text(encoding="utf-8"))["settings"]
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            self._show_error(f"{run_dir / 'settings.json'}: cannot read the run's settings ({e})")
+            saved = rd.read_settings()["settings"]
+        except TuneError as e:
+            self._show_error(f"Cannot resume: {e}")
             return None
         # The plots restart from what the run had logged up to its checkpoint.
         self._clear_plots()
@@ -461,38 +419,41 @@ class TrainingPanel(QWidget):
         self._session_start = None
         self.status_label.setText(f"{'Resuming' if resume else 'Preparing'} run {run_dir.name}...")
         self.time_label.setText("")
-        self._worker = _TuneWorker(self.project_root, run_dir, overrides, resume, self._relay)
+        if self._job is not None:  # the last run's job has ended (is_running was checked)
+            self._job.deleteLater()
+        self._job = Job(tune_work(self.project_root, run_dir, overrides, resume), f"dxstudio-tune-{run_dir.name}",
+                        parent=self)
+        self._job.connect(self._on_job_event, self._on_job_done, self._on_failed)
         self._set_running(True)
-        self._worker.start()
+        self._job.start()
 
     def cancel(self) -> None:
         """Ask the run to stop before its next step; it writes its checkpoint first."""
         if self.is_running:
-            self._worker.cancel.set()
+            self._job.cancel()
             self.cancel_button.setEnabled(False)
             self.status_label.setText("Stopping after the current step; the checkpoint is kept...")
 
     def shutdown(self, timeout: float = 120.0) -> bool:
         """For closing the window: cancel, wait for the worker (it writes the checkpoint).
         True when no worker is left running."""
-        worker = self._worker
-        if worker is None:
+        job = self._job
+        if job is None:
             return True
-        worker.cancel.set()
-        worker.thread.join(timeout)
-        return not worker.thread.is_alive()
+        job.cancel()
+        return job.wait(timeout)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the worker ends (tests and the screenshot command); True if it did."""
-        if self._worker is not None:
-            self._worker.thread.join(timeout)
+        if self._job is not None:
+            self._job.wait(timeout)
         return not self.is_running
 
     def _worker_done(self) -> None:
         # The worker's last act was to emit the signal being handled; wait for its thread to
         # return so that is_running is False from here on (Resume may be pressed at once).
-        if self._worker is not None:
-            self._worker.thread.join()
+        if self._job is not None:
+            self._job.join()
         self._set_running(False)
 
     def _set_running(self, running: bool) -> None:
@@ -508,8 +469,8 @@ class TrainingPanel(QWidget):
             (self.cancel_button if running else self.fine_tune_button).setFocus()
 
     def _can_resume(self) -> bool:
-        return (self.run_dir is not None and not (self.run_dir / "report.json").exists()
-                and checkpoint_step(self.run_dir) is not None)
+        return self.run_dir is not None and RunDir(self.run_dir).status() == "stopped" \
+            and checkpoint_step(self.run_dir) is not None
 
     def _offer_resume(self, run_dir: Path | None) -> None:
         if run_dir is None:
@@ -517,25 +478,37 @@ class TrainingPanel(QWidget):
         self.run_dir = run_dir
         step = checkpoint_step(run_dir)
         try:
-            total = json.loads((run_dir / "settings.json").read_text(encoding="utf-8")).get("total_steps")
-        except (OSError, ValueError):
+            total = RunDir(run_dir).read_settings().get("total_steps")
+        except TuneError:
             total = None
         self.status_label.setText(f"Run {run_dir.name} stopped at step {step} of {total or '?'}; "
                                   f"Resume continues it, Fine-tune starts a new one.")
         self.resume_button.setEnabled(step is not None)
 
-    # -- events from the worker (GUI thread) ---------------------------------------------
-    def _on_prepared(self, info: dict) -> None:
-        self.total_steps = info["total"]
-        self.fields = info["fields"]
+    # -- events from the job (GUI thread) ------------------------------------------------
+    def _on_job_event(self, obj) -> None:
+        if isinstance(obj, Prepared):
+            self._on_prepared(obj)
+        else:
+            self._on_event(obj)
+
+    def _on_job_done(self, result: tuple) -> None:
+        if result[0] == "finished":
+            self._on_finished(result[1], result[2])
+        else:
+            self._on_stopped(*result[1:])
+
+    def _on_prepared(self, info: Prepared) -> None:
+        self.total_steps = info.total
+        self.fields = info.fields
         self.progress.setRange(0, max(1, self.total_steps))
-        self.progress.setValue(info["start"])
-        self._session_start = (time.monotonic(), info["start"])
+        self.progress.setValue(info.start)
+        self._session_start = (time.monotonic(), info.start)
         self._ensure_agreement_curves(self.fields)
-        text = (f"Run {Path(info['run_dir']).name}: {info['train']} training and {info['heldout']} held-out pages, "
-                f"{info['excluded']} excluded, {self.total_steps} steps, from {info['source']}.")
-        if info["unreadable"]:
-            text += f" Skipped {len(info['unreadable'])} unreadable: " + "; ".join(info["unreadable"][:3])
+        text = (f"Run {Path(info.run_dir).name}: {info.train} training and {info.heldout} held-out pages, "
+                f"{info.excluded} excluded, {self.total_steps} steps, from {info.source}.")
+        if info.unreadable:
+            text += f" Skipped {len(info.unreadable)} unreadable: " + "; ".join(info.unreadable[:3])
         self.status_label.setText(text)
 
     def _on_event(self, ev) -> None:
@@ -564,7 +537,7 @@ class TrainingPanel(QWidget):
         self.time_label.setText("done")
         statement = report.get("threshold_statement") or ""
         self.status_label.setText(f"Run {Path(run_dir).name} finished: model written to "
-                                  f"{Path(run_dir) / 'model.safetensors'}. {statement}")
+                                  f"{RunDir(run_dir).model_path}. {statement}")
         self.finished.emit(report, run_dir)
 
     def _on_stopped(self, run_dir: str, step: int, total: int) -> None:
@@ -650,18 +623,6 @@ def page_tally(outcomes: dict) -> str:
     if not values:
         return "no values"
     return f"{values.count('correct')} of {len(values)} value{'s' if len(values) != 1 else ''} right"
-
-
-@dataclass
-class HeldOutAnswers:
-    """A held-out page for the results screen: tags are the labels' (dxstudio.grounding
-    page_targets), answers {field: FieldValue | None} the model's (None where the field is
-    unscored on this page), marks {field: True right | False wrong} where either side has a value."""
-    page: object
-    tags: list
-    statuses: dict
-    answers: dict
-    marks: dict
 
 
 class EvenSplitter(QSplitter):
@@ -763,7 +724,7 @@ class ResultsPanel(QWidget):
                            f"{run.get('train_pages', '?')} training and {run.get('heldout_pages', '?')} held-out pages")
         self.threshold_label.setText(threshold_sentence(report))
         self._fill_table(report)
-        self.export_button.setEnabled((self.run_dir / "model.safetensors").exists())
+        self.export_button.setEnabled(RunDir(self.run_dir).model_path.exists())
         self.page_outcomes = {row["id"]: row["outcomes"] for row in report.get("pages", [])}
         self.heldout_ids = [row["id"] for row in report.get("pages", [])]
         fields = list(report.get("fields", {}))
@@ -817,7 +778,7 @@ class ResultsPanel(QWidget):
         """Copy the run's model.safetensors to dest, atomically. Raises OSError naming the file."""
         if self.run_dir is None:
             raise OSError("no run is shown; fine-tune first")
-        src = self.run_dir / "model.safetensors"
+        src = RunDir(self.run_dir).model_path
         dest = Path(dest)
         if dest.is_dir():
             dest = dest / f"docextract-{self.run_dir.name}.safetensors"
@@ -843,41 +804,16 @@ class ResultsPanel(QWidget):
 
     def _load_model(self):
         if self._model is None:
-            from dxstudio.engine.container import load_model
-            from dxstudio.engine.model import to_runtime
-
-            loaded = load_model(self.run_dir / "model.safetensors")
             kernels = self.report.get("run", {}).get("settings", {}).get("kernels", DEFAULTS["kernels"])
-            self._model = (loaded.cfg, to_runtime(loaded.params), kernels)
+            self._model = load_run_model(RunDir(self.run_dir).model_path, kernels)
         return self._model
 
     def heldout_answers(self, page_id: str) -> HeldOutAnswers:
-        """One held-out page as the run's model answers it now, against its labels after review.
-        Raises ValueError/OSError (naming the file) when the page or its label file is broken."""
-        from dxstudio.engine.extract import predict_page
-        from dxstudio.grounding import Excluded, page_targets
+        """One held-out page as the run's model answers it now, against its labels after review
+        (dxstudio.tuning.heldout). Raises ValueError/OSError naming the file when broken."""
         from dxstudio.project import Project
 
-        cfg, params, kernels = self._load_model()
-        project = Project.open(self.project_root)
-        page = project.load_page(page_id)
-        labels = project.load_labels(page_id)
-        targets = page_targets(page, labels, list(cfg.fields), cfg.max_words)
-        if isinstance(targets, Excluded):
-            raise ValueError(f"{project.label_path(page_id)}: the page is excluded now ({targets.reason})")
-        pred = predict_page(cfg, params, page, kernels)
-        # The scorer's rules: an unscored field counts nowhere; no value on either side is not shown.
-        answers, marks = {}, {}
-        for f in cfg.fields:
-            if f in targets.unscored:
-                answers[f] = None
-                continue
-            v, want = pred.fields.get(f), set(targets.field_words.get(f, ()))
-            answers[f] = v
-            if v is not None or want:
-                marks[f] = v is not None and set(v.words) == want
-        statuses = {f: g.get("status") for f, g in labels.grounding.items()}
-        return HeldOutAnswers(page, [int(t) for t in targets.tags], statuses, answers, marks)
+        return heldout_answers(Project.open(self.project_root), self._load_model(), page_id)
 
     def show_heldout_page(self, page_id: str) -> None:
         fields = list(self.report.get("fields", {}))
@@ -888,7 +824,13 @@ class ResultsPanel(QWidget):
             self.labels_view.clear_page(str(e))
             self.answers_view.clear_page(str(e))
             return
-        image_root = self.project_root / "pages"
+        from dxstudio.project import Project
+
+        try:
+            image_root = Project.open(self.project_root).pages_dir
+        except ValueError as e:
+            self.page_summary.setText(str(e))
+            return
         self.labels_view.show_page(shown.page, shown.tags, shown.statuses, field_names=fields, image_root=image_root)
         self.answers_view.show_page(shown.page, shown.tags, shown.statuses, predictions=shown.answers,
                                     field_names=fields, image_root=image_root)

@@ -9,6 +9,7 @@ from PySide6.QtCore import Qt, QTimer
 
 from dxstudio.project import Project
 from dxstudio.tuning import TuneRun
+from dxstudio.ui import training_panel
 from dxstudio.ui.page_view import field_colours
 from dxstudio.ui.training_panel import (ResultsPanel, TrainingPanel, WholeNumberAxis, checkpoint_step,
                                         format_duration, page_tally, threshold_sentence,
@@ -128,7 +129,7 @@ def test_results_draw_heldout_answers_consistent_with_the_scores(qtbot, receipts
     assert f"{first}.json" in results.page_summary.text() and "not JSON" in results.page_summary.text()
 
 
-def test_cancel_then_resume_ends_with_the_uninterrupted_bytes(qtbot, receipts_project, tmp_path):
+def test_cancel_then_resume_ends_with_the_uninterrupted_bytes(qtbot, receipts_project, tmp_path, monkeypatch):
     reference_root = tmp_path / "reference"
     shutil.copytree(receipts_project, reference_root)
     reference = TuneRun.prepare(Project.open(reference_root), reference_root / "runs" / "ref")
@@ -137,9 +138,25 @@ def test_cancel_then_resume_ends_with_the_uninterrupted_bytes(qtbot, receipts_pr
     expected = (reference_root / "runs" / "ref" / "model.safetensors").read_bytes()
 
     panel, results = make_panels(qtbot, receipts_project)
-    # Cancel deterministically after step 2: this slot runs on the worker thread, before step 3.
-    panel._relay.event.connect(
-        lambda ev: ev.kind == "step" and ev.step == 2 and panel._worker.cancel.set(), Qt.ConnectionType.DirectConnection)
+    # Cancel deterministically after step 2: on the job's thread, as step 2 is reported, so the
+    # cancel lands before step 3.
+    real = training_panel.tune_work
+
+    def cancelling_after_step_2(*args):
+        work = real(*args)
+
+        def wrapped(job):
+            report = job.report
+
+            def report_then_cancel(obj):
+                report(obj)
+                if getattr(obj, "kind", None) == "step" and obj.step == 2:
+                    job.cancel()
+            job.report = report_then_cancel
+            return work(job)
+        return wrapped
+
+    monkeypatch.setattr(training_panel, "tune_work", cancelling_after_step_2)
     with qtbot.waitSignal(panel.stopped, timeout=WAIT_MS) as stopped:
         run_dir = panel.fine_tune()
     assert stopped.args[1] == 2 and checkpoint_step(run_dir) == 2

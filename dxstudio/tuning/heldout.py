@@ -1,0 +1,80 @@
+"""A tuned model's answers on one held-out page, for the Results screen, Qt-free.
+
+    model = load_run_model(rundir, kernels)                 # once per shown run
+    view = heldout_answers(project, model, page_id)         # HeldOutAnswers
+
+The page's outcomes are the scorer's (scoring.field_outcome on the same label words and the
+same prediction the report counted), so what the screen marks right and wrong is what the
+report's numbers count. The UI only draws the result.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dxstudio.tuning.scoring import CORRECT, field_outcome
+
+# outcomes that have a value on at least one side: the page shows a mark for them
+_MARKED = {"correct", "wrong", "missed", "spurious"}
+
+
+@dataclass
+class RunModel:
+    cfg: object
+    params: object  # runtime layout
+    kernels: str
+
+
+@dataclass
+class HeldOutAnswers:
+    """A held-out page for the results screen: tags are the labels' (dxstudio.grounding
+    page_targets), answers {field: FieldValue | None} the model's (None where the field is
+    unscored on this page), outcomes {field: scorer outcome} of every field,
+    marks {field: True right | False wrong} where either side has a value."""
+    page: object
+    tags: list
+    statuses: dict
+    answers: dict
+    outcomes: dict
+    marks: dict
+
+
+def load_run_model(model_path, kernels: str) -> RunModel:
+    """A run's model.safetensors, ready to predict (ModelFileError naming the file)."""
+    from dxstudio.engine.container import load_model
+    from dxstudio.engine.model import to_runtime
+
+    loaded = load_model(model_path)
+    return RunModel(loaded.cfg, to_runtime(loaded.params), kernels)
+
+
+def heldout_answers(project, model: RunModel, page_id: str) -> HeldOutAnswers:
+    """One held-out page as the run's model answers it now, against its labels after review.
+    Raises ValueError/OSError (naming the file) when the page or its label file is broken or
+    the page is excluded now."""
+    from dxstudio.engine.extract import predict_page
+    from dxstudio.grounding import Excluded, page_targets
+
+    cfg = model.cfg
+    page = project.load_page(page_id)
+    labels = project.load_labels(page_id)
+    targets = page_targets(page, labels, list(cfg.fields), cfg.max_words)
+    if isinstance(targets, Excluded):
+        raise ValueError(f"{project.label_path(page_id)}: the page is excluded now ({targets.reason})")
+    pred = predict_page(cfg, model.params, page, model.kernels)
+    answers, outcomes, marks = {}, {}, {}
+    for f in cfg.fields:
+        if f in targets.unscored:  # counts nowhere
+            answers[f], outcomes[f] = None, "unscored"
+            continue
+        v = pred.fields.get(f)
+        answers[f] = v
+        outcome, _ = field_outcome(tuple(targets.field_words.get(f, ())),
+                                   (v.words, v.confidence) if v is not None else None)
+        outcomes[f] = outcome
+        if outcome in _MARKED:
+            marks[f] = outcome == CORRECT
+    statuses = {f: g.get("status") for f, g in labels.grounding.items()}
+    return HeldOutAnswers(page, [int(t) for t in targets.tags], statuses, answers, outcomes, marks)
+
+
+

@@ -1,0 +1,318 @@
+"""A run folder, owned by this class: its files' names, its name, its lock, its status.
+
+    PROJECT/runs/<run>/
+      settings.json            the resolved settings, fingerprint, split, total steps
+      metrics.jsonl            one JSON line per step and per epoch
+      checkpoint.safetensors   weights, AdamW moments, step and fingerprint (for --resume)
+      model.safetensors        the tuned model (written when the run finishes)
+      report.json              the held-out scores (written last: the run is finished)
+      .lock                    held (fcntl) while a process writes the folder
+
+    rd = RunDir.create(project.runs_dir)      # a new folder with a unique name (time stamp)
+    rd = RunDir(path)                          # an existing or chosen folder
+    with rd.writing():                         # one writer at a time; orphaned .tmp files go
+        ...
+    RunDir.list(project.runs_dir)              # [RunInfo]: status, steps, scores, newest first
+
+The trainer (run.py), the command line (cli/tune.py) and the app (ui/training_panel.py) use
+these names and nothing else.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from dxstudio.tuning.settings import TuneError
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover  (not POSIX: no lock, one writer is the person's duty)
+    fcntl = None
+
+SETTINGS = "settings.json"
+METRICS = "metrics.jsonl"
+CHECKPOINT = "checkpoint.safetensors"
+MODEL = "model.safetensors"
+REPORT = "report.json"
+LOCK = ".lock"
+RUN_FILES = (SETTINGS, METRICS, CHECKPOINT, MODEL, REPORT)
+
+# Run statuses
+FINISHED = "finished"  # model.safetensors and report.json written
+STOPPED = "stopped"  # a checkpoint to resume from, no report
+RUNNING = "running"  # another process holds the lock now
+EMPTY = "empty"  # no checkpoint and no report (a run that never took a step)
+
+
+class RunLockedError(TuneError):
+    """Another process is writing the run folder."""
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """One run of a project as the run list shows it."""
+    name: str
+    path: Path
+    status: str
+    step: int | None  # the checkpoint's step (None: no readable checkpoint)
+    total_steps: int | None
+    scores: dict | None  # the report's headline (tuning.run.score_summary), when finished
+    modified: float  # seconds since the epoch of the newest run file
+
+
+class RunDir:
+    def __init__(self, path):
+        self.path = Path(path)
+        self._lock_fd: int | None = None
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
+
+    # -- names ---------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def settings_path(self) -> Path:
+        return self.path / SETTINGS
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.path / METRICS
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.path / CHECKPOINT
+
+    @property
+    def model_path(self) -> Path:
+        return self.path / MODEL
+
+    @property
+    def report_path(self) -> Path:
+        return self.path / REPORT
+
+    @property
+    def lock_path(self) -> Path:
+        return self.path / LOCK
+
+    # -- creating --------------------------------------------------------------------------
+    @classmethod
+    def create(cls, runs_dir, stem: str | None = None) -> "RunDir":
+        """A new, empty run folder under runs_dir named by the time (or `stem`), with -2, -3, ...
+        when the name is taken. mkdir claims the name, so two processes never share one."""
+        runs_dir = Path(runs_dir)
+        stem = stem or time.strftime("%Y%m%d-%H%M%S")
+        try:
+            runs_dir.mkdir(parents=True, exist_ok=True)
+            for n in range(1, 10000):
+                path = runs_dir / (stem if n == 1 else f"{stem}-{n}")
+                try:
+                    path.mkdir()
+                except FileExistsError:
+                    continue
+                return cls(path)
+        except OSError as e:
+            raise TuneError(f"{runs_dir}: cannot create a run folder ({e.strerror or e})") from None
+        raise TuneError(f"{runs_dir}: no free run folder name for {stem}")
+
+    def has_run(self) -> bool:
+        """True when the folder holds any of a run's files."""
+        return any((self.path / f).exists() for f in RUN_FILES)
+
+    def check_new(self, overwrite: bool = False) -> None:
+        """Refuse a folder that holds a run, unless overwrite: a run is continued with resume,
+        never silently replaced. Also refuses a path that is a file."""
+        if self.path.exists() and not self.path.is_dir():
+            raise TuneError(f"{self.path}: exists and is not a folder")
+        if self.has_run() and not overwrite:
+            raise TuneError(f"{self.path}: already holds a run; continue it with --resume, "
+                            f"replace it with --overwrite, or choose another --out")
+        if not self.path.exists():
+            parent = next((p for p in self.path.absolute().parents if p.exists()), None)
+            if parent is None or not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+                raise TuneError(f"{self.path}: cannot create the run folder "
+                                f"({parent} is not a folder this user may write)")
+
+    def check_resumable(self) -> None:
+        if not self.checkpoint_path.is_file():
+            raise TuneError(f"{self.path}: no checkpoint to resume from "
+                            f"({'no such run folder' if not self.path.is_dir() else 'no ' + CHECKPOINT})")
+
+    def clear(self) -> None:
+        """Remove the run's files (only those), for a run started again with overwrite."""
+        for f in RUN_FILES:
+            try:
+                (self.path / f).unlink()
+            except FileNotFoundError:
+                pass
+
+    # -- the lock ------------------------------------------------------------------------
+    def acquire(self) -> None:
+        """Create the folder if needed and take its lock; RunLockedError when another process
+        holds it. Then remove the temporary files that killed writers left behind."""
+        if self._lock_fd is not None:
+            return
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise TuneError(f"{self.path}: cannot write the run folder ({e.strerror or e})") from None
+        if fcntl is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as e:
+                holder = _read_holder(fd)
+                os.close(fd)
+                if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise RunLockedError(f"{self.path}: another dxstudio process{holder} is writing this run "
+                                         f"folder; wait for it to end or choose another --out") from None
+                raise TuneError(f"{self.path}: cannot lock the run folder ({e.strerror or e})") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._lock_fd = fd
+        self.clean_tmp()
+
+    def release(self) -> None:
+        fd, self._lock_fd = self._lock_fd, None
+        if fd is not None:
+            os.close(fd)  # closing the descriptor drops the flock
+
+    @property
+    def locked_here(self) -> bool:
+        return self._lock_fd is not None
+
+    @contextmanager
+    def writing(self):
+        """Hold the lock for the block (a no-op when this object holds it already)."""
+        held = self.locked_here
+        self.acquire()
+        try:
+            yield self
+        finally:
+            if not held:
+                self.release()
+
+    def is_locked_elsewhere(self) -> bool:
+        if fcntl is None or self.locked_here or not self.lock_path.exists():
+            return False
+        try:
+            fd = os.open(self.lock_path, os.O_RDONLY)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return False
+        except OSError:
+            return True
+        finally:
+            os.close(fd)
+
+    def clean_tmp(self) -> list[Path]:
+        """Remove the temporary files of atomic writes (.NAME.XXXX.tmp) that a killed process left;
+        only while holding the lock, so no live writer's file is taken. Returns what was removed."""
+        removed = []
+        for p in self.path.glob(".*.tmp"):
+            try:
+                p.unlink()
+                removed.append(p)
+            except OSError:
+                pass
+        return removed
+
+    def __del__(self):
+        self.release()
+
+    # -- reading -------------------------------------------------------------------------
+    def read_settings(self) -> dict:
+        """settings.json; TuneError naming the file when it is missing or broken."""
+        from dxstudio.fsutil import read_json
+
+        d = read_json(self.settings_path, TuneError)
+        if not isinstance(d, dict) or not isinstance(d.get("settings"), dict):
+            raise TuneError(f"{self.settings_path}: not a run's settings file")
+        return d
+
+    def read_report(self) -> dict:
+        from dxstudio.fsutil import read_json
+
+        d = read_json(self.report_path, TuneError)
+        if not isinstance(d, dict) or not isinstance(d.get("fields"), dict):
+            raise TuneError(f"{self.report_path}: not a run's report")
+        return d
+
+    def checkpoint_step(self) -> int | None:
+        """The step the checkpoint holds, or None when there is no readable one."""
+        from dxstudio.tuning.run import read_checkpoint
+
+        try:
+            return int(read_checkpoint(self.checkpoint_path, tensors=False)[0]["step"])
+        except (TuneError, KeyError, TypeError, ValueError):  # missing, cut or foreign
+            return None
+
+    def metrics(self, up_to_step: int | None = None) -> list[dict]:
+        """The rows of metrics.jsonl (a line cut by a crash skipped), up to a step if given."""
+        from dxstudio.tuning.run import metrics_rows
+
+        if not self.metrics_path.exists():
+            return []
+        rows = metrics_rows(self.metrics_path)
+        return [r for r in rows if up_to_step is None or r.get("step", 0) <= up_to_step]
+
+    def status(self) -> str:
+        if self.is_locked_elsewhere():
+            return RUNNING
+        if self.report_path.is_file():
+            return FINISHED
+        if self.checkpoint_path.is_file():
+            return STOPPED
+        return EMPTY
+
+    def info(self) -> RunInfo:
+        status = self.status()
+        step = self.checkpoint_step() if self.checkpoint_path.is_file() else None
+        total = scores = None
+        try:
+            total = self.read_settings().get("total_steps")
+        except TuneError:
+            pass
+        if status == FINISHED:
+            from dxstudio.tuning.run import score_summary
+
+            try:
+                scores = score_summary(self.read_report())
+            except (TuneError, KeyError, AttributeError):
+                scores = None
+        times = [(self.path / f).stat().st_mtime for f in RUN_FILES if (self.path / f).exists()]
+        return RunInfo(self.name, self.path, status, step, total, scores,
+                       max(times, default=self.path.stat().st_mtime))
+
+    @staticmethod
+    def list(runs_dir) -> list[RunInfo]:
+        """Every run folder under runs_dir, newest first."""
+        runs_dir = Path(runs_dir)
+        if not runs_dir.is_dir():
+            return []
+        infos = [RunDir(d).info() for d in runs_dir.iterdir() if d.is_dir() and not d.name.startswith(".")]
+        return sorted(infos, key=lambda i: (i.modified, i.name), reverse=True)
+
+    @staticmethod
+    def unfinished(runs_dir) -> "RunDir | None":
+        """The newest stopped run (a checkpoint and settings, no report): one to resume."""
+        for info in RunDir.list(runs_dir):
+            if info.status == STOPPED and (info.path / SETTINGS).exists():
+                return RunDir(info.path)
+        return None
+
+
+def _read_holder(fd: int) -> str:
+    try:
+        pid = os.pread(fd, 32, 0).decode().strip()
+    except OSError:
+        return ""
+    return f" (pid {pid})" if pid.isdigit() else ""

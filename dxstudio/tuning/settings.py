@@ -1,0 +1,224 @@
+"""The tuning settings, declared once.
+
+Every setting of a run is one row of SETTINGS: its name, kind, default, accepted range, help
+text, whether the run's fingerprint covers it, which commands take it as an option and, when
+a person may change it in the app, its label in the Train form. Everything else is generated
+from this table:
+
+    DEFAULTS                  {name: default}
+    NOT_FINGERPRINTED         the names the fingerprint leaves out (they cannot change the bytes)
+    resolve_settings(...)     defaults < dxproject.json "settings" < overrides, validated
+    add_arguments(parser, c)  the argparse options of command c (defaults shown in --help)
+    overrides_from_args(a, c) the options a person gave, as overrides
+    FORM_SETTINGS             the rows the Train form shows (dxstudio/ui/training_panel.py)
+
+Adding a setting is adding a row. Qt-free: the form reads `label` and `form` here and builds
+its own widgets.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from dataclasses import dataclass, field
+
+
+class TuneError(ValueError):
+    """A run that cannot start or resume; str() says why."""
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity mask, else the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting. kind: "int", "float", "choice" or "bool".
+
+    low/high bound the value (inclusive unless low_open/high_open); nullable: null (None) is a
+    value with a meaning (`null_means`); fingerprinted: the fingerprint covers it (False only for
+    settings that cannot change the model bytes); commands: the commands that take it as an
+    option; label: the Train form's label (None: not in the form); form: hints for the form's
+    widget (top: the largest value the widget offers; decimals; step; null_text: what the
+    widget shows for null, which it stores as its lowest value); saved: False for a setting of
+    the machine rather than the project (the form passes it to the run but does not save it).
+    """
+    name: str
+    kind: str
+    default: object
+    help: str
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    choices: tuple = ()
+    nullable: bool = False
+    null_means: str = ""
+    fingerprinted: bool = True
+    commands: tuple = ("tune",)
+    label: str | None = None
+    form: dict = field(default_factory=dict)
+    default_text: str | None = None  # how --help shows the default when the value alone says little
+    saved: bool = True  # False: the app's form does not save it into dxproject.json (a machine's setting)
+
+    @property
+    def option(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    def range_text(self) -> str:
+        if self.kind == "choice":
+            return " or ".join(self.choices)
+        if self.kind == "bool":
+            return "true or false"
+        parts = []
+        if self.low is not None:
+            parts.append(f"{'>' if self.low_open else '>='} {_num(self.low)}")
+        if self.high is not None:
+            parts.append(f"{'<' if self.high_open else '<='} {_num(self.high)}")
+        what = "an integer" if self.kind == "int" else "a number"
+        text = f"{what} {' and '.join(parts)}" if parts else what
+        return text + (" or null" if self.nullable else "")
+
+    def check(self, value):
+        """The value if it is acceptable, else TuneError naming the setting."""
+        if value is None:
+            if self.nullable:
+                return None
+            raise TuneError(f"setting {self.name} must be {self.range_text()}, not null")
+        if self.kind == "choice":
+            if value not in self.choices:
+                raise TuneError(f"setting {self.name} must be {self.range_text()}, not {value!r}")
+            return value
+        if self.kind == "bool":
+            if not isinstance(value, bool):
+                raise TuneError(f"setting {self.name} must be true or false, not {value!r}")
+            return value
+        if isinstance(value, bool) or not isinstance(value, int if self.kind == "int" else (int, float)):
+            raise TuneError(f"setting {self.name} must be {self.range_text()}, not {value!r}")
+        if self.kind == "float" and not math.isfinite(value):
+            raise TuneError(f"setting {self.name} must be {self.range_text()}, not {value!r}")
+        too_low = self.low is not None and (value <= self.low if self.low_open else value < self.low)
+        too_high = self.high is not None and (value >= self.high if self.high_open else value > self.high)
+        if too_low or too_high:
+            raise TuneError(f"setting {self.name} must be {self.range_text()}, not {value!r}")
+        return value
+
+
+def _num(v) -> str:
+    if isinstance(v, int) and v >= 1 << 32:
+        return f"2^{v.bit_length()}-1" if v == (1 << v.bit_length()) - 1 else str(v)
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+_MAX_SEED = (1 << 64) - 1
+
+# Defaults measured on ../shared/data (docs/tuning.md, "Settings and defaults"); dxproject.json "settings"
+# and the command line override them. The order is the order of --help and of the Train form.
+SETTINGS: tuple[Setting, ...] = (
+    Setting("epochs", "int", 12, "passes over the training pages", low=1,
+            label="Epochs", form={"top": 1000}),
+    Setting("batch", "int", 4, "pages per step", low=1,
+            label="Batch", form={"top": 512}),
+    Setting("lr", "float", 2e-3, "peak learning rate after the warm-up", low=0, low_open=True,
+            label="Learning rate", form={"decimals": 5, "step": 0.0005, "bottom": 0.00001, "top": 1.0}),
+    Setting("warmup", "int", 20, "steps of linear warm-up to the peak rate", low=0,
+            label="Warm-up steps", form={"top": 100000}),
+    Setting("backbone_scale", "float", 1.0,
+            "0 trains the tag head only; 1 trains everything at the head's rate", low=0,
+            label="Backbone scale", form={"decimals": 3, "step": 0.1, "top": 10.0}),
+    Setting("field_weight", "float", None, "weight of every B-/I- tag against O", low=0,
+            nullable=True, null_means="each field's schema weight", default_text="the schema's",
+            label="Field weight", form={"decimals": 2, "top": 100.0, "null_text": "schema"}),
+    Setting("heldout_fraction", "float", 0.15, "share of the usable pages kept for scoring",
+            low=0, high=1, commands=("tune", "eval"),
+            label="Held-out fraction", form={"decimals": 2, "step": 0.05, "bottom": 0.01, "top": 0.9}),
+    Setting("share", "float", 0.99,
+            "the LocalFirst rule: the share of values at or above the threshold that must be right",
+            low=0, low_open=True, high=1, commands=("tune", "eval")),
+    Setting("min_values", "int", 5, "the LocalFirst rule: values at or above the threshold, at least",
+            low=1, commands=("tune", "eval")),
+    Setting("seed", "int", 1, "split, batch order, a new model's weights and a new tag head",
+            low=0, high=_MAX_SEED, commands=("tune", "eval"),
+            label="Seed", form={"top": 2**31 - 1}),
+    Setting("clip", "float", 1.0, "global gradient-norm threshold", low=0, low_open=True,
+            nullable=True, null_means="no clipping"),
+    Setting("weight_decay", "float", 0.01, "AdamW weight decay", low=0),
+    Setting("size", "choice", "base", "size of a new model when the project names none",
+            choices=("tiny", "base"), label="New model size"),
+    Setting("degree", "int", usable_cores(),
+            "examples in parallel; the model bytes do not depend on it", low=1,
+            fingerprinted=False, default_text=f"this machine's usable cores, {usable_cores()}", saved=False,
+            label="Threads", form={"top": max(1, os.cpu_count() or 1)}),
+    Setting("kernels", "choice", "fast", "kernel path; both give the same bytes",
+            choices=("fast", "reference"), fingerprinted=False, commands=("tune", "eval")),
+    Setting("checkpoint_every", "int", 50, "steps between checkpoints", low=1, fingerprinted=False),
+)
+
+BY_NAME = {s.name: s for s in SETTINGS}
+DEFAULTS = {s.name: s.default for s in SETTINGS}
+# Settings that cannot change the model bytes; they are left out of the fingerprint so that a
+# run may be resumed at another degree or kernel path, or checkpointed more or less often.
+NOT_FINGERPRINTED = tuple(s.name for s in SETTINGS if not s.fingerprinted)
+FORM_SETTINGS = tuple(s for s in SETTINGS if s.label is not None)
+
+
+def resolve_settings(project_settings: dict | None, overrides: dict | None = None) -> dict:
+    """DEFAULTS, then dxproject.json "settings", then the overrides; each checked against its
+    row. Unknown names are ignored (a newer version's settings survive); null means "not set"
+    here, so the default (which may itself be null) stays."""
+    s = dict(DEFAULTS)
+    for src in (project_settings or {}, overrides or {}):
+        for k, v in src.items():
+            if k in BY_NAME and v is not None:
+                s[k] = v
+    for row in SETTINGS:
+        s[row.name] = row.check(s[row.name])
+    return s
+
+
+def fingerprinted(settings: dict) -> dict:
+    """The settings the fingerprint covers."""
+    return {k: v for k, v in settings.items() if k not in NOT_FINGERPRINTED}
+
+
+# ---------------------------------------------------------------------------------------
+# Command-line options
+
+def _parse(row: Setting):
+    def parse(text: str):
+        try:
+            return row.check(int(text) if row.kind == "int" else float(text))
+        except ValueError:  # TuneError is one
+            raise argparse.ArgumentTypeError(f"must be {row.range_text().removesuffix(' or null')}, "
+                                             f"not {text!r}") from None
+    return parse
+
+
+def add_arguments(parser, command: str) -> None:
+    """The options of `dxstudio COMMAND` for the settings it takes; the default is the project's
+    saved setting, else the one shown."""
+    group = parser.add_argument_group("settings (default: the project's dxproject.json \"settings\", "
+                                      "else the value shown)")
+    for row in SETTINGS:
+        if command not in row.commands:
+            continue
+        shown = row.default_text or (row.null_means if row.default is None else _num(row.default))
+        help_text = f"{row.help} (default {shown})"
+        if row.kind == "choice":
+            group.add_argument(row.option, dest=row.name, choices=row.choices, help=help_text)
+        elif row.kind == "bool":
+            group.add_argument(row.option, dest=row.name, action=argparse.BooleanOptionalAction, default=None,
+                               help=help_text)
+        else:
+            group.add_argument(row.option, dest=row.name, type=_parse(row), metavar=row.kind.upper(),
+                               help=help_text)
+
+
+def overrides_from_args(args, command: str) -> dict:
+    """The settings given on the command line (those left out are None and not overrides)."""
+    return {row.name: getattr(args, row.name) for row in SETTINGS
+            if command in row.commands and getattr(args, row.name, None) is not None}

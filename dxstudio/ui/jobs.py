@@ -1,0 +1,77 @@
+"""One way to run work off the GUI thread: the Schema tab's labelling and the Train tab's
+fine-tuning both use it.
+
+    job = Job(work, name="dxstudio-tune")      # work(job) -> result, on a plain thread
+    job.event.connect(on_event)                # job.report(x) in work -> on_event(x), GUI thread
+    job.succeeded.connect(on_result)           # work's return value, GUI thread
+    job.failed.connect(on_error)               # one line: an expected error's text, or a bug's
+    job.start(); job.cancel(); job.wait(t)
+
+The Job object lives in the GUI thread; `work` runs on a threading.Thread and never touches a
+widget: everything it reports crosses as a queued Qt signal, so the handlers run in the GUI
+thread, in order, and the event loop keeps turning. `cancel()` sets job.cancelled (a
+threading.Event) that `work` checks between its steps; nothing is interrupted mid-write.
+When succeeded or failed is handled, the thread is about to return: `join()` waits for it.
+"""
+from __future__ import annotations
+
+import threading
+
+from PySide6.QtCore import QObject, Qt, Signal
+
+
+class Job(QObject):
+    # object, not dict: a dict would cross as a QVariantMap and lose its key order
+    event = Signal(object)
+    succeeded = Signal(object)
+    failed = Signal(str)
+
+    def __init__(self, work, name: str = "dxstudio-job", expected: tuple = (ValueError, OSError),
+                 parent: QObject | None = None):
+        super().__init__(parent)
+        self.work = work
+        self.expected = expected  # errors whose text is the message (they name the file)
+        self.cancelled = threading.Event()
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def connect(self, on_event=None, on_success=None, on_failure=None) -> "Job":
+        """Connect the handlers (queued: they run in the receiver's thread, the GUI thread)."""
+        q = Qt.ConnectionType.QueuedConnection
+        for signal, slot in ((self.event, on_event), (self.succeeded, on_success), (self.failed, on_failure)):
+            if slot is not None:
+                signal.connect(slot, q)
+        return self
+
+    def start(self) -> "Job":
+        self.thread.start()
+        return self
+
+    def report(self, obj) -> None:
+        """From work: hand obj to the GUI thread's event handler."""
+        self.event.emit(obj)
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+
+    @property
+    def running(self) -> bool:
+        return self.thread.is_alive()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until work returns; True if it did (or never started)."""
+        if self.thread.ident is not None:
+            self.thread.join(timeout)
+        return not self.thread.is_alive()
+
+    def join(self) -> None:
+        self.wait()
+
+    def _run(self) -> None:
+        try:
+            result = self.work(self)
+        except self.expected as e:
+            self.failed.emit(str(e))
+        except Exception as e:  # a bug must not vanish silently on a background thread
+            self.failed.emit(f"unexpected error: {type(e).__name__}: {e}")
+        else:
+            self.succeeded.emit(result)

@@ -1,0 +1,81 @@
+"""The Train form is made from the settings table; Threads is the machine's, not the project's.
+On eight receipts of the bundled sample (no ../shared needed)."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from PySide6.QtWidgets import QCheckBox, QComboBox, QDoubleSpinBox, QSpinBox
+
+from dxstudio.project import Project
+from dxstudio.tuning.rundir import RunDir
+from dxstudio.tuning.settings import DEFAULTS, FORM_SETTINGS, SETTINGS, Setting, usable_cores
+from dxstudio.ui import training_panel
+from dxstudio.ui.training_panel import TrainingPanel
+
+SAMPLE = Path(__file__).resolve().parents[2] / "resources" / "sample"
+
+
+@pytest.fixture
+def small_project(tmp_path):
+    root = tmp_path / "p"
+    (root / "pages").mkdir(parents=True)
+    (root / "labels").mkdir()
+    for page in sorted((SAMPLE / "pages").glob("*.json"))[:8]:
+        shutil.copy(page, root / "pages")
+        if (SAMPLE / "labels" / page.name).exists():
+            shutil.copy(SAMPLE / "labels" / page.name, root / "labels")
+    data = json.loads((SAMPLE / "dxproject.json").read_text())
+    data["settings"] = {"size": "tiny", "epochs": 1, "batch": 4, "warmup": 1, "heldout_fraction": 0.25}
+    (root / "dxproject.json").write_text(json.dumps(data))
+    return root
+
+
+def test_every_form_row_of_the_table_is_a_widget_with_its_range_and_help(qtbot, small_project):
+    panel = TrainingPanel(small_project)
+    panel.show_dialogs = False
+    qtbot.addWidget(panel)
+    assert list(panel.inputs) == [row.name for row in FORM_SETTINGS]
+    kinds = {"int": QSpinBox, "float": QDoubleSpinBox, "choice": QComboBox}
+    for row in FORM_SETTINGS:
+        w = panel.inputs[row.name]
+        assert isinstance(w, kinds[row.kind]) and row.help in w.toolTip()
+        if row.kind == "int" and row.low is not None:
+            assert w.minimum() == row.low  # the form cannot hold what the validation refuses
+    assert panel.inputs["field_weight"].specialValueText() == "schema"
+    assert panel.settings_values()["degree"] == DEFAULTS["degree"] == usable_cores()
+
+
+def test_a_new_row_appears_in_the_form(qtbot, small_project, monkeypatch):
+    row = Setting("accepted_only", "bool", False, "train on accepted pages only", label="Accepted only")
+    monkeypatch.setattr(training_panel, "FORM_SETTINGS", FORM_SETTINGS + (row,))
+    monkeypatch.setitem(training_panel.DEFAULTS, "accepted_only", False)
+    monkeypatch.setitem(training_panel.BY_NAME, "accepted_only", row)
+    panel = TrainingPanel(small_project)
+    qtbot.addWidget(panel)
+    assert isinstance(panel.inputs["accepted_only"], QCheckBox)
+    panel.set_settings({"accepted_only": True})
+    assert panel.settings_values()["accepted_only"] is True
+
+
+def test_threads_go_to_the_run_but_not_into_the_project(qtbot, small_project):
+    project = Project.open(small_project)
+    project.settings["degree"] = 7  # saved by an older version on another machine
+    project.save()
+    panel = TrainingPanel(small_project)
+    panel.show_dialogs = False
+    qtbot.addWidget(panel)
+    panel.inputs["degree"].setValue(1)
+    with qtbot.waitSignal(panel.finished, timeout=120_000) as done:
+        run_dir = panel.fine_tune()
+    assert "degree" not in Project.open(small_project).settings
+    assert Project.open(small_project).settings["epochs"] == 1  # the others are saved
+    assert RunDir(done.args[1]).read_settings()["settings"]["degree"] == 1
+    assert RunDir(run_dir).status() == "finished"
+    assert [i.name for i in RunDir.list(Project.open(small_project).runs_dir)] == [run_dir.name]
+
+
+def test_the_table_and_the_form_agree_on_names():
+    assert {row.name for row in FORM_SETTINGS} <= {row.name for row in SETTINGS}
