@@ -19,11 +19,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Qt, QThread, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QHeaderView, QLabel, QListWidget, QListWidgetItem,
                                QProgressBar, QPushButton, QSplitter, QTableWidget, QTableWidgetItem,
                                QVBoxLayout, QWidget)
 
+from dxstudio.ui.jobs import Job
 from dxstudio.ui.page_view import FillBar, PageView
 
 
@@ -70,54 +71,43 @@ def load_pages(path: Path) -> list:
     return [load_page(path)]
 
 
-class ExtractWorker(QObject):
-    progress = Signal(int, int)
-    result = Signal(object)  # ExtractResult
-    problem = Signal(str)  # one file that could not be read; the rest goes on
-    finished = Signal()
-
-    def __init__(self, model_path, files):
-        super().__init__()
-        self.model_path = model_path
-        self.files = [Path(f) for f in files]
-        self.cancel_requested = False
-
-    def run(self) -> None:
-        from dxstudio.engine.container import ModelFileError, load_model
+def extract_work(model_path, files):
+    """Reading the files as a dxstudio.ui.jobs.Job's work. Reports ("progress", done, total),
+    ("result", ExtractResult) and ("problem", message) for a file that cannot be read (the
+    rest goes on); a model that cannot be read fails the job."""
+    def work(job):
+        from dxstudio.engine.container import load_model
         from dxstudio.engine.extract import predict_page, prediction_json
         from dxstudio.engine.model import to_runtime
         from dxstudio.engine.page import PageError
         from dxstudio.importers import SourceError
 
-        try:
-            model = load_model(self.model_path)
-            params = to_runtime(model.params)
-        except (ModelFileError, OSError, ValueError) as e:
-            self.problem.emit(str(e))
-            self.finished.emit()
-            return
+        model = load_model(model_path)
+        params = to_runtime(model.params)
         thresholds = getattr(model, "thresholds", None)
-        for k, path in enumerate(self.files):
-            self.progress.emit(k, len(self.files))
-            if self.cancel_requested:
+        paths = [Path(f) for f in files]
+        for k, path in enumerate(paths):
+            job.report(("progress", k, len(paths)))
+            if job.cancelled.is_set():
                 break
             try:
                 pages = load_pages(path)
             except (PageError, SourceError, OSError, ValueError) as e:
-                self.problem.emit(str(e) if str(path) in str(e) else f"{path}: {e}")
+                job.report(("problem", str(e) if str(path) in str(e) else f"{path}: {e}"))
                 continue
             for page in pages:
                 try:
                     pred = predict_page(model.cfg, params, page)
                 except Exception as e:  # one bad page never stops the rest
-                    self.problem.emit(f"{path}: page {page.id}: {type(e).__name__}: {e}")
+                    job.report(("problem", f"{path}: page {page.id}: {type(e).__name__}: {e}"))
                     continue
                 fields = prediction_json(pred)["fields"]
                 for name, v in fields.items():
                     v["route"] = route_of(thresholds, name, v["confidence"])
-                self.result.emit(ExtractResult(str(path), page, fields))
-        self.progress.emit(len(self.files), len(self.files))
-        self.finished.emit()
+                job.report(("result", ExtractResult(str(path), page, fields)))
+        job.report(("progress", len(paths), len(paths)))
+        return None
+    return work
 
 
 class ExtractPanel(QWidget):
@@ -130,8 +120,7 @@ class ExtractPanel(QWidget):
         self.thresholds: dict | None = None
         self.results: list[ExtractResult] = []
         self.problems: list[str] = []
-        self._thread: QThread | None = None
-        self._worker: ExtractWorker | None = None
+        self._job: Job | None = None
         self.setAcceptDrops(True)
 
         self.model_label = QLabel()
@@ -225,7 +214,7 @@ class ExtractPanel(QWidget):
 
     @property
     def running(self) -> bool:
-        return self._thread is not None
+        return self._job is not None
 
     def extract_files(self, paths) -> bool:
         if self.running:
@@ -239,17 +228,24 @@ class ExtractPanel(QWidget):
         self.table.setRowCount(0)
         self.view.clear_page()
         self.note.setText("")
-        self._worker = ExtractWorker(self.model_path, paths)
-        self._thread = QThread(self)
-        self._worker.moveToThread(self._thread)
-        self._thread.started.connect(self._worker.run)
-        self._worker.progress.connect(self._on_progress)
-        self._worker.result.connect(self._on_result)
-        self._worker.problem.connect(self._on_problem)
-        self._worker.finished.connect(self._on_finished)
+        self._job = Job(extract_work(self.model_path, paths), "dxstudio-extract", parent=self)
+        self._job.connect(self._on_event, lambda _: self._on_finished(), self._on_failed)
         self.open_button.setEnabled(False)
-        self._thread.start()
+        self._job.start()
         return True
+
+    def _on_event(self, event) -> None:
+        kind = event[0]
+        if kind == "progress":
+            self._on_progress(event[1], event[2])
+        elif kind == "result":
+            self._on_result(event[1])
+        else:
+            self._on_problem(event[1])
+
+    def _on_failed(self, message: str) -> None:
+        self.problems.append(message)
+        self._on_finished()
 
     def _on_progress(self, done: int, total: int) -> None:
         self.progress.setRange(0, max(1, total))
@@ -270,11 +266,10 @@ class ExtractPanel(QWidget):
         self.problems.append(message)
 
     def _on_finished(self) -> None:
-        if self._thread is not None:
-            self._thread.quit()
-            self._thread.wait()
-            self._thread.deleteLater()
-        self._thread, self._worker = None, None
+        if self._job is not None:
+            self._job.join()  # its last act was the signal being handled
+            self._job.deleteLater()
+        self._job = None
         self.open_button.setEnabled(True)
         self.save_button.setEnabled(bool(self.results))
         parts = [f"Read {len(self.results)} page(s)."]
@@ -297,11 +292,9 @@ class ExtractPanel(QWidget):
         return not self.running
 
     def shutdown(self) -> None:
-        if self._worker is not None:
-            self._worker.cancel_requested = True
-        if self._thread is not None:
-            self._thread.quit()
-            self._thread.wait(30000)
+        if self._job is not None:
+            self._job.cancel()
+            self._job.wait(30)
 
     # -- showing -----------------------------------------------------------------------------
     def show_result(self, row: int) -> None:

@@ -5,8 +5,8 @@ optional descriptions after '='); Create makes the project (dxstudio.project.Pro
 and emits created(path).
 
 ImportDialog(project_root): a format (json, funsd, sroie, cord, pdf), a source file or folder;
-Import runs dxstudio.importers.import_pages in a background QThread (the window never
-freezes) with a progress bar and Cancel (between two source files), then says what was
+Import runs dxstudio.importers.import_pages as a background dxstudio.ui.jobs.Job (the window
+never freezes) with a progress bar and Cancel (between two source files), then says what was
 added, what was already there and what was skipped and why (one line per file), and emits
 imported(report dict).
 """
@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Qt, QThread, Signal
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (QComboBox, QDialog, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit,
                                QPlainTextEdit, QProgressBar, QPushButton, QVBoxLayout)
 
 from dxstudio.importers import FORMATS, SourceError, import_pages
 from dxstudio.project import LabelError, Project, ProjectError
+from dxstudio.ui.jobs import Job
 
 FORMAT_HELP = {
     "json": "page JSON files: a file or a folder of *.json",
@@ -104,35 +105,22 @@ class ImportCancelled(Exception):
     pass
 
 
-class ImportWorker(QObject):
-    progress = Signal(int, int)
-    finished = Signal(dict)
-    failed = Signal(str)
-
-    def __init__(self, fmt: str, src: str, project_root):
-        super().__init__()
-        self.fmt, self.src, self.project_root = fmt, src, project_root
-        self.cancel_requested = False
-
-    def run(self) -> None:
+def import_work(fmt: str, src: str, project_root):
+    """The import as a dxstudio.ui.jobs.Job's work: reports (done, total), returns the report dict."""
+    def work(job):
         def progress(done, total):
-            self.progress.emit(done, total)
-            if self.cancel_requested and done < total:
+            job.report((done, total))
+            if job.cancelled.is_set() and done < total:
                 raise ImportCancelled()
 
         try:
-            report = import_pages(self.fmt, self.src, Project.open(self.project_root), progress=progress)
-            result = report.to_dict()
-            result["cancelled"] = False
+            report = import_pages(fmt, src, Project.open(project_root), progress=progress)
         except ImportCancelled:
-            result = {"cancelled": True}
-        except (SourceError, ProjectError, LabelError, OSError) as e:
-            self.failed.emit(str(e))
-            return
-        except Exception as e:  # keep the app alive and say what happened
-            self.failed.emit(f"import failed: {type(e).__name__}: {e}")
-            return
-        self.finished.emit(result)
+            return {"cancelled": True}
+        result = report.to_dict()
+        result["cancelled"] = False
+        return result
+    return work
 
 
 def report_text(result: dict) -> str:
@@ -163,8 +151,7 @@ class ImportDialog(QDialog):
         super().__init__(parent)
         self.project_root = Path(project_root)
         self.setWindowTitle(f"Import pages into {self.project_root.name}")
-        self._thread: QThread | None = None
-        self._worker: ImportWorker | None = None
+        self._job: Job | None = None
         self.result: dict | None = None
         self.format = QComboBox()
         for f in FORMATS:
@@ -229,7 +216,7 @@ class ImportDialog(QDialog):
 
     @property
     def running(self) -> bool:
-        return self._thread is not None
+        return self._job is not None
 
     def start(self) -> bool:
         src = self.source.text().strip()
@@ -239,23 +226,19 @@ class ImportDialog(QDialog):
             self.report.setPlainText("Choose a file or folder to import from.")
             return False
         self.result = None
-        self._worker = ImportWorker(self.format.currentData(), src, self.project_root)
-        self._thread = QThread(self)
-        self._worker.moveToThread(self._thread)
-        self._thread.started.connect(self._worker.run)
-        self._worker.progress.connect(self._on_progress)
-        self._worker.finished.connect(self._on_finished)
-        self._worker.failed.connect(self._on_failed)
+        self._job = Job(import_work(self.format.currentData(), src, self.project_root), "dxstudio-import",
+                        expected=(SourceError, ProjectError, LabelError, OSError), parent=self)
+        self._job.connect(lambda p: self._on_progress(*p), self._on_finished, self._on_failed)
         self.import_button.setEnabled(False)
         self.cancel_button.setEnabled(True)
         self.progress.setRange(0, 0)  # busy until the first count arrives
         self.report.setPlainText(f"Importing {src} as {self.format.currentData()}…")
-        self._thread.start()
+        self._job.start()
         return True
 
     def cancel(self) -> None:
-        if self._worker is not None:
-            self._worker.cancel_requested = True
+        if self._job is not None:
+            self._job.cancel()
             self.cancel_button.setEnabled(False)
             self.report.appendPlainText("Cancelling after the current file…")
 
@@ -265,11 +248,10 @@ class ImportDialog(QDialog):
         self.progress.setFormat("%v / %m files")
 
     def _stop(self) -> None:
-        if self._thread is not None:
-            self._thread.quit()
-            self._thread.wait()
-            self._thread.deleteLater()
-        self._thread, self._worker = None, None
+        if self._job is not None:
+            self._job.join()  # its last act was the signal being handled
+            self._job.deleteLater()
+        self._job = None
         self.import_button.setEnabled(True)
         self.cancel_button.setEnabled(False)
 
@@ -291,9 +273,7 @@ class ImportDialog(QDialog):
         self.report.setPlainText(message)
 
     def closeEvent(self, event):
-        if self._worker is not None:
-            self._worker.cancel_requested = True
-        if self._thread is not None:
-            self._thread.quit()
-            self._thread.wait(30000)
+        if self._job is not None:
+            self._job.cancel()
+            self._job.wait(30)
         super().closeEvent(event)
