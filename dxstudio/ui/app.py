@@ -127,6 +127,15 @@ REVIEW_ACTIONS = ("accept", "exclude", "exclude_reason", "unreview", "next", "pr
 STATE_FILE = Path(".cache") / "app-state.json"  # in the project folder: the page shown last
 
 
+def fitted_size(avail_width: int | None, avail_height: int | None) -> tuple[int, int]:
+    """The window's first size: 1400x880, or what a smaller screen has room for (a frame and a
+    task bar aside), never below the minimum: 1264x880 on a 1280x1024 screen."""
+    w, h = 1400, 880
+    if avail_width and avail_height and avail_width >= MIN_WIDTH and avail_height >= MIN_HEIGHT:
+        w, h = min(w, avail_width - 16), min(h, avail_height - 40)
+    return max(w, MIN_WIDTH), max(h, MIN_HEIGHT)
+
+
 def accept_note(page_id: str, status) -> str:
     """What to say after accepting a page that the trainer still cannot use as it stands."""
     msg = status.message
@@ -188,8 +197,8 @@ class MainWindow(QMainWindow):
             self.results_panel = ResultsPanel(self)
             self.training_panel.finished.connect(
                 lambda report, run_dir: self._show_results(report, run_dir))
-            self.tabs.addTab(_scrolled(self.training_panel), "Train")
-            self.tabs.addTab(_scrolled(self.results_panel), "Results")
+            self.tabs.addTab(self.training_panel, "Train")
+            self.tabs.addTab(self.results_panel, "Results")
         else:
             self.training_panel = self.results_panel = None
             self.tabs.addTab(_placeholder(f"The training panel is not available.\n({why})"), "Train")
@@ -228,15 +237,10 @@ class MainWindow(QMainWindow):
                 f"filter the list by “Cannot be read” to see why", 15000)
 
     def _fit_to_screen(self) -> None:
-        """1400x880, or less on a smaller screen (a 1280x1024 screen gets the whole window)."""
         self.setMinimumSize(MIN_WIDTH, MIN_HEIGHT)
-        w, h = 1400, 880
         screen = self.screen() or QApplication.primaryScreen()
-        if screen is not None:
-            avail = screen.availableGeometry()
-            if avail.width() >= MIN_WIDTH and avail.height() >= MIN_HEIGHT:
-                w, h = min(w, avail.width() - 16), min(h, avail.height() - 40)
-        self.resize(max(w, MIN_WIDTH), max(h, MIN_HEIGHT))
+        avail = screen.availableGeometry() if screen is not None else None
+        self.resize(*fitted_size(avail.width() if avail else None, avail.height() if avail else None))
 
     # -- actions ---------------------------------------------------------------------------
     def _action(self, name: str, text: str, keys, slot, tip: str) -> QAction:

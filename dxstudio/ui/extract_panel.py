@@ -193,11 +193,15 @@ class ExtractPanel(QWidget):
         self.model_path = Path(path)
         self.thresholds = getattr(model, "thresholds", None)
         fields = ", ".join(model.cfg.fields)
+        try:  # a model of this project is named by its path in the project
+            shown = self.model_path.resolve().relative_to(Path(self.project.root).resolve())
+        except ValueError:
+            shown = self.model_path
         if self.thresholds:
             how = "routes from its stored thresholds: local at or above, ask below"
         else:
             how = "no stored thresholds: confidences only, no routes"
-        self.model_label.setText(f"<b>Model</b> {self.model_path} · fields {fields} · {how}")
+        self.model_label.setText(f"<b>Model</b> {shown} · fields {fields} · {how}")
         return True
 
     def _choose_model(self) -> None:

@@ -192,10 +192,15 @@ class PageView(QGraphicsView):
         # narrow strip of a large page). The scene is exactly that area with a margin, so the
         # fitted page has no scroll bars and zooming in scrolls over the content only.
         content = QRectF(0, 0, w, h)
-        if not has_image and self._rects:
-            content = self._rects[0].rect()
+        if self._rects:
+            words = self._rects[0].rect()
             for r in self._rects[1:]:
-                content = content.united(r.rect())
+                words = words.united(r.rect())
+            if not has_image:
+                content = words
+            else:  # the printed area with a margin of paper: a receipt is not lost in its scan
+                margin = 0.04 * max(w, h)
+                content = words.adjusted(-margin, -margin, margin, margin).intersected(content)
         pad = 0.03 * max(content.width(), content.height())
         self._content = content.adjusted(-pad, -pad, pad, pad)
         scene.setSceneRect(self._content)
@@ -319,7 +324,8 @@ class PageView(QGraphicsView):
 
     def _draw_names(self) -> None:
         for item in self._name_items:
-            self.scene().removeItem(item)
+            if item.parentItem() is None:
+                self.scene().removeItem(item)
         self._name_items = []
         if not self.show_names or self.page is None:
             return
@@ -332,24 +338,25 @@ class PageView(QGraphicsView):
             name = self.field_names[c] if c < len(self.field_names) else f"field {c}"
             rect = self._rects[i].rect()
             colour = QColor(PALETTE[c % len(PALETTE)])
+            # a tag of fixed screen size (11 px) just above the field's first word, at any zoom
             text = QGraphicsSimpleTextItem(self.name_text.get(name, name))
             f = QFont("DejaVu Sans")
-            f.setPixelSize(max(6, int(rect.height() * 0.55)))
+            f.setPixelSize(11)
             f.setBold(True)
             text.setFont(f)
             text.setBrush(QBrush(QColor("white")))
             br = text.boundingRect()
-            x, y = rect.left(), rect.top() - br.height() - 1
-            back = QGraphicsRectItem(QRectF(x - 2, y, br.width() + 4, br.height()))
+            back = QGraphicsRectItem(QRectF(-2, -br.height() - 1, br.width() + 4, br.height()))
+            back.setFlag(QGraphicsRectItem.ItemIgnoresTransformations, True)
+            back.setPos(rect.left(), rect.top())
             back.setBrush(QBrush(colour.darker(115)))
             back.setPen(QPen(Qt.NoPen))
             back.setZValue(4)
             back.setAcceptedMouseButtons(Qt.NoButton)
-            text.setPos(x, y)
-            text.setZValue(5)
+            text.setParentItem(back)
+            text.setPos(0, -br.height() - 1)
             text.setAcceptedMouseButtons(Qt.NoButton)
             self.scene().addItem(back)
-            self.scene().addItem(text)
             self._name_items += [back, text]
 
     def name_labels(self) -> list[str]:

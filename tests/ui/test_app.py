@@ -61,7 +61,7 @@ def test_training_tab_is_the_training_panel(window):
         pytest.skip("the training panel is not there yet")
     assert isinstance(window.training_panel, TrainingPanel)
     assert isinstance(window.results_panel, ResultsPanel)
-    assert window.tabs.widget(2).widget() is window.training_panel  # in a scroll area
+    assert window.tabs.widget(2) is window.training_panel
 
 
 def test_close_calls_shutdown_on_the_panels(window, monkeypatch):

@@ -274,9 +274,12 @@ def test_window_shrinks_to_1010_and_fits_1280x1024(window, qtbot):
     window.resize(1010, 640)
     QApplication.processEvents()
     assert window.width() == 1010
-    avail = window.screen().availableGeometry()
-    if avail.width() >= 1010:
-        assert window.frameGeometry().width() <= max(1400, avail.width())
+    from dxstudio.ui.app import fitted_size
+
+    assert fitted_size(1280, 1024) == (1264, 880)  # fits a 1280x1024 screen with its frame
+    assert fitted_size(1920, 1080) == (1400, 880)
+    assert fitted_size(1024, 700) == (1008, 660)
+    assert fitted_size(None, None) == (1400, 880) and fitted_size(800, 600) == (1400, 880)
 
 
 def test_closing_during_training_asks_first(window, qtbot, monkeypatch):
