@@ -152,8 +152,11 @@ def accept_note(page_id: str, status) -> str:
 
 
 class MainWindow(QMainWindow):
-    def __init__(self, project_path, parent=None):
+    def __init__(self, project_path, parent=None, remember: bool = True):
+        """remember: open on the page shown last and write it back (the screenshot command,
+        which must leave the project as it was, turns it off)."""
         super().__init__(parent)
+        self.remember = remember
         self.session = ReviewSession(project_path)
         self.project_root = Path(self.session.project.root)
         self.setWindowTitle(f"dxstudio — {self.session.project.name}")
@@ -530,6 +533,8 @@ class MainWindow(QMainWindow):
 
     # -- remembering the page ---------------------------------------------------------------
     def _restore_page(self) -> None:
+        if not self.remember:
+            return
         try:
             state = read_json(self.project_root / STATE_FILE)
             pid = state.get("page") if isinstance(state, dict) else None
@@ -541,7 +546,7 @@ class MainWindow(QMainWindow):
             self.field_panel.refresh()
 
     def _save_page(self) -> None:
-        if self.session.current is None:
+        if self.session.current is None or not self.remember:
             return
         try:
             write_json_atomic(self.project_root / STATE_FILE, {"page": self.session.current})

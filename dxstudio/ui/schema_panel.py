@@ -333,6 +333,9 @@ class SchemaPanel(QWidget):
 
     def _on_failed(self, message: str) -> None:
         self._stop_thread()
+        self.progress.setRange(0, 1)
+        self.progress.setValue(0)
+        self.progress.setFormat("failed")
         self.result.setText(f"<span style='color:#D7191C'>{message}</span>")
 
     def shutdown(self) -> None:

@@ -113,7 +113,7 @@ def render(project: Path, out: Path, screen: str, size=(1400, 880), steps: int =
         if screen in TRAINED_SCREENS:  # train on a copy: the project gets no run folder from a screenshot
             root = Path(tmp) / project.name
             copy_project(project, root)
-        window = MainWindow(root)
+        window = MainWindow(root, remember=False)  # the project is left as it was
         try:
             window.resize(*size)
             window.show()
