@@ -469,3 +469,69 @@ def test_the_sample_has_page_images_drawn_from_its_words(qtbot, activate, tmp_pa
     assert w.view.has_image and not w.view.notice
     qtbot.keyClick(w.view, Qt.Key_J)
     assert w.view.has_image and not w.view.notice
+
+
+def test_a_failing_endpoint_is_said_once_with_an_empty_bar(window, qtbot):
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Refuse(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            body = b'{"error": "model not found"}'
+            self.send_response(404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Refuse)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    panel = window.schema_panel
+    try:
+        panel.url.setText(f"http://127.0.0.1:{server.server_address[1]}/v1")
+        panel.model.setText("m")
+        panel.force.setChecked(True)  # ask every page again
+        click_tab(qtbot, window, 1)
+        with qtbot.waitSignal(panel.labellingFinished, timeout=60000) as done:
+            qtbot.mouseClick(panel.label_button, Qt.LeftButton)
+    finally:
+        server.shutdown()
+        server.server_close()
+    result = done.args[0]
+    assert result["labelled"] == 0 and len(result["errors"]) == 3 and result["stopped"]
+    text = panel.result.text()
+    assert text.count("HTTP 404") == 1 and "3 page(s) failed" in text
+    assert panel.progress.value() == 0 and panel.progress.format() == "0 of 3 page(s) labelled"
+
+
+def test_dropping_pdfs_on_the_extract_tab(window, qtbot, tmp_path):
+    from PySide6.QtCore import QMimeData, QPointF, QUrl
+    from PySide6.QtGui import QDragEnterEvent, QDropEvent
+
+    from dxstudio.engine.config import size_config
+    from dxstudio.engine.container import save_model
+    from dxstudio.engine.params import new_params
+    from tests.test_importers import minimal_pdf
+
+    cfg = size_config("tiny", window.session.field_names)
+    save_model(tmp_path / "m.safetensors", cfg, new_params(cfg, 2))
+    panel = window.extract_panel
+    assert panel.set_model(tmp_path / "m.safetensors")
+    (tmp_path / "invoice.pdf").write_bytes(minimal_pdf([(72, 700, "Invoice No 42"), (72, 680, "Total 12.50")]))
+    (tmp_path / "scan.pdf").write_bytes(minimal_pdf([]))
+    click_tab(qtbot, window, 4)
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(tmp_path / n)) for n in ("invoice.pdf", "scan.pdf")])
+    enter = QDragEnterEvent(QPoint(20, 20), Qt.CopyAction, mime, Qt.LeftButton, Qt.NoModifier)
+    panel.dragEnterEvent(enter)
+    assert enter.isAccepted()
+    drop = QDropEvent(QPointF(20, 20), Qt.CopyAction, mime, Qt.LeftButton, Qt.NoModifier)
+    with qtbot.waitSignal(panel.finished, timeout=120000):
+        panel.dropEvent(drop)  # (Qt delivers a drop only inside a real drag; the handler is the same)
+    assert [r.page.id for r in panel.results] == ["invoice"]
+    assert [w.text for w in panel.view.page.words][:3] == ["Invoice", "No", "42"]
+    assert len(panel.problems) == 1 and "scan.pdf" in panel.problems[0] and "no text layer" in panel.problems[0]
+    assert "1 file(s) skipped" in panel.note.text()
