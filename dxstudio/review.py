@@ -302,6 +302,12 @@ class ReviewSession:
         if current is not None:
             self.goto(current)
 
+    def reopen(self) -> None:
+        """Re-read dxproject.json (an import may have added fields) and then every page."""
+        self.project = Project.open(self.project.root)
+        self.max_words = self._model_max_words()
+        self.reload()
+
     def set_schema(self, fields) -> None:
         """Replace the schema (names, descriptions, weights), save dxproject.json and re-read.
         dxproject.json is read afresh first, so settings another panel saved are kept."""

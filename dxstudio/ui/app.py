@@ -502,9 +502,15 @@ class MainWindow(QMainWindow):
     def import_dialog(self) -> None:
         from dxstudio.ui.import_dialog import ImportDialog
         dialog = ImportDialog(self.project_root, self)
-        dialog.imported.connect(lambda report: self.reload())
+        dialog.imported.connect(lambda report: self.after_import())
         self._jobs.append(dialog)
         dialog.show()
+
+    def after_import(self) -> None:
+        """Pages (and maybe fields) were added: re-read the project, the schema table too."""
+        if self._do(self.session.reopen):
+            self.schema_panel.load()
+            self.extract_panel.project = self.session.project
 
     def export_labels_dialog(self, path=None) -> int | None:
         from dxstudio.review import export_reviewed

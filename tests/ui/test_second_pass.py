@@ -535,3 +535,27 @@ def test_dropping_pdfs_on_the_extract_tab(window, qtbot, tmp_path):
     assert [w.text for w in panel.view.page.words][:3] == ["Invoice", "No", "42"]
     assert len(panel.problems) == 1 and "scan.pdf" in panel.problems[0] and "no text layer" in panel.problems[0]
     assert "1 file(s) skipped" in panel.note.text()
+
+
+def test_import_into_a_new_project_brings_its_fields(qtbot, activate, tmp_path, monkeypatch):
+    from dxstudio.project import Project
+    from dxstudio.ui.app import MainWindow
+    from tests.conftest import SROIE, sroie_subset
+
+    if not SROIE.exists():
+        pytest.skip(f"{SROIE} is not here")
+    monkeypatch.setenv("DXSTUDIO_HOME", str(tmp_path / "home"))
+    Project.create(tmp_path / "p", "empty")
+    w = activate(MainWindow(tmp_path / "p"))
+    assert w.session.current is None and "Import pages" in w.banner.text()
+    src = sroie_subset(tmp_path / "src", ["000", "001", "002"])
+    qtbot.keyClick(w, Qt.Key_I, Qt.ControlModifier)
+    dialog = w._jobs[-1]
+    dialog.format.setCurrentIndex(dialog.format.findData("sroie"))
+    dialog.source.setText(str(src))
+    with qtbot.waitSignal(dialog.imported, timeout=60000):
+        qtbot.mouseClick(dialog.import_button, Qt.LeftButton)
+    assert len(w.session.page_ids) == 3 and w.session.current == w.session.page_ids[0]
+    names = w.session.field_names
+    assert names and [f["name"] for f in w.schema_panel.fields()] == names
+    assert set(w.field_panel.rows) == set(names) and w.view.page is not None
