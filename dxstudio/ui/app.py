@@ -3,7 +3,8 @@
     run_app(path=None) -> int        opens PROJECT, or the bundled sample (resources/sample)
                                      copied on first use to $DXSTUDIO_HOME/sample
                                      (default ~/.local/share/dxstudio/sample)
-    MainWindow(project_path)         tabs: Review, Schema & labels, Train, Results
+    MainWindow(project_path)         tabs: Review, Schema & labels, Train, Results, Extract;
+                                     File: New project, Open, Import pages, Export reviewed labels
 
 The window is a view of dxstudio.review.ReviewSession (the data model, no Qt): the page list,
 the page view and the field panel subscribe to it, and the keys below call its operations,
