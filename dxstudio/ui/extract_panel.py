@@ -61,17 +61,56 @@ def route_of(thresholds: dict | None, field: str, confidence) -> str | None:
     return "local" if confidence >= t else "ask"
 
 
-def load_pages(path: Path) -> list:
-    """The pages of one file: a PDF (its text layer, one page per PDF page) or a page JSON."""
+def load_pages(path: Path, image_dir: Path | None = None) -> list:
+    """The pages of one file: a PDF (its text layer, one page per PDF page) or a page JSON.
+    With image_dir, each PDF page is also rendered there (PNG) and shown under its fields."""
+    import dataclasses
+
     from dxstudio.engine.page import load_page
     from dxstudio.importers import pdf_pages
 
-    if path.suffix.lower() == ".pdf":
-        return pdf_pages(path)
-    return [load_page(path)]
+    if path.suffix.lower() != ".pdf":
+        return [load_page(path)]
+    pages = pdf_pages(path)
+    if image_dir is None:
+        return pages
+    out = []
+    for page in pages:
+        tail = page.id.rsplit("-p", 1)[-1] if len(pages) > 1 or "-p" in page.id else "1"
+        index = int(tail) - 1 if tail.isdigit() else 0
+        try:
+            image = render_pdf_page(path, index, image_dir / f"{len(list(image_dir.iterdir()))}.png")
+        except Exception:  # the words are what matter; a page that does not render shows its boxes
+            image = None
+        out.append(dataclasses.replace(page, image=str(image)) if image else page)
+    return out
 
 
-def extract_work(model_path, files):
+def render_pdf_page(path: Path, index: int, out: Path, dpi: float = 100.0) -> Path:
+    """Render page `index` of a PDF to a PNG (pypdfium2, then Qt's PNG writer); returns out."""
+    import pypdfium2 as pdfium
+    from PySide6.QtGui import QImage
+
+    pdf = pdfium.PdfDocument(str(path))
+    try:
+        page = pdf[index]
+        bitmap = page.render(scale=dpi / 72.0)
+        arr = bitmap.to_numpy()
+        h, w = arr.shape[:2]
+        channels = arr.shape[2] if arr.ndim == 3 else 1
+        fmt = {1: QImage.Format_Grayscale8, 3: QImage.Format_BGR888, 4: QImage.Format_RGBX8888}[channels]
+        import numpy as np
+        arr = np.ascontiguousarray(arr)
+        img = QImage(arr.data, w, h, arr.strides[0], fmt).copy()
+        page.close()
+    finally:
+        pdf.close()
+    if not img.save(str(out), "PNG"):
+        raise OSError(f"{out}: cannot write the rendered page")
+    return out
+
+
+def extract_work(model_path, files, image_dir=None):
     """Reading the files as a dxstudio.ui.jobs.Job's work. Reports ("progress", done, total),
     ("result", ExtractResult) and ("problem", message) for a file that cannot be read (the
     rest goes on); a model that cannot be read fails the job."""
@@ -91,7 +130,7 @@ def extract_work(model_path, files):
             if job.cancelled.is_set():
                 break
             try:
-                pages = load_pages(path)
+                pages = load_pages(path, image_dir)
             except (PageError, SourceError, OSError, ValueError) as e:
                 job.report(("problem", str(e) if str(path) in str(e) else f"{path}: {e}"))
                 continue
@@ -121,6 +160,7 @@ class ExtractPanel(QWidget):
         self.results: list[ExtractResult] = []
         self.problems: list[str] = []
         self._job: Job | None = None
+        self._image_dir: Path | None = None
         self.setAcceptDrops(True)
 
         self.model_label = QLabel()
@@ -232,7 +272,10 @@ class ExtractPanel(QWidget):
         self.table.setRowCount(0)
         self.view.clear_page()
         self.note.setText("")
-        self._job = Job(extract_work(self.model_path, paths), "dxstudio-extract", parent=self)
+        import tempfile
+        if self._image_dir is None:  # rendered PDF pages, removed when the window closes
+            self._image_dir = Path(tempfile.mkdtemp(prefix="dxstudio-extract-"))
+        self._job = Job(extract_work(self.model_path, paths, self._image_dir), "dxstudio-extract", parent=self)
         self._job.connect(self._on_event, lambda _: self._on_finished(), self._on_failed)
         self.open_button.setEnabled(False)
         self._job.start()
@@ -299,6 +342,10 @@ class ExtractPanel(QWidget):
         if self._job is not None:
             self._job.cancel()
             self._job.wait(30)
+        if self._image_dir is not None:
+            import shutil
+            shutil.rmtree(self._image_dir, ignore_errors=True)
+            self._image_dir = None
 
     # -- showing -----------------------------------------------------------------------------
     def show_result(self, row: int) -> None:

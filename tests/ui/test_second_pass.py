@@ -533,6 +533,11 @@ def test_dropping_pdfs_on_the_extract_tab(window, qtbot, tmp_path):
         panel.dropEvent(drop)  # (Qt delivers a drop only inside a real drag; the handler is the same)
     assert [r.page.id for r in panel.results] == ["invoice"]
     assert [w.text for w in panel.view.page.words][:3] == ["Invoice", "No", "42"]
+    assert panel.view.has_image and not panel.view.notice  # the PDF page rendered under its fields
+    image_dir = panel._image_dir
+    assert image_dir.is_dir()
+    window.close()
+    assert not image_dir.exists()  # the rendered pages go with the window
     assert len(panel.problems) == 1 and "scan.pdf" in panel.problems[0] and "no text layer" in panel.problems[0]
     assert "1 file(s) skipped" in panel.note.text()
 
