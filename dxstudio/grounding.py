@@ -347,7 +347,8 @@ def not_asked_fields(labels: LabelFile, field_names) -> list:
 
 
 def not_asked_reason(names) -> str:
-    return (f"{', '.join(names)} not asked yet (added to the schema after this page was labelled; "
+    # no "; " inside: exclusion reasons are joined and split on it
+    return (f"{', '.join(names)} not asked yet (added to the schema after this page was labelled, "
             f"Label pages asks for {'it' if len(names) == 1 else 'them'})")
 
 
