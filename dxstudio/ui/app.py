@@ -42,7 +42,7 @@ from dxstudio.fsutil import read_json, write_json_atomic
 from dxstudio.project import LabelError, ProjectError
 from dxstudio.review import ReviewError, ReviewSession
 from dxstudio.ui.field_panel import FieldPanel
-from dxstudio.ui.page_list import COUNT_WORDS, STATUS_LABELS, PageList
+from dxstudio.ui.page_list import COUNT_WORDS, PageList
 from dxstudio.ui.page_view import FillBar, PageView
 from dxstudio.ui.schema_panel import SchemaPanel
 
