@@ -564,3 +564,44 @@ def test_import_into_a_new_project_brings_its_fields(qtbot, activate, tmp_path, 
     names = w.session.field_names
     assert names and [f["name"] for f in w.schema_panel.fields()] == names
     assert set(w.field_panel.rows) == set(names) and w.view.page is not None
+
+
+def test_extract_shows_routes_from_a_models_stored_thresholds(window, qtbot, tmp_path, monkeypatch):
+    """A model that carries LocalFirst thresholds (the tuner's, once stored) gets a route per value."""
+    import dataclasses
+
+    from dxstudio.engine import container
+    from dxstudio.engine.config import size_config
+    from dxstudio.engine.params import new_params
+
+    cfg = size_config("tiny", window.session.field_names)
+    container.save_model(tmp_path / "m.safetensors", cfg, new_params(cfg, 3))
+    real = container.load_model
+    th = {"pooled": 0.5, "fields": {window.session.field_names[0]: 1.01}}  # field 1: never local
+
+    def with_thresholds(path):
+        m = real(path)
+        try:
+            return dataclasses.replace(m, thresholds=th)
+        except TypeError:  # a LoadedModel without the field yet
+            object.__setattr__(m, "thresholds", th)
+            return m
+    monkeypatch.setattr(container, "load_model", with_thresholds)
+    panel = window.extract_panel
+    assert panel.set_model(tmp_path / "m.safetensors") and "routes from its stored thresholds" in panel.model_label.text()
+    click_tab(qtbot, window, 4)
+    pages = [window.project_root / "pages" / f"{pid}.json" for pid in window.session.page_ids[:3]]
+    with qtbot.waitSignal(panel.finished, timeout=120000):
+        assert panel.extract_files(pages)
+    assert any(v["route"] for r in panel.results for v in r.fields.values())  # some values got a route
+    for r in panel.results:
+        for name, v in r.fields.items():
+            if v["confidence"] is None:
+                assert v["route"] is None
+            elif name == window.session.field_names[0]:
+                assert v["route"] == "ask"
+            else:
+                assert v["route"] == ("local" if v["confidence"] >= 0.5 else "ask")
+    routes = [panel.table.item(k, 3).text() for k in range(panel.table.rowCount())]
+    shown = panel.results[0].fields
+    assert routes == [v["route"] or ("" if v["value"] is None else "—") for v in shown.values()]
