@@ -146,11 +146,19 @@ def set_threads(n: int = THREADS, torch_too: bool = True) -> dict:
     return out
 
 
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+CLOCK = "wall"  # set by the scripts' --clock
+
+
 def interleaved(contestants: dict, repeats: int, prepare: dict | None = None) -> dict:
     """Seconds per call of each contestant, run side by side: one call of each per round, the
     order turned by one every round (A B C, B C A, ...) so no one always follows the same
     neighbour on a busy machine. prepare[name], if given, runs untimed before each call.
-    Call each contestant once beforehand to warm it up."""
+    Call each contestant once beforehand to warm it up. The clock is CLOCK: "wall" (elapsed
+    time) or "cpu" (this process's CPU time, all its threads: on a machine shared with other
+    work it leaves out the time spent waiting for a core; meaningful when each side runs on
+    one thread)."""
+    clock = CLOCKS[CLOCK]
     names = list(contestants)
     prepare = prepare or {}
     times = {name: [] for name in names}
@@ -159,9 +167,9 @@ def interleaved(contestants: dict, repeats: int, prepare: dict | None = None) ->
         for name in names[k:] + names[:k]:
             if name in prepare:
                 prepare[name]()
-            t0 = time.perf_counter()
+            t0 = clock()
             contestants[name]()
-            times[name].append(time.perf_counter() - t0)
+            times[name].append(clock() - t0)
     return times
 
 

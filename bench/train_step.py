@@ -23,6 +23,7 @@ import cProfile
 import io
 import pstats
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -50,6 +51,52 @@ class OurStep:
 
     def __call__(self):
         self.loss = train_step(self.state, self.examples, LR).loss
+
+
+class FastTorchStep:
+    """The same step as a speed-minded PyTorch engineer writes it (bench/torch_fast.py): batched
+    character CNN with a mask, SDPA with the pair bias, the tag loss, loss.backward(), AdamW
+    with foreach or fused; optionally the forward and the loss under torch.compile."""
+
+    def __init__(self, cfg, params, inp, tags, trained: set, impl: str, compiled: bool):
+        import torch
+        import torch.nn.functional as F
+
+        from bench.torch_fast import FastTorchModel, TorchBatch, make_adamw
+
+        self.torch = torch
+        self.inp = inp
+        self.model = FastTorchModel(cfg, params)
+        self.args = TorchBatch.of(inp).args()
+        self.opt = make_adamw(cfg, self.model, trained, LR, SETTINGS, impl)
+        targets = torch.as_tensor(tags.astype("int64"))
+        weight = torch.tensor(C.tag_class_weights(cfg), dtype=torch.float32)
+        model = self.model
+
+        def loss_fn(*args):
+            return F.cross_entropy(model(*args)["tag_logits"], targets, weight=weight, ignore_index=-1)
+
+        self.loss_fn = torch.compile(loss_fn) if compiled else loss_fn
+        self.loss = None
+
+    def __call__(self):
+        self.opt.zero_grad(set_to_none=True)
+        loss = self.loss_fn(*self.args)
+        loss.backward()
+        self.opt.step()
+        self.loss = float(loss.detach())
+
+    def trained(self) -> set:
+        return {name for name, t in self.model.named_tensors() if t.grad is not None}
+
+
+def torch_variants(cfg, params, inp, tags, trained: set, compile_ok: bool) -> dict:
+    """{name: step} of the honest anchor's variants (the mirror is timed beside them)."""
+    out = {"eager_foreach": FastTorchStep(cfg, params, inp, tags, trained, "foreach", False),
+           "eager_fused": FastTorchStep(cfg, params, inp, tags, trained, "fused", False)}
+    if compile_ok:
+        out["compiled"] = FastTorchStep(cfg, params, inp, tags, trained, "fused", True)
+    return out
 
 
 class TorchStep:
@@ -108,23 +155,50 @@ def first_steps(cfg, ours: OurStep, theirs: TorchStep) -> tuple[float, float]:
     return ours.loss, theirs.loss
 
 
-def compare(cfg, params, pages, repeats: int) -> tuple[dict, list[str]]:
+def compare(cfg, params, pages, repeats: int, compile_ok: bool) -> tuple[dict, list[str]]:
+    """Ours, the mirror and the anchor's variants, interleaved, per size. ratio_N = ours / the
+    fastest PyTorch variant (mirror included); every variant's loss is checked against the
+    mirror's at the first step (same weights, same page) and shown after the last."""
     figures, lines = {}, []
     for n, page in pages.items():
         inp = window_inputs(page, cfg, 0, n)
         tags = C.tag_targets(cfg, n)
-        ours, theirs = OurStep(cfg, params, inp, tags), TorchStep(cfg, params, inp, tags)
-        first_ours, first_torch = first_steps(cfg, ours, theirs)
-        times = C.interleaved({"ours": ours, "torch": theirs}, repeats, prepare={"torch": theirs.prepare})
-        ms_ours, ms_torch = 1e3 * C.median(times["ours"]), 1e3 * C.median(times["torch"])
+        ours, mirror = OurStep(cfg, params, inp, tags), TorchStep(cfg, params, inp, tags)
+        first_ours, first_torch = first_steps(cfg, ours, mirror)
+        trained = set(trainable_scales(cfg, ours.settings))
+        variants = torch_variants(cfg, params, inp, tags, trained, compile_ok)
+        first = {}
+        for name, step in variants.items():  # warm-up (and for torch.compile: the compile) + check
+            t0 = time.perf_counter()
+            step()
+            first[name] = (step.loss, time.perf_counter() - t0)
+            rel = abs(step.loss - first_torch) / max(abs(first_torch), 1e-30)
+            if not rel < 1e-4:
+                raise C.BenchError(f"{n} words: {name}'s first-step loss {step.loss!r} differs from the "
+                                   f"mirror's {first_torch!r}: not the same model")
+            if step.trained() != trained:
+                raise C.BenchError(f"{n} words: {name} trains {sorted(step.trained() ^ trained)} differently")
+        contestants = {"ours": ours, "mirror": mirror, **variants}
+        times = C.interleaved(contestants, repeats, prepare={"mirror": mirror.prepare})
+        med = {k: 1e3 * C.median(v) for k, v in times.items()}
+        torch_names = [k for k in contestants if k != "ours"]
+        fastest = min(torch_names, key=lambda k: med[k])
         gflop = C.train_step_flops(cfg, inp) / 1e9
-        figures.update({f"ms_ours_{n}": ms_ours, f"ms_torch_{n}": ms_torch, f"ratio_{n}": ms_ours / ms_torch,
-                        f"gflops_{n}": gflop / (ms_ours / 1e3), f"gflops_torch_{n}": gflop / (ms_torch / 1e3)})
-        lines += [f"{n} words ({gflop:.2f} GFLOP per step; loss ours / PyTorch: step 1 {first_ours:.6f} / "
-                  f"{first_torch:.6f}, step {repeats + 1} {ours.loss:.6f} / {theirs.loss:.6f}):",
-                  f"  ours     {C.spread(times['ours'])}  {figures[f'gflops_{n}']:6.2f} GFLOP/s",
-                  f"  PyTorch  {C.spread(times['torch'])}  {figures[f'gflops_torch_{n}']:6.2f} GFLOP/s",
-                  f"  ratio ours / PyTorch: {figures[f'ratio_{n}']:.3f}"]
+        for k in contestants:
+            figures[f"ms_{k}_{n}"] = med[k]
+        figures.update({f"ms_torch_{n}": med[fastest], f"fastest_torch_{n}": fastest,
+                        f"ratio_{n}": med["ours"] / med[fastest], f"ratio_mirror_{n}": med["ours"] / med["mirror"],
+                        f"gflops_{n}": gflop / (med["ours"] / 1e3), f"gflops_torch_{n}": gflop / (med[fastest] / 1e3)})
+        lines.append(f"{n} words ({gflop:.2f} GFLOP per step; loss at step 1: ours {first_ours:.6f}, mirror "
+                     f"{first_torch:.6f}, " + ", ".join(f"{k} {v[0]:.6f}" for k, v in first.items()) + ")")
+        for k in contestants:
+            last = contestants[k].loss
+            lines.append(f"  {k:14s} {C.spread(times[k])}  {gflop / (med[k] / 1e3):6.2f} GFLOP/s  "
+                         f"loss after step {repeats + 1}: {last:.6f}")
+        if "compiled" in first:
+            lines.append(f"  (torch.compile's first call, compiling: {first['compiled'][1]:.1f} s)")
+        lines.append(f"  ratio ours / fastest PyTorch ({fastest}): {figures[f'ratio_{n}']:.3f}; "
+                     f"ours / mirror: {figures[f'ratio_mirror_{n}']:.3f}")
     return figures, lines
 
 
@@ -163,9 +237,13 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=C.MODEL_SEED, help="model seed (default 0)")
     ap.add_argument("--threads", type=int, default=C.THREADS,
                     help="threads of Numba and of PyTorch alike (default 2, the core count)")
+    ap.add_argument("--clock", choices=sorted(C.CLOCKS), default="wall",
+                    help="wall: elapsed time (default); cpu: the process's CPU time (a shared machine)")
+    ap.add_argument("--no-compile", action="store_true", help="leave out the torch.compile variant")
     ap.add_argument("--profile", action="store_true", help="profile our step (cProfile) instead of comparing")
     ap.add_argument("--profile-size", type=int, default=150, help="page size for --profile (default 150)")
     args = ap.parse_args(argv)
+    C.CLOCK = args.clock
     try:
         sizes = (C.parse_sizes(str(args.profile_size)) if args.profile else C.parse_sizes(args.sizes))
         if args.threads < 1:
@@ -183,13 +261,13 @@ def main(argv=None) -> int:
             figures = profile(cfg, params, pages[sizes[0]], args.repeats)
         else:
             print(f"threads: Numba {threads['numba']}, PyTorch {threads['torch']} (set equal)")
-            print(f"{args.repeats} interleaved steps each; median (min-max) per step")
-            figures, lines = compare(cfg, params, pages, args.repeats)
+            print(f"{args.repeats} interleaved steps each; median (min-max) per step, {args.clock} clock")
+            figures, lines = compare(cfg, params, pages, args.repeats, not args.no_compile)
             print("\n".join(lines))
     except C.BenchError as e:
         print(f"bench/train_step.py: {e}", file=sys.stderr)
         return 2
-    figures.update(threads=args.threads, repeats=args.repeats)
+    figures.update(threads=args.threads, repeats=args.repeats, clock=args.clock)
     print(C.json_line(figures))
     return 0
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dxstudio.engine.page import Page, PageError, Word, page_from_dict
-from dxstudio.fsutil import read_json
+from dxstudio.fsutil import MAX_SOURCE_BYTES, read_json, read_regular_file
 from dxstudio.project import LabelError, Project, ProjectError, is_safe_page_id, safe_page_id
 
 FORMATS = ("json", "funsd", "sroie", "cord", "pdf")
@@ -102,10 +102,16 @@ def image_size(path) -> tuple[int, int] | None:
                     return None
                 while marker[1] == 0xFF:  # fill bytes
                     marker = marker[:1] + f.read(1)
+                    if len(marker) < 2:  # the file ends inside the fill bytes
+                        return None
                 kind = marker[1]
                 if kind in (0xD8, 0x01) or 0xD0 <= kind <= 0xD7:
                     continue
+                if kind == 0xD9:  # end of image before any frame header
+                    return None
                 seglen = struct.unpack(">H", f.read(2))[0]
+                if seglen < 2:  # a segment length counts its own two bytes
+                    return None
                 if kind in (0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF):
                     h, w = struct.unpack(">xHH", f.read(5))
                     return int(w), int(h)
@@ -118,12 +124,39 @@ def _read_json(path: Path):
     return read_json(path, SourceError)
 
 
+def _read_source(path: Path) -> bytes:
+    return read_regular_file(path, MAX_SOURCE_BYTES, SourceError)
+
+
+def _check_source(src: Path) -> None:
+    """A source named on the command line: a folder or a regular file, never a device or FIFO."""
+    if src.is_dir() or src.is_file():
+        return
+    if not src.exists():
+        raise SourceError(f"{src}: no such file or folder")
+    raise SourceError(f"{src}: not a regular file or folder (a device, FIFO or socket is never read)")
+
+
+def _inside(path: Path, root: Path | None) -> bool:
+    """Whether `path`, with every link resolved, lies inside `root` (None: no limit)."""
+    if root is None:
+        return True
+    try:
+        path.resolve().relative_to(root)
+        return True
+    except (ValueError, OSError, RuntimeError):  # RuntimeError: a link loop
+        return False
+
+
+def _outside_error(path: Path, root: Path) -> str:
+    return f"{path}: a link that leads outside the import source {root}; not followed"
+
+
 def _files(src: Path, pattern: str, subdir: str | None = None) -> list[Path]:
     """A single file, or the matching files of a folder (or of its `subdir`), sorted."""
+    _check_source(src)
     if src.is_file():
         return [src]
-    if not src.is_dir():
-        raise SourceError(f"{src}: no such file or folder")
     if subdir and (src / subdir).is_dir():
         src = src / subdir
     return sorted(p for p in src.glob(pattern) if p.is_file() and not p.name.startswith("."))
@@ -143,11 +176,19 @@ def _clamp_box(box, width, height):
 class _Importer:
     """Adds pages and answers to a project, collecting the report."""
 
-    def __init__(self, fmt: str, project: Project, progress=None):
+    def __init__(self, fmt: str, project: Project, progress=None, root: Path | None = None):
         self.report = ImportReport(fmt)
         self.project = project
         self.progress = progress
         self.total = 0
+        self.root = root  # resolved; files whose links lead outside it are not read
+
+    def outside(self, path: Path) -> bool:
+        """True (and the file reported) when a link takes `path` outside the source."""
+        if _inside(path, self.root):
+            return False
+        self.report.errors.append((str(path), _outside_error(path, self.root)))
+        return True
 
     def add(self, page: Page, source, answers: dict | None = None) -> None:
         try:
@@ -183,6 +224,8 @@ def _import_json(src: Path, imp: _Importer) -> None:
     files = _files(src, "*.json", "pages")
     for k, path in enumerate(files):
         imp.step(k, len(files))
+        if imp.outside(path):
+            continue
         try:
             page = page_from_dict(_read_json(path), str(path))
             if not is_safe_page_id(page.id):
@@ -197,7 +240,7 @@ def _import_json(src: Path, imp: _Importer) -> None:
 # ---------------------------------------------------------------------------------------
 # FUNSD
 
-def funsd_page(path: Path) -> Page:
+def funsd_page(path: Path, root: Path | None = None) -> Page:
     d = _read_json(path)
     form = d.get("form") if isinstance(d, dict) else None
     if not isinstance(form, list):
@@ -225,6 +268,8 @@ def funsd_page(path: Path) -> Page:
     ordered = [entities[i] for i in reading_order([e[0] for e in entities])]
     words = [w for _, ws in ordered for w in ws]
     image = path.parent.parent / "images" / f"{path.stem}.png"
+    if image.is_file() and not _inside(image, root):
+        raise SourceError(_outside_error(image, root))
     size = image_size(image) if image.is_file() else None
     if size is None:
         size = (max(w.box[2] for w in words), max(w.box[3] for w in words))
@@ -241,8 +286,10 @@ def _import_funsd(src: Path, imp: _Importer) -> None:
         raise SourceError(f"{src}: no FUNSD annotations/*.json found")
     for k, path in enumerate(files):
         imp.step(k, len(files))
+        if imp.outside(path):
+            continue
         try:
-            page = funsd_page(path)
+            page = funsd_page(path, imp.root)
         except SourceError as e:
             imp.report.errors.append((str(path), str(e)))
             continue
@@ -265,20 +312,23 @@ def _sroie_sizes(root: Path) -> dict:
     path = root / "image_sizes.csv"
     if not path.is_file():
         return sizes
-    with open(path, newline="", encoding="utf-8-sig") as f:
-        for row in csv.DictReader(f):
+    try:
+        text = _read_source(path).decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise SourceError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    try:
+        for row in csv.DictReader(text.splitlines()):
             try:
                 sizes[row["id"]] = (float(row["width"]), float(row["height"]))
-            except (KeyError, TypeError, ValueError):
+            except (KeyError, TypeError, ValueError, OverflowError):
                 raise SourceError(f"{path}: row {row!r} needs id, width, height") from None
+    except csv.Error as e:
+        raise SourceError(f"{path}: not a CSV file ({e})") from None
     return sizes
 
 
-def sroie_page(box_path: Path, root: Path, sizes: dict) -> Page:
-    try:
-        raw = box_path.read_bytes().decode("utf-8-sig", errors="replace")
-    except OSError as e:
-        raise SourceError(f"{box_path}: cannot read ({e.strerror or e})") from None
+def sroie_page(box_path: Path, root: Path, sizes: dict, limit: Path | None = None) -> Page:
+    raw = _read_source(box_path).decode("utf-8-sig", errors="replace")
     words = []
     for lineno, line in enumerate(raw.splitlines(), 1):  # CRLF or LF
         if not line.strip():
@@ -302,6 +352,8 @@ def sroie_page(box_path: Path, root: Path, sizes: dict) -> Page:
     for ext in (".jpg", ".jpeg", ".png"):
         if (root / "img" / (stem + ext)).is_file():
             image = root / "img" / (stem + ext)
+            if not _inside(image, limit):
+                raise SourceError(_outside_error(image, limit))
             break
     size = sizes.get(stem)
     if size is None and image is not None:
@@ -317,16 +369,25 @@ def _import_sroie(src: Path, imp: _Importer) -> None:
     box_dir = root / "box"
     if not box_dir.is_dir():
         raise SourceError(f"{src}: not a SROIE folder (no box/ with the OCR lines)")
-    files = [src] if src.is_file() else sorted(box_dir.glob("*.csv"))
-    sizes = _sroie_sizes(root)
+    files = [src] if src.is_file() else sorted(p for p in box_dir.glob("*.csv") if p.is_file())
+    try:
+        if imp.outside(root / "image_sizes.csv"):
+            raise SourceError("")
+        sizes = _sroie_sizes(root)
+    except SourceError as e:  # the sizes then come from the images or the boxes
+        if str(e):
+            imp.report.errors.append((str(root / "image_sizes.csv"), str(e)))
+        sizes = {}
     imp.report.fields_added = imp.project.add_fields(SROIE_FIELDS)
     if imp.report.fields_added:
         imp.project.save()
     names = {f["name"] for f in SROIE_FIELDS}
     for k, path in enumerate(files):
         imp.step(k, len(files))
+        if imp.outside(path):
+            continue
         try:
-            page = sroie_page(path, root, sizes)
+            page = sroie_page(path, root, sizes, imp.root)
         except SourceError as e:
             imp.report.errors.append((str(path), str(e)))
             continue
@@ -334,6 +395,8 @@ def _import_sroie(src: Path, imp: _Importer) -> None:
         answers = None
         if key_path.is_file():
             try:
+                if not _inside(key_path, imp.root):
+                    raise SourceError(_outside_error(key_path, imp.root))
                 key = _read_json(key_path)
                 if not isinstance(key, dict):
                     raise SourceError(f"{key_path}: must be a JSON object {{field: value}}")
@@ -383,15 +446,20 @@ def cord_words(path: Path) -> tuple[Page, list]:
     try:
         size = d["meta"]["image_size"]
         width, height = float(size["width"]), float(size["height"])
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):
         raise SourceError(f"{path}: no meta.image_size {{width, height}}") from None
     if not (width > 0 and height > 0):
         raise SourceError(f"{path}: image size {width} x {height} is not positive")
     lines = []  # (box, [(word, category)])
     for k, line in enumerate(d["valid_line"]):
         category = line.get("category", "") if isinstance(line, dict) else ""
+        if not isinstance(category, str):
+            raise SourceError(f"{path}: line {k}: 'category' must be text, not {category!r}")
+        line_words = (line.get("words") or []) if isinstance(line, dict) else []
+        if not isinstance(line_words, list):
+            raise SourceError(f"{path}: line {k}: 'words' must be a list of words, not {line_words!r}")
         items = []
-        for w in (line.get("words") or []) if isinstance(line, dict) else []:
+        for w in line_words:
             text = w.get("text") if isinstance(w, dict) else None
             if not isinstance(text, str) or not text.strip():
                 continue
@@ -399,7 +467,7 @@ def cord_words(path: Path) -> tuple[Page, list]:
                 q = w["quad"]
                 xs = [float(q[f"x{i}"]) for i in range(1, 5)]
                 ys = [float(q[f"y{i}"]) for i in range(1, 5)]
-            except (KeyError, TypeError, ValueError):
+            except (KeyError, TypeError, ValueError, OverflowError):
                 raise SourceError(f"{path}: line {k}: word {text!r} has no quad x1..y4") from None
             box = _clamp_box((min(xs), min(ys), max(xs), max(ys)), width, height)
             # a key word ("TOTAL", is_key 1) shares its value's category but is not the value
@@ -425,6 +493,8 @@ def _import_cord(src: Path, imp: _Importer) -> None:
         imp.project.save()
     for k, path in enumerate(files):
         imp.step(k, len(files))
+        if imp.outside(path):
+            continue
         try:
             page, answers = cord_page(path)
         except SourceError as e:
@@ -441,8 +511,9 @@ def pdf_pages(path: Path) -> list[Page]:
     downwards. A PDF without any text raises SourceError (a scan needs OCR first)."""
     import pypdfium2 as pdfium
 
+    data = _read_source(path)  # a regular file of bounded size; pdfium reads from memory
     try:
-        pdf = pdfium.PdfDocument(str(path))
+        pdf = pdfium.PdfDocument(data)
     except Exception as e:  # pypdfium2 raises PdfiumError (or OSError) for unreadable files
         raise SourceError(f"{path}: not a readable PDF ({e})") from None
     pages = []
@@ -484,6 +555,8 @@ def _import_pdf(src: Path, imp: _Importer) -> None:
         raise SourceError(f"{src}: no *.pdf files")
     for k, path in enumerate(files):
         imp.step(k, len(files))
+        if imp.outside(path):
+            continue
         try:
             pages = pdf_pages(path)
         except SourceError as e:
@@ -504,9 +577,15 @@ def import_pages(fmt: str, src, project: Project, progress=None) -> ImportReport
     if fmt not in _IMPORTERS:
         raise SourceError(f"unknown import format {fmt!r}; expected one of {', '.join(FORMATS)}")
     src = Path(src)
-    if not src.exists():
-        raise SourceError(f"{src}: no such file or folder")
-    imp = _Importer(fmt, project, progress)
+    _check_source(src)
+    # Links inside the source are followed only while they stay inside it (docs/security.md).
+    if src.is_dir():
+        root = src.resolve()
+    elif fmt in ("sroie", "funsd"):
+        root = src.resolve().parent.parent  # box/NAME.csv, annotations/NAME.json: the data set folder
+    else:
+        root = None  # a single file named by the person: nothing else is read
+    imp = _Importer(fmt, project, progress, root)
     _IMPORTERS[fmt](src, imp)
     if progress is not None and imp.total:
         progress(imp.total, imp.total)

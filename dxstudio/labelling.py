@@ -5,25 +5,36 @@
     import_answers_jsonl(project, path) -> LabelReport
     apply_answers(project, page_id, answers, source) -> LabelFile
 
-Only the standard library (urllib) talks to the endpoint. Answers are {field: text or None};
+Only the standard library (http.client) talks to the endpoint; docs/security.md says what
+is sent where. Redirects are never followed, the whole request has one deadline, replies are
+capped in size, and the API key is read only from a DXSTUDIO_* environment variable and
+sent only to an origin the person trusts (loopback, DXSTUDIO_LABEL_URL's, or one listed in
+DXSTUDIO_LABEL_ORIGINS). Answers are {field: text or None};
 each is cached on disk under PROJECT/.cache/labels/<page id>-<schema hash>.json, so asking
 again costs nothing. After answers arrive, grounding runs and labels/<id>.json is saved; the
 person's review (state, fixes, history) in that file is never overwritten by new answers.
 """
 from __future__ import annotations
 
+import email.utils
 import hashlib
+import http.client
+import ipaddress
+import itertools
 import json
 import os
+import re
 import socket
+import ssl
+import threading
 import time
-import urllib.error
+import urllib.parse
 import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dxstudio.fsutil import write_json_atomic
+from dxstudio.fsutil import JSONInputError, MAX_SOURCE_BYTES, loads_json, read_json, read_regular_file, write_json_atomic
 from dxstudio.grounding import ground_answers, not_asked_fields
 from dxstudio.project import Field, LabelError, LabelFile, Project, ProjectError, field_from
 
@@ -31,6 +42,13 @@ PROMPT_VERSION = 1
 URL_ENV = "DXSTUDIO_LABEL_URL"
 MODEL_ENV = "DXSTUDIO_LABEL_MODEL"
 DEFAULT_KEY_ENV = "DXSTUDIO_LABEL_API_KEY"
+ORIGINS_ENV = "DXSTUDIO_LABEL_ORIGINS"  # origins (scheme://host:port, comma-separated) trusted with the key
+# The key may only come from a variable of this form: a shared project file cannot make the
+# app send AWS_SECRET_ACCESS_KEY or any other secret of the person's environment.
+KEY_ENV_PATTERN = re.compile(r"DXSTUDIO_[A-Z0-9_]{1,64}")
+MAX_REPLY_BYTES = 4 * 1024 * 1024  # a reply holds a few short values; real ones are kB
+MAX_RETRY_AFTER = 60.0  # seconds: a longer Retry-After is cut to this
+MAX_ANSWER_CHARS = 10_000  # one field's value
 
 SYSTEM_PROMPT = (
     "You read fields from one document page. Answer with a single JSON object and nothing else. "
@@ -45,6 +63,10 @@ class LabellingError(RuntimeError):
 
 class _Retryable(Exception):
     """A failure worth another try (timeout, 429, 5xx, malformed answer)."""
+
+    def __init__(self, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 # ---------------------------------------------------------------------------------------
@@ -94,15 +116,28 @@ def build_messages(page, schema) -> list[dict]:
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
 
+class _StrictDecoder(json.JSONDecoder):
+    def __init__(self):
+        from dxstudio import fsutil
+
+        super().__init__(parse_int=fsutil._parse_int, parse_float=fsutil._parse_float,
+                         parse_constant=fsutil._parse_constant)
+
+
+_DECODER = _StrictDecoder()
+
+
 def _json_objects(text: str):
-    decoder = json.JSONDecoder()
     i = text.find("{")
-    while i != -1:
+    tries = 0
+    while i != -1 and tries < 64:  # a reply of many '{' must not take quadratic time
+        tries += 1
         try:
-            obj, _ = decoder.raw_decode(text, i)
+            obj, _ = _DECODER.raw_decode(text, i)
+            obj = loads_json(json.dumps(obj))  # the same limits as every other JSON read
             if isinstance(obj, dict):
                 yield obj
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             pass
         i = text.find("{", i + 1)
 
@@ -121,12 +156,12 @@ def parse_answers(content: str, field_names) -> dict:
         text = text.rsplit("```", 1)[0]
     candidates = []
     try:
-        obj = json.loads(text)
+        obj = loads_json(text)
         if isinstance(obj, dict):
             candidates.append(obj)
-    except json.JSONDecodeError:
+    except JSONInputError:
         pass
-    candidates.extend(_json_objects(content))
+    candidates = itertools.chain(candidates, _json_objects(content))
     for obj in candidates:
         if not any(n in obj for n in names):
             continue
@@ -137,6 +172,8 @@ def parse_answers(content: str, field_names) -> dict:
                 raise ValueError(f"the value of {n!r} is {type(v).__name__}, not text or null")
             if isinstance(v, (int, float)):
                 v = str(v)
+            if isinstance(v, str) and len(v) > MAX_ANSWER_CHARS:
+                raise ValueError(f"the value of {n!r} is {len(v)} characters long (at most {MAX_ANSWER_CHARS})")
             if isinstance(v, str) and v.strip().lower() in ("", "null", "none", "n/a"):
                 v = None
             out[n] = v
@@ -150,13 +187,22 @@ def parse_answers(content: str, field_names) -> dict:
 class LabelClient:
     def __init__(self, url: str, model: str, api_key: str | None = None, timeout: float = 60.0,
                  retries: int = 3, cache_dir=None, backoff: float = 1.0, max_backoff: float = 30.0,
-                 json_mode: bool = True):
+                 json_mode: bool = True, max_reply_bytes: int = MAX_REPLY_BYTES,
+                 max_retry_after: float = MAX_RETRY_AFTER):
         if not url:
             raise LabellingError(f"no labelling URL: set labelling.url in dxproject.json or {URL_ENV}")
         if not model:
             raise LabellingError(f"no labelling model name: set labelling.model in dxproject.json or {MODEL_ENV}")
         url = url.rstrip("/")
         self.endpoint = url if url.endswith("/chat/completions") else url + "/chat/completions"
+        parts = urllib.parse.urlsplit(self.endpoint)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise LabellingError(f"labelling URL {url!r}: expected http://HOST/... or https://HOST/...")
+        if parts.username or parts.password:
+            raise LabellingError(f"labelling URL {_redact(url)!r}: no user name or password in the URL; "
+                                 f"put the key in a {KEY_ENV_PATTERN.pattern.split('[')[0]}* variable")
+        self._parts = parts
+        self.origin = origin_of(self.endpoint)
         self.model = model
         self.api_key = api_key
         self.timeout = float(timeout)
@@ -165,18 +211,34 @@ class LabelClient:
         self.backoff = float(backoff)
         self.max_backoff = float(max_backoff)
         self.json_mode = json_mode
+        self.max_reply_bytes = int(max_reply_bytes)
+        self.max_retry_after = float(max_retry_after)
         self.requests = 0  # HTTP requests made (for tests and reports)
         self.sleep = time.sleep
 
     @classmethod
     def from_project(cls, project: Project, env=None, **kw) -> "LabelClient":
         """URL, model and the key's environment variable from dxproject.json 'labelling', each
-        falling back to the environment (DXSTUDIO_LABEL_URL, _MODEL, _API_KEY)."""
+        falling back to the environment (DXSTUDIO_LABEL_URL, _MODEL, _API_KEY).
+
+        The key's variable must be named DXSTUDIO_*; and when a key is sent, the URL's origin
+        must be trusted: a loopback address, the origin of DXSTUDIO_LABEL_URL, or one listed in
+        DXSTUDIO_LABEL_ORIGINS. A project file shared by someone else can name neither another
+        secret nor another server for the key (docs/security.md)."""
         env = os.environ if env is None else env
         cfg = project.labelling
         key_env = cfg.get("api_key_env") or DEFAULT_KEY_ENV
-        return cls(cfg.get("url") or env.get(URL_ENV), cfg.get("model") or env.get(MODEL_ENV),
-                   env.get(key_env), cache_dir=project.cache_dir / "labels", **kw)
+        if not KEY_ENV_PATTERN.fullmatch(key_env):
+            raise LabellingError(
+                f"{project.project_file}: labelling 'api_key_env' is {key_env!r}; the key is only read from a "
+                f"variable named DXSTUDIO_... (letters, digits, '_'), such as {DEFAULT_KEY_ENV}")
+        client = cls(cfg.get("url") or env.get(URL_ENV), cfg.get("model") or env.get(MODEL_ENV),
+                     env.get(key_env) or None, cache_dir=project.cache_dir / "labels", **kw)
+        if client.api_key and not key_allowed_for(client.origin, env):
+            raise LabellingError(
+                f"{project.project_file}: the labelling URL's origin {client.origin} is not trusted with the key in "
+                f"{key_env}: add it to {ORIGINS_ENV} (comma-separated origins) or set {URL_ENV} to this URL")
+        return client
 
     def cache_path(self, page, schema) -> Path | None:
         if self.cache_dir is None:
@@ -188,15 +250,16 @@ class LabelClient:
         if path is None or not path.is_file():
             return None
         try:
-            d = json.loads(path.read_text(encoding="utf-8"))
+            d = read_json(path)
             if d.get("page_sha") != page_hash(page):
                 return None  # the page changed since: ask again
             answers = d["answers"]
             names = [f.name for f in _fields(schema)]
             if not isinstance(answers, dict) or set(answers) != set(names):
                 return None
+            check_answers(answers, names, str(path))
             return answers
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        except (ValueError, KeyError, TypeError, AttributeError):
             return None  # a damaged cache entry is only a miss
 
     def ask(self, page, schema) -> dict:
@@ -217,49 +280,219 @@ class LabelClient:
         if self.json_mode:
             body["response_format"] = {"type": "json_object"}
         data = json.dumps(body).encode("utf-8")
-        headers = {"Content-Type": "application/json"}
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         last = "no attempt"
         tries = self.retries + 1
+        wait = None
         for attempt in range(tries):
             if attempt:
-                self.sleep(min(self.max_backoff, self.backoff * 2 ** (attempt - 1)))
+                backoff = min(self.max_backoff, self.backoff * 2 ** (attempt - 1))
+                self.sleep(backoff if wait is None else min(self.max_retry_after, max(wait, backoff)))
             try:
                 return self._once(data, headers, names)
             except _Retryable as e:
-                last = str(e)
+                last, wait = str(e), e.retry_after
         raise LabellingError(f"labelling model at {self.endpoint}: page {page.id}: {last} "
                              f"(gave up after {tries} tries)")
 
+    def _proxy(self):
+        """(host, port) of the proxy the environment names for this URL (HTTPS_PROXY,
+        HTTP_PROXY, NO_PROXY, as urllib reads them), or None."""
+        p = self._parts
+        proxy = urllib.request.getproxies().get(p.scheme)
+        if not proxy or urllib.request.proxy_bypass(p.hostname):
+            return None
+        q = urllib.parse.urlsplit(proxy if "://" in proxy else "http://" + proxy)
+        if q.scheme != "http" or not q.hostname:
+            return None  # only plain http proxies (CONNECT for https endpoints)
+        return q.hostname, q.port or 80
+
+    def _connection(self, timeout: float):
+        """(connection, request target). Through a proxy: a CONNECT tunnel for https (the
+        proxy sees only the host name), an absolute URL for http."""
+        p = self._parts
+        target = p.path + (f"?{p.query}" if p.query else "")
+        proxy = self._proxy()
+        if p.scheme == "https":
+            if proxy is None:
+                return http.client.HTTPSConnection(p.hostname, p.port, timeout=timeout,
+                                                   context=ssl.create_default_context()), target
+            conn = http.client.HTTPSConnection(*proxy, timeout=timeout, context=ssl.create_default_context())
+            conn.set_tunnel(p.hostname, p.port)
+            return conn, target
+        if proxy is None:
+            return http.client.HTTPConnection(p.hostname, p.port, timeout=timeout), target
+        return http.client.HTTPConnection(*proxy, timeout=timeout), urllib.parse.urlunsplit(
+            (p.scheme, p.netloc, p.path, p.query, ""))
+
     def _once(self, data: bytes, headers: dict, names) -> dict:
+        """One POST under one deadline (self.timeout for the whole request: connecting, the
+        headers and the body). No redirect is followed; the reply is capped in size."""
         self.requests += 1
-        req = urllib.request.Request(self.endpoint, data=data, headers=headers, method="POST")
+        deadline = time.monotonic() + self.timeout
+        conn, target = self._connection(self.timeout)
+        watchdog = None
+        expired = threading.Event()
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                raw = resp.read()
-        except urllib.error.HTTPError as e:
-            detail = e.read()[:200].decode("utf-8", "replace").strip()
-            if e.code == 429 or e.code >= 500:
-                raise _Retryable(f"HTTP {e.code} {detail}") from None
-            raise LabellingError(f"labelling model at {self.endpoint}: HTTP {e.code} {detail}") from None
-        except (socket.timeout, TimeoutError):
-            raise _Retryable(f"no answer within {self.timeout:g} s") from None
-        except urllib.error.URLError as e:
-            if isinstance(e.reason, (socket.timeout, TimeoutError)):
-                raise _Retryable(f"no answer within {self.timeout:g} s") from None
-            raise _Retryable(f"cannot connect ({e.reason})") from None
-        except (ConnectionError, OSError) as e:
-            raise _Retryable(f"connection failed ({e})") from None
+            try:
+                def _stop():  # wakes a read that a trickling server keeps alive (TLS handshake too)
+                    expired.set()
+                    sock = conn.sock
+                    if sock is not None:
+                        try:
+                            socket.socket.shutdown(sock, socket.SHUT_RDWR)
+                        except (OSError, TypeError):
+                            pass
+
+                watchdog = threading.Timer(self.timeout, _stop)
+                watchdog.daemon = True
+                watchdog.start()
+                conn.connect()
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or expired.is_set():
+                    raise socket.timeout()
+                conn.sock.settimeout(remaining)
+                conn.request("POST", target, body=data, headers=headers)
+                resp = conn.getresponse()
+                status = resp.status
+                if 300 <= status < 400:
+                    where = resp.getheader("Location") or "no Location"
+                    raise LabellingError(
+                        f"labelling model at {self.endpoint}: HTTP {status}, a redirect to {where[:200]!r}; "
+                        f"redirects are not followed (the key stays with the endpoint): set labelling.url "
+                        f"to the address that answers")
+                raw = self._read_body(resp, deadline, expired)
+            except (socket.timeout, TimeoutError):
+                raise _Retryable(f"no complete answer within {self.timeout:g} s") from None
+            except (http.client.HTTPException, OSError) as e:
+                if expired.is_set() or time.monotonic() >= deadline:
+                    raise _Retryable(f"no complete answer within {self.timeout:g} s") from None
+                if isinstance(e, ConnectionRefusedError) or (isinstance(e, OSError) and conn.sock is None):
+                    raise _Retryable(f"cannot connect ({e.strerror or e})") from None
+                raise _Retryable(_http_problem(e)) from None
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+            conn.close()
+        if status == 429 or status >= 500:
+            detail = raw[:200].decode("utf-8", "replace").strip()
+            raise _Retryable(f"HTTP {status} {detail}", _retry_after(resp.getheader("Retry-After")))
+        if not 200 <= status < 300:
+            detail = raw[:200].decode("utf-8", "replace").strip()
+            raise LabellingError(f"labelling model at {self.endpoint}: HTTP {status} {detail}")
         try:
-            reply = json.loads(raw.decode("utf-8"))
+            reply = loads_json(raw)
             content = reply["choices"][0]["message"]["content"]
-        except (UnicodeDecodeError, json.JSONDecodeError, KeyError, IndexError, TypeError):
+        except (JSONInputError, KeyError, IndexError, TypeError):
             raise _Retryable(f"malformed response ({raw[:80]!r})") from None
         try:
             return parse_answers(content, names)
         except ValueError as e:
             raise _Retryable(f"malformed answer: {e}") from None
+
+    def _read_body(self, resp, deadline: float, expired: threading.Event) -> bytes:
+        length = (resp.getheader("Content-Length") or "").strip()
+        if length.isdigit() and (len(length) > 15 or int(length) > self.max_reply_bytes):
+            raise _Retryable(f"the reply is {length[:20]} bytes, more than the {self.max_reply_bytes} allowed")
+        chunks, total = [], 0
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or expired.is_set():
+                raise socket.timeout()
+            if resp.fp is not None and getattr(resp.fp, "raw", None) is not None:
+                try:
+                    resp.fp.raw._sock.settimeout(remaining)
+                except (AttributeError, OSError):
+                    pass
+            chunk = resp.read1(65536) if hasattr(resp, "read1") else resp.read(65536)
+            if not chunk:
+                break
+            total += len(chunk)
+            if total > self.max_reply_bytes:
+                raise _Retryable(f"the reply is more than the {self.max_reply_bytes} bytes allowed")
+            chunks.append(chunk)
+        if expired.is_set():  # the watchdog cut the connection: what came is not the whole reply
+            raise socket.timeout()
+        if resp.length:  # Content-Length promised more than came
+            raise _Retryable(f"the reply was cut short ({total} of {total + resp.length} bytes came)")
+        return b"".join(chunks)
+
+
+def origin_of(url: str) -> str:
+    """scheme://host:port of a URL, the port always written out."""
+    p = urllib.parse.urlsplit(url)
+    port = p.port or (443 if p.scheme == "https" else 80)
+    host = p.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{p.scheme}://{host}:{port}"
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def key_allowed_for(origin: str, env) -> bool:
+    """Whether the key may be sent to `origin`: a loopback address, the origin of
+    DXSTUDIO_LABEL_URL, or one of DXSTUDIO_LABEL_ORIGINS."""
+    host = urllib.parse.urlsplit(origin).hostname or ""
+    if _is_loopback(host):
+        return True
+    trusted = set()
+    if env.get(URL_ENV):
+        trusted.add(origin_of(env[URL_ENV]))
+    for item in (env.get(ORIGINS_ENV) or "").split(","):
+        if item.strip():
+            try:
+                trusted.add(origin_of(item.strip()))
+            except ValueError:
+                continue
+    return origin in trusted
+
+
+def _redact(url: str) -> str:
+    p = urllib.parse.urlsplit(url)
+    return urllib.parse.urlunsplit((p.scheme, p.hostname or "", p.path, "", ""))
+
+
+def _http_problem(e: Exception) -> str:
+    if isinstance(e, http.client.IncompleteRead):
+        return f"the reply was cut short ({len(e.partial)} bytes came)"
+    if isinstance(e, http.client.RemoteDisconnected):
+        return "the server closed the connection without an answer"
+    if isinstance(e, http.client.LineTooLong):
+        return "the server sent a header line that is too long"
+    if isinstance(e, http.client.BadStatusLine):
+        return f"the server sent a bad status line ({str(e)[:60]!r})"
+    if isinstance(e, http.client.HTTPException):
+        return f"the server sent a malformed reply ({' '.join(str(e).split())[:80] or type(e).__name__})"
+    return f"connection failed ({e.strerror or e})" if isinstance(e, OSError) else str(e)
+
+
+def _retry_after(value) -> float | None:
+    """Seconds from a Retry-After header (a number of seconds or an HTTP date), else None."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(min(int(value[:12]), 10**9))
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when is None:
+        return None
+    try:
+        return max(0.0, when.timestamp() - time.time())
+    except (OverflowError, OSError, ValueError):
+        return None
 
 
 # ---------------------------------------------------------------------------------------
@@ -275,8 +508,22 @@ def check_answers(answers, field_names, source: str) -> dict:
     out = {}
     for k, v in answers.items():
         if isinstance(v, bool) or not (v is None or isinstance(v, (str, int, float))):
-            raise LabelError(f"{source}: the answer for {k!r} must be text or null, not {v!r}")
-        out[k] = v if v is None or isinstance(v, str) else str(v)
+            raise LabelError(f"{source}: the answer for {k!r} must be text or null, not {str(v)[:60]!r}")
+        if isinstance(v, float) and v != v or v in (float("inf"), float("-inf")):
+            raise LabelError(f"{source}: the answer for {k!r} is not a finite number")
+        try:
+            v = v if v is None or isinstance(v, str) else str(v)
+        except ValueError:  # an integer too long to write out
+            raise LabelError(f"{source}: the answer for {k!r} is a number too long to be a value") from None
+        if isinstance(v, str):
+            if len(v) > MAX_ANSWER_CHARS:
+                raise LabelError(f"{source}: the answer for {k!r} is {len(v)} characters long "
+                                 f"(at most {MAX_ANSWER_CHARS})")
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                raise LabelError(f"{source}: the answer for {k!r} holds a lone surrogate (not valid Unicode)") from None
+        out[k] = v
     return out
 
 
@@ -397,17 +644,17 @@ def import_answers_jsonl(project: Project, path, source: str = "import") -> Labe
     path = Path(path)
     report = LabelReport()
     try:
-        lines = path.read_text(encoding="utf-8-sig").splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise LabelError(f"{path}: cannot read ({getattr(e, 'strerror', None) or e})") from None
+        lines = read_regular_file(path, MAX_SOURCE_BYTES, LabelError).decode("utf-8-sig").splitlines()
+    except UnicodeDecodeError as e:
+        raise LabelError(f"{path}: not UTF-8 text (byte {e.start})") from None
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
         where = f"{path}:{lineno}"
         try:
-            d = json.loads(line)
-        except json.JSONDecodeError as e:
-            report.errors.append((where, f"{where}: not JSON ({e.msg})"))
+            d = loads_json(line)
+        except JSONInputError as e:
+            report.errors.append((where, f"{where}: {e}"))
             continue
         if not isinstance(d, dict) or not isinstance(d.get("id"), str) or "answers" not in d:
             report.errors.append((where, f"{where}: expected {{\"id\": page id, \"answers\": {{...}}}}"))

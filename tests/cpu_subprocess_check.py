@@ -155,12 +155,14 @@ def digests(parts=None) -> dict:
 
 def _compiled_assembly() -> str:
     """The assembly of every compiled fast kernel (empty for builds loaded from the cache)."""
-    kernels = [*nu._MM, *nu._ROWDOT, nu.fold16, nu.exp32_scalar, nu.tanh32_scalar, nu.exp64_scalar,
+    kernels = [*nu._MM, *nu._MM_TN, *nu._ROWDOT, nu.fold16, nu.exp32_scalar, nu.tanh32_scalar, nu.exp32_vec,
+               nu.tanh32_vec, nu.exp64_scalar,
                nu.log64_scalar, *nu._MAP_EXP32, *nu._MAP_TANH32, nu._map_exp64, nu._map_log64]
     from dxstudio.engine import fused
 
     for pair in (fused._LAYERNORM_FWD, fused._LAYERNORM_BWD, fused._SOFTMAX_FWD, fused._SOFTMAX_BWD,
-                 fused._GELU_FWD, fused._GELU_BWD, fused._RELU_FWD, fused._RELU_BWD):
+                 fused._GELU_FWD, fused._GELU_BWD, fused._RELU_FWD, fused._RELU_BWD, fused._LINEAR8_RELU,
+                 fused._LINEAR32, fused._LINEAR16_RELU_BWD):
         kernels += list(pair)  # the fused layer kernels: (parallel, serial) builds
     parts = []
     for kernel in kernels:

@@ -228,8 +228,9 @@ def test_client_settings_from_project_and_environment(project):
     c = LabelClient.from_project(project, env=env)
     assert (c.endpoint, c.model, c.api_key) == ("http://127.0.0.1:9/v1/chat/completions", "m1", "k")
     assert c.cache_dir == project.root / ".cache" / "labels"
-    project.labelling.update({"url": "http://10.0.0.1:8000/v1/chat/completions", "model": "m2", "api_key_env": "MY_KEY"})
-    c = LabelClient.from_project(project, env={"MY_KEY": "secret"})
+    project.labelling.update({"url": "http://10.0.0.1:8000/v1/chat/completions", "model": "m2",
+                              "api_key_env": "DXSTUDIO_MY_KEY"})
+    c = LabelClient.from_project(project, env={"DXSTUDIO_MY_KEY": "secret", "DXSTUDIO_LABEL_ORIGINS": "http://10.0.0.1:8000"})
     assert (c.endpoint, c.model, c.api_key) == ("http://10.0.0.1:8000/v1/chat/completions", "m2", "secret")
 
 

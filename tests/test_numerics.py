@@ -448,3 +448,54 @@ def test_splitmix64_known_values_and_block_equals_scalar():
     assert a.state == b.state
     u = nu.SplitMix64(3).uniform(10000, -0.5, 0.5)
     assert u.dtype == F32 and u.min() >= -0.5 and u.max() < 0.5
+
+
+@pytest.mark.parametrize("name", ["mm", "rowdot", "exp32", "tanh32", "exp64", "log64"])
+def test_an_unknown_kernel_name_raises_in_every_primitive(name):
+    """numerics.mm(a, b, "blas") used to run the reference silently."""
+    a = np.ones((2, 2), F32)
+    args = (a, a) if name in ("mm", "rowdot") else (a,)
+    with pytest.raises(ValueError, match=r"kernels must be one of \('reference', 'fast'\), not 'blas'"):
+        getattr(nu, name)(*args, "blas")
+    with pytest.raises(ValueError, match="not 'Fast'"):
+        getattr(nu, name)(*args, kernels="Fast")
+    with pytest.raises(ValueError, match="not 'blas'"):
+        nu.Ops("blas")
+
+
+@pytest.mark.parametrize("k,m,n", [(1, 1, 1), (5, 3, 7), (17, 40, 33), (300, 2, 70), (40, 600, 3)])
+def test_mm_tn_is_mm_of_the_transpose_bit_for_bit(k, m, n):
+    """mm_tn(at, b) (k outermost, blocks of outputs) gives mm(at.T, b)'s bytes on both paths,
+    with denormals, infinities, NaN and signed zeros among the terms."""
+    rng = np.random.default_rng(k * 1000 + m + n)
+    at = rng.standard_normal((k, m)).astype(F32)
+    b = rng.standard_normal((k, n)).astype(F32)
+    specials = np.array([1e-40, -1e-42, np.inf, -0.0, 0.0, 3e38], F32)
+    flat_a, flat_b = at.reshape(-1), b.reshape(-1)
+    step = max(1, flat_a.size // len(specials))
+    for j, v in enumerate(specials):
+        flat_a[(j * step) % flat_a.size] = v
+    flat_b[-1] = np.nan if flat_b.size > 3 else flat_b[-1]
+    flat_b[0] = -np.inf if flat_b.size > 3 else flat_b[0]
+    with np.errstate(all="ignore"):
+        want = nu.mm_ref(np.ascontiguousarray(at.T), b)
+        gots = (nu.mm_tn(at, b, "fast"), nu.mm_tn(at, b, "reference"), nu.mm_fast(np.ascontiguousarray(at.T), b))
+    for got in gots:
+        assert got.shape == (m, n)
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_branch_free_exp32_and_tanh32_are_the_scalar_kernels():
+    """exp32_vec / tanh32_vec (what the maps, softmax and GELU run) against the scalar kernels,
+    element by element, on the thresholds, the branch edges, specials and a wide sweep."""
+    edges = [nu.EXP32_MAX, nu.EXP32_MIN, 0.5, 9.0, -0.5, -9.0, 0.0, -0.0, 1e-45, 44.36, -51.98]
+    x = np.concatenate([np.nextafter(np.array(edges, F32)[:, None], np.array([[-np.inf, np.inf]], F32)).ravel(),
+                        np.array(edges + [np.inf, -np.inf, np.nan], F32),
+                        np.linspace(-110, 95, 4099).astype(F32)])
+    e, t = np.empty_like(x), np.empty_like(x)
+    nu.exp32_vec(x, e)
+    nu.tanh32_vec(x, t)
+    for i, v in enumerate(x):
+        want_e, want_t = F32(nu.exp32_scalar(v)), F32(nu.tanh32_scalar(v))
+        assert e[i].view(np.uint32) == want_e.view(np.uint32) or (np.isnan(e[i]) and np.isnan(v)), v
+        assert t[i].view(np.uint32) == want_t.view(np.uint32) or (np.isnan(t[i]) and np.isnan(v)), v

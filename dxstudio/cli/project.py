@@ -64,6 +64,7 @@ def _run_import(args) -> int:
 
 
 def _run_label(args) -> int:
+    from dxstudio.fsutil import DiskFullError
     from dxstudio.labelling import LabelClient, LabellingError, import_answers_jsonl, label_project
     from dxstudio.project import LabelError, Project, ProjectError
 
@@ -77,7 +78,7 @@ def _run_label(args) -> int:
             client = LabelClient.from_project(project, timeout=args.timeout, retries=args.retries)
             with progress(label="label") as bar:
                 report = label_project(project, client, limit=args.limit, progress=bar, force=args.force)
-    except (ProjectError, LabelError, LabellingError) as e:
+    except (ProjectError, LabelError, LabellingError, DiskFullError) as e:
         fail(e)
     summary = report.to_dict()
     summary.pop("errors")

@@ -20,6 +20,14 @@ DEFAULT_DOC_TYPES = ("other", "form", "receipt", "invoice")
 
 FORMAT = "docextract-v0"
 
+# Upper bounds on the sizes a config may name (a model file is untrusted input: max_chars
+# 1e12 or max_words 1e9 would exhaust memory before anything else failed). The pair
+# features of one window take max_words^2 x 8 floats: 4096 words is 537 MB.
+MAX_SIZE = 65536
+SIZE_LIMITS = {"max_chars": 256, "max_words": 4096, "pos_buckets": 4096, "layers": 64, "heads": 256}
+MAX_ALPHABET = 65536
+MAX_NAMES = 1024  # fields, roles, doc types
+
 
 def tag_names(fields) -> list[str]:
     """Tag 0 = O, 1 + 2c = B-field, 2 + 2c = I-field."""
@@ -75,13 +83,18 @@ class ModelConfig:
         for name in ints:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"config: {name} must be a positive integer, not {v!r}")
+                raise ValueError(f"config: {name} must be a positive integer, not {str(v)[:40]}")
+            high = SIZE_LIMITS.get(name, MAX_SIZE)
+            if v > high:  # sizes no tensor checks (max_chars, max_words) decide the memory used
+                raise ValueError(f"config: {name} is {v}, more than the {high} allowed")
         if self.d_model % self.heads:
             raise ValueError(f"config: d_model {self.d_model} is not a multiple of heads {self.heads}")
         if self.char_taps != 3:
             raise ValueError("config: char_taps must be 3")
         if self.word_features != 16 or self.pair_features != 8:
             raise ValueError("config: word_features must be 16 and pair_features 8")
+        if len(self.alphabet) > MAX_ALPHABET:
+            raise ValueError(f"config: the alphabet has {len(self.alphabet)} characters, more than {MAX_ALPHABET}")
         if len(set(self.alphabet)) != len(self.alphabet) or not self.alphabet:
             raise ValueError("config: the alphabet must be non-empty with no repeated character")
         if unicodedata.normalize("NFC", self.alphabet) != self.alphabet:
@@ -90,6 +103,8 @@ class ModelConfig:
             vals = getattr(self, name)
             if not vals or len(set(vals)) != len(vals) or not all(isinstance(v, str) and v for v in vals):
                 raise ValueError(f"config: {name} must be distinct non-empty names")
+            if len(vals) > MAX_NAMES or any(len(v) > 200 for v in vals):
+                raise ValueError(f"config: {name} must be at most {MAX_NAMES} names of at most 200 characters")
 
     def with_fields(self, fields) -> "ModelConfig":
         return dataclasses.replace(self, fields=tuple(fields))

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dxstudio.fsutil import write_bytes_atomic
+from dxstudio.fsutil import JSONInputError, loads_json, read_regular_file, write_bytes_atomic
 
 from .config import FORMAT, ModelConfig
 from .params import param_spec
@@ -31,6 +31,8 @@ HEADER_LENGTH_BYTES = 8
 HEADER_ALIGNMENT = 8
 # The safetensors library refuses headers above 100 MB; ours are a few kB.
 MAX_HEADER_BYTES = 100_000_000
+# A base model is a few MB; nothing larger is read (docs/security.md).
+MAX_MODEL_BYTES = 1 << 30
 METADATA_KEY = "__metadata__"
 METADATA_KEYS = ("config", "format", "summary")
 TENSOR_DTYPE = "F32"
@@ -135,7 +137,7 @@ def _reject_duplicate_keys(pairs):
 
 def _looks_like_json(data: bytes) -> bool:
     try:
-        json.loads(data.decode("utf-8"))
+        loads_json(data)
     except ValueError:
         return data.lstrip()[:1] in (b"{", b"[")  # a JSON file cut short still reads as one
     return True
@@ -161,10 +163,12 @@ def _read_header(path: Path, data: bytes) -> tuple[dict, int]:
     if raw[:1] != b"{":
         raise ModelFileError(path, "not a safetensors model file (the header is not a JSON object)")
     try:
-        header = json.loads(raw.decode("utf-8"), object_pairs_hook=_reject_duplicate_keys)
+        raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ModelFileError(path, "not a safetensors model file (the header is not UTF-8)") from None
-    except ValueError as e:
+    try:
+        header = loads_json(raw, object_pairs_hook=_reject_duplicate_keys)
+    except JSONInputError as e:
         raise ModelFileError(path, f"not a safetensors model file (the header is not valid JSON: {e})") from None
     if not isinstance(header, dict):
         raise ModelFileError(path, "not a safetensors model file (the header is not a JSON object)")
@@ -186,8 +190,8 @@ def _read_metadata(path: Path, header: dict) -> tuple[ModelConfig, dict | None]:
     if "config" not in meta:
         raise ModelFileError(path, "__metadata__ has no config")
     try:
-        config_dict = json.loads(meta["config"], parse_constant=_refuse_constant)
-    except ValueError as e:
+        config_dict = loads_json(meta["config"])
+    except JSONInputError as e:
         raise ModelFileError(path, f"the config is not valid JSON ({e})") from None
     try:
         cfg = ModelConfig.from_dict(config_dict)
@@ -200,16 +204,12 @@ def _read_metadata(path: Path, header: dict) -> tuple[ModelConfig, dict | None]:
     summary = None
     if "summary" in meta:
         try:
-            summary = json.loads(meta["summary"], parse_constant=_refuse_constant)
-        except ValueError as e:
+            summary = loads_json(meta["summary"])
+        except JSONInputError as e:
             raise ModelFileError(path, f"the training summary is not valid JSON ({e})") from None
         if not isinstance(summary, dict):
             raise ModelFileError(path, "the training summary is not a JSON object")
     return cfg, summary
-
-
-def _refuse_constant(name):
-    raise ValueError(f"{name} is not allowed")
 
 
 def _check_tensor_entries(path: Path, header: dict, cfg: ModelConfig) -> list[tuple[str, tuple, int, int]]:
@@ -275,17 +275,27 @@ def _check_layout(path: Path, entries, data_len: int) -> None:
         raise ModelFileError(path, f"{data_len - position} unexplained bytes after the last tensor")
 
 
+def read_model_bytes(path) -> bytes:
+    """The bytes of a model file: a regular file of at most MAX_MODEL_BYTES (ModelFileError otherwise)."""
+    path = Path(path)
+    if not path.exists() and not path.is_symlink():
+        raise ModelFileError(path, "no such model file")
+    if path.is_dir():
+        raise ModelFileError(path, "is a folder, not a model file")
+    try:
+        return read_regular_file(path, MAX_MODEL_BYTES, _ReadError)
+    except _ReadError as e:
+        raise ModelFileError(path, str(e).removeprefix(f"{path}: ")) from None
+
+
+class _ReadError(ValueError):
+    pass
+
+
 def load_model(path) -> LoadedModel:
     """Read and validate a docextract-v0 model file; any problem raises ModelFileError."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise ModelFileError(path, "no such model file") from None
-    except IsADirectoryError:
-        raise ModelFileError(path, "is a folder, not a model file") from None
-    except OSError as e:
-        raise ModelFileError(path, f"cannot read the model file ({e.strerror or e})") from None
+    data = read_model_bytes(path)
 
     header, data_start = _read_header(path, data)
     cfg, summary = _read_metadata(path, header)

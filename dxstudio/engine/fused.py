@@ -5,8 +5,8 @@ Each kernel computes exactly the operations of the NumPy reference in layers.py,
 order, each one separately rounded binary32 (docs/numerics.md, section 3): the row sums are the
 16-lane dot16 (lane k & 15, then the fold in halves), exp/tanh are numerics' scalar kernels.
 Conventions are numerics.py's: fastmath off (no fused multiply-add, no reassociation), every
-constant a binary32 built inside the kernel as np.float32(...) (a float32 times a Python float
-literal would be binary64 in Numba), one thread per output row (or element) in the parallel
+constant a binary32: numerics' typed constants or np.float32(...) built inside the kernel (a
+float32 times a Python float literal would be binary64 in Numba), one thread per output row (or element) in the parallel
 build, a serial build under another name for `serial_kernels()` and small inputs.
 
 The wrappers take binary32 arrays only; layers.py calls them on the fast path.
@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import numerics as nu
-from .numerics import _build, fold16, pick, prange
+from .numerics import GELU32_C0, GELU32_C1, GELU32_C3, _build, fold16, pick, prange
 
 F32 = np.float32
 
@@ -79,13 +79,13 @@ _LAYERNORM_BWD = _build(_layernorm_bwd_body, "_layernorm_bwd")
 
 
 def layernorm_forward(x, w, b, eps):
-    """(y, (xhat, inv)) as layers.layernorm_forward."""
+    """(y, xhat, inv) as layers.layernorm_forward."""
     x = np.ascontiguousarray(x, F32)
     n, d = x.shape
     y, xhat, inv = np.empty_like(x), np.empty_like(x), np.empty(n, F32)
     pick(_LAYERNORM_FWD, n, n * d)(x, np.ascontiguousarray(w, F32), np.ascontiguousarray(b, F32), F32(eps),
                                     y, xhat, inv)
-    return y, (xhat, inv)
+    return y, xhat, inv
 
 
 def layernorm_backward(dy, saved, w):
@@ -115,11 +115,13 @@ def _softmax_fwd_body(raw, bias, scale, scaled, p):
             v = p[i, j]
             if v > top or v != v:  # a NaN anywhere makes the maximum NaN, as np.max
                 top = v
+        row = p[i]
+        for j in range(m):
+            row[j] = row[j] - top
+        nu.exp32_vec(row, row)
         acc = np.zeros(16, np.float32)
         for j in range(m):
-            e = nu.exp32_scalar(p[i, j] - top)
-            p[i, j] = e
-            acc[j & 15] += e
+            acc[j & 15] += row[j]
         z = fold16(acc)
         for j in range(m):
             p[i, j] = p[i, j] / z
@@ -189,24 +191,26 @@ def scaled_softmax_backward(dp, p, scale):
 # GELU (tanh form) and ReLU, elementwise over the flattened arrays
 # ----------------------------------------------------------------------------------------
 def _gelu_fwd_body(x, y, t):
-    c0 = np.float32(0.7978845608028654)
-    c1 = np.float32(0.044715)
+    c0 = GELU32_C0
+    c1 = GELU32_C1
     half = np.float32(0.5)
     one = np.float32(1.0)
     # three passes: the branch-free ones vectorise (measured faster than one scalar pass)
     for i in prange(x.size):
         v = x[i]
         t[i] = c0 * (v + c1 * ((v * v) * v))  # u for now
-    for i in prange(x.size):
-        t[i] = nu.tanh32_scalar(t[i])
+    for blk in prange((x.size + 4095) // 4096):
+        lo = blk * 4096
+        hi = min(x.size, lo + 4096)
+        nu.tanh32_vec(t[lo:hi], t[lo:hi])
     for i in prange(x.size):
         v = x[i]
         y[i] = (half * v) * (one + t[i])
 
 
 def _gelu_bwd_body(dy, x, t, dx):
-    c0 = np.float32(0.7978845608028654)
-    c3 = np.float32(3.0 * 0.044715)  # the product in binary64, then rounded (as the reference)
+    c0 = GELU32_C0
+    c3 = GELU32_C3  # 3*c1: the product in binary64, then rounded (as the reference)
     half = np.float32(0.5)
     one = np.float32(1.0)
     for i in prange(x.size):
@@ -267,3 +271,156 @@ def relu_backward(dy, y):
     dx = np.empty(y.shape, F32)
     pick(_RELU_BWD, y.size, y.size)(_flat(dy), _flat(y), dx.reshape(-1))
     return dx
+
+
+# ----------------------------------------------------------------------------------------
+# The pair MLP's first layer, relu(x W^T + b) over 8 inputs, product, bias and ReLU in one pass
+# ----------------------------------------------------------------------------------------
+def _linear8_relu_body(x, wt, b, y):
+    """y[p, j] = relu(dot16(x[p, :], W[j, :]) + b[j]) with 8 terms: lane l < 8 takes its one
+    product (+0 + x*w), lanes 8..15 stay +0, then the fold in halves, the bias, the ReLU. The
+    same operations as layers.linear_forward then relu_forward; the loop runs over the outputs
+    j (wt = W^T, contiguous in j), so it vectorises with every lane in a register."""
+    n = x.shape[0]
+    h = wt.shape[1]
+    z = np.float32(0.0)
+    for p in prange(n):
+        x0, x1, x2, x3 = x[p, 0], x[p, 1], x[p, 2], x[p, 3]
+        x4, x5, x6, x7 = x[p, 4], x[p, 5], x[p, 6], x[p, 7]
+        for j in range(h):
+            a0 = (z + x0 * wt[0, j]) + z
+            a1 = (z + x1 * wt[1, j]) + z
+            a2 = (z + x2 * wt[2, j]) + z
+            a3 = (z + x3 * wt[3, j]) + z
+            a4 = (z + x4 * wt[4, j]) + z
+            a5 = (z + x5 * wt[5, j]) + z
+            a6 = (z + x6 * wt[6, j]) + z
+            a7 = (z + x7 * wt[7, j]) + z
+            a0 = a0 + a4
+            a1 = a1 + a5
+            a2 = a2 + a6
+            a3 = a3 + a7
+            a0 = a0 + a2
+            a1 = a1 + a3
+            v = (a0 + a1) + b[j]
+            y[p, j] = v if v > z else z
+
+
+_LINEAR8_RELU = _build(_linear8_relu_body, "_linear8_relu")
+
+
+def linear8_relu_forward(x, w, b):
+    """relu(x W^T + b) for x (n, 8), W (h, 8), as layers.linear_relu_forward."""
+    x = np.ascontiguousarray(x, F32)
+    y = np.empty((x.shape[0], w.shape[0]), F32)
+    pick(_LINEAR8_RELU, x.shape[0], x.shape[0] * 8 * w.shape[0])(
+        x, np.ascontiguousarray(np.asarray(w, F32).T), np.ascontiguousarray(b, F32), y)
+    return y
+
+
+def _linear32_body(x, wt, b, y):
+    """y[p, j] = dot16(x[p, :], W[j, :]) + b[j] with 32 terms: lane l takes x[l]*w[l], then
+    x[l + 16]*w[l + 16] (each product rounded, each sum rounded, from +0), the fold in halves,
+    the bias: layers.linear_forward's operations, every lane in a register (the pair MLP's
+    second layer of the base model, over the n^2 pairs)."""
+    n = x.shape[0]
+    m = wt.shape[1]
+    z = np.float32(0.0)
+    for p in prange(n):
+        for j in range(m):
+            a0 = (z + x[p, 0] * wt[0, j]) + x[p, 16] * wt[16, j]
+            a1 = (z + x[p, 1] * wt[1, j]) + x[p, 17] * wt[17, j]
+            a2 = (z + x[p, 2] * wt[2, j]) + x[p, 18] * wt[18, j]
+            a3 = (z + x[p, 3] * wt[3, j]) + x[p, 19] * wt[19, j]
+            a4 = (z + x[p, 4] * wt[4, j]) + x[p, 20] * wt[20, j]
+            a5 = (z + x[p, 5] * wt[5, j]) + x[p, 21] * wt[21, j]
+            a6 = (z + x[p, 6] * wt[6, j]) + x[p, 22] * wt[22, j]
+            a7 = (z + x[p, 7] * wt[7, j]) + x[p, 23] * wt[23, j]
+            a8 = (z + x[p, 8] * wt[8, j]) + x[p, 24] * wt[24, j]
+            a9 = (z + x[p, 9] * wt[9, j]) + x[p, 25] * wt[25, j]
+            a10 = (z + x[p, 10] * wt[10, j]) + x[p, 26] * wt[26, j]
+            a11 = (z + x[p, 11] * wt[11, j]) + x[p, 27] * wt[27, j]
+            a12 = (z + x[p, 12] * wt[12, j]) + x[p, 28] * wt[28, j]
+            a13 = (z + x[p, 13] * wt[13, j]) + x[p, 29] * wt[29, j]
+            a14 = (z + x[p, 14] * wt[14, j]) + x[p, 30] * wt[30, j]
+            a15 = (z + x[p, 15] * wt[15, j]) + x[p, 31] * wt[31, j]
+            a0 = a0 + a8
+            a1 = a1 + a9
+            a2 = a2 + a10
+            a3 = a3 + a11
+            a4 = a4 + a12
+            a5 = a5 + a13
+            a6 = a6 + a14
+            a7 = a7 + a15
+            a0 = a0 + a4
+            a1 = a1 + a5
+            a2 = a2 + a6
+            a3 = a3 + a7
+            a0 = a0 + a2
+            a1 = a1 + a3
+            y[p, j] = (a0 + a1) + b[j]
+
+
+def _linear16_relu_bwd_body(d, wt, h, y):
+    """y[p, j] = dot16(d[p, :], W[:, j]) where h[p, j] > 0, else +0, with 16 terms (one per lane,
+    +0 + product), the fold in halves: layers.linear_backward's dx then relu_backward (the pair
+    MLP's backward into its hidden layer, base model). wt = W (16, m), contiguous in j."""
+    n = d.shape[0]
+    m = wt.shape[1]
+    z = np.float32(0.0)
+    for p in prange(n):
+        for j in range(m):
+            a0 = z + d[p, 0] * wt[0, j]
+            a1 = z + d[p, 1] * wt[1, j]
+            a2 = z + d[p, 2] * wt[2, j]
+            a3 = z + d[p, 3] * wt[3, j]
+            a4 = z + d[p, 4] * wt[4, j]
+            a5 = z + d[p, 5] * wt[5, j]
+            a6 = z + d[p, 6] * wt[6, j]
+            a7 = z + d[p, 7] * wt[7, j]
+            a8 = z + d[p, 8] * wt[8, j]
+            a9 = z + d[p, 9] * wt[9, j]
+            a10 = z + d[p, 10] * wt[10, j]
+            a11 = z + d[p, 11] * wt[11, j]
+            a12 = z + d[p, 12] * wt[12, j]
+            a13 = z + d[p, 13] * wt[13, j]
+            a14 = z + d[p, 14] * wt[14, j]
+            a15 = z + d[p, 15] * wt[15, j]
+            a0 = a0 + a8
+            a1 = a1 + a9
+            a2 = a2 + a10
+            a3 = a3 + a11
+            a4 = a4 + a12
+            a5 = a5 + a13
+            a6 = a6 + a14
+            a7 = a7 + a15
+            a0 = a0 + a4
+            a1 = a1 + a5
+            a2 = a2 + a6
+            a3 = a3 + a7
+            a0 = a0 + a2
+            a1 = a1 + a3
+            v = a0 + a1
+            y[p, j] = v if h[p, j] > z else z
+
+
+_LINEAR32 = _build(_linear32_body, "_linear32")
+_LINEAR16_RELU_BWD = _build(_linear16_relu_bwd_body, "_linear16_relu_bwd")
+
+
+def linear32_forward(x, w, b):
+    """x W^T + b for x (n, 32), W (m, 32), as layers.linear_forward."""
+    x = np.ascontiguousarray(x, F32)
+    y = np.empty((x.shape[0], w.shape[0]), F32)
+    pick(_LINEAR32, x.shape[0], x.shape[0] * 32 * w.shape[0])(
+        x, np.ascontiguousarray(np.asarray(w, F32).T), np.ascontiguousarray(b, F32), y)
+    return y
+
+
+def linear16_relu_backward(dy, w, h):
+    """relu_backward(dy W, h) for dy (n, 16), W (16, m), h (n, m) the ReLU's output."""
+    dy = np.ascontiguousarray(dy, F32)
+    y = np.empty((dy.shape[0], w.shape[1]), F32)
+    pick(_LINEAR16_RELU_BWD, dy.shape[0], dy.shape[0] * 16 * w.shape[1])(
+        dy, np.ascontiguousarray(w, F32), np.ascontiguousarray(h, F32), y)
+    return y

@@ -5,73 +5,54 @@ every other operation is one separately rounded NumPy elementwise operation, wri
 order docs/model.md pins. A forward returns its output and the values its backward needs;
 a backward takes the output gradient and returns the input gradient and the parameter gradients.
 
-`Ops` selects the kernel path. The NumPy code below is the reference path and the readable spec.
-On the fast path with binary32 arrays, the products, row dots and exp/tanh are numerics' compiled
-kernels, and layer norm, softmax (with the attention scale and bias), GELU and ReLU, forward and
-backward, are each one fused compiled kernel (fused.py) doing the same operations in the same
-order; tests hold the two paths bit-identical. Binary64 arrays (the finite-difference check) take
-the reference code and NumPy's exp/tanh: there we check calculus, not bytes.
+`Ops` (numerics.py) is the one dispatcher of the kernel path. The NumPy code below is the
+reference path and the readable spec. Each layer that has a compiled twin (fused.py: layer
+norm, softmax with the attention scale and bias, GELU, ReLU, forward and backward) calls it in
+its first line when `ops.compiled(...)`: the fast path with binary32 arrays; the twin does the
+same operations in the same order, and tests hold the two paths bit-identical. The products,
+row dots and exp/tanh go through `ops`. Binary64 arrays (the finite-difference check) take the
+reference code and NumPy's exp/tanh: there we check calculus, not bytes.
+
+What a backward needs from its forward travels in a named tuple (LayerNormSaved,
+CharConvSaved), never in a string-keyed dict.
 """
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 
 from . import fused
-from . import numerics as nu
+from .numerics import GELU_C0, GELU_C1, GELU_C3, Ops  # noqa: F401  (Ops: the layers' dispatcher)
 
 F32 = np.float32
 F64 = np.float64
 
-# GELU, tanh form: y = 0.5 x (1 + tanh(c0 (x + c1 x^3)))
-GELU_C0 = 0.7978845608028654  # sqrt(2 / pi)
-GELU_C1 = 0.044715
+
+class LayerNormSaved(NamedTuple):
+    xhat: np.ndarray  # (n, d) the normalized rows
+    inv: np.ndarray  # (n,) 1 / sqrt(var + eps)
 
 
-class Ops:
-    """The arithmetic that depends on the kernel path."""
-
-    def __init__(self, kernels: str = "fast"):
-        self.kernels = nu.check_kernels(kernels)
-
-    def compiled(self, *arrays) -> bool:
-        """True where a layer runs its fused compiled kernel: the fast path on binary32 arrays."""
-        return self.kernels == "fast" and all(a.dtype == F32 for a in arrays)
-
-    def mm(self, a, b):
-        if a.dtype == F64 or b.dtype == F64:
-            return nu.mm_ref(a, b)
-        return nu.mm(a, b, self.kernels)
-
-    def rowdot(self, a, b):
-        if a.dtype == F64:
-            return nu.rowdot_ref(a, b)
-        return nu.rowdot(a, b, self.kernels)
-
-    def exp(self, x):
-        return np.exp(x) if x.dtype == F64 else nu.exp32(x, self.kernels)
-
-    def tanh(self, x):
-        return np.tanh(x) if x.dtype == F64 else nu.tanh32(x, self.kernels)
-
-    def colsum(self, a):
-        """Column sums: dot16 with ones along the row axis (rows ascending)."""
-        return self.mm(np.ones((1, a.shape[0]), a.dtype), a)[0]
-
-    def rowsum(self, a):
-        return self.rowdot(a, np.ones_like(a))
+class CharConvSaved(NamedTuple):
+    u: np.ndarray  # (P, 3*Dc) the taps' embeddings of every real position
+    h: np.ndarray  # (P, C) relu(u W^T + b)
+    arg: np.ndarray  # (n, C) the position (index into P) each word pooled per channel; -1: none
 
 
 # ----------------------------------------------------------------------------------------
 # Linear: y = x W^T + b, W stored (out, in)
 # ----------------------------------------------------------------------------------------
 def linear_forward(ops: Ops, x, w, b):
+    if ops.compiled(x, w, b) and x.shape[1] == 32 and w.shape[0] <= 16:
+        return fused.linear32_forward(x, w, b)  # narrow outputs (the pair MLP's second layer)
     return ops.mm(x, np.ascontiguousarray(w.T)) + b
 
 
 def linear_backward(ops: Ops, dy, x, w):
     """dx[i, c] = sum_o dy[i, o] w[o, c]; dw[o, c] = sum_i dy[i, o] x[i, c] (rows ascending); db = column sums."""
     dx = ops.mm(dy, w)
-    dw = ops.mm(np.ascontiguousarray(dy.T), x)
+    dw = ops.mm_tn(dy, x)  # dy^T x
     db = ops.colsum(dy)
     return dx, dw, db
 
@@ -82,7 +63,8 @@ def linear_backward(ops: Ops, dy, x, w):
 # ----------------------------------------------------------------------------------------
 def layernorm_forward(ops: Ops, x, w, b, eps):
     if ops.compiled(x):
-        return fused.layernorm_forward(x, w, b, eps)
+        y, xhat, inv = fused.layernorm_forward(x, w, b, eps)
+        return y, LayerNormSaved(xhat, inv)
     t = x.dtype.type
     d = t(x.shape[1])
     mean = ops.rowsum(x) / d
@@ -90,14 +72,14 @@ def layernorm_forward(ops: Ops, x, w, b, eps):
     var = ops.rowdot(xc, xc) / d
     inv = t(1.0) / np.sqrt(var + t(eps))
     xhat = xc * inv[:, None]
-    return xhat * w + b, (xhat, inv)
+    return xhat * w + b, LayerNormSaved(xhat, inv)
 
 
-def layernorm_backward(ops: Ops, dy, saved, w):
+def layernorm_backward(ops: Ops, dy, saved: LayerNormSaved, w):
     """g = dy*w; dx = inv * ((g - mean(g)) - xhat * mean(g*xhat)); dw, db column sums of dy*xhat, dy."""
-    if ops.compiled(dy, saved[0]):
-        return fused.layernorm_backward(dy, saved, w)
     xhat, inv = saved
+    if ops.compiled(dy, xhat):
+        return fused.layernorm_backward(dy, saved, w)
     d = xhat.dtype.type(xhat.shape[1])
     g = dy * w
     mg = ops.rowsum(g) / d
@@ -126,7 +108,7 @@ def gelu_backward(ops: Ops, dy, x, t):
         return fused.gelu_backward(dy, x, t)
     c = x.dtype.type
     a = c(0.5) * (c(1.0) + t)
-    b = (((c(0.5) * x) * (c(1.0) - t * t)) * c(GELU_C0)) * (c(1.0) + c(3.0 * GELU_C1) * (x * x))
+    b = (((c(0.5) * x) * (c(1.0) - t * t)) * c(GELU_C0)) * (c(1.0) + c(GELU_C3) * (x * x))
     return dy * (a + b)
 
 
@@ -144,6 +126,23 @@ def relu_backward(ops: Ops, dy, y):
     if ops.compiled(dy, y):
         return fused.relu_backward(dy, y)
     return np.where(y > 0, dy, dy.dtype.type(0.0))
+
+
+def linear_relu_backward(ops: Ops, dy, x, w):
+    """linear_backward where x is a ReLU's output: (dx through the ReLU, dw, db). With 16
+    outputs on the fast path the product and the ReLU's mask are one fused kernel."""
+    if ops.compiled(dy, x, w) and dy.shape[1] == 16:
+        return fused.linear16_relu_backward(dy, w, x), ops.mm_tn(dy, x), ops.colsum(dy)
+    dx, dw, db = linear_backward(ops, dy, x, w)
+    return relu_backward(ops, dx, x), dw, db
+
+
+def linear_relu_forward(ops: Ops, x, w, b):
+    """relu(x W^T + b) (the pair MLP's first layer, over the n^2 pairs); with 8 inputs on the
+    fast path one fused kernel does the product, the bias and the ReLU in one pass."""
+    if ops.compiled(x, w, b) and x.shape[1] == 8:
+        return fused.linear8_relu_forward(x, w, b)
+    return relu_forward(ops, linear_forward(ops, x, w, b))
 
 
 # ----------------------------------------------------------------------------------------
@@ -180,14 +179,14 @@ def attention_forward(ops: Ops, q, k, v, bias, scale):
 def attention_backward(ops: Ops, da, q, k, v, p, scale):
     """dP = dA V^T, dV = P^T dA, ds (softmax), dbias = ds, dS = ds/scale, dQ = dS K, dK = dS^T Q."""
     dp = ops.mm(da, np.ascontiguousarray(v.T))
-    dv = ops.mm(np.ascontiguousarray(p.T), da)
+    dv = ops.mm_tn(p, da)  # p^T da
     if ops.compiled(dp, p):
         ds, dsc = fused.scaled_softmax_backward(dp, p, scale)
     else:
         ds = softmax_backward(ops, dp, p)
         dsc = ds / scale
     dq = ops.mm(dsc, k)
-    dk = ops.mm(np.ascontiguousarray(dsc.T), q)
+    dk = ops.mm_tn(dsc, q)  # dsc^T q
     return dq, dk, dv, ds
 
 
@@ -200,7 +199,7 @@ def pointer_forward(ops: Ops, q, k, scale):
 
 def pointer_backward(ops: Ops, dscore, q, k, scale):
     dsc = dscore / scale
-    return ops.mm(dsc, k), ops.mm(np.ascontiguousarray(dsc.T), q)
+    return ops.mm(dsc, k), ops.mm_tn(dsc, q)
 
 
 # ----------------------------------------------------------------------------------------
@@ -232,18 +231,18 @@ def charconv_forward(ops: Ops, emb, w_rt, b, tap_ids, owners, n_words):
     c = w_rt.shape[0]
     pooled = np.zeros((n_words, c), emb.dtype)
     arg = np.full((n_words, c), -1, np.int64)
-    starts = np.searchsorted(owners, np.arange(n_words))
-    ends = np.searchsorted(owners, np.arange(n_words), side="right")
-    for wi in range(n_words):
-        s, e = starts[wi], ends[wi]
-        if e > s:
-            a = np.argmax(h[s:e], axis=0)  # first maximum
-            arg[wi] = s + a
-            pooled[wi] = h[s + a, np.arange(c)]
-    return pooled, (u, h, arg)
+    words = np.unique(owners)  # the words with a position; their positions are consecutive
+    if len(words):
+        starts = np.searchsorted(owners, words)
+        top = np.maximum.reduceat(h, starts, axis=0)  # a max is exact in any order (h has no NaN)
+        where = np.arange(len(owners))[:, None]
+        first = np.where(h == top[np.searchsorted(words, owners)], where, len(owners))
+        arg[words] = np.minimum.reduceat(first, starts, axis=0)  # the first position holding it
+        pooled[words] = top
+    return pooled, CharConvSaved(u, h, arg)
 
 
-def charconv_backward(ops: Ops, dpooled, saved, w_rt, tap_ids, vocab):
+def charconv_backward(ops: Ops, dpooled, saved: CharConvSaved, w_rt, tap_ids, vocab):
     """Gradient to the arg-max positions, through the ReLU, into W_rt (positions ascending),
     b, and the character table (rows added in word order, position, tap; row 0 gets none)."""
     u, h, arg = saved

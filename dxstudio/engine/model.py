@@ -1,8 +1,9 @@
 """docextract-v0: the forward pass (inference = training forward) and its backward.
 
 One window of a page in (WindowInputs), every output out. Parameters are in the runtime
-layout (to_runtime). `forward(..., keep=True)` keeps
-every activation the backward needs; its outputs are the same bytes as with keep=False.
+layout (to_runtime). `forward(..., keep=True)` keeps every activation the backward needs, by
+name (Activations, one BlockActivations per block); its outputs are the same bytes as with
+keep=False.
 The order of operations is docs/model.md's, one line of code per line of the spec.
 """
 from __future__ import annotations
@@ -14,9 +15,47 @@ import numpy as np
 
 from . import layers as L
 from .config import ModelConfig
-from .layers import Ops
+from .layers import CharConvSaved, LayerNormSaved, Ops
 
 F32 = np.float32
+
+
+@dataclass
+class BlockActivations:
+    """What block l's backward needs from its forward."""
+    ln1: LayerNormSaved
+    h: np.ndarray  # ln1(x)
+    qkv: np.ndarray  # (n, 3d)
+    probs: list  # per head: the attention probabilities (n, n)
+    a: np.ndarray  # the heads' outputs side by side (n, d)
+    ln2: LayerNormSaved
+    h2: np.ndarray  # ln2(x)
+    f1: np.ndarray  # fc1 output
+    g: np.ndarray  # gelu(f1)
+    t: np.ndarray  # tanh32 of GELU's argument
+
+
+@dataclass
+class Activations:
+    """What the backward needs from the forward (forward(..., keep=True))."""
+    tap_ids: np.ndarray  # (P, 3) character ids of the convolution taps
+    w_rt: np.ndarray  # char_conv.weight in the runtime layout
+    conv: CharConvSaved
+    pooled: np.ndarray  # (n, C)
+    feats: np.ndarray  # (n, 16) word features
+    emb_ln: LayerNormSaved
+    pf: np.ndarray  # (n*n, 8) pair features
+    ph: np.ndarray  # (n*n, Hp) relu(pair1)
+    blocks: list = field(default_factory=list)  # BlockActivations, first block first
+    final: LayerNormSaved | None = None
+    f: np.ndarray | None = None  # final_ln output
+    mean: np.ndarray | None = None  # colsum(f) / n
+    rq: np.ndarray | None = None
+    rk: np.ndarray | None = None
+
+    def __getitem__(self, name: str):
+        """cache["conv"] reads like cache.conv (older readers of the activations)."""
+        return getattr(self, name)
 
 
 @dataclass
@@ -26,7 +65,7 @@ class Outputs:
     doc_logits: np.ndarray  # (T,)
     item_scores: np.ndarray  # (n, n): word i points at word j
     kv_scores: np.ndarray  # (n, n)
-    cache: dict | None = None
+    cache: Activations | None = None  # keep=True
 
 
 def to_runtime(params) -> "OrderedDict[str, np.ndarray]":
@@ -55,7 +94,7 @@ def forward(cfg: ModelConfig, params, inp, ops: Ops, keep: bool = False) -> Outp
     p = params
     dt = p["char_emb"].dtype
     n = inp.n
-    cache = {} if keep else None
+    cache = None
 
     # 1. characters -> pooled channels
     tap_ids, owners = L.char_windows(inp.char_ids, inp.char_len)
@@ -75,16 +114,15 @@ def forward(cfg: ModelConfig, params, inp, ops: Ops, keep: bool = False) -> Outp
 
     # 3. pair bias over the n^2 pairs in row-major (i, j) order, once per window
     pf = inp.pair_feats.astype(dt)
-    ph = L.relu_forward(ops, L.linear_forward(ops, pf, p["pair1.weight"], p["pair1.bias"]))
+    ph = L.linear_relu_forward(ops, pf, p["pair1.weight"], p["pair1.bias"])
     pbias = L.linear_forward(ops, ph, p["pair2.weight"], p["pair2.bias"])  # (n*n, L*heads)
     if keep:
-        cache.update(tap_ids=tap_ids, w_rt=w_rt, conv=conv_saved, pooled=pooled, feats=feats,
-                     emb_ln=emb_ln_saved, pf=pf, ph=ph)
+        cache = Activations(tap_ids=tap_ids, w_rt=w_rt, conv=conv_saved, pooled=pooled, feats=feats,
+                            emb_ln=emb_ln_saved, pf=pf, ph=ph)
 
     # 4. blocks
     d, heads, dh = cfg.d_model, cfg.heads, cfg.head_dim
     scale = _scale(dt, dh)
-    blocks = []
     for l in range(cfg.layers):
         q = f"blocks.{l}."
         h, ln1 = L.layernorm_forward(ops, x, p[q + "ln1.weight"], p[q + "ln1.bias"], cfg.ln_eps)
@@ -99,14 +137,14 @@ def forward(cfg: ModelConfig, params, inp, ops: Ops, keep: bool = False) -> Outp
             bias = pbias[:, l * heads + hd].reshape(n, n)
             a[:, cols], prob = L.attention_forward(ops, qh, kh, vh, bias, scale)
             probs.append(prob)
-        x_attn_in = x
         x = x + L.linear_forward(ops, a, p[q + "proj.weight"], p[q + "proj.bias"])
         h2, ln2 = L.layernorm_forward(ops, x, p[q + "ln2.weight"], p[q + "ln2.bias"], cfg.ln_eps)
         f1 = L.linear_forward(ops, h2, p[q + "fc1.weight"], p[q + "fc1.bias"])
         g, t = L.gelu_forward(ops, f1)
         x = x + L.linear_forward(ops, g, p[q + "fc2.weight"], p[q + "fc2.bias"])
         if keep:
-            blocks.append(dict(ln1=ln1, h=h, qkv=qkv, probs=probs, a=a, ln2=ln2, h2=h2, f1=f1, g=g, t=t))
+            cache.blocks.append(BlockActivations(ln1=ln1, h=h, qkv=qkv, probs=probs, a=a, ln2=ln2, h2=h2,
+                                                 f1=f1, g=g, t=t))
 
     # 5. heads
     f, fin = L.layernorm_forward(ops, x, p["final_ln.weight"], p["final_ln.bias"], cfg.ln_eps)
@@ -123,7 +161,7 @@ def forward(cfg: ModelConfig, params, inp, ops: Ops, keep: bool = False) -> Outp
     items = L.pointer_forward(ops, qi, ki, rscale)
     kvs = L.pointer_forward(ops, qv, kv, rscale)
     if keep:
-        cache.update(blocks=blocks, final=fin, f=f, mean=mean, rq=rq, rk=rk)
+        cache.final, cache.f, cache.mean, cache.rq, cache.rk = fin, f, mean, rq, rk
     return Outputs(tag, role, doc, items, kvs, cache)
 
 
@@ -150,7 +188,7 @@ def backward(cfg: ModelConfig, params, inp, out: Outputs, go: OutputGrads, ops: 
     n = inp.n
     grads: dict = {}
     want = (lambda name: True) if wanted is None else (lambda name: name in wanted)
-    f = c["f"]
+    f = c.f
 
     # 5. heads -> df, added in the order tag, role, doc, rel_q, rel_k
     df = None
@@ -168,12 +206,12 @@ def backward(cfg: ModelConfig, params, inp, out: Outputs, go: OutputGrads, ops: 
     if go.role is not None:
         df = add(df, head("role_head", go.role, f))
     if go.doc is not None:
-        dmean = head("doc_head", go.doc[None, :], c["mean"][None, :])[0]
+        dmean = head("doc_head", go.doc[None, :], c.mean[None, :])[0]
         df = add(df, np.broadcast_to(dmean / dt.type(n), f.shape))
     if go.items is not None or go.kv is not None:
         r = cfg.rel_dim
         rscale = _scale(dt, r)
-        rq, rk = c["rq"], c["rk"]
+        rq, rk = c.rq, c.rk
         drq = np.zeros_like(rq)
         drk = np.zeros_like(rk)
         for gsc, cols in ((go.items, slice(0, r)), (go.kv, slice(r, 2 * r))):
@@ -190,7 +228,7 @@ def backward(cfg: ModelConfig, params, inp, out: Outputs, go: OutputGrads, ops: 
     if df is None or not any(want(name) for name in backbone):
         return _ordered(p, grads)
 
-    dx, grads["final_ln.weight"], grads["final_ln.bias"] = L.layernorm_backward(ops, df, c["final"], p["final_ln.weight"])
+    dx, grads["final_ln.weight"], grads["final_ln.bias"] = L.layernorm_backward(ops, df, c.final, p["final_ln.weight"])
 
     # 4. blocks, last first
     d, heads, dh = cfg.d_model, cfg.heads, cfg.head_dim
@@ -198,16 +236,16 @@ def backward(cfg: ModelConfig, params, inp, out: Outputs, go: OutputGrads, ops: 
     dpbias = np.zeros((n * n, cfg.layers * heads), dt)
     for l in range(cfg.layers - 1, -1, -1):
         q = f"blocks.{l}."
-        bc = c["blocks"][l]
+        bc = c.blocks[l]
         # x = x + fc2(gelu(fc1(ln2(x))))
-        dg, grads[q + "fc2.weight"], grads[q + "fc2.bias"] = L.linear_backward(ops, dx, bc["g"], p[q + "fc2.weight"])
-        df1 = L.gelu_backward(ops, dg, bc["f1"], bc["t"])
-        dh2, grads[q + "fc1.weight"], grads[q + "fc1.bias"] = L.linear_backward(ops, df1, bc["h2"], p[q + "fc1.weight"])
-        dln2, grads[q + "ln2.weight"], grads[q + "ln2.bias"] = L.layernorm_backward(ops, dh2, bc["ln2"], p[q + "ln2.weight"])
+        dg, grads[q + "fc2.weight"], grads[q + "fc2.bias"] = L.linear_backward(ops, dx, bc.g, p[q + "fc2.weight"])
+        df1 = L.gelu_backward(ops, dg, bc.f1, bc.t)
+        dh2, grads[q + "fc1.weight"], grads[q + "fc1.bias"] = L.linear_backward(ops, df1, bc.h2, p[q + "fc1.weight"])
+        dln2, grads[q + "ln2.weight"], grads[q + "ln2.bias"] = L.layernorm_backward(ops, dh2, bc.ln2, p[q + "ln2.weight"])
         dx = dx + dln2
         # x = x + proj(attention(ln1(x)))
-        da, grads[q + "proj.weight"], grads[q + "proj.bias"] = L.linear_backward(ops, dx, bc["a"], p[q + "proj.weight"])
-        qkv = bc["qkv"]
+        da, grads[q + "proj.weight"], grads[q + "proj.bias"] = L.linear_backward(ops, dx, bc.a, p[q + "proj.weight"])
+        qkv = bc.qkv
         dqkv = np.empty_like(qkv)
         for hd in range(heads):
             cols = slice(hd * dh, (hd + 1) * dh)
@@ -215,31 +253,30 @@ def backward(cfg: ModelConfig, params, inp, out: Outputs, go: OutputGrads, ops: 
             vc = slice(2 * d + hd * dh, 2 * d + (hd + 1) * dh)
             dq, dk, dv, ds = L.attention_backward(
                 ops, np.ascontiguousarray(da[:, cols]), np.ascontiguousarray(qkv[:, cols]),
-                np.ascontiguousarray(qkv[:, kc]), np.ascontiguousarray(qkv[:, vc]), bc["probs"][hd], scale)
+                np.ascontiguousarray(qkv[:, kc]), np.ascontiguousarray(qkv[:, vc]), bc.probs[hd], scale)
             dqkv[:, cols], dqkv[:, kc], dqkv[:, vc] = dq, dk, dv
             dpbias[:, l * heads + hd] = ds.reshape(-1)
-        dh1, grads[q + "qkv.weight"], grads[q + "qkv.bias"] = L.linear_backward(ops, dqkv, bc["h"], p[q + "qkv.weight"])
-        dln1, grads[q + "ln1.weight"], grads[q + "ln1.bias"] = L.layernorm_backward(ops, dh1, bc["ln1"], p[q + "ln1.weight"])
+        dh1, grads[q + "qkv.weight"], grads[q + "qkv.bias"] = L.linear_backward(ops, dqkv, bc.h, p[q + "qkv.weight"])
+        dln1, grads[q + "ln1.weight"], grads[q + "ln1.bias"] = L.layernorm_backward(ops, dh1, bc.ln1, p[q + "ln1.weight"])
         dx = dx + dln1
 
     # 3. pair MLP: weight gradients are dots over the pairs in row-major order; features get none
-    dph, grads["pair2.weight"], grads["pair2.bias"] = L.linear_backward(ops, dpbias, c["ph"], p["pair2.weight"])
-    dph = L.relu_backward(ops, dph, c["ph"])
-    grads["pair1.weight"] = ops.mm(np.ascontiguousarray(dph.T), c["pf"])
+    dph, grads["pair2.weight"], grads["pair2.bias"] = L.linear_relu_backward(ops, dpbias, c.ph, p["pair2.weight"])
+    grads["pair1.weight"] = ops.mm_tn(dph, c.pf)
     grads["pair1.bias"] = ops.colsum(dph)
 
     # 2. embedding sum and its layer norm
-    de, grads["emb_ln.weight"], grads["emb_ln.bias"] = L.layernorm_backward(ops, dx, c["emb_ln"], p["emb_ln.weight"])
-    grads["feat_proj.weight"] = ops.mm(np.ascontiguousarray(de.T), c["feats"])
+    de, grads["emb_ln.weight"], grads["emb_ln.bias"] = L.layernorm_backward(ops, dx, c.emb_ln, p["emb_ln.weight"])
+    grads["feat_proj.weight"] = ops.mm_tn(de, c.feats)
     grads["feat_proj.bias"] = ops.colsum(de)
     b = inp.buckets
     for k, name in enumerate(("pos_x0", "pos_y0", "pos_x1", "pos_y1")):
         grads[name] = L.table_backward(de, b[:, k], cfg.pos_buckets)
-    dpooled, grads["char_proj.weight"], grads["char_proj.bias"] = L.linear_backward(ops, de, c["pooled"], p["char_proj.weight"])
+    dpooled, grads["char_proj.weight"], grads["char_proj.bias"] = L.linear_backward(ops, de, c.pooled, p["char_proj.weight"])
 
     # 1. characters
     grads["char_emb"], grads["char_conv.weight"], grads["char_conv.bias"] = L.charconv_backward(
-        ops, dpooled, c["conv"], c["w_rt"], c["tap_ids"], cfg.vocab)
+        ops, dpooled, c.conv, c.w_rt, c.tap_ids, cfg.vocab)
     return _ordered(p, grads)
 
 

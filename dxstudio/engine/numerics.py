@@ -1,35 +1,36 @@
 """Exact, machine-independent numerics: the 16-lane dot product and the library's exp, tanh, log.
 
 Every result here is a fixed sequence of separately rounded IEEE operations, so it is the same
-bytes on every CPU, NumPy build and thread count. Each function exists twice:
+bytes on every CPU, NumPy build and thread count. Each primitive is written twice, side by
+side in its own section below, followed by the one line that chooses between them:
 
-* the reference path: plain NumPy elementwise operations (the 16 lanes are an axis of 16),
-  short and easy to check against docs/numerics.md;
-* the fast path: Numba kernels compiled with fastmath off (no contraction into fused
-  multiply-add, no reassociation), one thread per output row.
+* `<name>_ref`: the reference path, plain NumPy elementwise operations (the 16 lanes are an
+  axis of 16), short and easy to check against docs/numerics.md;
+* `<name>_fast`: its compiled twin, Numba kernels built with fastmath off (no contraction into
+  fused multiply-add, no reassociation), one thread per output row;
+* `<name>(..., kernels)`: the dispatch, through `fast_path(kernels)`, which raises a
+  ValueError for a kernel name that is not one of KERNELS.
 
-Tests hold the two paths bit-identical. Nothing here uses BLAS or NumPy's exp/tanh/log.
+`Ops` is the same choice for the layers (layers.py, model.py): one object per kernel path that
+sends binary32 arrays on the fast path to the compiled kernels and everything else to the
+reference (binary64 arrays: the finite-difference check of the backward).
+
+Every constant is typed once, in the section "Constants"; the compiled kernels read the same
+binary32 values (Numba freezes a module-level np.float32 as a binary32 constant). Tests hold
+the two paths bit-identical. Nothing here uses BLAS or NumPy's exp/tanh/log.
 """
 from __future__ import annotations
 
 import math
 import os
 import threading
+import types
 
 import numpy as np
 
 LANES = 16
 F32 = np.float32
 F64 = np.float64
-
-KERNELS = ("reference", "fast")
-
-
-def check_kernels(kernels: str) -> str:
-    if kernels not in KERNELS:
-        raise ValueError(f"kernels must be one of {KERNELS}, not {kernels!r}")
-    return kernels
-
 
 # --------------------------------------------------------------------------------------
 # Constants (docs/numerics.md gives their derivation and the measured errors)
@@ -62,9 +63,148 @@ EXP64_C = tuple(1.0 / math.factorial(k) for k in range(14))
 LOG64_SQRT_HALF = 0.70710678118654752440
 LOG64_C = tuple(1.0 / (2 * k + 1) for k in range(1, 12))  # 1/3 ... 1/23
 
+# GELU, tanh form: y = 0.5 x (1 + tanh(c0 (x + c1 x^3))); its backward uses c3 = 3*c1, the
+# product taken in binary64. Binary64 values: each path rounds them once to its precision
+# (the binary32 ones below are what the fast path and the reference on binary32 use).
+GELU_C0 = 0.7978845608028654  # sqrt(2 / pi)
+GELU_C1 = 0.044715
+GELU_C3 = 3.0 * GELU_C1
+GELU32_C0, GELU32_C1, GELU32_C3 = F32(GELU_C0), F32(GELU_C1), F32(GELU_C3)  # 0x3f4c422a 0x3d372713 0x3e095d4f
+
+# SplitMix64 (section 9): arithmetic modulo 2^64
+MASK64 = (1 << 64) - 1
+SPLITMIX_GAMMA = 0x9E3779B97F4A7C15
+SPLITMIX_MUL1 = 0xBF58476D1CE4E5B9
+SPLITMIX_MUL2 = 0x94D049BB133111EB
+
 
 # --------------------------------------------------------------------------------------
-# Reference path (NumPy, elementwise only)
+# The one dispatcher: which path runs, and (on the fast path) which build
+# --------------------------------------------------------------------------------------
+KERNELS = ("reference", "fast")
+
+
+def check_kernels(kernels: str) -> str:
+    """The kernel path's name, or a ValueError naming the choices."""
+    if kernels not in KERNELS:
+        raise ValueError(f"kernels must be one of {KERNELS}, not {kernels!r}")
+    return kernels
+
+
+def fast_path(kernels: str) -> bool:
+    """True for "fast", False for "reference"; any other name raises (never a silent fallback)."""
+    return check_kernels(kernels) == "fast"
+
+
+class Ops:
+    """The arithmetic that depends on the kernel path, as the layers see it.
+
+    `compiled(*arrays)` is the one decision: the compiled twin runs on the fast path when every
+    array is binary32; otherwise the reference runs (binary64 arrays: the finite-difference
+    check, where exp and tanh are NumPy's: it checks calculus, not bytes)."""
+
+    def __init__(self, kernels: str = "fast"):
+        self.kernels = check_kernels(kernels)
+        self.fast = self.kernels == "fast"
+
+    def compiled(self, *arrays) -> bool:
+        """True where the compiled kernel runs: the fast path with binary32 arrays."""
+        return self.fast and all(a.dtype == F32 for a in arrays)
+
+    def mm(self, a, b):
+        return mm_fast(a, b) if self.compiled(a, b) else mm_ref(a, b)
+
+    def mm_tn(self, at, b):
+        """at^T b: the weight gradients' products, at (K, M) as it is (no transposed copy)."""
+        return mm_tn_fast(at, b) if self.compiled(at, b) else mm_tn_ref(at, b)
+
+    def rowdot(self, a, b):
+        return rowdot_fast(a, b) if self.compiled(a, b) else rowdot_ref(a, b)
+
+    def exp(self, x):
+        if x.dtype == F64:
+            return np.exp(x)
+        return exp32_fast(x) if self.fast else exp32_ref(x)
+
+    def tanh(self, x):
+        if x.dtype == F64:
+            return np.tanh(x)
+        return tanh32_fast(x) if self.fast else tanh32_ref(x)
+
+    def colsum(self, a):
+        """Column sums: dot16 with ones along the row axis (rows ascending)."""
+        return self.mm(np.ones((1, a.shape[0]), a.dtype), a)[0]
+
+    def rowsum(self, a):
+        return self.rowdot(a, np.ones_like(a))
+
+
+_NUMBA_CACHE = os.environ.get("DXSTUDIO_NUMBA_CACHE", "1") != "0"
+
+# OpenMP threads that spin while waiting take the other core from everyone on a busy
+# machine (a 15x slowdown measured with two processes on two cores); passive waiting costs
+# little when the machine is idle. Must be set before the OpenMP runtime starts.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import numba  # noqa: E402  (after the environment above)
+from numba import njit, prange  # noqa: E402
+
+_jit = dict(cache=_NUMBA_CACHE, nogil=True, fastmath=False, error_model="numpy")
+
+
+def _renamed(fn, name):
+    """A copy of fn under another name: Numba's on-disk cache keys functions by name, so the
+    parallel and the serial build of one body need distinct names or they evict each other."""
+    code = fn.__code__.replace(co_name=name)
+    if hasattr(code, "co_qualname"):
+        code = code.replace(co_qualname=name)
+    g = types.FunctionType(code, fn.__globals__, name, fn.__defaults__, fn.__closure__)
+    g.__qualname__ = name
+    return g
+
+
+def _build(body, name):
+    """(parallel build, serial build) of one kernel body, under distinct names for the cache.
+    One thread owns each output row (or element), so both give the same bytes; the serial
+    one runs for small inputs and when examples are spread over Python threads (Numba's
+    default thread pool is not re-entrant)."""
+    return (njit(parallel=True, **_jit)(_renamed(body, name + "_par")),
+            njit(**_jit)(_renamed(body, name + "_ser")))
+
+
+_serial = threading.local()
+
+# Below this many multiply-adds a kernel runs on the calling thread: waking the thread pool
+# costs more than the work (milliseconds on a busy machine). Either way the bytes are the same.
+PARALLEL_MIN_WORK = 1 << 18
+
+
+def pick(kernels, rows: int, work: int):
+    """The build to run of (parallel, serial): the parallel one for a large input, outside
+    serial_kernels(). Threads never change a result: this choice is about speed only."""
+    par, ser = kernels
+    big = rows > 1 and work >= PARALLEL_MIN_WORK
+    return par if big and not getattr(_serial, "on", False) else ser
+
+
+class serial_kernels:
+    """Within this context the calling thread uses the single-threaded compiled kernels."""
+
+    def __enter__(self):
+        self.prev = getattr(_serial, "on", False)
+        _serial.on = True
+
+    def __exit__(self, *exc):
+        _serial.on = self.prev
+
+
+def set_threads(n: int) -> None:
+    """Number of threads of the compiled kernels (results do not depend on it)."""
+    numba.set_num_threads(max(1, min(int(n), numba.config.NUMBA_NUM_THREADS)))
+
+
+# --------------------------------------------------------------------------------------
+# dot16 and the lane fold
 # --------------------------------------------------------------------------------------
 def _fold_lanes_ref(acc: np.ndarray, axis: int) -> np.ndarray:
     """Fold the 16 lanes in halves: l<8, l<4, l<2, then a[0] + a[1]."""
@@ -75,6 +215,32 @@ def _fold_lanes_ref(acc: np.ndarray, axis: int) -> np.ndarray:
     return a[0] + a[1]
 
 
+@njit(**_jit)
+def fold16(acc):
+    """The 16 lanes folded in halves: l < 8, l < 4, l < 2, then a[0] + a[1]."""
+    a0 = acc[0] + acc[8]
+    a1 = acc[1] + acc[9]
+    a2 = acc[2] + acc[10]
+    a3 = acc[3] + acc[11]
+    a4 = acc[4] + acc[12]
+    a5 = acc[5] + acc[13]
+    a6 = acc[6] + acc[14]
+    a7 = acc[7] + acc[15]
+    a0 = a0 + a4
+    a1 = a1 + a5
+    a2 = a2 + a6
+    a3 = a3 + a7
+    a0 = a0 + a2
+    a1 = a1 + a3
+    return a0 + a1
+
+
+def dot16_ref(x: np.ndarray, y: np.ndarray) -> F32:
+    """dot16 of two vectors."""
+    return mm_ref(np.asarray(x, F32)[None, :], np.asarray(y, F32)[:, None])[0, 0]
+
+
+# ---- mm: C[i, j] = dot16(a[i, :], b[:, j]) --------------------------------------------
 def mm_ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """C[i, j] = dot16(a[i, :], b[:, j]) for a (M, K), b (K, N), binary32."""
     # binary32 in the engine; binary64 only for the finite-difference check of the backward
@@ -93,8 +259,130 @@ def mm_ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return _fold_lanes_ref(acc, 1)
 
 
+_COLS = 512  # output columns per pass: the 16 accumulator rows (16 x 512 binary32 = 32 KB) stay in L1
+
+
+def _mm_body(a, b, out):
+    m, k = a.shape
+    n = b.shape[1]
+    rows = 1 if m < 256 else 16  # rows per task: one accumulator block serves them all
+    width = min(n, _COLS)
+    for blk in prange((m + rows - 1) // rows):
+        acc = np.empty((16, width), np.float32)
+        for i in range(blk * rows, min(m, blk * rows + rows)):
+            arow = a[i]
+            for j0 in range(0, n, width):
+                w = min(width, n - j0)
+                for lane in range(16):
+                    for j in range(w):
+                        acc[lane, j] = np.float32(0.0)
+                for kk in range(k):
+                    aik = arow[kk]
+                    row = acc[kk & 15]
+                    brow = b[kk, j0:j0 + w]
+                    for j in range(w):  # row views: the compiler sees one contiguous vector loop
+                        row[j] += aik * brow[j]
+                orow = out[i, j0:j0 + w]
+                for j in range(w):
+                    a0 = acc[0, j] + acc[8, j]
+                    a1 = acc[1, j] + acc[9, j]
+                    a2 = acc[2, j] + acc[10, j]
+                    a3 = acc[3, j] + acc[11, j]
+                    a4 = acc[4, j] + acc[12, j]
+                    a5 = acc[5, j] + acc[13, j]
+                    a6 = acc[6, j] + acc[14, j]
+                    a7 = acc[7, j] + acc[15, j]
+                    a0 = a0 + a4
+                    a1 = a1 + a5
+                    a2 = a2 + a6
+                    a3 = a3 + a7
+                    a0 = a0 + a2
+                    a1 = a1 + a3
+                    orow[j] = a0 + a1
+
+
+_MM = _build(_mm_body, "_mm")
+
+
+def _mm_tn_body(at, b, out):
+    """out = at^T b, at (K, M), b (K, N): k outermost, so both operands stream through once
+    (the weight gradients, K = the rows of a window or its n^2 pairs). Each output's 16 lanes
+    take the same terms in the same order as mm(at.T, b)."""
+    k, m = at.shape
+    n = b.shape[1]
+    rows = max(1, min(m, 1024 // max(n, 1)))  # outputs per task: rows * n * 16 binary32 <= 64 KB
+    for blk in prange((m + rows - 1) // rows):
+        i0 = blk * rows
+        r = min(rows, m - i0)
+        acc = np.zeros((16, r, n), np.float32)
+        for kk in range(k):
+            lane = kk & 15
+            for i in range(r):
+                aik = at[kk, i0 + i]
+                for j in range(n):
+                    acc[lane, i, j] += aik * b[kk, j]
+        for i in range(r):
+            for j in range(n):
+                a0 = acc[0, i, j] + acc[8, i, j]
+                a1 = acc[1, i, j] + acc[9, i, j]
+                a2 = acc[2, i, j] + acc[10, i, j]
+                a3 = acc[3, i, j] + acc[11, i, j]
+                a4 = acc[4, i, j] + acc[12, i, j]
+                a5 = acc[5, i, j] + acc[13, i, j]
+                a6 = acc[6, i, j] + acc[14, i, j]
+                a7 = acc[7, i, j] + acc[15, i, j]
+                a0 = a0 + a4
+                a1 = a1 + a5
+                a2 = a2 + a6
+                a3 = a3 + a7
+                a0 = a0 + a2
+                a1 = a1 + a3
+                out[i0 + i, j] = a0 + a1
+
+
+_MM_TN = _build(_mm_tn_body, "_mm_tn")
+
+
+def mm_fast(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    a = np.asarray(a, F32)
+    b = np.asarray(b, F32)
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"mm: inner sizes differ ({a.shape} x {b.shape})")
+    m, k = a.shape
+    n = b.shape[1]
+    out = np.empty((m, n), F32)
+    pick(_MM, m, m * k * n)(np.ascontiguousarray(a), np.ascontiguousarray(b), out)
+    return out
+
+
+def mm_tn_ref(at: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """at^T b: C[i, j] = dot16(at[:, i], b[:, j])."""
+    return mm_ref(np.asarray(at).T, b)
+
+
+def mm_tn_fast(at: np.ndarray, b: np.ndarray) -> np.ndarray:
+    at = np.ascontiguousarray(at, F32)
+    b = np.ascontiguousarray(b, F32)
+    if at.shape[0] != b.shape[0]:
+        raise ValueError(f"mm_tn: inner sizes differ ({at.shape}^T x {b.shape})")
+    out = np.empty((at.shape[1], b.shape[1]), F32)
+    pick(_MM_TN, at.shape[1], at.size * b.shape[1])(at, b, out)
+    return out
+
+
+def mm_tn(at, b, kernels: str = "fast"):
+    """C = at^T b (C[i, j] = dot16(at[:, i], b[:, j])), without transposing at."""
+    return mm_tn_fast(at, b) if fast_path(kernels) else mm_tn_ref(at, b)
+
+
+def mm(a, b, kernels: str = "fast"):
+    return mm_fast(a, b) if fast_path(kernels) else mm_ref(a, b)
+
+
+# ---- rowdot: out[i] = dot16(a[i, :], b[i, :]) -----------------------------------------
 def rowdot_ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """out[i] = dot16(a[i, :], b[i, :]) (the same dtype as a; binary64 only in checks)."""
+    a, b = np.asarray(a), np.asarray(b)
     m, k = a.shape
     acc = np.zeros((m, LANES), a.dtype)
     for k0 in range(0, k, LANES):
@@ -103,11 +391,48 @@ def rowdot_ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return _fold_lanes_ref(acc, 1)
 
 
-def dot16_ref(x: np.ndarray, y: np.ndarray) -> F32:
-    """dot16 of two vectors."""
-    return mm_ref(np.asarray(x, F32)[None, :], np.asarray(y, F32)[:, None])[0, 0]
+def _rowdot_body(a, b, out):
+    m, k = a.shape
+    for i in prange(m):
+        acc = np.zeros(16, np.float32)
+        for kk in range(k):
+            acc[kk & 15] += a[i, kk] * b[i, kk]
+        out[i] = fold16(acc)
 
 
+_ROWDOT = _build(_rowdot_body, "_rowdot")
+
+
+def rowdot_fast(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a, F32)
+    b = np.ascontiguousarray(b, F32)
+    out = np.empty(a.shape[0], F32)
+    pick(_ROWDOT, a.shape[0], a.size)(a, b, out)
+    return out
+
+
+def rowdot(a, b, kernels: str = "fast"):
+    return rowdot_fast(a, b) if fast_path(kernels) else rowdot_ref(a, b)
+
+
+# --------------------------------------------------------------------------------------
+# Elementwise maps of the scalar kernels
+# --------------------------------------------------------------------------------------
+def _mapper(kernels, dtype):
+    """The elementwise map of a scalar kernel, given as (parallel, serial) builds; each element
+    is computed alone, so the split over threads cannot change a byte."""
+
+    def run(x):
+        x = np.asarray(x, dtype)
+        flat = np.ascontiguousarray(x).reshape(-1)
+        out = np.empty_like(flat)
+        pick(kernels, flat.size, flat.size)(flat, out)
+        return out.reshape(x.shape)
+
+    return run
+
+
+# ---- exp32 ----------------------------------------------------------------------------
 def _ldexp32(p: np.ndarray, n: np.ndarray) -> np.ndarray:
     """p * 2^n in two exact-power steps (each power is a normal binary32), rounded once at the end."""
     n1 = np.floor_divide(n, 2)
@@ -134,6 +459,126 @@ def exp32_ref(x: np.ndarray) -> np.ndarray:
     return out.astype(F32)
 
 
+@njit(**_jit)
+def exp32_scalar(x):
+    if x != x:
+        return x
+    if x > EXP32_MAX:
+        return np.float32(np.inf)
+    if x < EXP32_MIN:
+        return np.float32(0.0)
+    n = np.float32(math.floor(x * EXP32_LOG2E + np.float32(0.5)))
+    r = (x - n * EXP32_LN2_HI) - n * EXP32_LN2_LO
+    c = EXP32_C
+    p = c[7]
+    p = p * r + c[6]
+    p = p * r + c[5]
+    p = p * r + c[4]
+    p = p * r + c[3]
+    p = p * r + c[2]
+    p = p * r + c[1]
+    p = p * r + c[0]
+    ni = np.int64(n)
+    n1 = ni // 2
+    s1 = np.float32(math.ldexp(1.0, n1))
+    s2 = np.float32(math.ldexp(1.0, ni - n1))
+    return (p * s1) * s2
+
+
+_VEC_CHUNK = 256  # elements per pass of the branch-free kernels (their scratch stays in L1)
+
+
+@njit(**_jit)
+def exp32_vec(x, out):
+    """out[i] = exp32_scalar(x[i]) for 1-D binary32 arrays (out may be x), the same bytes, written
+    without branches so the loops vectorize: every element takes the in-range formula on its value
+    clamped to [EXP32_MIN, EXP32_MAX] (a NaN as 0), 2^n1 and 2^n2 are built from their exponent
+    bits (both normal: n1, n2 in [-75, 64]), and the special cases are selected at the end."""
+    m = x.size
+    pbuf = np.empty(_VEC_CHUNK, np.float32)
+    bits = np.empty(2 * _VEC_CHUNK, np.int32)
+    scale = bits.view(np.float32)
+    for c0 in range(0, m, _VEC_CHUNK):
+        c1 = min(m, c0 + _VEC_CHUNK)
+        for j in range(c1 - c0):
+            v = x[c0 + j]
+            xc = v if v == v else np.float32(0.0)
+            xc = EXP32_MAX if xc > EXP32_MAX else xc
+            xc = EXP32_MIN if xc < EXP32_MIN else xc
+            n = np.floor(xc * EXP32_LOG2E + np.float32(0.5))
+            r = (xc - n * EXP32_LN2_HI) - n * EXP32_LN2_LO
+            c = EXP32_C
+            p = c[7]
+            p = p * r + c[6]
+            p = p * r + c[5]
+            p = p * r + c[4]
+            p = p * r + c[3]
+            p = p * r + c[2]
+            p = p * r + c[1]
+            p = p * r + c[0]
+            pbuf[j] = p
+            ni = np.int32(n)
+            n1 = ni >> 1  # floor(n / 2), as ni // 2
+            bits[2 * j] = (n1 + np.int32(127)) << 23
+            bits[2 * j + 1] = (ni - n1 + np.int32(127)) << 23
+        for j in range(c1 - c0):
+            v = x[c0 + j]
+            e = (pbuf[j] * scale[2 * j]) * scale[2 * j + 1]
+            e = np.float32(np.inf) if v > EXP32_MAX else e
+            e = np.float32(0.0) if v < EXP32_MIN else e
+            out[c0 + j] = v if v != v else e
+
+
+@njit(**_jit)
+def tanh32_vec(x, out):
+    """out[i] = tanh32_scalar(x[i]) for 1-D binary32 arrays (out may be x), the same bytes,
+    branch-free: both formulas for every element (the exp on 2*min(|x|, 9)), then selected."""
+    m = x.size
+    e = np.empty(m, np.float32)
+    for j in range(m):
+        e[j] = np.float32(2.0) * min(abs(x[j]), TANH32_BIG)
+    exp32_vec(e, e)
+    c = TANH32_C
+    for j in range(m):
+        v = x[j]
+        ax = abs(v)
+        x2 = v * v
+        q = c[8]
+        q = q * x2 + c[7]
+        q = q * x2 + c[6]
+        q = q * x2 + c[5]
+        q = q * x2 + c[4]
+        q = q * x2 + c[3]
+        q = q * x2 + c[2]
+        q = q * x2 + c[1]
+        small = v + v * (x2 * q)
+        mid = np.float32(1.0) - np.float32(2.0) / (e[j] + np.float32(1.0))
+        mid = -mid if v < 0 else mid
+        t = small if ax < TANH32_SMALL else mid
+        one = np.float32(-1.0) if v < 0 else np.float32(1.0)
+        t = one if ax >= TANH32_BIG else t
+        out[j] = v if v != v else t
+
+
+_MAP_BLOCK = 4096  # elements per thread's share of an elementwise map
+
+
+def _map_exp32_body(x, out):
+    for blk in prange((x.size + _MAP_BLOCK - 1) // _MAP_BLOCK):
+        lo = blk * _MAP_BLOCK
+        hi = min(x.size, lo + _MAP_BLOCK)
+        exp32_vec(x[lo:hi], out[lo:hi])
+
+
+_MAP_EXP32 = _build(_map_exp32_body, "_map_exp32")
+exp32_fast = _mapper(_MAP_EXP32, F32)
+
+
+def exp32(x, kernels: str = "fast"):
+    return exp32_fast(x) if fast_path(kernels) else exp32_ref(x)
+
+
+# ---- tanh32 ---------------------------------------------------------------------------
 def tanh32_ref(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, F32)
     ax = np.abs(x)
@@ -152,6 +597,46 @@ def tanh32_ref(x: np.ndarray) -> np.ndarray:
     return out.astype(F32)
 
 
+@njit(**_jit)
+def tanh32_scalar(x):
+    if x != x:
+        return x
+    ax = abs(x)
+    if ax >= TANH32_BIG:
+        return np.float32(-1.0) if x < 0 else np.float32(1.0)
+    if ax < TANH32_SMALL:
+        c = TANH32_C
+        x2 = x * x
+        q = c[8]
+        q = q * x2 + c[7]
+        q = q * x2 + c[6]
+        q = q * x2 + c[5]
+        q = q * x2 + c[4]
+        q = q * x2 + c[3]
+        q = q * x2 + c[2]
+        q = q * x2 + c[1]
+        return x + x * (x2 * q)
+    e = exp32_scalar(np.float32(2.0) * ax)
+    t = np.float32(1.0) - np.float32(2.0) / (e + np.float32(1.0))
+    return -t if x < 0 else t
+
+
+def _map_tanh32_body(x, out):
+    for blk in prange((x.size + _MAP_BLOCK - 1) // _MAP_BLOCK):
+        lo = blk * _MAP_BLOCK
+        hi = min(x.size, lo + _MAP_BLOCK)
+        tanh32_vec(x[lo:hi], out[lo:hi])
+
+
+_MAP_TANH32 = _build(_map_tanh32_body, "_map_tanh32")
+tanh32_fast = _mapper(_MAP_TANH32, F32)
+
+
+def tanh32(x, kernels: str = "fast"):
+    return tanh32_fast(x) if fast_path(kernels) else tanh32_ref(x)
+
+
+# ---- exp64 (the losses) ---------------------------------------------------------------
 def exp64_ref(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, F64)
     with np.errstate(invalid="ignore", over="ignore"):
@@ -171,6 +656,39 @@ def exp64_ref(x: np.ndarray) -> np.ndarray:
     return out
 
 
+@njit(**_jit)
+def exp64_scalar(x):
+    if x != x:
+        return x
+    if x > EXP64_MAX:
+        return np.inf
+    if x < EXP64_MIN:
+        return 0.0
+    n = math.floor(x * EXP64_LOG2E + 0.5)
+    r = (x - n * EXP64_LN2_HI) - n * EXP64_LN2_LO
+    c = EXP64_C
+    p = c[13]
+    for k in range(12, -1, -1):
+        p = p * r + c[k]
+    ni = np.int64(n)
+    n1 = ni // 2
+    return (p * math.ldexp(1.0, n1)) * math.ldexp(1.0, ni - n1)
+
+
+@njit(**_jit)
+def _map_exp64(x, out):
+    for i in range(x.size):
+        out[i] = exp64_scalar(x[i])
+
+
+exp64_fast = _mapper((_map_exp64, _map_exp64), F64)  # binary64 maps serve the losses: small
+
+
+def exp64(x, kernels: str = "fast"):
+    return exp64_fast(x) if fast_path(kernels) else exp64_ref(x)
+
+
+# ---- log64 (the losses) ---------------------------------------------------------------
 def log64_ref(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, F64)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -194,347 +712,69 @@ def log64_ref(x: np.ndarray) -> np.ndarray:
     return out
 
 
-# --------------------------------------------------------------------------------------
-# Fast path (Numba). Every constant is a binary32 value built inside the kernel so that
-# no operation is promoted to binary64.
-# --------------------------------------------------------------------------------------
-_NUMBA_CACHE = os.environ.get("DXSTUDIO_NUMBA_CACHE", "1") != "0"
-
-# OpenMP threads that spin while waiting take the other core from everyone on a busy
-# machine (a 15x slowdown measured with two processes on two cores); passive waiting costs
-# little when the machine is idle. Must be set before the OpenMP runtime starts.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-try:
-    import numba
-    from numba import njit, prange
-except ImportError:  # pragma: no cover - numba is a hard dependency; keep the reference usable
-    numba = None
-
-def _renamed(fn, name):
-    """A copy of fn under another name: Numba's on-disk cache keys functions by name, so the
-    parallel and the serial build of one body need distinct names or they evict each other."""
-    import types
-
-    g = types.FunctionType(fn.__code__.replace(co_name=name, co_qualname=name) if hasattr(fn.__code__, "co_qualname")
-                           else fn.__code__.replace(co_name=name), fn.__globals__, name, fn.__defaults__, fn.__closure__)
-    g.__qualname__ = name
-    return g
+@njit(**_jit)
+def log64_scalar(x):
+    if x != x:
+        return x
+    if x < 0.0:
+        return np.nan
+    if x == 0.0:
+        return -np.inf
+    if x == np.inf:
+        return np.inf
+    m, e = math.frexp(x)
+    if m < LOG64_SQRT_HALF:
+        m = m * 2.0
+        e = e - 1
+    ef = float(e)
+    f = m - 1.0
+    s = f / (2.0 + f)
+    s2 = s * s
+    c = LOG64_C
+    q = c[10]
+    for k in range(9, -1, -1):
+        q = q * s2 + c[k]
+    t = 2.0 * s
+    return ef * EXP64_LN2_HI + (t + (t * (s2 * q) + ef * EXP64_LN2_LO))
 
 
-if numba is not None:
-    _jit = dict(cache=_NUMBA_CACHE, nogil=True, fastmath=False, error_model="numpy")
-
-    def _build(body, name):
-        """(parallel build, serial build) of one kernel body, under distinct names for the cache.
-        One thread owns each output row (or element), so both give the same bytes; the serial
-        one runs for small inputs and when examples are spread over Python threads (Numba's
-        default thread pool is not re-entrant)."""
-        return (njit(parallel=True, **_jit)(_renamed(body, name + "_par")),
-                njit(**_jit)(_renamed(body, name + "_ser")))
-
-    @njit(**_jit)
-    def fold16(acc):
-        """The 16 lanes folded in halves: l < 8, l < 4, l < 2, then a[0] + a[1]."""
-        a0 = acc[0] + acc[8]
-        a1 = acc[1] + acc[9]
-        a2 = acc[2] + acc[10]
-        a3 = acc[3] + acc[11]
-        a4 = acc[4] + acc[12]
-        a5 = acc[5] + acc[13]
-        a6 = acc[6] + acc[14]
-        a7 = acc[7] + acc[15]
-        a0 = a0 + a4
-        a1 = a1 + a5
-        a2 = a2 + a6
-        a3 = a3 + a7
-        a0 = a0 + a2
-        a1 = a1 + a3
-        return a0 + a1
-
-    def _mm_body(a, b, out):
-        m, k = a.shape
-        n = b.shape[1]
-        for i in prange(m):
-            acc = np.zeros((16, n), np.float32)
-            for kk in range(k):
-                aik = a[i, kk]
-                lane = kk & 15
-                for j in range(n):
-                    acc[lane, j] += aik * b[kk, j]
-            for j in range(n):
-                a0 = acc[0, j] + acc[8, j]
-                a1 = acc[1, j] + acc[9, j]
-                a2 = acc[2, j] + acc[10, j]
-                a3 = acc[3, j] + acc[11, j]
-                a4 = acc[4, j] + acc[12, j]
-                a5 = acc[5, j] + acc[13, j]
-                a6 = acc[6, j] + acc[14, j]
-                a7 = acc[7, j] + acc[15, j]
-                a0 = a0 + a4
-                a1 = a1 + a5
-                a2 = a2 + a6
-                a3 = a3 + a7
-                a0 = a0 + a2
-                a1 = a1 + a3
-                out[i, j] = a0 + a1
-
-    _MM = _build(_mm_body, "_mm")
-
-    def _rowdot_body(a, b, out):
-        m, k = a.shape
-        for i in prange(m):
-            acc = np.zeros(16, np.float32)
-            for kk in range(k):
-                acc[kk & 15] += a[i, kk] * b[i, kk]
-            out[i] = fold16(acc)
-
-    _ROWDOT = _build(_rowdot_body, "_rowdot")
-
-    @njit(**_jit)
-    def exp32_scalar(x):
-        if x != x:
-            return x
-        if x > np.float32(88.72283):
-            return np.float32(np.inf)
-        if x < np.float32(-103.97208):
-            return np.float32(0.0)
-        n = np.float32(math.floor(x * np.float32(1.4426950408889634) + np.float32(0.5)))
-        r = (x - n * np.float32(6.9314575195e-01)) - n * np.float32(1.4286067653e-06)
-        p = np.float32(1.0 / 5040.0)
-        p = p * r + np.float32(1.0 / 720.0)
-        p = p * r + np.float32(1.0 / 120.0)
-        p = p * r + np.float32(1.0 / 24.0)
-        p = p * r + np.float32(1.0 / 6.0)
-        p = p * r + np.float32(0.5)
-        p = p * r + np.float32(1.0)
-        p = p * r + np.float32(1.0)
-        ni = np.int64(n)
-        n1 = ni // 2
-        s1 = np.float32(math.ldexp(1.0, n1))
-        s2 = np.float32(math.ldexp(1.0, ni - n1))
-        return (p * s1) * s2
-
-    @njit(**_jit)
-    def tanh32_scalar(x):
-        if x != x:
-            return x
-        ax = abs(x)
-        if ax >= np.float32(9.0):
-            return np.float32(-1.0) if x < 0 else np.float32(1.0)
-        if ax < np.float32(0.5):
-            x2 = x * x
-            q = np.float32(6404582 / 10854718875)
-            q = q * x2 + np.float32(-929569 / 638512875)
-            q = q * x2 + np.float32(21844 / 6081075)
-            q = q * x2 + np.float32(-1382 / 155925)
-            q = q * x2 + np.float32(62 / 2835)
-            q = q * x2 + np.float32(-17 / 315)
-            q = q * x2 + np.float32(2 / 15)
-            q = q * x2 + np.float32(-1 / 3)
-            return x + x * (x2 * q)
-        e = exp32_scalar(np.float32(2.0) * ax)
-        t = np.float32(1.0) - np.float32(2.0) / (e + np.float32(1.0))
-        return -t if x < 0 else t
-
-    @njit(**_jit)
-    def exp64_scalar(x):
-        if x != x:
-            return x
-        if x > 709.782712893384:
-            return np.inf
-        if x < -745.1332191019412:
-            return 0.0
-        n = math.floor(x * 1.4426950408889634 + 0.5)
-        r = (x - n * 6.93147180369123816490e-01) - n * 1.90821492927058770002e-10
-        p = 1.0 / 6227020800.0
-        p = p * r + 1.0 / 479001600.0
-        p = p * r + 1.0 / 39916800.0
-        p = p * r + 1.0 / 3628800.0
-        p = p * r + 1.0 / 362880.0
-        p = p * r + 1.0 / 40320.0
-        p = p * r + 1.0 / 5040.0
-        p = p * r + 1.0 / 720.0
-        p = p * r + 1.0 / 120.0
-        p = p * r + 1.0 / 24.0
-        p = p * r + 1.0 / 6.0
-        p = p * r + 0.5
-        p = p * r + 1.0
-        p = p * r + 1.0
-        ni = np.int64(n)
-        n1 = ni // 2
-        return (p * math.ldexp(1.0, n1)) * math.ldexp(1.0, ni - n1)
-
-    @njit(**_jit)
-    def log64_scalar(x):
-        if x != x:
-            return x
-        if x < 0.0:
-            return np.nan
-        if x == 0.0:
-            return -np.inf
-        if x == np.inf:
-            return np.inf
-        m, e = math.frexp(x)
-        if m < 0.70710678118654752440:
-            m = m * 2.0
-            e = e - 1
-        ef = float(e)
-        f = m - 1.0
-        s = f / (2.0 + f)
-        s2 = s * s
-        q = 1.0 / 23.0
-        q = q * s2 + 1.0 / 21.0
-        q = q * s2 + 1.0 / 19.0
-        q = q * s2 + 1.0 / 17.0
-        q = q * s2 + 1.0 / 15.0
-        q = q * s2 + 1.0 / 13.0
-        q = q * s2 + 1.0 / 11.0
-        q = q * s2 + 1.0 / 9.0
-        q = q * s2 + 1.0 / 7.0
-        q = q * s2 + 1.0 / 5.0
-        q = q * s2 + 1.0 / 3.0
-        t = 2.0 * s
-        return ef * 6.93147180369123816490e-01 + (t + (t * (s2 * q) + ef * 1.90821492927058770002e-10))
-
-    def _map_exp32_body(x, out):
-        for i in prange(x.size):
-            out[i] = exp32_scalar(x[i])
-
-    def _map_tanh32_body(x, out):
-        for i in prange(x.size):
-            out[i] = tanh32_scalar(x[i])
-
-    _MAP_EXP32 = _build(_map_exp32_body, "_map_exp32")
-    _MAP_TANH32 = _build(_map_tanh32_body, "_map_tanh32")
-
-    @njit(**_jit)
-    def _map_exp64(x, out):
-        for i in range(x.size):
-            out[i] = exp64_scalar(x[i])
-
-    @njit(**_jit)
-    def _map_log64(x, out):
-        for i in range(x.size):
-            out[i] = log64_scalar(x[i])
+@njit(**_jit)
+def _map_log64(x, out):
+    for i in range(x.size):
+        out[i] = log64_scalar(x[i])
 
 
-_serial = threading.local()
-
-# Below this many multiply-adds a kernel runs on the calling thread: waking the thread pool
-# costs more than the work (milliseconds on a busy machine). Either way the bytes are the same.
-PARALLEL_MIN_WORK = 1 << 18
-
-
-def pick(kernels, rows: int, work: int):
-    """The parallel build of (parallel, serial) for a large input, outside serial_kernels()."""
-    par, ser = kernels
-    big = rows > 1 and work >= PARALLEL_MIN_WORK
-    return par if big and not getattr(_serial, "on", False) else ser
-
-
-class serial_kernels:
-    """Within this context the calling thread uses the single-threaded compiled kernels."""
-
-    def __enter__(self):
-        self.prev = getattr(_serial, "on", False)
-        _serial.on = True
-
-    def __exit__(self, *exc):
-        _serial.on = self.prev
-
-
-def mm_fast(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    a = np.ascontiguousarray(a, F32)
-    b = np.ascontiguousarray(b, F32)
-    if a.shape[1] != b.shape[0]:
-        raise ValueError(f"mm: inner sizes differ ({a.shape} x {b.shape})")
-    out = np.empty((a.shape[0], b.shape[1]), F32)
-    pick(_MM, a.shape[0], a.shape[0] * a.shape[1] * b.shape[1])(a, b, out)
-    return out
-
-
-def rowdot_fast(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    a = np.ascontiguousarray(a, F32)
-    b = np.ascontiguousarray(b, F32)
-    out = np.empty(a.shape[0], F32)
-    pick(_ROWDOT, a.shape[0], a.size)(a, b, out)
-    return out
-
-
-def _mapper(kernels, dtype):
-    """The elementwise map of a scalar kernel, given as (parallel, serial) builds; each element
-    is computed alone, so the split over threads cannot change a byte."""
-
-    def run(x):
-        x = np.asarray(x, dtype)
-        flat = np.ascontiguousarray(x).reshape(-1)
-        out = np.empty_like(flat)
-        pick(kernels, flat.size, flat.size)(flat, out)
-        return out.reshape(x.shape)
-
-    return run
-
-
-if numba is not None:
-    exp32_fast = _mapper(_MAP_EXP32, F32)
-    tanh32_fast = _mapper(_MAP_TANH32, F32)
-    exp64_fast = _mapper((_map_exp64, _map_exp64), F64)  # binary64 maps serve the losses: small
-    log64_fast = _mapper((_map_log64, _map_log64), F64)
-
-
-def mm(a, b, kernels: str = "fast"):
-    return mm_fast(a, b) if kernels == "fast" else mm_ref(a, b)
-
-
-def rowdot(a, b, kernels: str = "fast"):
-    return rowdot_fast(a, b) if kernels == "fast" else rowdot_ref(np.asarray(a), np.asarray(b))
-
-
-def exp32(x, kernels: str = "fast"):
-    return exp32_fast(x) if kernels == "fast" else exp32_ref(x)
-
-
-def tanh32(x, kernels: str = "fast"):
-    return tanh32_fast(x) if kernels == "fast" else tanh32_ref(x)
-
-
-def exp64(x, kernels: str = "fast"):
-    return exp64_fast(x) if kernels == "fast" else exp64_ref(x)
+log64_fast = _mapper((_map_log64, _map_log64), F64)
 
 
 def log64(x, kernels: str = "fast"):
-    return log64_fast(x) if kernels == "fast" else log64_ref(x)
+    return log64_fast(x) if fast_path(kernels) else log64_ref(x)
 
 
 # --------------------------------------------------------------------------------------
 # SplitMix64: the one random source (new models, tag-head draws, batch permutations)
 # --------------------------------------------------------------------------------------
-_MASK64 = (1 << 64) - 1
-SPLITMIX_GAMMA = 0x9E3779B97F4A7C15
-
-
 def splitmix64_block(state: int, count: int) -> tuple[np.ndarray, int]:
     """The next `count` SplitMix64 outputs from `state`, and the state after them.
 
     Output k (k = 1..count) mixes state + k * gamma; uint64 arithmetic wraps modulo 2^64
     exactly as the scalar algorithm does.
     """
-    state &= _MASK64
+    state &= MASK64
     k = np.arange(1, count + 1, dtype=np.uint64)
     with np.errstate(over="ignore"):
         z = np.uint64(state) + k * np.uint64(SPLITMIX_GAMMA)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(SPLITMIX_MUL1)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(SPLITMIX_MUL2)
         z = z ^ (z >> np.uint64(31))
-    return z, (state + count * SPLITMIX_GAMMA) & _MASK64
+    return z, (state + count * SPLITMIX_GAMMA) & MASK64
 
 
 class SplitMix64:
     """Scalar SplitMix64 with block draws; `uniform` gives binary32 in (lo, hi)."""
 
     def __init__(self, seed: int):
-        self.state = int(seed) & _MASK64
+        self.state = int(seed) & MASK64
 
     def next_u64(self) -> int:
         z, self.state = splitmix64_block(self.state, 1)
@@ -549,9 +789,3 @@ class SplitMix64:
         z = self.block(count)
         u = (z >> np.uint64(40)).astype(F64) * (2.0 ** -24)
         return (lo + (hi - lo) * u).astype(F32)
-
-
-def set_threads(n: int) -> None:
-    """Number of threads of the compiled kernels (results do not depend on it)."""
-    if numba is not None:
-        numba.set_num_threads(max(1, min(int(n), numba.config.NUMBA_NUM_THREADS)))

@@ -14,6 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
+# Coordinates and page sizes are bounded (docs/security.md): a box of 1e308 is finite, but
+# its width overflows. A poster at 600 dpi is 30000 pixels; PDF pages are at most 14400 points.
+MAX_COORD = 1e7
+MAX_WORDS_PER_PAGE = 1_000_000
+MAX_WORD_CHARS = 10_000
+
+
 class PageError(ValueError):
     """A page that cannot be used; str() names the file and the problem."""
 
@@ -43,9 +50,14 @@ class Page:
 def _num(v, what: str, source: str) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise PageError(f"{source}: {what} is not a number ({v!r})")
-    f = float(v)
+    try:
+        f = float(v)
+    except OverflowError:
+        f = math.inf
     if not math.isfinite(f):
-        raise PageError(f"{source}: {what} is not finite ({v!r})")
+        raise PageError(f"{source}: {what} is not finite ({str(v)[:40]})")
+    if abs(f) > MAX_COORD:
+        raise PageError(f"{source}: {what} is {f:g}, beyond the {MAX_COORD:g} allowed")
     return f
 
 
@@ -69,6 +81,8 @@ def page_from_dict(d, source: str = "<page>") -> Page:
         raise PageError(f"{source}: missing 'words' (a list of {{text, box}})")
     if not words:
         raise PageError(f"{source}: the page has no words")
+    if len(words) > MAX_WORDS_PER_PAGE:
+        raise PageError(f"{source}: {len(words)} words, more than the {MAX_WORDS_PER_PAGE} allowed")
     out = []
     for i, w in enumerate(words):
         where = f"{source}: word {i}"
@@ -79,6 +93,8 @@ def page_from_dict(d, source: str = "<page>") -> Page:
             raise PageError(f"{where} has no text")
         if not text.strip():
             raise PageError(f"{where} has empty text")
+        if len(text) > MAX_WORD_CHARS:
+            raise PageError(f"{where} is {len(text)} characters long (at most {MAX_WORD_CHARS})")
         box = w.get("box")
         if not isinstance(box, (list, tuple)) or len(box) != 4:
             raise PageError(f"{where} ({text!r}): box must be [x0, y0, x1, y1]")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import threading
 import time
 from collections import OrderedDict
@@ -28,7 +29,8 @@ from dxstudio.engine.extract import predict_page
 from dxstudio.engine.inputs import window_inputs
 from dxstudio.engine.params import new_params, new_tag_head
 from dxstudio.engine.training import Example, Targets, TrainSettings, TrainState, train_step
-from dxstudio.fsutil import write_bytes_atomic, write_json_atomic
+from dxstudio.fsutil import (JSONInputError, disk_full, is_disk_full, loads_json, write_bytes_atomic,
+                             write_json_atomic)
 from dxstudio.grounding import project_targets
 from dxstudio.tuning.rundir import RunDir
 from dxstudio.tuning.scoring import HeldOutPage, score_pages
@@ -180,12 +182,18 @@ class TuneRun:
             raise TuneError(f"{path}: the checkpoint belongs to another run: "
                             f"{', '.join(changed) or 'fingerprint'} changed since it was written")
         st = self.state
+        if meta["step"] > self.total_steps:
+            raise TuneError(f"{path}: the checkpoint is at step {meta['step']}, beyond the run's {self.total_steps} steps")
+        expected = {"param/" + n: st.params[n] for n in st.params}
+        expected.update({"adam_m/" + n: st.m[n] for n in st.m})
+        expected.update({"adam_v/" + n: st.v[n] for n in st.v})
+        _check_checkpoint_tensors(path, tensors, expected)
         for name in st.params:
-            st.params[name] = tensors["param/" + name].astype(np.float32)
+            st.params[name] = tensors["param/" + name].copy()
         for name in st.m:
-            st.m[name] = tensors["adam_m/" + name].astype(np.float32)
-            st.v[name] = tensors["adam_v/" + name].astype(np.float32)
-        st.step = int(meta["step"])
+            st.m[name] = tensors["adam_m/" + name].copy()
+            st.v[name] = tensors["adam_v/" + name].copy()
+        st.step = meta["step"]
         return st.step
 
     # -- training ------------------------------------------------------------------------
@@ -246,6 +254,7 @@ class TuneRun:
             idx = schedule.batch_for_step(n, s["seed"], s["batch"], s["epochs"], step)
             lr = schedule.learning_rate(step, self.total_steps, s["warmup"], float(s["lr"]))
             res = train_step(self.state, [self.examples[i] for i in idx], lr)
+            self._check_finite(step + 1, res.loss, lr)
             ev = Event("step", step + 1, self.total_steps, loss=res.loss, lr=lr, seconds=time.monotonic() - t0)
             self._log(metrics, ev)
             emit(ev)
@@ -265,12 +274,34 @@ class TuneRun:
         emit(Event("done", self.total_steps, self.total_steps))
         return True
 
+    def _check_finite(self, step: int, loss: float, lr: float) -> None:
+        """Stop at the first non-finite loss or weight: nothing after it is saved, so the last
+        checkpoint on disk is the last good state."""
+        bad = None
+        if not math.isfinite(loss):
+            bad = f"the loss is {loss}"
+        else:
+            name = next((n for n, v in self.state.params.items() if not np.isfinite(v).all()), None)
+            if name is not None:
+                bad = f"weight {name!r} is no longer finite"
+        if bad is None:
+            return
+        s = self.settings
+        kept = (f"the last good checkpoint ({self.checkpoint_path}) is kept"
+                if self.checkpoint_path.exists() else "no checkpoint was written")
+        raise TuneError(f"step {step}: {bad}: training diverged (lr {s['lr']:g}, now {lr:g}; weight_decay "
+                        f"{s['weight_decay']:g}; backbone_scale {s['backbone_scale']:g}); lower them and start "
+                        f"again; {kept}")
+
     def _log(self, path: Path, ev: Event) -> None:
         row = {k: v for k, v in ev.__dict__.items() if v is not None}
         if ev.scores is not None:
             row["scores"] = score_summary(ev.scores)
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(row) + "\n")
+        try:
+            with open(path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(row) + "\n")
+        except OSError as e:
+            raise (disk_full(path, e) if is_disk_full(e) else e) from None
 
     @staticmethod
     def _trim_metrics(path: Path, start: int) -> None:
@@ -330,19 +361,84 @@ def score_predictions(fields, preds, share, min_values) -> dict:
 
 
 def read_checkpoint(path, tensors: bool = True) -> tuple[dict, dict]:
-    """(metadata {step, fingerprint, components}, tensors by name) of a run's checkpoint."""
-    from safetensors import safe_open
+    """(metadata {step, fingerprint, components}, tensors by name) of a run's checkpoint.
+    Validated like a model file: a regular file of bounded size, a header read by the
+    hardened JSON reader, metadata of the right shape (TuneError otherwise)."""
+    from safetensors.numpy import load
+
+    from dxstudio.engine.container import read_model_bytes, _read_header
 
     path = Path(path)
     if not path.exists():
         raise TuneError(f"{path}: no checkpoint to resume from")
     try:
-        with safe_open(str(path), framework="numpy") as f:
-            meta = json.loads((f.metadata() or {})["checkpoint"])
-            data = {k: f.get_tensor(k) for k in f.keys()} if tensors else {}
+        data = read_model_bytes(path) if tensors else _header_bytes(path)
+        header, _ = _read_header(path, data)
+    except ModelFileError as e:
+        raise TuneError(f"{path}: not a readable checkpoint ({e.problem})") from None
+    meta = header.get("__metadata__")
+    try:
+        meta = loads_json(meta["checkpoint"])
+    except (TypeError, KeyError, JSONInputError) as e:
+        raise TuneError(f"{path}: not a readable checkpoint (no valid 'checkpoint' metadata: {e})") from None
+    if not isinstance(meta, dict):
+        raise TuneError(f"{path}: the checkpoint metadata must be an object, not {type(meta).__name__}")
+    step = meta.get("step")
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise TuneError(f"{path}: the checkpoint has no valid step ({str(step)[:40]})")
+    if not isinstance(meta.get("fingerprint"), str) or not isinstance(meta.get("components", {}), dict):
+        raise TuneError(f"{path}: the checkpoint has no valid fingerprint")
+    if not tensors:
+        return meta, {}
+    try:
+        arrays = load(data)
     except Exception as e:  # the library's errors are not one family
-        raise TuneError(f"{path}: not a readable checkpoint ({e})") from None
-    return meta, data
+        raise TuneError(f"{path}: not a readable checkpoint ({' '.join(str(e).split())[:200]})") from None
+    return meta, arrays
+
+
+def _header_bytes(path: Path) -> bytes:
+    """The length field and header of a safetensors file, without reading the tensors (the
+    run list asks every run for its step)."""
+    import os
+    import stat
+    import struct
+
+    from dxstudio.engine.container import MAX_HEADER_BYTES
+
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO must not block the open
+        with open(fd, "rb", buffering=0) as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise ModelFileError(path, "not a regular file (a device, FIFO or socket is never read)")
+            os.set_blocking(fd, True)
+            head = f.read(8)
+            if len(head) == 8:
+                (n,) = struct.unpack("<Q", head)
+                if 0 < n <= MAX_HEADER_BYTES:
+                    head += f.read(n)
+            return head
+    except OSError as e:
+        raise ModelFileError(path, f"cannot read ({e.strerror or e})") from None
+
+
+def _check_checkpoint_tensors(path, tensors: dict, expected: dict) -> None:
+    """Every tensor the state needs, float32 of the right shape and finite; nothing else."""
+    missing = [k for k in expected if k not in tensors]
+    if missing:
+        raise TuneError(f"{path}: the checkpoint lacks tensor {missing[0]!r} ({len(missing)} missing)")
+    extra = sorted(k for k in tensors if k not in expected)
+    if extra:
+        raise TuneError(f"{path}: the checkpoint has an unexpected tensor {extra[0]!r}")
+    for k, want in expected.items():
+        arr = tensors[k]
+        if arr.dtype != np.float32:
+            raise TuneError(f"{path}: checkpoint tensor {k!r} is {arr.dtype}, expected float32")
+        if tuple(arr.shape) != tuple(np.shape(want)):
+            raise TuneError(f"{path}: checkpoint tensor {k!r} has shape {tuple(arr.shape)}, "
+                            f"expected {tuple(np.shape(want))}")
+        if not np.isfinite(arr).all():
+            raise TuneError(f"{path}: checkpoint tensor {k!r} has non-finite values")
 
 
 def metrics_rows(path) -> list[dict]:
@@ -350,8 +446,8 @@ def metrics_rows(path) -> list[dict]:
     rows = []
     for line in Path(path).read_text(encoding="utf-8").splitlines():
         try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
+            rows.append(loads_json(line))
+        except JSONInputError:  # a line cut by a crash, or one nobody should trust
             continue
     return rows
 

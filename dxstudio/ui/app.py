@@ -80,16 +80,34 @@ def sample_project(home: Path | None = None, source: Path = SAMPLE) -> Path:
         return target
     if not (source / "dxproject.json").is_file():
         raise ProjectError(f"{source}: the bundled sample project is missing")
+    if target.is_symlink() or (target.exists() and not _is_empty_dir(target)):
+        # Not ours: the copy below appears whole (with dxproject.json) or not at all, so a
+        # folder without dxproject.json was made by someone else. Never delete it.
+        raise ProjectError(f"{target}: exists but is not a dxstudio project (no dxproject.json); dxstudio did not "
+                           f"make it and leaves it alone: move it away, or set DXSTUDIO_HOME to another folder")
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.parent / ".sample-copying"
-    if partial.exists():
+    if partial.exists() or partial.is_symlink():
+        # left by a copy that was interrupted; removed only if it carries our mark
+        if partial.is_symlink() or not (partial / _COPY_MARK).is_file():
+            raise ProjectError(f"{partial}: exists and was not made by dxstudio; move it away")
         shutil.rmtree(partial)
-    shutil.copytree(source, partial, ignore=shutil.ignore_patterns("runs", ".cache"))
+    partial.mkdir()
+    (partial / _COPY_MARK).write_text("a copy of the sample project in progress; safe to delete\n")
+    shutil.copytree(source, partial, ignore=shutil.ignore_patterns("runs", ".cache"), dirs_exist_ok=True)
     (partial / "runs").mkdir(exist_ok=True)
-    if target.exists():  # a folder without dxproject.json: an earlier copy that did not finish
-        shutil.rmtree(target)
+    (partial / _COPY_MARK).unlink()
+    if target.exists():  # an empty folder: nothing in it to lose
+        target.rmdir()
     partial.rename(target)  # the copy appears whole or not at all
     return target
+
+
+_COPY_MARK = ".dxstudio-sample-copy"
+
+
+def _is_empty_dir(path: Path) -> bool:
+    return path.is_dir() and not any(path.iterdir())
 
 
 def _training_panels():

@@ -12,7 +12,7 @@ import pytest
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from dxstudio.project import Project
+from dxstudio.project import Project, ProjectError
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "resources" / "sample"
@@ -252,3 +252,34 @@ def test_run_app_without_a_path_opens_the_sample(qapp, tmp_path, monkeypatch):
         if isinstance(w, app_module.MainWindow):
             w.deleteLater()
     QApplication.processEvents()
+
+
+def test_a_sample_folder_the_app_did_not_make_is_never_deleted(tmp_path, monkeypatch):
+    """Issue 9 item 16: $DXSTUDIO_HOME/sample without dxproject.json is someone else's."""
+    from dxstudio.ui.app import sample_project
+
+    if not (SAMPLE / "dxproject.json").exists():
+        pytest.skip("no bundled sample")
+    home = tmp_path / "home"
+    monkeypatch.setenv("DXSTUDIO_HOME", str(home))
+    (home / "sample").mkdir(parents=True)
+    (home / "sample" / "thesis.tex").write_text("three years of work")
+    with pytest.raises(ProjectError, match="not a dxstudio project") as e:
+        sample_project()
+    assert str(home / "sample") in str(e.value)
+    assert (home / "sample" / "thesis.tex").read_text() == "three years of work"
+    # a stray .sample-copying folder without the app's mark is left alone too
+    (home / "sample" / "thesis.tex").unlink()
+    (home / "sample").rmdir()
+    (home / ".sample-copying").mkdir()
+    (home / ".sample-copying" / "notes.txt").write_text("mine")
+    with pytest.raises(ProjectError, match="not made by dxstudio"):
+        sample_project()
+    assert (home / ".sample-copying" / "notes.txt").read_text() == "mine"
+    # an empty sample folder holds nothing to lose: the copy goes there
+    (home / ".sample-copying" / "notes.txt").unlink()
+    (home / ".sample-copying").rmdir()
+    (home / "sample").mkdir()
+    assert (sample_project() / "dxproject.json").is_file()
+    assert not (home / ".sample-copying").exists()
+    assert not (home / "sample" / ".dxstudio-sample-copy").exists()

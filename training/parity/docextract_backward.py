@@ -141,7 +141,7 @@ def first_max_positions(cfg: ModelConfig, params, inputs) -> list[np.ndarray]:
     out = []
     for inp in inputs:
         res = engine_forward(cfg, to_runtime(params), inp, Ops("reference"), keep=True)
-        arg = res.cache["conv"][2]  # (n, C): index into the flattened real positions
+        arg = res.cache.conv.arg  # (n, C): index into the flattened real positions
         starts = np.concatenate([[0], np.cumsum(inp.char_len)[:-1]]).astype(np.int64)
         out.append(arg - starts[:, None])
     return out

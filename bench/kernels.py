@@ -1,0 +1,142 @@
+"""Each compiled kernel alone: its assembly (no FMA, vector width) and its speed against the
+machine's peak, one thread.
+
+    DXSTUDIO_NUMBA_CACHE=0 python bench/kernels.py [--repeats 15]
+
+DXSTUDIO_NUMBA_CACHE=0 makes Numba compile here, so inspect_asm has the assembly (a build loaded
+from the cache carries none). For every kernel: the count of multiply and add instructions by
+register width (xmm: 4 lanes, ymm: 8, zmm: 16; scalar `ss`/`sd` forms counted apart) and of
+fused multiply-adds (must be 0). Then each product kernel on the shapes the base model uses at
+150 and 400 words, the best of --repeats calls timed by the process's CPU clock (robust on a
+shared machine), as GFLOP/s (2*M*K*N) and as a fraction of the peak: without FMA one core issues
+two 16-lane binary32 operations a cycle (issue 13's rule of thumb: 32 flop/cycle; Zen 5 can
+issue four, 64), at the clock /proc/cpuinfo reports. The last line is a JSON object.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import re
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+from bench import common as C  # noqa: E402
+from dxstudio.engine import fused  # noqa: E402
+from dxstudio.engine import numerics as nu  # noqa: E402
+
+
+def clock_ghz() -> float:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("cpu MHz"):
+                return float(line.split(":")[1]) / 1e3
+    except OSError:
+        pass
+    return 3.0
+
+
+def asm_facts(kernel) -> dict:
+    text = "\n".join(kernel.inspect_asm(sig) for sig in kernel.signatures)
+    ops = collections.Counter()
+    for op, kind, reg in re.findall(r"\bv(mul|add|sub|div)(ps|ss|pd|sd)\s+[^\n]*?%([xyz]mm)", text):
+        ops[f"{op}{kind}.{reg}" if kind in ("ps", "pd") else f"{op}{kind}"] += 1
+    fma = len(re.findall(r"\bv(?:fn?madd|fn?msub)\w*", text))
+    return {"fma": fma, "ops": dict(sorted(ops.items()))}
+
+
+def best_cpu_seconds(fn, repeats: int) -> float:
+    fn()
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.process_time()
+        fn()
+        best = min(best, time.process_time() - t0)
+    return best
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=15)
+    args = ap.parse_args(argv)
+    nu.set_threads(1)
+    rng = np.random.default_rng(0)
+    ghz = clock_ghz()
+    peak = 32 * ghz
+    print(f"clock {ghz:.2f} GHz (as /proc/cpuinfo reports); peak without FMA: {peak:.0f} GFLOP/s at 32 flop/cycle "
+          f"({2 * peak:.0f} at 64)")
+    # shapes (M, K, N) of mm and (K, M, N) of mm_tn that the base model runs at 150 / 400 words
+    shapes = {"mm": [(150, 128, 384), (150, 128, 512), (150, 512, 128), (150, 32, 150), (150, 150, 32),
+                     (22500, 8, 32), (22500, 32, 16), (400, 128, 512), (400, 32, 400), (400, 400, 32),
+                     (160000, 8, 32), (160000, 32, 16)],
+              "mm_tn": [(150, 512, 128), (150, 150, 32), (22500, 16, 32), (400, 512, 128), (400, 400, 32),
+                        (160000, 16, 32), (160000, 32, 8)]}
+    figures, rows = {}, []
+    for name, fn in (("mm", nu.mm_fast), ("mm_tn", nu.mm_tn_fast)):
+        for s in shapes[name]:
+            if name == "mm":
+                m, k, n = s
+                a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+            else:
+                k, m, n = s
+                a, b = rng.standard_normal((k, m)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+            sec = best_cpu_seconds(lambda: fn(a, b), args.repeats)
+            g = 2 * m * k * n / sec / 1e9
+            key = f"{name}_{'x'.join(map(str, s))}"
+            figures[f"gflops_{key}"] = g
+            rows.append(f"  {name:6s} {str(s):20s} {1e3 * sec:8.3f} ms  {g:6.1f} GFLOP/s  {100 * g / peak:5.1f}% of peak")
+    for n_pairs in (22500, 160000):  # the pair MLP's fused kernels over the n^2 pairs (150, 400 words)
+        pf = rng.standard_normal((n_pairs, 8)).astype(np.float32)
+        w1, b1 = rng.standard_normal((32, 8)).astype(np.float32), rng.standard_normal(32).astype(np.float32)
+        ph = fused.linear8_relu_forward(pf, w1, b1)
+        w2, b2 = rng.standard_normal((16, 32)).astype(np.float32), rng.standard_normal(16).astype(np.float32)
+        dy = rng.standard_normal((n_pairs, 16)).astype(np.float32)
+        for name, fn, flops in (("linear8_relu", lambda: fused.linear8_relu_forward(pf, w1, b1), 2 * 8 * 32),
+                                ("linear32", lambda: fused.linear32_forward(ph, w2, b2), 2 * 32 * 16),
+                                ("linear16_relu_bwd", lambda: fused.linear16_relu_backward(dy, w2, ph), 2 * 16 * 32)):
+            sec = best_cpu_seconds(fn, args.repeats)
+            g = n_pairs * flops / sec / 1e9
+            figures[f"gflops_{name}_{n_pairs}"] = g
+            rows.append(f"  {name:17s} {n_pairs:6d} pairs  {1e3 * sec:8.3f} ms  {g:6.1f} GFLOP/s  {100 * g / peak:5.1f}% of peak")
+    x = rng.standard_normal(1 << 20).astype(np.float32) * 4
+    out = np.empty_like(x)
+    for name, fn in (("exp32_vec", lambda: nu.exp32_vec(x, out)), ("tanh32_vec", lambda: nu.tanh32_vec(x, out))):
+        sec = best_cpu_seconds(fn, args.repeats)
+        figures[f"ns_per_element_{name.replace(' ', '_')}"] = 1e9 * sec / x.size
+        rows.append(f"  {name:22s} {1e9 * sec / x.size:6.2f} ns per element")
+    print("products, one thread, best of the CPU clock:")
+    print("\n".join(rows))
+    small = rng.standard_normal((4, 8)).astype(np.float32)
+    fused.softmax_forward(small)  # compile the serial builds of the fused layers for inspect_asm
+    fused.layernorm_forward(small, small[0], small[0], 1e-5)
+    fused.gelu_forward(small)
+    nu.rowdot_fast(small, small)
+    nu._MM[1](small, np.ascontiguousarray(small.T), np.empty((4, 4), np.float32))
+    nu._MM_TN[1](small, small, np.empty((8, 8), np.float32))
+    print("assembly (inspect_asm; counts of instructions, by register width):")
+    kernels = {"mm (serial)": nu._MM[1], "mm_tn (serial)": nu._MM_TN[1], "rowdot (serial)": nu._ROWDOT[1],
+               "linear8_relu (parallel)": fused._LINEAR8_RELU[0], "linear32 (parallel)": fused._LINEAR32[0],
+               "linear16_relu_bwd (parallel)": fused._LINEAR16_RELU_BWD[0],
+               "exp32_vec": nu.exp32_vec, "tanh32_vec": nu.tanh32_vec, "softmax fwd (serial)": fused._SOFTMAX_FWD[1],
+               "layernorm fwd (serial)": fused._LAYERNORM_FWD[1], "gelu fwd (serial)": fused._GELU_FWD[1]}
+    for label, kernel in kernels.items():
+        if not kernel.signatures:
+            continue
+        try:
+            facts = asm_facts(kernel)
+        except Exception as e:  # a cached build carries no assembly
+            print(f"  {label}: no assembly ({type(e).__name__}); run with DXSTUDIO_NUMBA_CACHE=0")
+            continue
+        figures[f"fma_{label.split()[0]}"] = facts["fma"]
+        print(f"  {label:24s} FMA {facts['fma']}  {facts['ops']}")
+    figures["clock_ghz"] = ghz
+    print(C.json_line(figures))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
