@@ -414,13 +414,38 @@ def field_words_of(page, labels: LabelFile, field_names) -> dict | Excluded:
     return out
 
 
-def page_targets(page, labels: LabelFile, field_names, max_words: int | None = None) -> PageTargets | Excluded:
+REPEATS = ("o", "ignore")
+
+
+def repeated_runs(page, labels: LabelFile, name: str, chosen) -> list[tuple]:
+    """The other runs of the same grounding tier where the field's grounded value is printed
+    again (the same total beside TOTAL and beside CASH): [] for a person's fix, a value not
+    grounded, or a value printed once."""
+    review = labels.review or {}
+    if name in (review.get("fixes") or {}) or not chosen:
+        return []
+    answers = labels.answers or {}
+    value = answers.get(name)
+    if not isinstance(value, str):
+        return []
+    g, runs, _ = _ground(page, value, field=name)
+    if g.status not in ("exact", "normalized"):
+        return []
+    return [r for r in runs if set(r) != set(chosen)]
+
+
+def page_targets(page, labels: LabelFile, field_names, max_words: int | None = None,
+                 repeats: str = "o") -> PageTargets | Excluded:
     """Tag targets of one page.
 
     A field's words, if one run of consecutive words, are B then I; every other word is O.
     A field whose words are not one run, or that shares a word with another field, or that
     has a word past the first window of max_words words, is not scored and its words get -1.
-    Words past the window get -1 too."""
+    Words past the window get -1 too. repeats="ignore": the words of the other runs where a
+    grounded value is printed again (same tier, repeated_runs) get -1 where they would be O;
+    "o" (the seed's rule) leaves them O."""
+    if repeats not in REPEATS:
+        raise ValueError(f"repeats must be one of {', '.join(REPEATS)}, not {repeats!r}")
     field_names = list(field_names)
     fw = field_words_of(page, labels, field_names)
     if isinstance(fw, Excluded):
@@ -445,6 +470,12 @@ def page_targets(page, labels: LabelFile, field_names, max_words: int | None = N
         tags[list(words[1:])] = 2 + 2 * c
     for name in unscored:
         tags[list(fw[name])] = -1
+    if repeats == "ignore":
+        for name in field_names:
+            for run in repeated_runs(page, labels, name, fw[name]):
+                for i in run:
+                    if tags[i] == 0:
+                        tags[i] = -1
     if max_words is not None and n > max_words:
         tags[max_words:] = -1
     return PageTargets(page.id, tags, fw, unscored)
@@ -491,7 +522,7 @@ def _reason_kind(reason: str) -> str:
     return ", ".join(parts)
 
 
-def project_targets(project, max_words: int | None = None, field_names=None) -> ProjectTargets:
+def project_targets(project, max_words: int | None = None, field_names=None, repeats: str = "o") -> ProjectTargets:
     """Targets of every page of a project. A page or label file that does not load is
     reported in `errors` and the rest goes on."""
     from dxstudio.engine.page import PageError
@@ -502,7 +533,7 @@ def project_targets(project, max_words: int | None = None, field_names=None) -> 
         try:
             page, page_raw = project.read_page(pid)
             labels, label_raw = project.read_labels(pid)
-            t = page_targets(page, labels, names, max_words)
+            t = page_targets(page, labels, names, max_words, repeats)
         except (PageError, LabelError) as e:
             errors.append((pid, str(e)))
             continue

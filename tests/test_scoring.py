@@ -74,12 +74,12 @@ def test_score_report_by_hand():
     assert (a["n_labelled"], a["n_either"], a["n_scored"], a["n_values"]) == (3, 3, 5, 2)
     assert a["recall"] == 2 / 3 and a["agreement"] == 2 / 3
     assert a["accuracy"] == 4 / 5  # the two both-null pages count as correct here
-    assert a["precision"] == 1.0
+    assert a["precision_all"] == 1.0 and a["precision"] is None  # no threshold: nothing at it
     # b: labelled p1 p5 (p4 unscored); either side p1 p3 p5; values p1 p3 p5
     assert (b["n_labelled"], b["n_either"], b["n_scored"], b["n_values"]) == (2, 3, 4, 3)
     assert b["recall"] == 1 / 2 and b["agreement"] == 1 / 3  # the spurious value only hurts agreement
     assert b["outcomes"][UNSCORED] == 1
-    assert b["values"] == [[0.60, False], [0.40, False], [0.88, True]]  # p4's 0.91 is not there
+    assert b["confidences"] == [[0.60, False, False], [0.40, False, False], [0.88, True, True]]  # p4 is unscored
     # pooled over fields
     o = report["overall"]
     assert (o["n_labelled"], o["n_either"], o["n_correct"], o["n_values"]) == (5, 6, 3, 5)
@@ -95,7 +95,7 @@ def test_score_report_by_hand():
 def test_no_denominator_gives_none_not_zero():
     pages = [HeldOutPage("p1", {"a": ()}, {"a": None}), HeldOutPage("p2", {}, {}, unscored={"a"})]
     a = score_pages(["a"], pages)["fields"]["a"]
-    assert a["recall"] is None and a["agreement"] is None and a["precision"] is None
+    assert a["recall"] is None and a["agreement"] is None and a["precision_all"] is None
     assert a["accuracy"] == 1.0 and a["n_scored"] == 1
     empty = score_pages(["a"], [])
     assert empty["overall"]["recall"] is None and empty["overall"]["accuracy"] is None

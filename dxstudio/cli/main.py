@@ -22,6 +22,7 @@ COMMANDS = [
     ("label", "dxstudio.cli.project", "ask the labelling model for every page's fields"),
     ("tune", "dxstudio.cli.tune", "fine-tune a model on a project's labels"),
     ("eval", "dxstudio.cli.tune", "score a model on a project's held-out pages"),
+    ("pretrain", "dxstudio.cli.pretrain", "train the base model on a corpus of labelled documents"),
     ("screenshot", "dxstudio.ui.screenshot", "render a screen of the app to a PNG, offscreen"),
 ]
 

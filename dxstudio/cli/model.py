@@ -83,6 +83,7 @@ def _extract(args) -> int:
         fail(e)
     params = to_runtime(model.params)
     failed = 0
+    routes = {"local": 0, "ask": 0, "empty": 0}
     with progress(len(args.pages), "extract", show=len(args.pages) > 1) as bar:
         for path in args.pages:
             try:
@@ -92,8 +93,14 @@ def _extract(args) -> int:
                 warn(e)
                 failed += 1
             else:
-                emit_json(prediction_json(pred))
+                rec = prediction_json(pred, model.thresholds)
+                for v in rec["fields"].values():
+                    routes["empty" if v["value"] is None else v["route"]] += 1
+                emit_json(rec)
             bar.update()
+    warn(f"{routes['local']} value{'s' if routes['local'] != 1 else ''} answered locally, "
+         f"{routes['ask']} to ask (below the threshold), {routes['empty']} field{'s' if routes['empty'] != 1 else ''} "
+         f"with no value (ask){'' if model.thresholds else '; the model stores no LocalFirst threshold, so every value is asked'}")
     if failed == len(args.pages):
         return FAILED
     return PARTIAL if failed else OK

@@ -15,7 +15,8 @@ def configure(name, p):
 
     if name == "tune":
         p.add_argument("project", help="project folder")
-        p.add_argument("--model", help="starting model file (default: the project's, else a new model)")
+        p.add_argument("--model", help="starting model file (default: the project's, else as --start says: the "
+                                       "shipped base model, or a new one)")
         p.add_argument("--stop-after", type=int, metavar="STEPS", help="stop (with a checkpoint) after this many steps in all")
         p.add_argument("--out", metavar="RUN", help="run folder (default: a new PROJECT/runs/<time>); "
                        "a folder that holds a run is refused unless --resume or --overwrite")
@@ -26,6 +27,9 @@ def configure(name, p):
         p.add_argument("model", help="model file")
         p.add_argument("project", help="project folder")
         p.add_argument("--out", help="report file (default: print only)")
+        p.add_argument("--all", action="store_true", dest="all_pages",
+                       help="score every usable page of PROJECT (a separate test project, no split), with "
+                            "precision and coverage at the model's stored thresholds")
     add_arguments(p, name)
 
 
@@ -36,16 +40,37 @@ def _overrides(args) -> dict:
 
 
 def _print_report(report: dict) -> None:
+    """The scores table, the threshold and its bound in words, and the warnings, to stderr."""
     import sys
 
-    rows = [("field", "recall", "agreement", "threshold")]
+    head = ("field", "recall", "agreement", "value recall", "value agreement", "threshold", "values",
+            "precision", "95% lower", "coverage", "AUC")
     fmt = lambda v: "-" if v is None else f"{v:.3f}"
-    for name, f in report["fields"].items():
-        rows.append((name, fmt(f.get("recall")), fmt(f.get("agreement")), fmt(f.get("threshold"))))
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    thr = lambda v: "-" if v is None else f"{v:.6g}"
+    rows = [head]
+    named = list(report["fields"].items()) + [("pooled", report.get("overall", {}))]
+    for name, f in named:
+        rows.append((name, fmt(f.get("recall")), fmt(f.get("agreement")), fmt(f.get("value_recall")),
+                     fmt(f.get("value_agreement")), thr(f.get("threshold")), str(f.get("values", "-")),
+                     fmt(f.get("precision")), fmt(f.get("precision_lower")), fmt(f.get("coverage")),
+                     fmt(f.get("confidence_auc"))))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)), file=sys.stderr)
     print(report.get("threshold_statement") or f"LocalFirst threshold: {report['threshold']}", file=sys.stderr)
+    if report.get("pooled"):
+        print(f"Pooled: {report['pooled']['bound_statement']}", file=sys.stderr)
+    for name, f in report["fields"].items():
+        if f.get("threshold") is not None:
+            print(f"{name}: {f['bound_statement']}", file=sys.stderr)
+    stored = report.get("stored")
+    if stored is not None:
+        print("At the model's stored thresholds, on these pages:", file=sys.stderr)
+        for name, f in list(stored["fields"].items()) + [("pooled", stored["pooled"])]:
+            print(f"  {name}: {f['bound_statement']} Coverage {fmt(f['coverage'])}, value precision "
+                  f"{fmt(f['value_precision'])}.", file=sys.stderr)
+    if report.get("warning"):
+        print(f"Warning: {report['warning']}", file=sys.stderr)
 
 
 def run(name, args) -> int:
@@ -60,7 +85,7 @@ def run(name, args) -> int:
         from dxstudio.tuning import evaluate_model
 
         try:
-            report = evaluate_model(args.model, project, args.out, _overrides(args))
+            report = evaluate_model(args.model, project, args.out, _overrides(args), all_pages=args.all_pages)
         except (TuneError, ValueError) as e:
             fail(e)
         except OSError as e:
@@ -95,11 +120,13 @@ class _FirstInterruptCancels:
 
 
 def _tune(project, args) -> int:
-    from dxstudio.tuning import TuneError, TuneRun, score_summary
+    from dxstudio.tuning import TuneError, prepare_run, score_summary
     from dxstudio.tuning.rundir import RunDir
 
     if args.resume and not args.out:
         fail("--resume needs --out RUN (the run to continue)")
+    if args.model and getattr(args, "start", None) == "new":
+        fail("--start new and --model exclude each other")
     if args.out:
         rundir = RunDir(args.out)
         try:  # before reading the project: a wrong --out is said at once, and nothing is made
@@ -108,7 +135,7 @@ def _tune(project, args) -> int:
             fail(e)
     t0 = time.monotonic()
     try:
-        run = TuneRun.prepare(project, args.out or project.runs_dir / "_new", _overrides(args), model_path=args.model)
+        run = prepare_run(project, args.out or project.runs_dir / "_new", _overrides(args), model_path=args.model)
     except (TuneError, ValueError) as e:
         fail(e)
     if not args.out:  # a new folder with a unique name, claimed only once the run can start
@@ -119,8 +146,11 @@ def _tune(project, args) -> int:
     out = run.rundir.path
     for pid, err in run.errors:
         warn(f"skipped {err}")
-    warn(f"{len(run.train_pages)} training and {len(run.heldout_pages)} held-out pages, "
-         f"{len(run.excluded)} excluded, {run.total_steps} steps, from {run.start_source}, into {out}")
+    folds = run.settings.get("folds")
+    split = (f"{folds} folds of {len(run.train_pages)} usable pages (each held out once), then the final model "
+             f"on all of them" if folds else
+             f"{len(run.train_pages)} training and {len(run.heldout_pages)} held-out pages")
+    warn(f"{split}, {len(run.excluded)} excluded, {run.total_steps} steps, from {run.start_source}, into {out}")
     with progress(run.total_steps, "tune") as bar, _FirstInterruptCancels() as interrupt:
         def on_event(ev):
             if ev.kind == "step":
@@ -140,8 +170,8 @@ def _tune(project, args) -> int:
             fail(f"interrupted; continue from the last checkpoint with --resume --out {out}", INTERRUPTED)
     if not finished:
         how = "interrupted" if interrupt.cancel.is_set() else "stopped"
-        warn(f"{how} at step {run.state.step}; continue with --resume --out {out}")
-        emit_json({"run": str(out), "step": run.state.step, "total_steps": run.total_steps, "finished": False})
+        warn(f"{how} at step {run.step}; continue with --resume --out {out}")
+        emit_json({"run": str(out), "step": run.step, "total_steps": run.total_steps, "finished": False})
         return INTERRUPTED if interrupt.cancel.is_set() else 0
     try:
         report = run.finish(started=t0)

@@ -34,7 +34,7 @@ MAX_HEADER_BYTES = 100_000_000
 # A base model is a few MB; nothing larger is read (docs/security.md).
 MAX_MODEL_BYTES = 1 << 30
 METADATA_KEY = "__metadata__"
-METADATA_KEYS = ("config", "format", "summary")
+METADATA_KEYS = ("config", "format", "summary", "thresholds")
 TENSOR_DTYPE = "F32"
 _LITTLE_F32 = np.dtype("<f4")
 # Every dtype name the safetensors format knows, so a foreign dtype is reported as such.
@@ -58,6 +58,9 @@ class LoadedModel:
     params: "OrderedDict[str, np.ndarray]"
     summary: dict | None
     path: Path
+    # {"pooled": float | None, "fields": {name: float | None}, "share", "min_values"} of a tuned
+    # model (check_thresholds), None for a model that was never tuned
+    thresholds: dict | None = None
 
 
 # -- writing ----------------------------------------------------------------------------------
@@ -91,11 +94,58 @@ def _checked_tensors(cfg: ModelConfig, params) -> list[tuple[str, np.ndarray]]:
     return out
 
 
-def model_bytes(cfg: ModelConfig, params, summary: dict | None = None) -> bytes:
+def check_thresholds(value, fields) -> dict:
+    """The stored LocalFirst thresholds, checked: {"pooled": T, "fields": {name: T}, "share": S,
+    "min_values": N, "by": B} with each T null or a number in [0, 1], field names from the
+    schema, S in (0, 1] and N a positive integer (both may be null), B (optional) "words" or
+    "value": what right meant when they were found. ValueError says what is wrong."""
+    if not isinstance(value, dict):
+        raise ValueError(f"must be a JSON object, not {type(value).__name__}")
+    extra = sorted(set(value) - {"pooled", "fields", "share", "min_values", "by"})
+    if extra or "pooled" not in value or "fields" not in value:
+        raise ValueError("must have exactly pooled, fields and optionally share, min_values, by"
+                         + (f" (unknown: {extra})" if extra else ""))
+
+    def threshold(v, what):
+        if v is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and 0 <= v <= 1):
+            raise ValueError(f"{what} threshold {v!r} is not a number in [0, 1]")
+        return float(v)
+
+    pooled = threshold(value["pooled"], "the pooled")
+    per_field = value["fields"]
+    if not isinstance(per_field, dict):
+        raise ValueError("fields must map field names to thresholds")
+    unknown = sorted(set(per_field) - set(fields))
+    if unknown:
+        raise ValueError(f"fields names {unknown}, not in the model's schema {list(fields)}")
+    checked = {name: threshold(per_field[name], f"field {name!r}") for name in fields if name in per_field}
+    share, min_values = value.get("share"), value.get("min_values")
+    if share is not None and (isinstance(share, bool) or not isinstance(share, (int, float))
+                              or not (math.isfinite(share) and 0 < share <= 1)):
+        raise ValueError(f"share {share!r} is not a number in (0, 1]")
+    if min_values is not None and (isinstance(min_values, bool) or not isinstance(min_values, int) or min_values < 1):
+        raise ValueError(f"min_values {min_values!r} is not a positive integer")
+    by = value.get("by")
+    if by is not None and by not in ("words", "value"):
+        raise ValueError(f"by {by!r} is not words or value")
+    out = {"pooled": pooled, "fields": checked, "share": share, "min_values": min_values}
+    if by is not None:
+        out["by"] = by
+    return out
+
+
+def model_bytes(cfg: ModelConfig, params, summary: dict | None = None, thresholds: dict | None = None) -> bytes:
     """The exact bytes save_model writes for this model."""
     cfg.validate()
     tensors = _checked_tensors(cfg, params)
     metadata = {"format": FORMAT, "config": cfg.to_json()}
+    if thresholds is not None:
+        try:
+            metadata["thresholds"] = canonical_json(check_thresholds(thresholds, cfg.fields))
+        except ValueError as e:
+            raise ValueError(f"cannot write the model: the thresholds {e}") from None
     if summary is not None:
         if not isinstance(summary, dict):
             raise ValueError(f"cannot write the model: the summary must be a dict, not {type(summary).__name__}")
@@ -119,9 +169,9 @@ def model_bytes(cfg: ModelConfig, params, summary: dict | None = None) -> bytes:
     return struct.pack("<Q", len(header_bytes)) + header_bytes + b"".join(blobs)
 
 
-def save_model(path, cfg: ModelConfig, params, summary: dict | None = None) -> None:
+def save_model(path, cfg: ModelConfig, params, summary: dict | None = None, thresholds: dict | None = None) -> None:
     """Write the model atomically: a crash leaves the old file or the new one, never a mix."""
-    write_bytes_atomic(path, model_bytes(cfg, params, summary))
+    write_bytes_atomic(path, model_bytes(cfg, params, summary, thresholds))
 
 
 # -- reading ----------------------------------------------------------------------------------
@@ -175,7 +225,7 @@ def _read_header(path: Path, data: bytes) -> tuple[dict, int]:
     return header, HEADER_LENGTH_BYTES + header_len
 
 
-def _read_metadata(path: Path, header: dict) -> tuple[ModelConfig, dict | None]:
+def _read_metadata(path: Path, header: dict) -> tuple[ModelConfig, dict | None, dict | None]:
     meta = header.get(METADATA_KEY)
     if meta is None:
         raise ModelFileError(path, f"not a {FORMAT} model: the safetensors header has no __metadata__")
@@ -209,7 +259,13 @@ def _read_metadata(path: Path, header: dict) -> tuple[ModelConfig, dict | None]:
             raise ModelFileError(path, f"the training summary is not valid JSON ({e})") from None
         if not isinstance(summary, dict):
             raise ModelFileError(path, "the training summary is not a JSON object")
-    return cfg, summary
+    thresholds = None
+    if "thresholds" in meta:
+        try:
+            thresholds = check_thresholds(loads_json(meta["thresholds"]), cfg.fields)
+        except ValueError as e:  # JSONInputError is one
+            raise ModelFileError(path, f"the stored thresholds are malformed: {e}") from None
+    return cfg, summary, thresholds
 
 
 def _check_tensor_entries(path: Path, header: dict, cfg: ModelConfig) -> list[tuple[str, tuple, int, int]]:
@@ -298,7 +354,7 @@ def load_model(path) -> LoadedModel:
     data = read_model_bytes(path)
 
     header, data_start = _read_header(path, data)
-    cfg, summary = _read_metadata(path, header)
+    cfg, summary, thresholds = _read_metadata(path, header)
     entries = _check_tensor_entries(path, header, cfg)
     body = memoryview(data)[data_start:]
     _check_layout(path, entries, len(body))
@@ -312,4 +368,4 @@ def load_model(path) -> LoadedModel:
             raise ModelFileError(path, f"tensor {name!r} has {int(bad.sum())} non-finite values "
                                        f"(first at index {first}: {arr[first]})")
         params[name] = arr
-    return LoadedModel(cfg=cfg, params=params, summary=summary, path=path)
+    return LoadedModel(cfg=cfg, params=params, summary=summary, path=path, thresholds=thresholds)

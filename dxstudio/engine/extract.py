@@ -1,9 +1,11 @@
 """Reading fields off the tags, window by window (docs/model.md "Reading fields off the tags").
 
 Tag = argmax of the tag logits (ties: the lowest index), its probability from the softmax
-(binary32, the library's exp). Spans: B-c opens a span of c; I-c continues an open span of c
+(binary32, the library's exp), kept in `tag_probs`. A value's confidence is computed apart, in
+binary64 from the same logits (`tag_confidence`), so that probabilities the binary32 softmax
+rounds to the same value near 1 stay distinct and rank. Spans: B-c opens a span of c; I-c continues an open span of c
 and otherwise opens one; O (or another field's tag) closes. A span's confidence is the lowest
-probability of its words' tags; a field's value is its most confident span (ties: the first).
+confidence of its words' tags; a field's value is its most confident span (ties: the first).
 A long page is read window by window; per field the best-confidence value wins (ties: the
 earlier window).
 """
@@ -17,6 +19,7 @@ from .config import ModelConfig
 from .inputs import page_inputs
 from .layers import Ops, softmax_forward
 from .model import forward
+from .numerics import exp64
 from .page import Page
 
 
@@ -24,7 +27,7 @@ from .page import Page
 class FieldValue:
     words: tuple  # page word indices
     text: str
-    confidence: float  # binary32 value, exactly representable in a Python float
+    confidence: float  # binary64 (tag_confidence), the lowest of its words
 
 
 @dataclass
@@ -32,13 +35,31 @@ class PagePrediction:
     page_id: str
     fields: dict  # name -> FieldValue or None
     tags: np.ndarray  # (n_words,) predicted tag per page word
-    tag_probs: np.ndarray  # (n_words,) probability of that tag
+    tag_probs: np.ndarray  # (n_words,) probability of that tag (binary32 softmax)
+    tag_conf: np.ndarray | None = None  # (n_words,) binary64 confidence of that tag
 
 
 def tags_and_probs(ops: Ops, tag_logits: np.ndarray):
     probs = softmax_forward(ops, tag_logits)
     tags = np.argmax(tag_logits, axis=1)  # first maximum = lowest index
     return tags, probs[np.arange(len(tags)), tags]
+
+
+def tag_confidence(tag_logits: np.ndarray, tags: np.ndarray, kernels: str = "fast") -> np.ndarray:
+    """Per word, the probability of its tag in binary64: 1 / (1 + q), q = sum over the other
+    tags j (ascending, plain additions) of exp64(l_j - l_t), where l are the binary32 logits
+    (each difference is exact in binary64) and exp64 the library's. Deterministic; it saturates
+    at 1.0 only when q < 2^-53 (a margin of about 37 over every other tag), where the binary32
+    softmax does at a margin of about 17."""
+    logits = np.asarray(tag_logits, np.float64)
+    n, k = logits.shape
+    t = np.asarray(tags, np.int64)
+    top = logits[np.arange(n), t]
+    e = exp64(np.ascontiguousarray(logits - top[:, None]), kernels)
+    q = np.zeros(n, np.float64)
+    for j in range(k):
+        q = q + np.where(t == j, 0.0, e[:, j])
+    return 1.0 / (1.0 + q)
 
 
 def spans(tags, n_fields: int):
@@ -82,24 +103,45 @@ def predict_page(cfg: ModelConfig, params_rt, page: Page, kernels: str = "fast")
     result: dict = {f: None for f in fields}
     all_tags = np.zeros(len(page.words), np.int64)
     all_probs = np.zeros(len(page.words), np.float32)
+    all_conf = np.zeros(len(page.words), np.float64)
     for inp in page_inputs(page, cfg):
         out = forward(cfg, params_rt, inp, ops)
         tags, probs = tags_and_probs(ops, out.tag_logits)
+        conf = tag_confidence(out.tag_logits, tags, kernels)
         all_tags[inp.start: inp.start + inp.n] = tags
         all_probs[inp.start: inp.start + inp.n] = probs
-        for f, v in fields_from_tags(page, fields, tags, probs, inp.start).items():
+        all_conf[inp.start: inp.start + inp.n] = conf
+        for f, v in fields_from_tags(page, fields, tags, conf, inp.start).items():
             if v is not None and (result[f] is None or v.confidence > result[f].confidence):
                 result[f] = v
-    return PagePrediction(page.id, result, all_tags, all_probs)
+    return PagePrediction(page.id, result, all_tags, all_probs, all_conf)
 
 
-def prediction_json(pred: PagePrediction) -> dict:
-    """{"id", "fields": {name: {"value", "words", "confidence"}}}; floats round-trip exactly."""
+def field_threshold(field: str, thresholds: dict | None) -> float | None:
+    """The threshold that decides a field's route: its own where it has one, else the pooled
+    one, else None (a model without stored thresholds)."""
+    if not thresholds:
+        return None
+    own = (thresholds.get("fields") or {}).get(field)
+    return own if own is not None else thresholds.get("pooled")
+
+
+def route(field: str, value: FieldValue | None, thresholds: dict | None) -> str:
+    """"local" when the value's confidence is at or above the field's threshold, else "ask"
+    (below it, no threshold at all, or no value)."""
+    t = field_threshold(field, thresholds)
+    return "local" if value is not None and t is not None and value.confidence >= t else "ask"
+
+
+def prediction_json(pred: PagePrediction, thresholds: dict | None = None) -> dict:
+    """{"id", "fields": {name: {"value", "words", "confidence", "route"}}}; floats round-trip
+    exactly; route as route() with the model's stored thresholds."""
     return {
         "id": pred.page_id,
         "fields": {
-            f: ({"value": v.text, "words": list(v.words), "confidence": v.confidence} if v is not None
-                else {"value": None, "words": [], "confidence": None})
+            f: ({"value": v.text, "words": list(v.words), "confidence": v.confidence,
+                 "route": route(f, v, thresholds)} if v is not None
+                else {"value": None, "words": [], "confidence": None, "route": "ask"})
             for f, v in pred.fields.items()
         },
     }

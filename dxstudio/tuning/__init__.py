@@ -7,3 +7,4 @@ from dxstudio.tuning.settings import (  # noqa: F401  (the package's public face
 from dxstudio.tuning.run import (  # noqa: F401
     Event, TuneRun, evaluate_model, metrics_rows, read_checkpoint, score_summary,
 )
+from dxstudio.tuning.folds import FoldedRun, prepare_run  # noqa: F401

@@ -31,11 +31,15 @@ from dxstudio.engine.params import new_params, new_tag_head
 from dxstudio.engine.training import Example, Targets, TrainSettings, TrainState, train_step
 from dxstudio.fsutil import (JSONInputError, disk_full, is_disk_full, loads_json, write_bytes_atomic,
                              write_json_atomic)
-from dxstudio.grounding import project_targets
+from dxstudio.grounding import project_targets, value_key
 from dxstudio.tuning.rundir import RunDir
 from dxstudio.tuning.scoring import HeldOutPage, score_pages
 from dxstudio.tuning.settings import (  # noqa: F401  (DEFAULTS, TuneError: the run's names too)
     DEFAULTS, NOT_FINGERPRINTED, TuneError, fingerprinted, resolve_settings)
+
+# The pretrained base (docs/base-model.md); a run with no model named starts from it when it is there.
+BASE_MODEL = Path(__file__).resolve().parents[2] / "resources" / "models" / "docextract-v0-base.safetensors"
+
 
 @dataclass
 class Event:
@@ -74,6 +78,7 @@ class TuneRun:
     examples: list = field(default_factory=list)
     history: list = field(default_factory=list)  # events of this run (steps and epochs)
     sources: dict = field(default_factory=dict)  # {page id: (page bytes, label bytes)} as read
+    fold: tuple | None = None  # see prepare
 
     def __post_init__(self):
         self.rundir = RunDir(self.run_dir)  # the folder's file names and its lock
@@ -82,9 +87,18 @@ class TuneRun:
         """Write into this run folder instead (one made after prepare, e.g. RunDir.create)."""
         self.run_dir, self.rundir = rundir.path, rundir
 
+    @property
+    def step(self) -> int:
+        """Steps done (0 before the state exists)."""
+        return self.state.step if self.state is not None else 0
+
     # -- preparing ----------------------------------------------------------------------
     @classmethod
-    def prepare(cls, project, run_dir, overrides: dict | None = None, model_path=None) -> "TuneRun":
+    def prepare(cls, project, run_dir, overrides: dict | None = None, model_path=None,
+                fold: tuple | None = None) -> "TuneRun":
+        """fold: None for the seed's single split; (k, K) for fold k (0-based) of K, holding out
+        every K-th page of the hash order from position k; (None, K) trains on every usable
+        page (the final model of a cross-validated run, folds.py)."""
         settings = resolve_settings(project.settings, overrides)
         fields = project.field_names
         if not fields:
@@ -92,13 +106,16 @@ class TuneRun:
         weights = [settings["field_weight"] if settings["field_weight"] is not None else f.weight
                    for f in project.schema]
         model_path = model_path or project.model
+        if model_path is None and settings["start"] == "base" and settings["size"] == "base" and BASE_MODEL.is_file():
+            model_path = BASE_MODEL
+        base_summary = None
         if model_path is not None:
             model_path = Path(model_path)
             try:
                 loaded = load_model(model_path)
             except ModelFileError as e:
                 raise TuneError(str(e)) from None
-            base_cfg, base_params = loaded.cfg, loaded.params
+            base_cfg, base_params, base_summary = loaded.cfg, loaded.params, loaded.summary
             start_bytes = model_path.read_bytes()
             source = str(model_path)
         else:
@@ -111,14 +128,21 @@ class TuneRun:
         if list(base_cfg.fields) != list(fields):
             # a custom schema: a new tag head of 1 + 2K rows drawn from the run's seed
             params["tag_head.weight"], params["tag_head.bias"] = new_tag_head(cfg, settings["seed"])
+            if isinstance(base_summary, dict) and base_summary.get("base") is True:
+                # a pretrained base: fields naming its generic classes start from their rows
+                from dxstudio.corpus.generic import transfer_tag_head
+
+                params["tag_head.weight"], params["tag_head.bias"], _ = transfer_tag_head(
+                    base_cfg, base_params, project.schema, params["tag_head.weight"], params["tag_head.bias"])
         run = cls(project, Path(run_dir), settings, cfg, params, start_bytes, source)
+        run.fold = fold
         run._load_targets(weights)
         run._fingerprint(weights)
         return run
 
     def _load_targets(self, weights) -> None:
         pt, self.train_pages, self.heldout_pages = usable_split(
-            self.project, self.settings, self.cfg.max_words, "tuning")
+            self.project, self.settings, self.cfg.max_words, "tuning", self.fold)
         self.excluded, self.errors, self.sources = pt.excluded, pt.errors, pt.sources
         self.class_weights = tuple(float(w) for w in schedule.class_weights_for(weights))
         self.examples = []
@@ -130,6 +154,8 @@ class TuneRun:
 
     def _fingerprint(self, weights) -> None:
         s = fingerprinted(self.settings)
+        if self.fold is not None:
+            s["fold"] = "all" if self.fold[0] is None else self.fold[0]
         labels = hashlib.sha256()
         pages = hashlib.sha256()
         # the bytes that were read and parsed (not read again: a file edited meanwhile must not
@@ -260,7 +286,7 @@ class TuneRun:
             emit(ev)
             done_positions = min((step + 1) * s["batch"], n * s["epochs"])
             prev_positions = step * s["batch"]
-            if done_positions // n > prev_positions // n or step + 1 == self.total_steps:
+            if self.heldout_pages and (done_positions // n > prev_positions // n or step + 1 == self.total_steps):
                 epoch = done_positions // n  # epochs completed
                 scores = self.evaluate()
                 ev = Event("epoch", step + 1, self.total_steps, epoch=epoch, scores=scores,
@@ -323,7 +349,7 @@ class TuneRun:
 
     def evaluate(self, params_rt=None) -> dict:
         return score_predictions(list(self.cfg.fields), self.predictions(params_rt),
-                                 self.settings["share"], self.settings["min_values"])
+                                 self.settings["share"], self.settings["min_values"], self.settings["threshold_by"])
 
     def finish(self, started: float | None = None) -> dict:
         """Write model.safetensors (with the training summary) and report.json; return the report.
@@ -344,20 +370,35 @@ class TuneRun:
         rd = self.rundir
         rd.acquire()  # held since train() in the usual order; taken here when finish() comes alone
         try:
-            save_model(rd.model_path, self.cfg, self.state.container_params(), summary)
+            save_model(rd.model_path, self.cfg, self.state.container_params(), summary,
+                       thresholds=stored_thresholds(report))
             write_json_atomic(rd.report_path, report)  # last: a report means a finished run
         finally:
             rd.release()
         return report
 
 
-def score_predictions(fields, preds, share, min_values) -> dict:
+def score_predictions(fields, preds, share, min_values, by: str = "words") -> dict:
     pages = []
     for pid, page, t, pred in preds:
         prediction = {f: ((v.words, v.confidence) if v is not None else None) for f, v in pred.fields.items()}
         label = {f: tuple(t.field_words.get(f, ())) for f in fields}
-        pages.append(HeldOutPage(pid, label, prediction, frozenset(t.unscored)))
-    return score_pages(fields, pages, share, min_values)
+        pages.append(HeldOutPage(pid, label, prediction, frozenset(t.unscored), value_matches(page, label, pred)))
+    return score_pages(fields, pages, share, min_values, by)
+
+
+def value_matches(page, label: dict, pred) -> frozenset:
+    """Fields whose predicted value equals the label's value after the grounding normalizer
+    (grounding.value_key of the words' texts): the same amount read where it is printed again."""
+    out = set()
+    for f, words in label.items():
+        v = pred.fields.get(f)
+        if v is None or not words:
+            continue
+        want = value_key(" ".join(page.words[i].text for i in words))
+        if want and value_key(v.text) == want:
+            out.add(f)
+    return frozenset(out)
 
 
 def read_checkpoint(path, tensors: bool = True) -> tuple[dict, dict]:
@@ -453,42 +494,118 @@ def metrics_rows(path) -> list[dict]:
 
 
 def score_summary(report: dict) -> dict:
-    """The headline of a scores report: {"fields": {NAME: {recall, agreement, threshold}}, "threshold"}."""
-    return {"fields": {k: {m: v.get(m) for m in ("recall", "agreement", "threshold")}
+    """The headline of a scores report: {"fields": {NAME: {recall, agreement, value_recall,
+    value_agreement, threshold}}, "threshold"}."""
+    return {"fields": {k: {m: v.get(m) for m in ("recall", "agreement", "value_recall", "value_agreement", "threshold")}
                        for k, v in report["fields"].items()},
             "threshold": report.get("threshold")}
 
 
-def usable_split(project, settings: dict, max_words: int, purpose: str):
+def usable_split(project, settings: dict, max_words: int, purpose: str, fold: tuple | None = None):
     """(ProjectTargets, training rows, held-out rows) of the project's usable pages, each row
-    (id, Page, PageTargets), split by the settings' seed and held-out fraction."""
-    pt = project_targets(project, max_words=max_words)
+    (id, Page, PageTargets), split by the settings' seed and held-out fraction; with fold
+    (k, K) the held-out rows are every K-th page of the hash order from position k
+    (schedule.fold_split), with (None, K) every page trains and none is held out."""
+    pt = project_targets(project, max_words=max_words, repeats=settings.get("repeats", "o"))
     by_id = {pid: (pid, page, t) for pid, page, t in pt.kept}
     if len(by_id) < 2:
         raise TuneError(
             f"{project.root}: {len(by_id)} usable page(s); {purpose} needs at least 2 "
             f"(one to train on, one held out). Excluded: {len(pt.excluded)}, unreadable: {len(pt.errors)}")
-    train_ids, held_ids = schedule.split_pages(list(by_id), settings["seed"], settings["heldout_fraction"])
+    if fold is None:
+        train_ids, held_ids = schedule.split_pages(list(by_id), settings["seed"], settings["heldout_fraction"])
+    else:
+        k, n_folds = fold
+        check_folds(n_folds, len(by_id), project)
+        if k is None:
+            train_ids, held_ids = schedule.hash_order(list(by_id), settings["seed"]), []
+        else:
+            train_ids, held_ids = schedule.fold_split(list(by_id), settings["seed"], n_folds, k)
     return pt, [by_id[i] for i in train_ids], [by_id[i] for i in held_ids]
 
 
-def evaluate_model(model_path, project, out_path=None, overrides: dict | None = None) -> dict:
-    """`dxstudio eval`: the same report for any model, on the project's held-out pages."""
+def check_folds(n_folds, n_usable: int, project=None) -> int:
+    """K folds need 2 <= K <= the usable pages (each fold holds out at least one page)."""
+    where = f"{project.root}: " if project is not None else ""
+    if isinstance(n_folds, bool) or not isinstance(n_folds, int) or n_folds < 2:
+        raise TuneError(f"{where}--folds must be an integer >= 2, not {n_folds!r}")
+    if n_folds > n_usable:
+        raise TuneError(f"{where}--folds {n_folds} is more than the {n_usable} usable pages "
+                        f"(each fold holds out at least one page)")
+    return n_folds
+
+
+def stored_thresholds(report: dict) -> dict:
+    """The thresholds a tuned model file carries (container.py "thresholds"): the pooled one
+    and each field's, with the share and min_values they were found with."""
+    return {"pooled": report.get("threshold"),
+            "fields": {name: f.get("threshold") for name, f in report["fields"].items()},
+            "share": report.get("share"), "min_values": report.get("min_values"),
+            "by": report.get("threshold_by", "words")}
+
+
+def evaluate_model(model_path, project, out_path=None, overrides: dict | None = None,
+                   all_pages: bool = False) -> dict:
+    """`dxstudio eval`: the same report for any model, on the project's held-out pages, or with
+    all_pages on every usable page (a separate test project, no split). The report's `stored`
+    says how the model's stored thresholds do on these pages (at_stored_thresholds)."""
     try:
         loaded = load_model(model_path)
     except ModelFileError as e:
         raise TuneError(str(e)) from None
     if list(loaded.cfg.fields) != project.field_names:
         raise TuneError(f"{model_path}: the model's fields {list(loaded.cfg.fields)} are not the "
-                        f"project's schema {project.field_names}")
+                        f"project's schema {project.field_names} ({project.project_file})")
     settings = resolve_settings(project.settings, overrides)
-    _, _, held = usable_split(project, settings, loaded.cfg.max_words, "evaluation")
+    _, train, held = usable_split(project, settings, loaded.cfg.max_words, "evaluation")
+    if all_pages:
+        rows = {r[0]: r for r in train + held}
+        held = [rows[i] for i in schedule.hash_order(list(rows), settings["seed"])]
     from dxstudio.engine.model import to_runtime
 
     params = to_runtime(loaded.params)
     preds = [(pid, page, t, predict_page(loaded.cfg, params, page, settings["kernels"])) for pid, page, t in held]
-    report = score_predictions(list(loaded.cfg.fields), preds, settings["share"], settings["min_values"])
-    report["run"] = {"model": str(model_path), "heldout_pages": len(held)}
+    by = (loaded.thresholds or {}).get("by") or settings["threshold_by"]  # the model's own rule
+    report = score_predictions(list(loaded.cfg.fields), preds, settings["share"], settings["min_values"], by)
+    report["stored"] = at_stored_thresholds(report, loaded.thresholds)
+    report["run"] = {"model": str(model_path), "heldout_pages": len(held),
+                     "pages": "all usable pages" if all_pages else "the held-out pages of the split"}
     if out_path is not None:
         write_json_atomic(out_path, report)
     return report
+
+
+def at_stored_thresholds(report: dict, thresholds: dict | None) -> dict:
+    """Precision and coverage at a model's stored thresholds on the pages of `report`: per field
+    (its own threshold, else the pooled one) and pooled (every value routed by its field's
+    threshold, as `dxstudio extract` does). {"thresholds", "fields": {NAME: {...}}, "pooled": {...}}
+    with values, right, precision, precision_lower, value_precision, value_precision_lower,
+    coverage, threshold, bound_statement; a model without thresholds answers nothing locally."""
+    from dxstudio.engine.extract import field_threshold
+    from dxstudio.tuning.scoring import bound_statement, clopper_pearson_lower
+
+    by = (thresholds or {}).get("by") or "words"
+
+    def figures(rows, t, where=None):
+        above = [r for r in rows if r[3] is not None and r[0] >= r[3]]
+        n, vright = len(above), sum(r[2] for r in above)
+        right = vright if by == "value" else sum(r[1] for r in above)
+        lower = clopper_pearson_lower(right, n) if n else None
+        return {"threshold": t, "values": n, "right": right,
+                "precision": right / n if n else None, "precision_lower": lower,
+                "value_precision": vright / n if n else None,
+                "value_precision_lower": clopper_pearson_lower(vright, n) if n else None,
+                "coverage": n / len(rows) if rows else None,
+                "bound_statement": bound_statement(n, right, t or 0.0, lower, where=where) if n else
+                "The model stores no LocalFirst threshold, so no values are answered locally." if not thresholds
+                else "No value on these pages clears the stored threshold."}
+
+    out, pooled_rows = {"thresholds": thresholds, "by": by, "fields": {}}, []
+    for name, f in report["fields"].items():
+        t = field_threshold(name, thresholds)
+        rows = [(c, ok, vok, t) for c, ok, vok in f["confidences"]]
+        pooled_rows += rows
+        out["fields"][name] = figures(rows, t)
+    out["pooled"] = figures(pooled_rows, thresholds.get("pooled") if thresholds else None,
+                            "at or above their field's threshold")
+    return out

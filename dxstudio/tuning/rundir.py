@@ -140,17 +140,23 @@ class RunDir:
                                 f"({parent} is not a folder this user may write)")
 
     def check_resumable(self) -> None:
-        if not self.checkpoint_path.is_file():
+        if not self.checkpoint_path.is_file() and self.checkpoint_step() is None:  # the latter: folded runs
             raise TuneError(f"{self.path}: no checkpoint to resume from "
                             f"({'no such run folder' if not self.path.is_dir() else 'no ' + CHECKPOINT})")
 
     def clear(self) -> None:
-        """Remove the run's files (only those), for a run started again with overwrite."""
+        """Remove the run's files (only those, and a cross-validated run's part folders), for a
+        run started again with overwrite."""
+        import shutil
+
         for f in RUN_FILES:
             try:
                 (self.path / f).unlink()
             except FileNotFoundError:
                 pass
+        for part in ("folds", "final"):  # tuning/folds.py
+            if (self.path / part).is_dir():
+                shutil.rmtree(self.path / part)
 
     # -- the lock ------------------------------------------------------------------------
     def acquire(self) -> None:
@@ -247,8 +253,14 @@ class RunDir:
         return d
 
     def checkpoint_step(self) -> int | None:
-        """The step the checkpoint holds, or None when there is no readable one."""
+        """The step the checkpoint holds, or None when there is no readable one. A
+        cross-validated run (tuning/folds.py) counts the steps of all its parts."""
+        from dxstudio.tuning.folds import folded_step
         from dxstudio.tuning.run import read_checkpoint
+
+        folded = folded_step(self.path)
+        if folded is not None:
+            return folded
 
         try:
             return int(read_checkpoint(self.checkpoint_path, tensors=False)[0]["step"])
@@ -269,13 +281,13 @@ class RunDir:
             return RUNNING
         if self.report_path.is_file():
             return FINISHED
-        if self.checkpoint_path.is_file():
+        if self.checkpoint_path.is_file() or self.checkpoint_step() is not None:  # the latter: folded runs
             return STOPPED
         return EMPTY
 
     def info(self) -> RunInfo:
         status = self.status()
-        step = self.checkpoint_step() if self.checkpoint_path.is_file() else None
+        step = self.checkpoint_step()
         total = scores = None
         try:
             total = self.read_settings().get("total_steps")

@@ -91,6 +91,20 @@ def split_pages(page_ids, seed: int, fraction: float) -> tuple[list[str], list[s
     return ordered[k:], ordered[:k]
 
 
+def fold_split(page_ids, seed: int, n_folds: int, fold: int) -> tuple[list[str], list[str]]:
+    """(train_ids, heldout_ids) of fold `fold` (0-based) of `n_folds`, each in hash order: the
+    held-out pages are those at positions fold, fold + K, fold + 2K, ... of the hash order, so
+    every page is held out by exactly one fold."""
+    ordered = hash_order(page_ids, seed)
+    n_folds = _check_count(n_folds, "the number of folds", 2)
+    fold = _check_count(fold, "fold", 0)
+    if fold >= n_folds:
+        raise ValueError(f"fold {fold} is past the last fold {n_folds - 1}")
+    if n_folds > len(ordered):
+        raise ValueError(f"{n_folds} folds need at least {n_folds} usable pages, there are {len(ordered)}")
+    return ([p for i, p in enumerate(ordered) if i % n_folds != fold], ordered[fold::n_folds])
+
+
 # --------------------------------------------------------------------------------------
 # Batch stream
 # --------------------------------------------------------------------------------------

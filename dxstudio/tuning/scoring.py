@@ -6,6 +6,12 @@ The seed's definitions, per field and held-out page:
 * agreement: correct / pages where the label or the model has a value;
 * threshold: the lowest confidence from which at least `share` of the model's values were
   exactly right, with at least `min_values` values at or above it.
+Beside them (issue 10), value-level scores: a value is value-right when its text equals the
+label's after the grounding normalizer (dxstudio.grounding.value_key), so the same amount read
+at another place where it is printed counts; `value_recall` and `value_agreement` use it. At
+the threshold: `values` (held-out values at or above it), `precision` (right / values),
+`precision_lower` (one-sided 95% Clopper-Pearson lower bound), `coverage` (values / all
+values), the precision-versus-coverage `curve`, and `confidence_auc`.
 A field the label rules left unscored on a page (its words are not one run, or a word is claimed
 by two fields) counts nowhere for that page. A rate whose denominator is 0 is None, never 0.
 docs/tuning.md pins the remaining choices.
@@ -23,6 +29,9 @@ from dxstudio.tuning.settings import DEFAULTS
 # The LocalFirst rule's defaults: the settings table's (dxstudio/tuning/settings.py)
 DEFAULT_SHARE = DEFAULTS["share"]
 DEFAULT_MIN_VALUES = DEFAULTS["min_values"]
+# What "right" means for the threshold and the figures at it: "words", the seed's (exactly the
+# label's words), or "value" (the label's value after the grounding normalizer).
+THRESHOLD_BY = ("words", "value")
 
 # Outcome of one field on one page
 CORRECT = "correct"  # both have a value, same words
@@ -51,6 +60,9 @@ class HeldOutPage:
     label: dict
     prediction: dict
     unscored: frozenset = field(default_factory=frozenset)
+    # fields whose predicted value equals the label's value after the grounding normalizer
+    # (value-right even when read at another printing); exactly-right values are always value-right
+    value_match: frozenset = field(default_factory=frozenset)
 
 
 def _words(value, where: str) -> frozenset:
@@ -144,17 +156,143 @@ def _share_text(share: float) -> str:
     return f"{float(share) * 100:g}%"
 
 
+def _right_text(by: str) -> str:
+    return "exactly right" if by == "words" else "right (the label's value)"
+
+
 def threshold_statement(n_values: int, found: float | None, share: float, min_values: int,
-                        subject: str = "the tuned model") -> str:
+                        subject: str = "the tuned model", by: str = "words") -> str:
     """One plain sentence about the suggested threshold (or why there is none)."""
     if found is not None:
         return (f"Suggested LocalFirst threshold {found:.6g}: at or above it at least "
-                f"{_share_text(share)} of {subject}'s values on held-out pages were exactly right.")
+                f"{_share_text(share)} of {subject}'s values on held-out pages were {_right_text(by)}.")
     if n_values < min_values:
         return (f"No LocalFirst threshold can be suggested: {subject} gave {n_values} value"
                 f"{'' if n_values == 1 else 's'} on held-out pages and at least {min_values} are needed.")
     return (f"No LocalFirst threshold can be suggested: at no confidence were at least "
-            f"{_share_text(share)} of {subject}'s values (at least {min_values}) exactly right.")
+            f"{_share_text(share)} of {subject}'s values (at least {min_values}) {_right_text(by)}.")
+
+
+CONFIDENCE_LEVEL = 0.95  # of the one-sided lower bound on the precision at the threshold
+
+
+def clopper_pearson_lower(right: int, n: int, level: float = CONFIDENCE_LEVEL) -> float | None:
+    """One-sided Clopper-Pearson lower bound: the p at which P(X >= right | n, p) = 1 - level.
+
+    With probability `level`, the true share of right values is at least this. None for n = 0;
+    0 for right = 0; (1 - level) ** (1 / n) for right = n. Computed by bisection on the exact
+    binomial tail (terms in log space, summed from the largest), to about 1e-12; no scipy.
+    """
+    for v, what in ((right, "right"), (n, "n")):
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 0:
+            raise ScoringError(f"{what} must be a non-negative integer, not {v!r}")
+    if right > n:
+        raise ScoringError(f"right ({right}) cannot exceed n ({n})")
+    if not (isinstance(level, (int, float)) and 0 < level < 1):
+        raise ScoringError(f"level must be in (0, 1), not {level!r}")
+    if n == 0:
+        return None
+    if right == 0:
+        return 0.0
+    alpha = 1.0 - level
+    log_comb = [math.lgamma(n + 1) - math.lgamma(j + 1) - math.lgamma(n - j + 1) for j in range(right, n + 1)]
+
+    def tail(p: float) -> float:  # P(X >= right | n, p)
+        lp, lq = math.log(p), math.log1p(-p)
+        logs = [c + j * lp + (n - j) * lq for c, j in zip(log_comb, range(right, n + 1))]
+        top = max(logs)
+        return math.exp(top) * math.fsum(math.exp(v - top) for v in logs)
+
+    lo, hi = 0.0, 1.0  # tail(lo) < alpha <= tail(hi); the tail grows with p
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if mid <= lo or mid >= hi:
+            break
+        if tail(mid) < alpha:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def values_needed(share: float, level: float = CONFIDENCE_LEVEL) -> int | None:
+    """The fewest values, all right, whose lower bound reaches `share` (299 for 0.99 at 95%);
+    None when no number can (share 1)."""
+    share = float(share)
+    if share >= 1:
+        return None
+    n = max(1, math.ceil(math.log(1 - level) / math.log(share)))
+    while clopper_pearson_lower(n, n, level) < share:
+        n += 1
+    while n > 1 and clopper_pearson_lower(n - 1, n - 1, level) >= share:
+        n -= 1
+    return n
+
+
+def confidence_auc(pairs) -> float | None:
+    """How well confidence separates right from wrong values: the chance that a random right
+    value has a higher confidence than a random wrong one, ties counting half (the area under
+    the ROC curve). None without at least one right and one wrong value."""
+    items = sorted((float(c), bool(ok)) for c, ok in pairs)
+    n_right = sum(ok for _, ok in items)
+    n_wrong = len(items) - n_right
+    if n_right == 0 or n_wrong == 0:
+        return None
+    wins2 = 0  # twice the count of (right, wrong) pairs ordered right above wrong, ties half
+    wrong_below = 0
+    i = 0
+    while i < len(items):
+        j = i
+        while j < len(items) and items[j][0] == items[i][0]:
+            j += 1
+        group = items[i:j]
+        r = sum(ok for _, ok in group)
+        w = len(group) - r
+        wins2 += r * (2 * wrong_below + w)
+        wrong_below += w
+        i = j
+    return wins2 / (2 * n_right * n_wrong)
+
+
+def curve_points(pairs, value_pairs=None) -> list:
+    """[[confidence, coverage, precision, value precision], ...], confidence descending, one
+    point per distinct confidence: the values at or above it, their share of all values and of
+    them the share right (exactly, and by value). value_pairs: same order, value-right flags."""
+    n = len(pairs)
+    if n == 0:
+        return []
+    vflags = [bool(v) for v in value_pairs] if value_pairs is not None else [bool(ok) for _, ok in pairs]
+    items = sorted(((float(c), bool(ok), v) for (c, ok), v in zip(pairs, vflags)), key=lambda t: -t[0])
+    out, count, right, vright, i = [], 0, 0, 0, 0
+    while i < n:
+        conf = items[i][0]
+        while i < n and items[i][0] == conf:
+            count += 1
+            right += items[i][1]
+            vright += items[i][2]
+            i += 1
+        out.append([conf, count / n, right / count, vright / count])
+    return out
+
+
+def _pct(x: float) -> str:
+    """A share as a percentage rounded DOWN (a bound is never overstated): 0.8780 -> 87%."""
+    return f"{math.floor(x * 100 + 1e-9):d}%"
+
+
+def bound_statement(values: int, right: int, found: float | None, lower: float | None,
+                    level: float = CONFIDENCE_LEVEL, where: str | None = None) -> str:
+    """The threshold's evidence in words: "23 values at or above 0.997, all right: with 95%
+    confidence at least 87% of such values are right"."""
+    if found is None or values == 0:
+        return "No threshold, so no values are answered locally."
+    head = f"{values} value{'s' if values != 1 else ''} {where or f'at or above {found:.6g}'}"
+    if right == values:
+        tally = "all right" if values > 1 else "right"
+    else:
+        tally = f"{right} right ({right / values * 100:.1f}%)"
+    return (f"{head}, {tally}: with {level * 100:g}% confidence at least {_pct(lower)} of such values "
+            f"are right.")
 
 
 class _Tally:
@@ -163,13 +301,18 @@ class _Tally:
     def __init__(self):
         self.outcomes = {k: 0 for k in (CORRECT, BOTH_NULL, WRONG, MISSED, SPURIOUS, UNSCORED)}
         self.pairs: list[tuple[float, bool]] = []
+        self.value_right: list[bool] = []  # per value in self.pairs: value-right
+        self.value_correct = 0  # labelled pages whose value is value-right
 
-    def add(self, outcome: str, conf: float | None) -> None:
+    def add(self, outcome: str, conf: float | None, value_ok: bool = False) -> None:
         self.outcomes[outcome] += 1
+        value_ok = outcome == CORRECT or (outcome == WRONG and value_ok)
+        self.value_correct += value_ok
         if conf is not None:
             self.pairs.append((conf, outcome == CORRECT))
+            self.value_right.append(value_ok)
 
-    def summary(self, share: float, min_values: int, subject: str) -> dict:
+    def summary(self, share: float, min_values: int, subject: str, by: str = "words") -> dict:
         o = self.outcomes
         n_labelled = o[CORRECT] + o[WRONG] + o[MISSED]
         n_either = n_labelled + o[SPURIOUS]
@@ -179,30 +322,74 @@ class _Tally:
         def rate(num, den):
             return None if den == 0 else num / den
 
-        found = threshold(self.pairs, share, min_values)
+        # the threshold's notion of right: the seed's exact words, or the value
+        ruled = self.pairs if by == "words" else [(c, v) for (c, _), v in zip(self.pairs, self.value_right)]
+        found = threshold(ruled, share, min_values)
+        above = [i for i, (c, _) in enumerate(self.pairs) if found is not None and c >= found]
+        right = sum(ruled[i][1] for i in above)
+        vright = sum(self.value_right[i] for i in above)
+        lower = clopper_pearson_lower(right, len(above)) if above else None
         return {
             "recall": rate(o[CORRECT], n_labelled),
             "agreement": rate(o[CORRECT], n_either),
+            "value_recall": rate(self.value_correct, n_labelled),
+            "value_agreement": rate(self.value_correct, n_either),
             "accuracy": rate(o[CORRECT] + o[BOTH_NULL], n_scored),  # both-null pages count here only
-            "precision": rate(o[CORRECT], n_values),
+            "precision_all": rate(o[CORRECT], n_values),
             "threshold": found,
-            "threshold_statement": threshold_statement(n_values, found, share, min_values, subject),
+            "threshold_statement": threshold_statement(n_values, found, share, min_values, subject, by),
+            "values": len(above),
+            "right": right,
+            "precision": rate(right, len(above)),
+            "precision_lower": lower,
+            "value_precision": rate(vright, len(above)),
+            "value_precision_lower": clopper_pearson_lower(vright, len(above)) if above else None,
+            "coverage": rate(len(above), n_values),
+            "bound_statement": bound_statement(len(above), right, found, lower),
+            "confidence_auc": confidence_auc(ruled),
+            "curve": curve_points(self.pairs, self.value_right),
             "n_scored": n_scored,
             "n_labelled": n_labelled,
             "n_either": n_either,
             "n_values": n_values,
             "n_correct": o[CORRECT],
+            "n_value_correct": self.value_correct,
             "outcomes": dict(o),
-            "values": [[c, ok] for c, ok in self.pairs],
+            "confidences": [[c, ok, v] for (c, ok), v in zip(self.pairs, self.value_right)],
         }
 
 
-def score_pages(fields, pages, share: float = DEFAULT_SHARE, min_values: int = DEFAULT_MIN_VALUES) -> dict:
+POOLED_KEYS = ("threshold", "values", "right", "precision", "precision_lower", "value_precision",
+               "value_precision_lower", "coverage", "confidence_auc", "bound_statement", "curve")
+
+
+def too_few_warning(pooled: dict, n_pages: int, share: float, n_values: int = 0) -> str | None:
+    """A plain warning when the held-out values at the threshold cannot support the share even
+    if every one was right; None when they can."""
+    need = values_needed(share)
+    found = pooled["threshold"] is not None
+    n = pooled["values"] if found else n_values
+    if need is not None and n >= need:
+        return None
+    best = clopper_pearson_lower(n, n) if n else 0.0
+    need_text = f"About {need}" if need is not None else "No finite number of"
+    return (f"Too few held-out pages to trust a {_share_text(share)} claim: {n_pages} held-out page"
+            f"{'' if n_pages == 1 else 's'} gave {n} value{'' if n == 1 else 's'}"
+            f"{' at or above the threshold' if found else ' in all'}, and even if all were right, 95% "
+            f"confidence supports only {_pct(best)}. {need_text} such values are needed: label more pages "
+            f"(with a single split, --folds 5 also holds every page out once).")
+
+
+def score_pages(fields, pages, share: float = DEFAULT_SHARE, min_values: int = DEFAULT_MIN_VALUES,
+                by: str = "words") -> dict:
     """The scores report of held-out pages (a JSON-ready dict).
 
-    {"fields": {NAME: {recall, agreement, accuracy, precision, threshold, threshold_statement,
-    n_scored, n_labelled, n_either, n_values, n_correct, outcomes, values}}, "overall": the same
-    pooled over fields, "threshold": the overall threshold or None, "threshold_statement",
+    {"fields": {NAME: {recall, agreement, value_recall, value_agreement, accuracy, precision_all,
+    threshold, threshold_statement, values, right, precision, precision_lower, value_precision,
+    value_precision_lower, coverage, bound_statement, confidence_auc, curve, n_scored,
+    n_labelled, n_either, n_values, n_correct, n_value_correct, outcomes, confidences}},
+    "overall": the same pooled over fields, "pooled": the threshold's part of it, "threshold":
+    the overall threshold or None, "threshold_statement", "warning" (None or a sentence),
     "share", "min_values", "n_pages", "pages": [{"id", "outcomes": {NAME: outcome}}]}.
     """
     fields = list(fields)
@@ -210,6 +397,8 @@ def score_pages(fields, pages, share: float = DEFAULT_SHARE, min_values: int = D
         raise ScoringError(f"fields must be distinct non-empty names, not {fields!r}")
     _exact_share(share)
     _check_min_values(min_values)
+    if by not in THRESHOLD_BY:
+        raise ScoringError(f"by must be one of {', '.join(THRESHOLD_BY)}, not {by!r}")
     known = set(fields)
     per_field = {name: _Tally() for name in fields}
     pooled = _Tally()
@@ -220,7 +409,8 @@ def score_pages(fields, pages, share: float = DEFAULT_SHARE, min_values: int = D
         if pid in seen_ids:
             raise ScoringError(f"held-out page {pid!r} appears twice")
         seen_ids.add(pid)
-        for what, keys in (("label", page.label), ("prediction", page.prediction), ("unscored", page.unscored)):
+        for what, keys in (("label", page.label), ("prediction", page.prediction), ("unscored", page.unscored),
+                           ("value_match", page.value_match)):
             unknown = set(keys) - known
             if unknown:
                 raise ScoringError(f"page {pid}: {what} names unknown field(s) {sorted(unknown)}")
@@ -235,18 +425,22 @@ def score_pages(fields, pages, share: float = DEFAULT_SHARE, min_values: int = D
                     outcome, conf = field_outcome(page.label.get(name, ()), page.prediction.get(name))
                 except ScoringError as e:
                     raise ScoringError(f"page {pid}, field {name}: {e}") from None
-                per_field[name].add(outcome, conf)
-                pooled.add(outcome, conf)
+                per_field[name].add(outcome, conf, name in page.value_match)
+                pooled.add(outcome, conf, name in page.value_match)
             row[name] = outcome
         page_rows.append({"id": pid, "outcomes": row})
-    overall = pooled.summary(share, min_values, "the tuned model")
+    overall = pooled.summary(share, min_values, "the tuned model", by)
+    pooled_part = {k: overall[k] for k in POOLED_KEYS}
     return {
-        "fields": {name: per_field[name].summary(share, min_values, f"field {name}") for name in fields},
+        "fields": {name: per_field[name].summary(share, min_values, f"field {name}", by) for name in fields},
         "overall": overall,
+        "pooled": pooled_part,
         "threshold": overall["threshold"],
         "threshold_statement": overall["threshold_statement"],
+        "warning": too_few_warning(pooled_part, len(page_rows), share, overall["n_values"]),
         "share": float(share),
         "min_values": min_values,
+        "threshold_by": by,
         "n_pages": len(page_rows),
         "pages": page_rows,
     }

@@ -149,6 +149,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("weight_decay", "float", 0.01, "AdamW weight decay", low=0),
     Setting("size", "choice", "base", "size of a new model when the project names none",
             choices=("tiny", "base"), label="New model size"),
+    Setting("start", "choice", "base",
+            "with no model named: base = the shipped pretrained base model (at the base size, "
+            "docs/base-model.md), new = a new random model", choices=("base", "new"),
+            label="Start from"),
     Setting("degree", "int", usable_cores(),
             "examples in parallel; the model bytes do not depend on it", low=1,
             fingerprinted=False, default_text=f"this machine's usable cores, {usable_cores()}", saved=False,
@@ -156,6 +160,16 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("kernels", "choice", "fast", "kernel path; both give the same bytes",
             choices=("fast", "reference"), fingerprinted=False, commands=("tune", "eval")),
     Setting("checkpoint_every", "int", 50, "steps between checkpoints", low=1, fingerprinted=False),
+    Setting("repeats", "choice", "ignore",
+            "other printings of a grounded value: ignore (target -1) or o (the seed's rule)",
+            choices=("ignore", "o"), label="Repeated printings"),
+    Setting("folds", "int", None,
+            "cross-validated threshold: K runs each holding out every K-th page, then the final model "
+            "on all usable pages", low=2, nullable=True, null_means="the seed's single split",
+            label="Folds", form={"top": 100, "bottom": 1, "null_text": "single split"}),
+    Setting("threshold_by", "choice", "value",
+            "what right means for the threshold: the label's value, or exactly its words (the seed's rule)",
+            choices=("value", "words")),
 )
 
 BY_NAME = {s.name: s for s in SETTINGS}

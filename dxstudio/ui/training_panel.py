@@ -12,12 +12,14 @@ TrainingPanel(project_root, parent=None)
     set_settings(values), restore_defaults(), save_settings() -> dict.
 
 ResultsPanel(parent=None)
-    show_run(report, run_dir, project_root): the table of recall, agreement and threshold per
-    field, the suggested LocalFirst threshold in plain words, "Export model"
+    show_run(report, run_dir, project_root): the table of recall, agreement, value recall and
+    value agreement, threshold and coverage per field, the suggested LocalFirst threshold and how
+    sure it is (the 95% lower bound) in plain words with the too-few-pages warning, a
+    precision-versus-coverage plot per field with the threshold marked, "Export model"
     (export_model(dest) -> Path) and the tuned model's answers over each held-out page beside
     its labels, right and wrong marked (show_heldout_page(page_id)).
 
-Threads: TuneRun.prepare/.train/.finish run as a dxstudio.ui.jobs.Job (the Schema tab's
+Threads: prepare_run (a TuneRun, or a FoldedRun with folds) then .train/.finish run as a dxstudio.ui.jobs.Job (the Schema tab's
 labelling uses the same): the work never touches a widget, every event crosses to the GUI
 thread as a queued Qt signal. Cancel sets the job's threading.Event; the trainer sees it
 before its next step, writes the checkpoint and returns, so Resume (TuneRun.train(resume=True) on the same run
@@ -117,6 +119,7 @@ class Prepared:
     unreadable: list
     fields: list
     source: str
+    folds: int | None = None  # a cross-validated run's K
 
 
 def tune_work(project_root: Path, run_dir: Path, overrides: dict, resume: bool):
@@ -124,15 +127,16 @@ def tune_work(project_root: Path, run_dir: Path, overrides: dict, resume: bool):
     ("stopped", run_dir, step, total); reports a Prepared, then every dxstudio.tuning.Event."""
     def work(job):
         from dxstudio.project import Project
-        from dxstudio.tuning import TuneRun
+        from dxstudio.tuning import prepare_run
 
         project = Project.open(project_root)
-        run = TuneRun.prepare(project, run_dir, overrides)
+        run = prepare_run(project, run_dir, overrides)  # a TuneRun, or a FoldedRun with folds
         job.report(Prepared(str(run_dir), run.total_steps, (checkpoint_step(run_dir) or 0) if resume else 0,
                             len(run.train_pages), len(run.heldout_pages), len(run.excluded),
-                            [e for _, e in run.errors], list(run.cfg.fields), run.start_source))
+                            [e for _, e in run.errors], list(run.cfg.fields), run.start_source,
+                            run.settings.get("folds")))
         if not run.train(job.report, cancel=job.cancelled, resume=resume):
-            return ("stopped", str(run_dir), run.state.step, run.total_steps)
+            return ("stopped", str(run_dir), run.step, run.total_steps)
         return ("finished", run.finish(), str(run_dir))
     return work
 
@@ -505,7 +509,9 @@ class TrainingPanel(QWidget):
         self.progress.setValue(info.start)
         self._session_start = (time.monotonic(), info.start)
         self._ensure_agreement_curves(self.fields)
-        text = (f"Run {Path(info.run_dir).name}: {info.train} training and {info.heldout} held-out pages, "
+        split = (f"{info.folds} folds over {info.train} pages (each held out once), then the final model"
+                 if info.folds else f"{info.train} training and {info.heldout} held-out pages")
+        text = (f"Run {Path(info.run_dir).name}: {split}, "
                 f"{info.excluded} excluded, {self.total_steps} steps, from {info.source}.")
         if info.unreadable:
             text += f" Skipped {len(info.unreadable)} unreadable: " + "; ".join(info.unreadable[:3])
@@ -610,8 +616,9 @@ def threshold_sentence(report: dict) -> str:
         return ((report.get("threshold_statement") or "No LocalFirst threshold can be suggested.")
                 + " Until one can, send every page to the labelling model or a person; more reviewed "
                   "pages or more epochs usually help.")
-    return (f"Suggested LocalFirst threshold: {t:.3g}. At or above {t:.3g} the local model's values were "
-            f"exactly right at least {share * 100:g}% of the time on held-out pages; below it, send the "
+    right = "right (the label's value)" if report.get("threshold_by") == "value" else "exactly right"
+    return (f"Suggested LocalFirst threshold: {t:.6g}. At or above {t:.6g} the local model's values were "
+            f"{right} at least {share * 100:g}% of the time on held-out pages; below it, send the "
             f"page to the labelling model or a person.")
 
 
@@ -644,8 +651,24 @@ class EvenSplitter(QSplitter):
             self.setSizes([share] * self.count())
 
 
+def bound_sentences(report: dict) -> str:
+    """How sure the threshold is, in words: the pooled bound, each field's with a threshold of
+    its own, and the warning when the held-out pages are too few."""
+    lines = []
+    pooled = report.get("pooled")
+    if pooled:
+        lines.append(f"All fields: {pooled['bound_statement']}")
+    for name, f in report.get("fields", {}).items():
+        if f.get("threshold") is not None and f.get("bound_statement"):
+            lines.append(f"{name}: {f['bound_statement']}")
+    if report.get("warning"):
+        lines.append(f"Warning: {report['warning']}")
+    return "\n".join(lines)
+
+
 class ResultsPanel(QWidget):
-    COLUMNS = ("Field", "Recall", "Agreement", "Threshold", "Right / values", "Labelled pages")
+    COLUMNS = ("Field", "Recall", "Agreement", "Value recall", "Value agreement", "Threshold", "Coverage",
+               "Right / values", "Labelled pages")
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -669,6 +692,14 @@ class ResultsPanel(QWidget):
         self.threshold_label.setWordWrap(True)
         self.threshold_label.setMinimumHeight(self.threshold_label.fontMetrics().lineSpacing() * 2 + 6)
         self.threshold_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.bound_label = QLabel("")
+        self.bound_label.setWordWrap(True)
+        self.bound_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        # one precision-versus-coverage plot per field, the threshold marked (filled in show_run)
+        self.curves_row = QHBoxLayout()
+        self.curve_plots: dict[str, pg.PlotWidget] = {}
+        self.curve_items: dict[str, pg.PlotDataItem] = {}
+        self.threshold_marks: dict[str, tuple[float, float] | None] = {}
         self.table = QTableWidget(0, len(self.COLUMNS))
         self.table.setHorizontalHeaderLabels(self.COLUMNS)
         self.table.verticalHeader().setVisible(False)
@@ -710,7 +741,9 @@ class ResultsPanel(QWidget):
         layout = QVBoxLayout(self)
         layout.addLayout(top)
         layout.addWidget(self.threshold_label)
+        layout.addWidget(self.bound_label)
         layout.addWidget(self.table)
+        layout.addLayout(self.curves_row)
         layout.addLayout(pages_row)
         layout.addWidget(self.legend)
         layout.addWidget(views, 1)
@@ -723,7 +756,10 @@ class ResultsPanel(QWidget):
         self.title.setText(f"Run {self.run_dir.name}: {run.get('steps', '?')} steps, "
                            f"{run.get('train_pages', '?')} training and {run.get('heldout_pages', '?')} held-out pages")
         self.threshold_label.setText(threshold_sentence(report))
+        self.bound_label.setText(bound_sentences(report))
+        self.bound_label.setStyleSheet("color: #b2182b;" if report.get("warning") else "")
         self._fill_table(report)
+        self._draw_curves(report)
         self.export_button.setEnabled(RunDir(self.run_dir).model_path.exists())
         self.page_outcomes = {row["id"]: row["outcomes"] for row in report.get("pages", [])}
         self.heldout_ids = [row["id"] for row in report.get("pages", [])]
@@ -751,7 +787,9 @@ class ResultsPanel(QWidget):
             rows.append(("all fields", report["overall"]))
         self.table.setRowCount(len(rows))
         for r, (name, s) in enumerate(rows):
-            cells = (name, _fmt_rate(s.get("recall")), _fmt_rate(s.get("agreement")), _fmt_rate(s.get("threshold")),
+            cells = (name, _fmt_rate(s.get("recall")), _fmt_rate(s.get("agreement")),
+                     _fmt_rate(s.get("value_recall")), _fmt_rate(s.get("value_agreement")),
+                     _fmt_rate(s.get("threshold")), _fmt_rate(s.get("coverage")),
                      f"{s.get('n_correct', 0)} / {s.get('n_values', 0)}", str(s.get("n_labelled", "")))
             for c, text in enumerate(cells):
                 item = QTableWidgetItem(text)
@@ -764,6 +802,47 @@ class ResultsPanel(QWidget):
                 self.table.setItem(r, c, item)
         height = self.table.horizontalHeader().height() + sum(self.table.rowHeight(r) for r in range(len(rows))) + 4
         self.table.setFixedHeight(height)
+
+    def _draw_curves(self, report: dict) -> None:
+        """Per field, precision (exactly right) against coverage as the confidence falls, from
+        the report's curve points; the threshold that routes the field (its own, else the pooled
+        one, as `dxstudio extract` uses them) marked with a dot and a dashed line at the lowest
+        point at or above it."""
+        while self.curves_row.count():
+            item = self.curves_row.takeAt(0)
+            if item.widget() is not None:
+                item.widget().deleteLater()
+        self.curve_plots, self.curve_items, self.threshold_marks = {}, {}, {}
+        colours = field_colours(list(report.get("fields", {})))
+        for name, f in report.get("fields", {}).items():
+            plot = pg.PlotWidget(title=name)
+            plot.setMenuEnabled(False)
+            plot.setLabel("bottom", "coverage")
+            plot.setLabel("left", "precision")
+            plot.setXRange(0, 1.02, padding=0)
+            plot.setYRange(0, 1.04, padding=0)
+            plot.showGrid(x=True, y=True, alpha=0.25)
+            plot.setMinimumHeight(150)
+            plot.setMaximumHeight(200)
+            points = f.get("curve") or []
+            xs = [p[1] for p in points]
+            ys = [p[2] for p in points]
+            self.curve_items[name] = plot.plot(xs, ys, pen=pg.mkPen(colours[name], width=2),
+                                               symbol="o", symbolSize=4, symbolBrush=colours[name])
+            own = f.get("threshold")
+            t = own if own is not None else report.get("threshold")
+            at_or_above = [p for p in points if t is not None and p[0] >= t]
+            mark = (at_or_above[-1][1], at_or_above[-1][2]) if at_or_above else None
+            self.threshold_marks[name] = mark
+            if mark is not None:
+                which = "threshold" if own is not None else "pooled threshold"
+                plot.addItem(pg.InfiniteLine(pos=mark[0], angle=90, pen=pg.mkPen("k", style=Qt.PenStyle.DashLine),
+                                             label=f"{which} {t:.4g}", labelOpts={"position": 0.15}))
+                plot.plot([mark[0]], [mark[1]], pen=None, symbol="o", symbolSize=10, symbolBrush="k")
+            elif not points:
+                plot.setTitle(f"{name}: no values on held-out pages")
+            self.curve_plots[name] = plot
+            self.curves_row.addWidget(plot, 1)
 
     def table_rows(self) -> dict:
         """{field: {column: text}} as shown (tests and the screenshot check read it)."""

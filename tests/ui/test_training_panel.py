@@ -247,3 +247,57 @@ def test_results_layout_helpers(qtbot):
     results.resize(1200, 700)
     qtbot.wait(20)
     assert results.labels_view.width() < results.answers_view.width() - 100
+
+
+def test_results_show_value_scores_the_bound_and_a_curve_per_field(qtbot, tmp_path):
+    from dxstudio.tuning.scoring import HeldOutPage, score_pages
+    from dxstudio.ui.training_panel import bound_sentences
+
+    pages = []
+    for i in range(12):  # field a: right above 0.5, one wrong at 0.45; field b: printed twice, no threshold
+        conf = 1.0 - 0.05 * i
+        pages.append(HeldOutPage(f"p{i}", {"a": (1,), "b": (4,)},
+                                 {"a": ((1,) if i != 11 else (2,), conf), "b": ((5,), conf)},
+                                 value_match=frozenset({"b"})))
+    report = score_pages(["a", "b"], pages)
+    results = ResultsPanel()
+    results.show_dialogs = False
+    qtbot.addWidget(results)
+    results.show_run(report, tmp_path / "run", tmp_path)
+    rows = results.table_rows()
+    assert rows["b"]["Recall"] == "0.000" and rows["b"]["Value recall"] == "1.000"
+    assert rows["a"]["Value agreement"] == f"{11 / 12:.3f}" and rows["a"]["Coverage"] == f"{11 / 12:.3f}"
+    # the bound in words, and the plain warning: 12 held-out pages cannot carry a 99% claim
+    text = results.bound_label.text()
+    assert text == bound_sentences(report)
+    assert "a: 11 values at or above 0.5, all right: with 95% confidence at least 76%" in text
+    assert "Warning: Too few held-out pages" in text
+    # one plot per field: the report's curve, the threshold marked where the field has one
+    assert set(results.curve_plots) == {"a", "b"}
+    xs, ys = results.curve_items["a"].getData()
+    assert list(xs) == [p[1] for p in report["fields"]["a"]["curve"]]
+    assert list(ys) == [p[2] for p in report["fields"]["a"]["curve"]]
+    assert results.threshold_marks["a"] == (11 / 12, 1.0)
+    assert results.threshold_marks["b"] is None  # never exactly right, no pooled threshold: nothing to mark
+    # a field without a threshold of its own is routed by the pooled one: marked there
+    report["threshold"] = 0.8
+    results.show_run(report, tmp_path / "run", tmp_path)
+    b_curve = report["fields"]["b"]["curve"]
+    lowest = [p for p in b_curve if p[0] >= 0.8][-1]
+    assert results.threshold_marks["b"] == (lowest[1], lowest[2]) and results.threshold_marks["a"] == (11 / 12, 1.0)
+
+
+def test_the_form_runs_folds_and_the_results_show_the_pooled_report(qtbot, receipts_project):
+    panel, results = make_panels(qtbot, receipts_project)
+    panel.inputs["folds"].setValue(2)
+    panel.inputs["repeats"].setCurrentText("ignore")
+    assert panel.settings_values()["folds"] == 2 and panel.settings_values()["repeats"] == "ignore"
+    with qtbot.waitSignal(panel.finished, timeout=WAIT_MS) as finished:
+        panel.fine_tune()
+    report, run_dir = finished.args
+    assert Project.open(receipts_project).settings["folds"] == 2
+    assert report["run"]["folds"] == 2 and report["n_pages"] == report["run"]["train_pages"]
+    qtbot.waitUntil(lambda: results.report is not None, timeout=WAIT_MS)
+    assert set(results.curve_plots) == set(report["fields"])
+    panel.inputs["folds"].setValue(1)
+    assert panel.settings_values()["folds"] is None  # "single split"

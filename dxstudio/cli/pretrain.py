@@ -1,0 +1,77 @@
+"""`dxstudio pretrain`: train the docextract-v0 base model on a corpus (docs/base-model.md)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def configure(name, p):
+    p.add_argument("corpus", nargs="+", metavar="CORPUS",
+                   help="a source folder (CORD v1, NAF, DocBank samples, invoice2data samples; the kind is "
+                        "found from its files) or synthetic:COUNT[:SEED] for generated documents")
+    p.add_argument("--out", required=True, help="run folder (model.safetensors, report.json, checkpoint)")
+    p.add_argument("--size", choices=["tiny", "base"])
+    p.add_argument("--seed", type=int)
+    p.add_argument("--epochs", type=int)
+    p.add_argument("--steps", type=int, help="steps in all (overrides --epochs; the learning rate decays over them)")
+    p.add_argument("--batch", type=int)
+    p.add_argument("--lr", type=float, help="peak learning rate")
+    p.add_argument("--warmup", type=int, help="warm-up steps")
+    p.add_argument("--window", type=int, help="words per example (a longer document gives several)")
+    p.add_argument("--limit", type=int, help="use only the first N documents of each source")
+    for loss in ("tag", "role", "doc", "items", "kv"):
+        p.add_argument(f"--loss-{loss}", type=float, help=f"weight of the {loss} loss term")
+    p.add_argument("--degree", type=int, help="examples in parallel (the bytes do not depend on it)")
+    p.add_argument("--kernels", choices=["reference", "fast"])
+    p.add_argument("--checkpoint-every", type=int)
+    p.add_argument("--stop-after", type=int, metavar="STEPS", help="stop (with a checkpoint) after this many steps in all")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
+
+
+_KEYS = ["size", "seed", "epochs", "steps", "batch", "lr", "warmup", "window", "limit", "loss_tag", "loss_role",
+         "loss_doc", "loss_items", "loss_kv", "degree", "kernels", "checkpoint_every"]
+
+
+def run(name, args) -> int:
+    import time
+
+    from dxstudio.cli.common import INTERRUPTED, OK, PARTIAL, emit_json, fail, progress, warn
+    from dxstudio.tuning.pretrain import PretrainRun
+    from dxstudio.tuning.run import TuneError
+
+    overrides = {k: getattr(args, k) for k in _KEYS if getattr(args, k, None) is not None}
+    out = Path(args.out)
+    t0 = time.monotonic()
+    try:
+        run_ = PretrainRun.prepare(args.corpus, out, overrides)
+    except (TuneError, ValueError, OSError) as e:
+        fail(e)
+    for f, err in run_.errors:
+        warn(f"skipped {err}")
+    for src in run_.sources:
+        warn(f"{src['spec']}: {src['kind']}, {src['documents']} documents, {src['words']} words, "
+             f"{len(src['errors'])} skipped")
+    warn(f"{len(run_.windows)} windows, {run_.total_steps} steps, {run_.cfg.d_model}-wide model, "
+         f"fingerprint {run_.fingerprint[:12]}")
+    with progress(run_.total_steps, "pretrain") as bar:
+        def on_event(ev):
+            if ev.kind == "step":
+                bar.show(ev.step, suffix=f"loss {ev.loss:.4f}")
+
+        try:
+            finished = run_.train(on_event, stop_after=args.stop_after, resume=args.resume)
+        except (TuneError, ValueError, OSError) as e:
+            fail(e)
+        except KeyboardInterrupt:
+            if run_.state is not None:
+                run_.save_checkpoint()
+            warn("interrupted; checkpoint kept, continue with the same command and --resume")
+            return INTERRUPTED
+    if not finished:
+        warn(f"stopped at step {run_.state.step}; continue with the same command and --resume")
+        emit_json({"run": str(out), "step": run_.state.step, "total_steps": run_.total_steps, "finished": False})
+        return OK
+    report = run_.finish(started=t0)
+    emit_json({"run": str(out), "model": report["model"], "sha256": report["sha256"], "steps": report["steps"],
+               "final_loss": report["final_loss"], "wall_seconds": report.get("wall_seconds"),
+               "skipped_files": len(run_.errors)})
+    return PARTIAL if run_.errors else OK

@@ -1,0 +1,257 @@
+"""A cross-validated LocalFirst threshold: `dxstudio tune --folds K` (setting `folds`).
+
+    run = FoldedRun.prepare(project, run_dir, overrides)   # K fold runs and the final run
+    run.train(on_event, cancel, stop_after, resume)        # each part in turn, resumable
+    report = run.finish()                                  # model.safetensors + report.json
+
+Fold k (0-based) trains on every usable page but those at positions k, k + K, k + 2K, ... of the
+seed's SHA-256 order (schedule.fold_split) and predicts those, so every usable page is held out
+exactly once. The held-out predictions of all folds are pooled (in hash order) and scored like
+one held-out set: the threshold rule sees K times as many values as one split's. Then the final
+model trains on every usable page with the same settings; it is the model written, and it carries
+the pooled report's thresholds. Each part is an ordinary TuneRun in its own folder
+(RUN/folds/<k+1>, RUN/final) with its own fingerprint and checkpoint, so the bytes do not depend
+on the degree and a stopped run resumes where it stopped. Steps and events count across parts.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+from dxstudio.engine.container import canonical_json, save_model
+from dxstudio.engine.extract import FieldValue, PagePrediction
+from dxstudio.fsutil import write_json_atomic
+from dxstudio.tuning import schedule
+from dxstudio.tuning.rundir import RunDir
+from dxstudio.tuning.run import (Event, TuneError, TuneRun, check_folds, resolve_settings, score_predictions,
+                                 score_summary, stored_thresholds)
+
+HELDOUT_FILE = "heldout.json"  # a finished fold's held-out predictions
+
+
+class FoldedRun:
+    def __init__(self, project, run_dir: Path, settings: dict, folds: list, final: TuneRun):
+        self.project = project
+        self.run_dir = Path(run_dir)
+        self.rundir = RunDir(self.run_dir)
+        self.settings = settings
+        self.folds = folds
+        self.final = final
+        self.parts = folds + [final]
+        self.cfg = final.cfg
+        self.start_source = final.start_source
+        self.train_pages = final.train_pages  # every usable page trains the final model
+        self.heldout_pages = [r for f in folds for r in f.heldout_pages]  # each page once
+        self.excluded, self.errors = final.excluded, final.errors
+        self.total_steps = sum(p.total_steps for p in self.parts)
+        self.fingerprint = _sha_json([p.fingerprint for p in self.parts])
+
+    @classmethod
+    def prepare(cls, project, run_dir, overrides: dict | None = None, model_path=None) -> "FoldedRun":
+        settings = resolve_settings(project.settings, overrides)
+        n_folds = settings["folds"]
+        if n_folds is None:
+            raise TuneError("a cross-validated run needs the setting folds (K >= 2)")
+        run_dir = Path(run_dir)
+        # the final run first: it reads every page once and says how many are usable
+        final = TuneRun.prepare(project, run_dir / "final", overrides, model_path, fold=(None, n_folds))
+        check_folds(n_folds, len(final.train_pages), project)
+        folds = [TuneRun.prepare(project, run_dir / "folds" / str(k + 1), overrides, model_path, fold=(k, n_folds))
+                 for k in range(n_folds)]
+        return cls(project, run_dir, settings, folds, final)
+
+    def use_rundir(self, rundir: RunDir) -> None:
+        """Write into this run folder instead (one made after prepare, e.g. RunDir.create);
+        the parts move with it."""
+        for part in self.parts:
+            rel = part.run_dir.relative_to(self.run_dir)
+            part.use_rundir(RunDir(rundir.path / rel))
+        self.run_dir, self.rundir = rundir.path, rundir
+
+    # -- the state the command line and the app read ------------------------------------
+    @property
+    def state(self):
+        """The current part's training state (its step is that part's); see `step`."""
+        for p in self.parts:
+            if p.state is not None and p.state.step < p.total_steps:
+                return p.state
+        return self.final.state
+
+    @property
+    def step(self) -> int:
+        """Steps done across all parts."""
+        done = 0
+        for p in self.parts:
+            if self._part_done(p):
+                done += p.total_steps
+            elif p.state is not None:
+                done += p.state.step
+        return done
+
+    def save_checkpoint(self) -> None:
+        for p in self.parts:
+            if p.state is not None and not self._part_done(p):
+                p.save_checkpoint()
+
+    def _part_done(self, part: TuneRun) -> bool:
+        if part is self.final:
+            return part.state is not None and part.state.step >= part.total_steps
+        path = part.run_dir / HELDOUT_FILE
+        if not path.exists():
+            return False
+        try:
+            return json.loads(path.read_text(encoding="utf-8")).get("fingerprint") == part.fingerprint
+        except (OSError, ValueError):
+            return False
+
+    # -- training ------------------------------------------------------------------------
+    def train(self, on_event=None, cancel: threading.Event | None = None, stop_after: int | None = None,
+              resume: bool = False, overwrite: bool = False) -> bool:
+        """Train every part not yet done, in order (folds, then the final model). stop_after
+        counts steps across parts. True when every part is done. The run folder is refused
+        when it holds a run, unless resume or overwrite, and locked while training."""
+        rd = self.rundir
+        if resume:
+            if folded_step(rd.path) is None:
+                raise TuneError(f"{rd.path}: no cross-validated run to resume from")
+        else:
+            rd.check_new(overwrite)
+        rd.acquire()
+        try:
+            if not resume:
+                rd.check_new(overwrite)
+                rd.clear()
+            return self._train_parts(on_event, cancel, stop_after, resume)
+        finally:
+            rd.release()
+
+    def _train_parts(self, on_event, cancel, stop_after, resume) -> bool:
+        emit = on_event or (lambda e: None)
+        write_json_atomic(self.rundir.settings_path, {
+            "settings": self.settings, "fingerprint": self.fingerprint, "folds": self.settings["folds"],
+            "parts": [str(p.run_dir.relative_to(self.run_dir)) for p in self.parts],
+            "starting_model": self.start_source, "fields": list(self.cfg.fields),
+            "total_steps": self.total_steps})
+        offset = 0
+        for index, part in enumerate(self.parts):
+            if part is not self.final and self._part_done(part):
+                offset += part.total_steps
+                continue
+            has_checkpoint = part.checkpoint_path.exists()
+            if part is self.final and resume and has_checkpoint:
+                part.start_state(resume=True)
+                part.rundir.release()
+                if part.state.step >= part.total_steps:  # trained, stopped before finish()
+                    offset += part.total_steps
+                    continue
+
+            def relay(ev, offset=offset, index=index):  # epochs count on across the folds too
+                epoch = None if ev.epoch is None else ev.epoch + index * self.settings["epochs"]
+                emit(Event(ev.kind, ev.step + offset, self.total_steps, loss=ev.loss, lr=ev.lr,
+                           seconds=ev.seconds, epoch=epoch, scores=ev.scores))
+
+            local_stop = None if stop_after is None else max(0, stop_after - offset)
+            # a part not resumed starts afresh (its folder is ours: the run folder was checked)
+            finished = part.train(relay, cancel, local_stop, resume=resume and has_checkpoint,
+                                  overwrite=not (resume and has_checkpoint))
+            if not finished:
+                return False
+            if part is not self.final:
+                self._save_heldout(part)
+            offset += part.total_steps
+        return True
+
+    def _save_heldout(self, part: TuneRun) -> None:
+        rows = []
+        for pid, _, _, pred in part.predictions():
+            rows.append({"id": pid, "fields": {
+                f: (None if v is None else {"words": list(v.words), "text": v.text, "confidence": v.confidence})
+                for f, v in pred.fields.items()}})
+        write_json_atomic(part.run_dir / HELDOUT_FILE, {"fingerprint": part.fingerprint, "pages": rows})
+
+    def pooled_predictions(self) -> list:
+        """(id, Page, PageTargets, PagePrediction) of every usable page, predicted by the fold
+        that held it out, in hash order."""
+        rows = {}
+        for part in self.folds:
+            data = json.loads((part.run_dir / HELDOUT_FILE).read_text(encoding="utf-8"))
+            if data.get("fingerprint") != part.fingerprint:
+                raise TuneError(f"{part.run_dir / HELDOUT_FILE}: belongs to another run; tune again")
+            by_id = {r[0]: r for r in part.heldout_pages}
+            for rec in data["pages"]:
+                pid, page, t = by_id[rec["id"]]
+                fields = {f: (None if v is None else FieldValue(tuple(v["words"]), v["text"], float(v["confidence"])))
+                          for f, v in rec["fields"].items()}
+                rows[pid] = (pid, page, t, PagePrediction(pid, fields, None, None))
+        order = schedule.hash_order(list(rows), self.settings["seed"])
+        return [rows[pid] for pid in order]
+
+    def finish(self, started: float | None = None) -> dict:
+        """Score the pooled held-out predictions, write the final model with their thresholds
+        (model.safetensors) and report.json in the run folder; return the report."""
+        report = score_predictions(list(self.cfg.fields), self.pooled_predictions(),
+                                   self.settings["share"], self.settings["min_values"], self.settings["threshold_by"])
+        report["run"] = {
+            "fingerprint": self.fingerprint, "starting_model": self.start_source, "folds": self.settings["folds"],
+            "steps": self.total_steps, "train_pages": len(self.train_pages),
+            "heldout_pages": len(self.heldout_pages), "heldout": "each usable page once, by the fold that left it out",
+            "excluded_pages": len(self.excluded), "unreadable_pages": len(self.errors),
+            "excluded": [{"id": i, "reason": r} for i, r in self.excluded],
+            "unreadable": [{"id": i, "error": e} for i, e in self.errors],
+            "settings": self.settings,
+        }
+        summary = {"fingerprint": self.fingerprint, **score_summary(report), "steps": self.total_steps,
+                   "share": report["share"], "folds": self.settings["folds"]}
+        if started is not None:
+            report["run"]["wall_seconds"] = round(time.monotonic() - started, 3)
+        with self.rundir.writing():
+            save_model(self.rundir.model_path, self.cfg, self.final.state.container_params(), summary,
+                       thresholds=stored_thresholds(report))
+            write_json_atomic(self.rundir.report_path, report)  # last: a report means a finished run
+        return report
+
+
+def _sha_json(obj) -> str:
+    import hashlib
+
+    return hashlib.sha256(canonical_json(obj).encode()).hexdigest()
+
+
+def prepare_run(project, run_dir, overrides: dict | None = None, model_path=None):
+    """A TuneRun (the seed's single split) or, when the setting folds is K >= 2, a FoldedRun."""
+    settings = resolve_settings(project.settings, overrides)
+    if settings["folds"] is None:
+        return TuneRun.prepare(project, run_dir, overrides, model_path)
+    return FoldedRun.prepare(project, run_dir, overrides, model_path)
+
+
+def folded_step(run_dir) -> int | None:
+    """Steps a stopped cross-validated run has done (finished folds plus the checkpoint of the
+    part it stopped in), or None when run_dir is not a folded run with something to resume."""
+    run_dir = Path(run_dir)
+    try:
+        info = json.loads((run_dir / "settings.json").read_text(encoding="utf-8"))
+        parts = info["parts"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    from dxstudio.tuning.run import read_checkpoint
+
+    done, found = 0, False
+    for rel in parts:
+        part = run_dir / rel
+        try:
+            total = int(json.loads((part / "settings.json").read_text(encoding="utf-8"))["total_steps"])
+        except (OSError, ValueError, KeyError, TypeError):
+            break
+        if (part / HELDOUT_FILE).exists():
+            done, found = done + total, True
+            continue
+        try:
+            done += int(read_checkpoint(part / "checkpoint.safetensors", tensors=False)[0]["step"])
+            found = True
+        except (TuneError, KeyError, TypeError, ValueError):
+            pass
+        break
+    return done if found else None

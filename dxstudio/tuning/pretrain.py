@@ -1,0 +1,265 @@
+"""Pretraining the docextract-v0 base: every head the seed names, on a corpus of labelled
+documents whose fields are mapped onto the generic classes (dxstudio.corpus).
+
+    run = PretrainRun.prepare(["../shared/data/cord-v1-train", "synthetic:2000"], run_dir, {"steps": 500})
+    run.train(on_event=print)          # checkpoint every N steps and when stopped; resume=True continues
+    summary = run.finish()             # model.safetensors (the base) + report.json
+
+The training rules are fine-tuning's (dxstudio.engine.training.train_step): loss terms in
+binary64, the batch gradient summed in example order whatever the degree, AdamW with
+per-tensor scales, and a checkpoint tied by a SHA-256 fingerprint to the starting model, the
+corpus (every converted document) and the settings, so a resumed run ends with the bytes of
+an uninterrupted one. docs/base-model.md.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from dxstudio.corpus.document import CorpusError, corpus_digest, doc_targets, doc_windows
+from dxstudio.corpus.generic import GENERIC_FIELDS
+from dxstudio.corpus.sources import read_source
+from dxstudio.engine.config import size_config
+from dxstudio.engine.container import canonical_json, model_bytes, save_model
+from dxstudio.engine.inputs import window_inputs
+from dxstudio.engine.params import new_params
+from dxstudio.engine.training import Example, TrainSettings, TrainState, train_step
+from dxstudio.fsutil import write_bytes_atomic, write_json_atomic
+from dxstudio.tuning import schedule
+from dxstudio.tuning.run import Event, TuneError, metrics_rows, read_checkpoint
+
+DEFAULTS = {
+    "size": "base",
+    "seed": 1,
+    "epochs": 1,
+    "steps": None,  # a number: stop the schedule after this many steps (the learning rate decays over them)
+    "batch": 8,
+    "lr": 1e-3,
+    "warmup": 50,
+    "window": 256,  # words per example: a longer document gives several windows
+    "limit": None,  # a number: the first N documents of each source only
+    "clip": 1.0,
+    "weight_decay": 0.01,
+    "field_weight": 3.0,
+    "loss_tag": 1.0,
+    "loss_role": 0.5,
+    "loss_doc": 0.25,
+    "loss_items": 0.25,
+    "loss_kv": 0.25,
+    "degree": 1,
+    "kernels": "fast",
+    "checkpoint_every": 100,
+}
+NOT_FINGERPRINTED = ("degree", "kernels", "checkpoint_every")
+LOSSES = ("loss_tag", "loss_role", "loss_doc", "loss_items", "loss_kv")
+
+
+def resolve(overrides: dict | None) -> dict:
+    s = dict(DEFAULTS)
+    for k, v in (overrides or {}).items():
+        if k not in DEFAULTS:
+            raise TuneError(f"unknown pretraining setting {k!r}")
+        if v is not None:
+            s[k] = v
+    for k, low in (("seed", 0), ("epochs", 1), ("batch", 1), ("warmup", 0), ("window", 1), ("degree", 1),
+                   ("checkpoint_every", 1)):
+        if isinstance(s[k], bool) or not isinstance(s[k], int) or s[k] < low:
+            raise TuneError(f"setting {k} must be an integer >= {low}, not {s[k]!r}")
+    for k in ("steps", "limit"):
+        if s[k] is not None and (isinstance(s[k], bool) or not isinstance(s[k], int) or s[k] < 1):
+            raise TuneError(f"setting {k} must be a positive integer or null, not {s[k]!r}")
+    for k in ("lr", "weight_decay", "field_weight") + LOSSES:
+        v = s[k]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise TuneError(f"setting {k} must be a number >= 0, not {v!r}")
+    if s["lr"] <= 0 or s["field_weight"] <= 0:
+        raise TuneError("settings lr and field_weight must be positive")
+    if s["clip"] is not None and (isinstance(s["clip"], bool) or not isinstance(s["clip"], (int, float)) or s["clip"] <= 0):
+        raise TuneError(f"setting clip must be a positive number or null, not {s['clip']!r}")
+    if s["size"] not in ("tiny", "base"):
+        raise TuneError(f"setting size must be tiny or base, not {s['size']!r}")
+    if s["kernels"] not in ("fast", "reference"):
+        raise TuneError(f"setting kernels must be fast or reference, not {s['kernels']!r}")
+    if not any(s[k] > 0 for k in LOSSES):
+        raise TuneError("every loss weight is 0: nothing to train")
+    return s
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass
+class PretrainRun:
+    run_dir: Path
+    settings: dict
+    cfg: object
+    start_params: OrderedDict
+    docs: list  # CorpusDocs in corpus order
+    windows: list  # (doc index, start, stop) in corpus order: the schedule's "pages"
+    sources: list  # SourceReport.to_dict() of each spec
+    errors: list = field(default_factory=list)  # (file, message) of every file left out
+    components: dict = field(default_factory=dict)
+    fingerprint: str = ""
+    state: TrainState | None = None
+    total_steps: int = 0
+    epochs: int = 1
+
+    @classmethod
+    def prepare(cls, specs, run_dir, overrides: dict | None = None, progress=None) -> "PretrainRun":
+        s = resolve(overrides)
+        if not specs:
+            raise TuneError("name at least one corpus source (a folder, or synthetic:COUNT)")
+        cfg = size_config(s["size"], GENERIC_FIELDS)
+        if s["window"] > cfg.max_words:
+            raise TuneError(f"setting window {s['window']} is more than the model's {cfg.max_words} words")
+        docs, sources, errors = [], [], []
+        for spec in specs:
+            try:
+                rep = read_source(str(spec), progress)
+            except CorpusError as e:
+                raise TuneError(str(e)) from None
+            if s["limit"] is not None:
+                rep.docs = rep.docs[: s["limit"]]
+            docs.extend(rep.docs)
+            errors.extend(rep.errors)
+            sources.append(rep.to_dict())
+        if not docs:
+            raise TuneError("the corpus has no usable document")
+        windows = [(k, a, b) for k, d in enumerate(docs) for a, b in doc_windows(d, s["window"])]
+        params = new_params(cfg, s["seed"])
+        run = cls(Path(run_dir), s, cfg, params, docs, windows, sources, errors)
+        n = len(windows)
+        if s["steps"] is not None:
+            run.total_steps = s["steps"]
+            run.epochs = max(1, -(-s["steps"] * s["batch"] // n))
+        else:
+            run.epochs = s["epochs"]
+            run.total_steps = schedule.total_steps(n, s["batch"], s["epochs"])
+        run._fingerprint()
+        return run
+
+    def _fingerprint(self) -> None:
+        s = {k: v for k, v in self.settings.items() if k not in NOT_FINGERPRINTED}
+        self.components = {
+            "starting model": _sha(model_bytes(self.cfg, self.start_params)),
+            "corpus": corpus_digest(self.docs),
+            "settings": _sha(canonical_json(s).encode()),
+        }
+        self.fingerprint = _sha(canonical_json(self.components).encode())
+
+    def train_settings(self) -> TrainSettings:
+        s = self.settings
+        weights = tuple(float(w) for w in schedule.class_weights(len(self.cfg.fields), float(s["field_weight"])))
+        return TrainSettings(backbone_scale=1.0, loss_tag=float(s["loss_tag"]), loss_role=float(s["loss_role"]),
+                             loss_doc=float(s["loss_doc"]), loss_items=float(s["loss_items"]),
+                             loss_kv=float(s["loss_kv"]), tag_class_weights=weights,
+                             weight_decay=float(s["weight_decay"]), clip=s["clip"], degree=s["degree"],
+                             kernels=s["kernels"])
+
+    def example(self, w: int) -> Example:
+        k, a, b = self.windows[w]
+        doc = self.docs[k]
+        return Example(window_inputs(doc.page, self.cfg, a, b), doc_targets(doc, self.cfg, a, b))
+
+    # -- checkpoints ----------------------------------------------------------------------
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.run_dir / "checkpoint.safetensors"
+
+    def save_checkpoint(self) -> None:
+        from safetensors.numpy import save
+
+        st = self.state
+        tensors = {"param/" + n: np.ascontiguousarray(v) for n, v in st.params.items()}
+        for n in st.m:
+            tensors["adam_m/" + n] = np.ascontiguousarray(st.m[n])
+            tensors["adam_v/" + n] = np.ascontiguousarray(st.v[n])
+        meta = {"checkpoint": canonical_json({"step": st.step, "fingerprint": self.fingerprint,
+                                              "components": self.components})}
+        write_bytes_atomic(self.checkpoint_path, save(tensors, metadata=meta))
+
+    def load_checkpoint(self) -> int:
+        meta, tensors = read_checkpoint(self.checkpoint_path)
+        if meta.get("fingerprint") != self.fingerprint:
+            old = meta.get("components", {})
+            changed = [k for k, v in self.components.items() if old.get(k) != v]
+            raise TuneError(f"{self.checkpoint_path}: the checkpoint belongs to another run: "
+                            f"{', '.join(changed) or 'fingerprint'} changed since it was written")
+        st = self.state
+        try:
+            for n in st.params:
+                st.params[n] = tensors["param/" + n].astype(np.float32)
+            for n in st.m:
+                st.m[n] = tensors["adam_m/" + n].astype(np.float32)
+                st.v[n] = tensors["adam_v/" + n].astype(np.float32)
+        except KeyError as e:
+            raise TuneError(f"{self.checkpoint_path}: the checkpoint lacks tensor {e}") from None
+        st.step = int(meta["step"])
+        return st.step
+
+    # -- training -------------------------------------------------------------------------
+    def start_state(self, resume: bool = False) -> int:
+        self.state = TrainState.start(self.cfg, self.start_params, self.train_settings())
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(self.run_dir / "settings.json", {
+            "settings": self.settings, "fingerprint": self.fingerprint, "components": self.components,
+            "fields": list(self.cfg.fields), "sources": self.sources, "windows": len(self.windows),
+            "total_steps": self.total_steps})
+        return self.load_checkpoint() if resume else 0
+
+    def train(self, on_event=None, cancel: threading.Event | None = None, stop_after: int | None = None,
+              resume: bool = False) -> bool:
+        """Steps until the end, a cancel or `stop_after` steps in all; True when finished."""
+        emit = on_event or (lambda e: None)
+        start = self.start_state(resume)
+        s = self.settings
+        n = len(self.windows)
+        metrics = self.run_dir / "metrics.jsonl"
+        keep = [r for r in metrics_rows(metrics) if start > 0 and r.get("step", 0) <= start] if metrics.exists() else []
+        write_bytes_atomic(metrics, "".join(json.dumps(r) + "\n" for r in keep).encode())
+        t0 = time.monotonic()
+        for step in range(start, self.total_steps):
+            if (cancel is not None and cancel.is_set()) or (stop_after is not None and step >= stop_after):
+                self.save_checkpoint()
+                emit(Event("cancelled", step, self.total_steps))
+                return False
+            idx = schedule.batch_for_step(n, s["seed"], s["batch"], self.epochs, step)
+            lr = schedule.learning_rate(step, self.total_steps, s["warmup"], float(s["lr"]))
+            res = train_step(self.state, [self.example(i) for i in idx], lr)
+            ev = Event("step", step + 1, self.total_steps, loss=res.loss, lr=lr, seconds=time.monotonic() - t0)
+            with open(metrics, "a", encoding="utf-8") as f:
+                f.write(json.dumps({k: v for k, v in ev.__dict__.items() if v is not None}) + "\n")
+            emit(ev)
+            if (step + 1) % s["checkpoint_every"] == 0 and step + 1 < self.total_steps:
+                self.save_checkpoint()
+                emit(Event("checkpoint", step + 1, self.total_steps))
+        self.save_checkpoint()
+        emit(Event("done", self.total_steps, self.total_steps))
+        return True
+
+    def finish(self, started: float | None = None) -> dict:
+        """Write model.safetensors (the base: generic fields, every head) and report.json."""
+        rows = [r for r in metrics_rows(self.run_dir / "metrics.jsonl") if r.get("kind") == "step"]
+        tail = [r["loss"] for r in rows[-50:]]
+        summary = {"base": True, "fingerprint": self.fingerprint, "steps": self.state.step,
+                   "windows": len(self.windows), "documents": len(self.docs),
+                   "final_loss": round(sum(tail) / len(tail), 6) if tail else None}
+        save_model(self.run_dir / "model.safetensors", self.cfg, self.state.container_params(), summary)
+        model_sha = _sha((self.run_dir / "model.safetensors").read_bytes())
+        report = {"model": str(self.run_dir / "model.safetensors"), "sha256": model_sha, **summary,
+                  "first_loss": rows[0]["loss"] if rows else None, "settings": self.settings,
+                  "components": self.components, "sources": self.sources,
+                  "errors": [{"file": f, "error": m} for f, m in self.errors]}
+        if started is not None:
+            report["wall_seconds"] = round(time.monotonic() - started, 3)
+        write_json_atomic(self.run_dir / "report.json", report)
+        return report
