@@ -6,8 +6,9 @@ results writes one JSON line per page.
 The model is the project's model (dxproject.json "model"), else the newest run's
 runs/<run>/model.safetensors, or one chosen with "Model…". The route of a value is "local"
 when its confidence is at or above the model's stored threshold for that field (else the
-pooled one) and "ask" (send the page to the labelling model or a person) below it; a model
-without stored thresholds shows confidences only and says so.
+pooled one) and "ask" (send the page to the labelling model or a person) below it, for no
+value, or for a model without stored thresholds (which the tab says): the engine's rule,
+dxstudio.engine.extract.route, as `dxstudio extract` applies it.
 
     panel = ExtractPanel(project)
     panel.set_model(path); panel.extract_files([paths]) -> bool (starts the background job)
@@ -46,19 +47,6 @@ def newest_model(project) -> Path | None:
     runs = sorted(p for p in project.runs_dir.glob("*/model.safetensors") if p.is_file()) \
         if project.runs_dir.is_dir() else []
     return runs[-1] if runs else None
-
-
-def route_of(thresholds: dict | None, field: str, confidence) -> str | None:
-    """"local" at or above the field's stored threshold (else the pooled one), "ask" below it or
-    when no threshold could be set; None when the model has no stored thresholds at all."""
-    if not thresholds or confidence is None:
-        return None
-    t = (thresholds.get("fields") or {}).get(field)
-    if t is None:
-        t = thresholds.get("pooled")
-    if t is None:
-        return "ask"
-    return "local" if confidence >= t else "ask"
 
 
 def load_pages(path: Path, image_dir: Path | None = None) -> list:
@@ -123,7 +111,7 @@ def extract_work(model_path, files, image_dir=None):
 
         model = load_model(model_path)
         params = to_runtime(model.params)
-        thresholds = getattr(model, "thresholds", None)
+        thresholds = model.thresholds
         paths = [Path(f) for f in files]
         for k, path in enumerate(paths):
             job.report(("progress", k, len(paths)))
@@ -140,9 +128,7 @@ def extract_work(model_path, files, image_dir=None):
                 except Exception as e:  # one bad page never stops the rest
                     job.report(("problem", f"{path}: page {page.id}: {type(e).__name__}: {e}"))
                     continue
-                fields = prediction_json(pred)["fields"]
-                for name, v in fields.items():
-                    v["route"] = route_of(thresholds, name, v["confidence"])
+                fields = prediction_json(pred, thresholds)["fields"]  # the engine's route rule
                 job.report(("result", ExtractResult(str(path), page, fields)))
         job.report(("progress", len(paths), len(paths)))
         return None
@@ -231,16 +217,16 @@ class ExtractPanel(QWidget):
             self.model_label.setText(f"<span style='color:#D7191C'>{e}</span>")
             return False
         self.model_path = Path(path)
-        self.thresholds = getattr(model, "thresholds", None)
+        self.thresholds = model.thresholds
         fields = ", ".join(model.cfg.fields)
         try:  # a model of this project is named by its path in the project
             shown = self.model_path.resolve().relative_to(Path(self.project.root).resolve())
         except ValueError:
             shown = self.model_path
         if self.thresholds:
-            how = "routes from its stored thresholds: local at or above, ask below"
+            how = "routes from its stored LocalFirst thresholds: local at or above, ask below"
         else:
-            how = "no stored thresholds: confidences only, no routes"
+            how = "no stored LocalFirst threshold: every value is asked"
         self.model_label.setText(f"<b>Model</b> {shown} · fields {fields} · {how}")
         return True
 
@@ -323,7 +309,7 @@ class ExtractPanel(QWidget):
         if self.problems:
             parts.append(f"{len(self.problems)} file(s) skipped: " + "; ".join(self.problems[:3]))
         if not self.thresholds and self.results:
-            parts.append("This model has no stored thresholds, so no route is shown: confidences only.")
+            parts.append("This model stores no LocalFirst threshold, so every value is routed to ask.")
         self.note.setText(" ".join(parts))
         self.finished.emit()
 
@@ -369,7 +355,7 @@ class ExtractPanel(QWidget):
         for k, name in enumerate(names):
             v = r.fields[name]
             conf = "" if v["confidence"] is None else f"{v['confidence']:.3f}"
-            route = v.get("route") or ("" if v["value"] is None else "—")
+            route = v.get("route") or ""
             for col, text in enumerate((name, v["value"] or "(none)", conf, route)):
                 item = QTableWidgetItem(text)
                 if col == 3 and text == "ask":

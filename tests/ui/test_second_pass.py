@@ -410,7 +410,7 @@ def test_extract_tab_reads_pages_and_saves_json_lines(window, qtbot, tmp_path, m
     model = tmp_path / "m.safetensors"
     save_model(model, cfg, new_params(cfg, 1))
     panel = window.extract_panel
-    assert panel.set_model(model) and "confidences only" in panel.model_label.text()
+    assert panel.set_model(model) and "every value is asked" in panel.model_label.text()
     pages = [window.project_root / "pages" / f"{pid}.json" for pid in window.session.page_ids[:2]]
     bad = tmp_path / "bad.json"
     bad.write_text("[]")
@@ -427,18 +427,10 @@ def test_extract_tab_reads_pages_and_saves_json_lines(window, qtbot, tmp_path, m
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     assert [x["id"] for x in lines] == window.session.page_ids[:2]
     assert set(lines[0]["fields"]) == set(window.session.field_names)
-    for v in lines[0]["fields"].values():
-        assert v["route"] is None and (v["confidence"] is None or 0 <= v["confidence"] <= 1)
+    for v in lines[0]["fields"].values():  # no stored threshold: every value is asked
+        assert v["route"] == "ask" and (v["confidence"] is None or 0 <= v["confidence"] <= 1)
 
 
-def test_extract_routes_follow_stored_thresholds():
-    from dxstudio.ui.extract_panel import route_of
-
-    th = {"pooled": 0.9, "fields": {"total": 0.99, "date": None}}
-    assert route_of(th, "total", 0.995) == "local" and route_of(th, "total", 0.95) == "ask"
-    assert route_of(th, "date", 0.95) == "local" and route_of(th, "date", 0.5) == "ask"
-    assert route_of(None, "total", 0.99) is None and route_of(th, "total", None) is None
-    assert route_of({"pooled": None, "fields": {}}, "total", 0.999) == "ask"
 
 
 def test_the_sample_has_page_images_drawn_from_its_words(qtbot, activate, tmp_path, monkeypatch, qapp):
@@ -577,31 +569,23 @@ def test_extract_shows_routes_from_a_models_stored_thresholds(window, qtbot, tmp
     cfg = size_config("tiny", window.session.field_names)
     container.save_model(tmp_path / "m.safetensors", cfg, new_params(cfg, 3))
     real = container.load_model
-    th = {"pooled": 0.5, "fields": {window.session.field_names[0]: 1.01}}  # field 1: never local
+    names = window.session.field_names
+    th = {"pooled": 0.0, "fields": {names[0]: 1.0}}  # every value local, but field 1's only at 1
 
     def with_thresholds(path):
-        m = real(path)
-        try:
-            return dataclasses.replace(m, thresholds=th)
-        except TypeError:  # a LoadedModel without the field yet
-            object.__setattr__(m, "thresholds", th)
-            return m
+        return dataclasses.replace(real(path), thresholds=th)
     monkeypatch.setattr(container, "load_model", with_thresholds)
     panel = window.extract_panel
-    assert panel.set_model(tmp_path / "m.safetensors") and "routes from its stored thresholds" in panel.model_label.text()
+    assert panel.set_model(tmp_path / "m.safetensors") and "routes from its stored" in panel.model_label.text()
     click_tab(qtbot, window, 4)
     pages = [window.project_root / "pages" / f"{pid}.json" for pid in window.session.page_ids[:3]]
     with qtbot.waitSignal(panel.finished, timeout=120000):
         assert panel.extract_files(pages)
-    assert any(v["route"] for r in panel.results for v in r.fields.values())  # some values got a route
+    assert any(v["route"] == "local" for r in panel.results for v in r.fields.values())
     for r in panel.results:
         for name, v in r.fields.items():
-            if v["confidence"] is None:
-                assert v["route"] is None
-            elif name == window.session.field_names[0]:
-                assert v["route"] == "ask"
-            else:
-                assert v["route"] == ("local" if v["confidence"] >= 0.5 else "ask")
+            t = 1.0 if name == names[0] else 0.0
+            want = "local" if v["confidence"] is not None and v["confidence"] >= t else "ask"
+            assert v["route"] == want, (name, v)
     routes = [panel.table.item(k, 3).text() for k in range(panel.table.rowCount())]
-    shown = panel.results[0].fields
-    assert routes == [v["route"] or ("" if v["value"] is None else "—") for v in shown.values()]
+    assert routes == [v["route"] for v in panel.results[0].fields.values()]
