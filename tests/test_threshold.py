@@ -340,7 +340,7 @@ def test_threshold_table_tool_recomputes_both_rules():
     from pathlib import Path
 
     spec = importlib.util.spec_from_file_location(
-        "threshold_table", Path(__file__).resolve().parents[1] / "tools" / "threshold_table.py")
+        "threshold_table", Path(__file__).resolve().parents[1] / "bench" / "threshold_table.py")
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
     # tuning: six dates, two read at the other printing (value right, words wrong)

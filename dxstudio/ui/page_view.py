@@ -358,6 +358,21 @@ class PageView(QGraphicsView):
             text.setAcceptedMouseButtons(Qt.NoButton)
             self.scene().addItem(back)
             self._name_items += [back, text]
+        self._sync_names()
+
+    def _sync_names(self) -> None:
+        """Name tags only while the words are big enough on screen to carry them (a page
+        shrunk to a thumbnail would be covered by its tags)."""
+        if not self._name_items or not self._rects:
+            return
+        heights = sorted(r.rect().height() for r in self._rects)
+        visible = self.transform().m11() * heights[len(heights) // 2] >= 9.0
+        for item in self._name_items:
+            if item.parentItem() is None:
+                item.setVisible(visible)
+
+    def names_visible(self) -> bool:
+        return any(it.isVisible() for it in self._name_items if it.parentItem() is None)
 
     def name_labels(self) -> list[str]:
         """The field names drawn on the page (tests read them)."""
@@ -507,6 +522,7 @@ class PageView(QGraphicsView):
         current = self.transform().m11()
         factor = max(0.05 / current, min(factor, 40.0 / current))
         self.scale(factor, factor)
+        self._sync_names()
 
     def zoom_in(self) -> None:
         self.zoom_by(1.25)
@@ -519,6 +535,7 @@ class PageView(QGraphicsView):
         self._auto_fit = True
         if self.page is not None:
             self.fitInView(self._content, Qt.KeepAspectRatio)
+            self._sync_names()
 
     def is_fitted(self) -> bool:
         """True while the view follows its size (no zoom or pan since the page was shown or 0)."""
