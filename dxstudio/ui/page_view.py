@@ -366,7 +366,7 @@ class PageView(QGraphicsView):
         if not self._name_items or not self._rects:
             return
         heights = sorted(r.rect().height() for r in self._rects)
-        visible = self.transform().m11() * heights[len(heights) // 2] >= 9.0
+        visible = self.transform().m11() * heights[len(heights) // 2] >= 12.0  # the tag is 11 px
         for item in self._name_items:
             if item.parentItem() is None:
                 item.setVisible(visible)

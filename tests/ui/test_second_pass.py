@@ -176,6 +176,12 @@ def test_fill_strength_hide_and_field_names(window, qtbot):
     assert view.word_pen(first).color().alpha() > 0
     qtbot.keyClick(view, Qt.Key_H)
     assert view.word_brush(first).color().alpha() == lighter
+    assert view.names_visible()
+    for _ in range(12):  # a thumbnail-sized page would be covered by its tags: they go
+        qtbot.keyClick(view, Qt.Key_Minus)
+    assert not view.names_visible()
+    qtbot.keyClick(view, Qt.Key_0)
+    assert view.names_visible()
     bar = window.fill_bar
     qtbot.mouseClick(bar.names_box, Qt.LeftButton)
     assert view.name_labels() == []
