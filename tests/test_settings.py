@@ -60,15 +60,25 @@ def test_a_bad_option_value_is_refused_by_the_parser(capsys):
 
 
 def test_a_new_row_is_all_a_new_setting_needs(monkeypatch):
-    row = Setting("accepted_only", "bool", False, "train on accepted pages only", label="Accepted only")
+    row = Setting("future_flag", "bool", False, "train on a future flag", label="Future flag")
     table = SETTINGS + (row,)
     monkeypatch.setattr(st, "SETTINGS", table)
     monkeypatch.setattr(st, "BY_NAME", {s.name: s for s in table})
     monkeypatch.setattr(st, "DEFAULTS", {s.name: s.default for s in table})
-    assert st.resolve_settings({"accepted_only": True})["accepted_only"] is True
-    with pytest.raises(TuneError, match="accepted_only must be true or false"):
-        st.resolve_settings({"accepted_only": "yes"})
+    assert st.resolve_settings({"future_flag": True})["future_flag"] is True
+    with pytest.raises(TuneError, match="future_flag must be true or false"):
+        st.resolve_settings({"future_flag": "yes"})
     p = argparse.ArgumentParser()
     st.add_arguments(p, "tune")
-    assert st.overrides_from_args(p.parse_args(["--accepted-only"]), "tune")["accepted_only"] is True
-    assert "accepted_only" not in st.overrides_from_args(p.parse_args([]), "tune")
+    assert st.overrides_from_args(p.parse_args(["--future-flag"]), "tune")["future_flag"] is True
+    assert "future_flag" not in st.overrides_from_args(p.parse_args([]), "tune")
+
+
+def test_accepted_only_is_a_real_row_of_the_table():
+    assert DEFAULTS["accepted_only"] is False and "accepted_only" not in NOT_FINGERPRINTED
+    p = argparse.ArgumentParser()
+    add_arguments(p, "tune")
+    assert overrides_from_args(p.parse_args(["--accepted-only"]), "tune") == {"accepted_only": True}
+    assert overrides_from_args(p.parse_args(["--no-accepted-only"]), "tune") == {"accepted_only": False}
+    with pytest.raises(TuneError, match="accepted_only must be true or false"):
+        resolve_settings({"accepted_only": 1})

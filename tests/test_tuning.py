@@ -74,7 +74,8 @@ def test_resume_refuses_a_changed_label_file_and_says_which(receipts_project, tm
     labels = project.load_labels(pid)
     labels.review["state"] = "accepted"
     project.save_labels(pid, labels)
-    again = TuneRun.prepare(Project.open(receipts_project), tmp_path / "r", {})
+    # read from the project's label files (not the run's snapshot, targets.json), they differ
+    again = TuneRun.prepare(Project.open(receipts_project), tmp_path / "r", {}, resume=False)
     with pytest.raises(TuneError, match="label files changed"):
         again.train(resume=True)
     # and a changed setting is named too

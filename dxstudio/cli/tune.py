@@ -135,7 +135,8 @@ def _tune(project, args) -> int:
             fail(e)
     t0 = time.monotonic()
     try:
-        run = prepare_run(project, args.out or project.runs_dir / "_new", _overrides(args), model_path=args.model)
+        run = prepare_run(project, args.out or project.runs_dir / "_new", _overrides(args), model_path=args.model,
+                          resume=bool(args.resume))
     except (TuneError, ValueError) as e:
         fail(e)
     if not args.out:  # a new folder with a unique name, claimed only once the run can start

@@ -219,11 +219,12 @@ def _sha_json(obj) -> str:
     return hashlib.sha256(canonical_json(obj).encode()).hexdigest()
 
 
-def prepare_run(project, run_dir, overrides: dict | None = None, model_path=None):
-    """A TuneRun (the seed's single split) or, when the setting folds is K >= 2, a FoldedRun."""
+def prepare_run(project, run_dir, overrides: dict | None = None, model_path=None, resume: bool | None = None):
+    """A TuneRun (the seed's single split) or, when the setting folds is K >= 2, a FoldedRun.
+    resume: as TuneRun.prepare's (a folded run's parts read their own label snapshots)."""
     settings = resolve_settings(project.settings, overrides)
     if settings["folds"] is None:
-        return TuneRun.prepare(project, run_dir, overrides, model_path)
+        return TuneRun.prepare(project, run_dir, overrides, model_path, resume=resume)
     return FoldedRun.prepare(project, run_dir, overrides, model_path)
 
 

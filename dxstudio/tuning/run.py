@@ -95,11 +95,22 @@ class TuneRun:
     # -- preparing ----------------------------------------------------------------------
     @classmethod
     def prepare(cls, project, run_dir, overrides: dict | None = None, model_path=None,
-                fold: tuple | None = None) -> "TuneRun":
-        """fold: None for the seed's single split; (k, K) for fold k (0-based) of K, holding out
+                resume: bool | None = None, fold: tuple | None = None) -> "TuneRun":
+        """resume: True reads the label targets from the run folder's snapshot (targets.json,
+        written when the run started), so labels reviewed since do not change the run; False
+        reads the project's label files; None (the default) uses the snapshot when the folder
+        has one and a checkpoint to resume from. A run resumed from its snapshot also starts
+        from the model file it was started from, when the project names another one since.
+        fold: None for the seed's single split; (k, K) for fold k (0-based) of K, holding out
         every K-th page of the hash order from position k; (None, K) trains on every usable
         page (the final model of a cross-validated run, folds.py)."""
         settings = resolve_settings(project.settings, overrides)
+        snapshot = None
+        rd = RunDir(run_dir)
+        if rd.snapshot_path.is_file() and (resume or (resume is None and rd.checkpoint_path.is_file())):
+            snapshot = rd.read_snapshot()  # (a run from before snapshots resumes from the project's labels)
+            if model_path is None and snapshot.get("starting_model_path"):
+                model_path = snapshot["starting_model_path"]
         fields = project.field_names
         if not fields:
             raise TuneError(f"{project.project_file}: the schema has no fields; add fields before tuning")
@@ -135,14 +146,21 @@ class TuneRun:
                 params["tag_head.weight"], params["tag_head.bias"], _ = transfer_tag_head(
                     base_cfg, base_params, project.schema, params["tag_head.weight"], params["tag_head.bias"])
         run = cls(project, Path(run_dir), settings, cfg, params, start_bytes, source)
+        run.start_model_path = str(model_path) if model_path is not None else None
+        run.weights = weights
+        run.snapshot = snapshot
         run.fold = fold
         run._load_targets(weights)
         run._fingerprint(weights)
         return run
 
     def _load_targets(self, weights) -> None:
+        pt = None
+        if self.snapshot is not None:
+            pt = snapshot_targets(self.project, self.snapshot, self.cfg.max_words, self.rundir.snapshot_path,
+                                  self.settings.get("repeats", "o"))
         pt, self.train_pages, self.heldout_pages = usable_split(
-            self.project, self.settings, self.cfg.max_words, "tuning", self.fold)
+            self.project, self.settings, self.cfg.max_words, "tuning", self.fold, pt)
         self.excluded, self.errors, self.sources = pt.excluded, pt.errors, pt.sources
         self.class_weights = tuple(float(w) for w in schedule.class_weights_for(weights))
         self.examples = []
@@ -154,6 +172,8 @@ class TuneRun:
 
     def _fingerprint(self, weights) -> None:
         s = fingerprinted(self.settings)
+        if not s.get("accepted_only"):  # the default: a run's fingerprint stays what it was before the setting
+            s.pop("accepted_only", None)
         if self.fold is not None:
             s["fold"] = "all" if self.fold[0] is None else self.fold[0]
         labels = hashlib.sha256()
@@ -229,6 +249,10 @@ class TuneRun:
         when resume finds no checkpoint."""
         rd = self.rundir
         rd.check_resumable() if resume else rd.check_new(overwrite)
+        if not resume and self.snapshot is not None:  # a fresh run reads the project's labels, not an old snapshot
+            self.snapshot = None
+            self._load_targets(self.weights)
+            self._fingerprint(self.weights)
         rd.acquire()
         try:
             if not resume:  # checked again under the lock: another process may have started
@@ -236,11 +260,25 @@ class TuneRun:
                 rd.clear()
             self.state = TrainState.start(self.cfg, self.start_params, self.train_settings())
             step = self.load_checkpoint() if resume else 0  # refused before anything is written
+            if not resume or not rd.snapshot_path.is_file():
+                self._write_snapshot()
             self._write_settings()
             return step
         except BaseException:
             rd.release()
             raise
+
+    def _write_snapshot(self) -> None:
+        """targets.json: the label file bytes of every page the run trains on or holds out, as
+        they were read (the fingerprint's "label files" are these bytes), so that the labels
+        may be reviewed on while the run stops and resumes."""
+        labels = {}
+        for pid, _, _ in sorted(self.train_pages + self.heldout_pages, key=lambda r: r[0]):
+            labels[pid] = self.sources[pid][1].decode("utf-8")
+        write_json_atomic(self.rundir.snapshot_path, {
+            "format": 1, "fingerprint": self.fingerprint, "starting_model_path": self.start_model_path,
+            "labels": labels, "excluded": [list(e) for e in self.excluded],
+            "unreadable": [list(e) for e in self.errors]}, indent=None)
 
     def _write_settings(self) -> None:
         write_json_atomic(self.rundir.settings_path, {
@@ -501,16 +539,75 @@ def score_summary(report: dict) -> dict:
             "threshold": report.get("threshold")}
 
 
-def usable_split(project, settings: dict, max_words: int, purpose: str, fold: tuple | None = None):
+def review_state(label_raw: bytes) -> str:
+    """The review state ("unreviewed", "accepted", "excluded") in a label file's bytes."""
+    try:
+        d = loads_json(label_raw) if label_raw else {}
+    except JSONInputError:
+        return "unreviewed"
+    r = d.get("review") if isinstance(d, dict) else None
+    return r.get("state", "unreviewed") if isinstance(r, dict) else "unreviewed"
+
+
+NOT_ACCEPTED = "not accepted in review (the run trains on accepted pages only)"
+
+
+def accepted_only_filter(pt):
+    """The ProjectTargets with the pages a person has not accepted moved to `excluded`."""
+    from dxstudio.grounding import ProjectTargets
+
+    kept, excluded = [], list(pt.excluded)
+    for row in pt.kept:
+        if review_state(pt.sources[row[0]][1]) == "accepted":
+            kept.append(row)
+        else:
+            excluded.append((row[0], NOT_ACCEPTED))
+    return ProjectTargets(kept, excluded, pt.errors, {r[0]: pt.sources[r[0]] for r in kept})
+
+
+def snapshot_targets(project, snapshot: dict, max_words: int, source, repeats: str = "o") -> "ProjectTargets":
+    """The targets of a run's snapshot (targets.json): its label bytes over the project's pages."""
+    from dxstudio.engine.page import PageError
+    from dxstudio.fsutil import parse_json
+    from dxstudio.grounding import Excluded, ProjectTargets, page_targets
+    from dxstudio.project import LabelError, label_from_dict
+
+    kept, excluded, errors, sources = [], [], [], {}
+    for pid, text in snapshot["labels"].items():
+        raw = text.encode("utf-8")
+        try:
+            page, page_raw = project.read_page(pid)
+            labels = label_from_dict(parse_json(raw, f"{source} ({pid})", LabelError), f"{source} ({pid})", pid)
+            t = page_targets(page, labels, project.field_names, max_words, repeats)
+        except (PageError, LabelError, ValueError) as e:
+            errors.append((pid, str(e)))
+            continue
+        if isinstance(t, Excluded):
+            excluded.append((pid, t.reason))
+        else:
+            kept.append((pid, page, t))
+            sources[pid] = (page_raw, raw)
+    excluded += [tuple(e) for e in snapshot.get("excluded", [])]
+    errors += [tuple(e) for e in snapshot.get("unreadable", [])]
+    return ProjectTargets(kept, excluded, errors, sources)
+
+
+def usable_split(project, settings: dict, max_words: int, purpose: str, fold: tuple | None = None, pt=None):
     """(ProjectTargets, training rows, held-out rows) of the project's usable pages, each row
     (id, Page, PageTargets), split by the settings' seed and held-out fraction; with fold
     (k, K) the held-out rows are every K-th page of the hash order from position k
-    (schedule.fold_split), with (None, K) every page trains and none is held out."""
-    pt = project_targets(project, max_words=max_words, repeats=settings.get("repeats", "o"))
+    (schedule.fold_split), with (None, K) every page trains and none is held out. With the
+    setting accepted_only, only the pages a person accepted are usable. `pt`: targets already
+    read (a run's snapshot); default: the project's label files now."""
+    pt = pt if pt is not None else project_targets(project, max_words=max_words, repeats=settings.get("repeats", "o"))
+    if settings.get("accepted_only"):
+        pt = accepted_only_filter(pt)
     by_id = {pid: (pid, page, t) for pid, page, t in pt.kept}
     if len(by_id) < 2:
+        accepted = " with accepted_only (accept pages in Review, or turn the setting off)" \
+            if settings.get("accepted_only") else ""
         raise TuneError(
-            f"{project.root}: {len(by_id)} usable page(s); {purpose} needs at least 2 "
+            f"{project.root}: {len(by_id)} usable page(s){accepted}; {purpose} needs at least 2 "
             f"(one to train on, one held out). Excluded: {len(pt.excluded)}, unreadable: {len(pt.errors)}")
     if fold is None:
         train_ids, held_ids = schedule.split_pages(list(by_id), settings["seed"], settings["heldout_fraction"])
@@ -573,6 +670,44 @@ def evaluate_model(model_path, project, out_path=None, overrides: dict | None = 
     if out_path is not None:
         write_json_atomic(out_path, report)
     return report
+
+
+def training_breakdown(project, accepted_only: bool = False) -> dict:
+    """What a run would train on, in the words of the Train tab: counts of the pages that train
+    (accepted; fixed but not accepted; unreviewed whose values were found on the page) and of
+    those left out (excluded by a person; with conflicts; not labelled yet; not accepted, with
+    accepted_only; unreadable). "usable": the pages split into training and held-out pages."""
+    pt = project_targets(project)
+    c = dict.fromkeys(("accepted", "fixed", "unreviewed", "excluded", "conflicts", "not_labelled",
+                       "not_accepted", "unreadable"), 0)
+    for pid, _, _ in pt.kept:
+        raw = pt.sources[pid][1]
+        state = review_state(raw)
+        if state == "accepted":
+            c["accepted"] += 1
+            continue
+        try:
+            d = loads_json(raw)
+            fixed = bool(d.get("review", {}).get("fixes"))
+        except (JSONInputError, AttributeError):
+            fixed = False
+        if accepted_only:
+            c["not_accepted"] += 1
+        else:
+            c["fixed" if fixed else "unreviewed"] += 1
+    for pid, reason in pt.excluded:
+        if reason == "not labelled yet":
+            c["not_labelled"] += 1
+        else:
+            raw = b""
+            try:
+                raw = project.label_path(pid).read_bytes()
+            except OSError:
+                pass
+            c["excluded" if review_state(raw) == "excluded" else "conflicts"] += 1
+    c["unreadable"] = len(pt.errors)
+    c["usable"] = c["accepted"] + c["fixed"] + c["unreviewed"]
+    return c
 
 
 def at_stored_thresholds(report: dict, thresholds: dict | None) -> dict:

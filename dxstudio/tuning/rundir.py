@@ -2,6 +2,8 @@
 
     PROJECT/runs/<run>/
       settings.json            the resolved settings, fingerprint, split, total steps
+      targets.json             the label files' bytes the run trains on, as read at its start
+                               (resume reads these, so review may go on during a run)
       metrics.jsonl            one JSON line per step and per epoch
       checkpoint.safetensors   weights, AdamW moments, step and fingerprint (for --resume)
       model.safetensors        the tuned model (written when the run finishes)
@@ -38,8 +40,9 @@ METRICS = "metrics.jsonl"
 CHECKPOINT = "checkpoint.safetensors"
 MODEL = "model.safetensors"
 REPORT = "report.json"
+SNAPSHOT = "targets.json"
 LOCK = ".lock"
-RUN_FILES = (SETTINGS, METRICS, CHECKPOINT, MODEL, REPORT)
+RUN_FILES = (SETTINGS, METRICS, CHECKPOINT, MODEL, REPORT, SNAPSHOT)
 
 # Run statuses
 FINISHED = "finished"  # model.safetensors and report.json written
@@ -96,6 +99,10 @@ class RunDir:
     @property
     def report_path(self) -> Path:
         return self.path / REPORT
+
+    @property
+    def snapshot_path(self) -> Path:
+        return self.path / SNAPSHOT
 
     @property
     def lock_path(self) -> Path:
@@ -243,6 +250,45 @@ class RunDir:
         if not isinstance(d, dict) or not isinstance(d.get("settings"), dict):
             raise TuneError(f"{self.settings_path}: not a run's settings file")
         return d
+
+    def read_snapshot(self) -> dict:
+        """targets.json (the run's label snapshot); TuneError naming the file when broken."""
+        from dxstudio.fsutil import read_json
+
+        d = read_json(self.snapshot_path, TuneError, max_bytes=1 << 30)
+        if not isinstance(d, dict) or not isinstance(d.get("labels"), dict) \
+                or not all(isinstance(v, str) for v in d["labels"].values()):
+            raise TuneError(f"{self.snapshot_path}: not a run's label snapshot")
+        return d
+
+    def resume_problem(self) -> str | None:
+        """Why Resume cannot work on this run now (None: it can): not stopped, no readable
+        checkpoint, its settings unreadable, or a checkpoint of another run than settings.json."""
+        from dxstudio.tuning.run import read_checkpoint
+
+        status = self.status()
+        if status != STOPPED:
+            return {FINISHED: "the run has finished", RUNNING: "another process is training it",
+                    EMPTY: "it never reached a checkpoint"}[status]
+        from dxstudio.tuning.folds import folded_step
+
+        if folded_step(self.path) is not None:
+            return None  # a cross-validated run: each part checks its own checkpoint when resumed
+        try:
+            meta = read_checkpoint(self.checkpoint_path, tensors=False)[0]
+            settings = self.read_settings()
+        except TuneError as e:
+            return str(e)
+        if meta.get("fingerprint") != settings.get("fingerprint"):
+            return f"{self.checkpoint_path}: the checkpoint is not the one of {SETTINGS}"
+        if self.snapshot_path.is_file():
+            try:
+                model = self.read_snapshot().get("starting_model_path")
+            except TuneError as e:
+                return str(e)
+            if model and not Path(model).is_file():
+                return f"{model}: the model the run started from is gone"
+        return None
 
     def read_report(self) -> dict:
         from dxstudio.fsutil import read_json

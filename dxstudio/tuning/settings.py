@@ -136,6 +136,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("heldout_fraction", "float", 0.15, "share of the usable pages kept for scoring",
             low=0, high=1, commands=("tune", "eval"),
             label="Held-out fraction", form={"decimals": 2, "step": 0.05, "bottom": 0.01, "top": 0.9}),
+    Setting("accepted_only", "bool", False,
+            "train and score on pages a person accepted in review only (else also on unreviewed pages "
+            "whose values were found on the page)", commands=("tune", "eval"),
+            label="Accepted pages only"),
     Setting("share", "float", 0.99,
             "the LocalFirst rule: the share of values at or above the threshold that must be right",
             low=0, low_open=True, high=1, commands=("tune", "eval")),

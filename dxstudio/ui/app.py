@@ -3,7 +3,7 @@
     run_app(path=None) -> int        opens PROJECT, or the bundled sample (resources/sample)
                                      copied on first use to $DXSTUDIO_HOME/sample
                                      (default ~/.local/share/dxstudio/sample)
-    MainWindow(project_path)         tabs: Review, Schema & labels, Train, Results, Extract;
+    MainWindow(project_path)         tabs: Review, Schema & labels, Train, Results, Runs, Extract;
                                      File: New project, Open, Import pages, Export reviewed labels
 
 The window is a view of dxstudio.review.ReviewSession (the data model, no Qt): the page list,
@@ -221,8 +221,14 @@ class MainWindow(QMainWindow):
                 lambda report, run_dir: self._show_results(report, run_dir))
             self.tabs.addTab(self.training_panel, "Train")
             self.tabs.addTab(self.results_panel, "Results")
+            self.results_panel.show_latest(self.project_root)  # results survive a restart
+            from dxstudio.ui.runs_panel import RunsPanel
+
+            self.runs_panel = RunsPanel(self.project_root, self)
+            self.runs_panel.open_results.connect(self._show_results)
+            self.tabs.addTab(self.runs_panel, "Runs")
         else:
-            self.training_panel = self.results_panel = None
+            self.training_panel = self.results_panel = self.runs_panel = None
             self.tabs.addTab(_placeholder(f"The training panel is not available.\n({why})"), "Train")
             self.tabs.addTab(_placeholder("Results appear here after a fine-tuning run."), "Results")
         from dxstudio.ui.extract_panel import ExtractPanel

@@ -1,13 +1,15 @@
-"""`dxstudio screenshot PROJECT OUT.png --screen review|schema|training|results|extract`.
+"""`dxstudio screenshot PROJECT OUT.png --screen review|schema|training|results|runs|extract`.
 
 Renders a screen of the real app (dxstudio.ui.app.MainWindow) offscreen to a PNG. For
 "training" and "results" it first runs a real fine-tune through the Train tab, on a copy of
 the project (the project itself gets no run folder). By default that is a short run (a tiny
 model, about --steps steps, with a learning rate that learns something in that time: quick,
 for tests); with --project-settings it is the run the project's own tuning settings make
-(dxproject.json "settings"), as pressing Fine-tune in the app would. The Train tab's form shows
+(dxproject.json "settings"), as pressing Fine-tune in the app would. "runs" fine-tunes twice
+(the second run at half the learning rate) and shows the Runs tab comparing the two. The Train tab's form shows
 the settings the run used. "extract" then reads the first EXTRACT_PAGES held-out pages with the
-new model in the Extract tab (their page JSON files, as a person would open them). The PNG is --size pixels (default 1400x880), written atomically.
+new model in the Extract tab (their page JSON files, as a person would open them). The PNG is --size pixels
+(default 1400x880), written atomically.
 """
 from __future__ import annotations
 
@@ -17,10 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
-SCREENS = ("review", "schema", "training", "results", "extract")
+SCREENS = ("review", "schema", "training", "results", "runs", "extract")
 TAB_OF_SCREEN = {"review": "Review", "schema": "Schema & labels", "training": "Train", "results": "Results",
-                 "extract": "Extract"}
-TRAINED_SCREENS = ("training", "results", "extract")  # these first fine-tune on a copy of the project
+                 "runs": "Runs", "extract": "Extract"}
+TRAINED_SCREENS = ("training", "results", "runs", "extract")  # these first fine-tune on a copy of the project
 EXTRACT_PAGES = 4  # the extract screen reads this many held-out pages with the new model
 # A short run that learns something: a tiny model with a brisk rate trains a few seconds.
 SHORT_RUN = {"size": "tiny", "lr": 0.01, "backbone_scale": 1.0, "warmup": 5}
@@ -128,15 +130,20 @@ def render(project: Path, out: Path, screen: str, size=(1400, 880), steps: int =
                 window.tabs.setCurrentIndex(tabs["Train"])
                 if not project_settings:  # else the form already holds the project's settings
                     panel.set_settings(short_run_settings(root, steps))
-                if panel.fine_tune() is None:
-                    raise ValueError(f"{project}: the fine-tune did not start: {panel.last_error}")
-                finished = lambda: not panel.is_running and (
-                    panel.last_error is not None or window.results_panel.report is not None)
-                if not _process_until(app, finished, timeout):
-                    panel.shutdown()
-                    raise OSError(f"{project}: the fine-tune did not finish within {timeout:g} s")
-                if panel.last_error is not None:
-                    raise ValueError(f"{project}: fine-tuning failed: {panel.last_error}")
+                done = []
+                panel.finished.connect(lambda *_: done.append(1))
+                for n in range(2 if screen == "runs" else 1):
+                    if n:  # a second run to compare with: half the learning rate
+                        panel.set_settings({"lr": panel.settings_values()["lr"] / 2})
+                        time.sleep(1.1)  # run folders are named by the second
+                    if panel.fine_tune() is None:
+                        raise ValueError(f"{project}: the fine-tune did not start: {panel.last_error}")
+                    finished = lambda: not panel.is_running and (panel.last_error is not None or len(done) > n)
+                    if not _process_until(app, finished, timeout):
+                        panel.shutdown()
+                        raise OSError(f"{project}: the fine-tune did not finish within {timeout:g} s")
+                    if panel.last_error is not None:
+                        raise ValueError(f"{project}: fine-tuning failed: {panel.last_error}")
             if screen == "extract":
                 results = window.results_panel
                 panel = window.extract_panel
@@ -147,6 +154,11 @@ def render(project: Path, out: Path, screen: str, size=(1400, 880), steps: int =
                 if not panel.wait(timeout):
                     raise OSError(f"{project}: the Extract tab did not finish within {timeout:g} s")
             window.tabs.setCurrentIndex(tabs[TAB_OF_SCREEN[screen]])
+            if screen == "runs":  # the two runs selected and compared
+                runs = window.runs_panel
+                runs.show_dialogs = False
+                runs.select_runs([r.name for r in runs.runs[:2]])
+                runs.compare_selected()
             _process_until(app, lambda: False, 0.3)  # let layouts and plots settle
             window.resize(*size)
             app.processEvents()

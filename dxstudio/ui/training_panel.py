@@ -66,6 +66,26 @@ class WholeNumberAxis(pg.AxisItem):
         return kept
 
 
+def breakdown_text(c: dict, accepted_only: bool, heldout_fraction=None) -> str:
+    """The Train tab's sentence of what trains and what is left out."""
+    def n(k, word):
+        return f"{c[k]} {word}"
+    if accepted_only:
+        trains = f"<b>Trains on {c['usable']} page{'s' if c['usable'] != 1 else ''}</b>: the {n('accepted', 'accepted in Review')} only"
+    else:
+        trains = (f"<b>Trains on {c['usable']} page{'s' if c['usable'] != 1 else ''}</b>: "
+                  f"{n('accepted', 'accepted')}, {n('fixed', 'fixed but not accepted')}, "
+                  f"{n('unreviewed', 'unreviewed')} whose values the labelling model's answers found on the page")
+    out = [f"{n('excluded', 'excluded')} in Review", f"{n('conflicts', 'with conflicts')}",
+           f"{n('not_labelled', 'not labelled yet')}"]
+    if accepted_only:
+        out.append(n("not_accepted", "not accepted"))
+    if c.get("unreadable"):
+        out.append(n("unreadable", "unreadable"))
+    held = f" A share of {heldout_fraction:g} of them is held out to score the model." if heldout_fraction else ""
+    return f"{trains}.{held} Left out: {', '.join(out)}."
+
+
 def format_duration(seconds: float | None) -> str:
     if seconds is None or not math.isfinite(seconds):
         return "estimating..."
@@ -79,6 +99,18 @@ def format_duration(seconds: float | None) -> str:
 
 def _fmt_rate(v) -> str:
     return "-" if v is None else f"{v:.3f}"
+
+
+def format_threshold(v) -> str:
+    """A threshold with the digits it needs: never rounded up to 1 (0.99985 is not "1")."""
+    if v is None:
+        return "-"
+    digits = 3
+    text = f"{v:.{digits}g}"
+    while float(text) >= 1 > v and digits < 12:
+        digits += 1
+        text = f"{v:.{digits}g}"
+    return text
 
 
 def unfinished_run(runs_dir: Path) -> Path | None:
@@ -130,7 +162,7 @@ def tune_work(project_root: Path, run_dir: Path, overrides: dict, resume: bool):
         from dxstudio.tuning import prepare_run
 
         project = Project.open(project_root)
-        run = prepare_run(project, run_dir, overrides)  # a TuneRun, or a FoldedRun with folds
+        run = prepare_run(project, run_dir, overrides, resume=resume)  # a TuneRun, or a FoldedRun with folds
         job.report(Prepared(str(run_dir), run.total_steps, (checkpoint_step(run_dir) or 0) if resume else 0,
                             len(run.train_pages), len(run.heldout_pages), len(run.excluded),
                             [e for _, e in run.errors], list(run.cfg.fields), run.start_source,
@@ -166,9 +198,12 @@ class TrainingPanel(QWidget):
         self._build()
         self.load_settings()
         try:
-            self._offer_resume(unfinished_run(self._project().runs_dir))
+            self.reopen_latest()
         except ValueError:  # ProjectError: already shown by load_settings
             pass
+        if "accepted_only" in self.inputs:
+            self.inputs["accepted_only"].toggled.connect(lambda _: self.update_breakdown())
+        self.update_breakdown()
 
     # -- layout ------------------------------------------------------------------------
     def _build(self) -> None:
@@ -213,7 +248,11 @@ class TrainingPanel(QWidget):
         self.progress.setValue(0)
         self.progress.setFormat("step %v of %m")
         self.time_label = QLabel("")
-        self.status_label = QLabel("Press Fine-tune to train a model on the reviewed labels.")
+        self.breakdown_label = QLabel("")
+        self.breakdown_label.setObjectName("breakdown")
+        self.breakdown_label.setWordWrap(True)
+        self.breakdown_label.setTextFormat(Qt.TextFormat.RichText)
+        self.status_label = QLabel("Press Fine-tune to train a model on the pages counted above.")
         self.status_label.setWordWrap(True)
         self.status_label.setMinimumHeight(self.status_label.fontMetrics().lineSpacing() * 2 + 6)
         self.error_label = QLabel("")
@@ -243,19 +282,25 @@ class TrainingPanel(QWidget):
         # a little below 0, so that fields still at 0 show as lines above the axis, not in it
         self.agreement_plot.setYRange(-0.04, 1.04, padding=0)
         self.agreement_plot.showGrid(x=True, y=True, alpha=0.25)
-        self.agreement_legend = self.agreement_plot.addLegend(offset=(-10, 10))
+        # the legend is a line under the plot, never over the curves
+        self.agreement_legend = QLabel("")
+        self.agreement_legend.setObjectName("agreement_legend")
+        self.agreement_legend.setWordWrap(True)
+        self.agreement_legend.setTextFormat(Qt.TextFormat.RichText)
         self.agreement_curves: dict[str, pg.PlotDataItem] = {}
         for plot in (self.loss_plot, self.agreement_plot):
             plot.setMinimumHeight(180)
             plot.setMenuEnabled(False)
 
         right = QVBoxLayout()
+        right.addWidget(self.breakdown_label)
         right.addLayout(buttons)
         right.addLayout(progress_row)
         right.addWidget(self.status_label)
         right.addWidget(self.error_label)
         right.addWidget(self.loss_plot, 1)
         right.addWidget(self.agreement_plot, 1)
+        right.addWidget(self.agreement_legend)
         outer = QHBoxLayout(self)
         outer.addWidget(settings_box, 0)
         outer.addLayout(right, 1)
@@ -473,21 +518,89 @@ class TrainingPanel(QWidget):
             (self.cancel_button if running else self.fine_tune_button).setFocus()
 
     def _can_resume(self) -> bool:
-        return self.run_dir is not None and RunDir(self.run_dir).status() == "stopped" \
-            and checkpoint_step(self.run_dir) is not None
+        """Resume is offered only when it can work (RunDir.resume_problem); the button's tip
+        says why not otherwise."""
+        problem = "no stopped run" if self.run_dir is None else RunDir(self.run_dir).resume_problem()
+        if problem is None:
+            try:
+                fields = RunDir(self.run_dir).read_settings().get("fields")
+                if fields is not None and fields != self._project().field_names:
+                    problem = "the schema's fields changed since the run started"
+            except (TuneError, ValueError, OSError):
+                pass  # (a folded run keeps its fields in its parts; the run itself says what is wrong)
+        self.resume_button.setToolTip(
+            "continue the stopped run from its checkpoint, on the labels it started with "
+            "(same final model bytes)" if problem is None else f"Nothing to resume: {problem}")
+        return problem is None
 
     def _offer_resume(self, run_dir: Path | None) -> None:
         if run_dir is None:
             return
-        self.run_dir = run_dir
+        self.show_run_history(run_dir)
         step = checkpoint_step(run_dir)
+        self.status_label.setText(f"Run {run_dir.name} stopped at step {step} of {self.total_steps or '?'}; "
+                                  f"Resume continues it (on the labels it started with), Fine-tune starts a new one.")
+        self.resume_button.setEnabled(self._can_resume())
+
+    def reopen_latest(self) -> None:
+        """On opening: the newest stopped run (offered for Resume), else the newest finished
+        run, with its real step count and plots from its metrics.jsonl."""
+        runs = RunDir.list(self._project().runs_dir)
+        stopped = unfinished_run(self._project().runs_dir)
+        if stopped is not None:
+            self._offer_resume(stopped)
+            return
+        done = next((r for r in runs if r.status == "finished"), None)
+        if done is not None:
+            self.show_run_history(done.path)
+            self.status_label.setText(f"Run {done.name} finished ({done.step or self.total_steps} steps); "
+                                      f"its scores are in Results. Fine-tune starts a new run.")
+            self.time_label.setText("done")
+
+    def show_run_history(self, run_dir) -> None:
+        """Show a run that is not running: its progress (step of total) and its plots, read
+        from its folder."""
+        run_dir = Path(run_dir)
+        rd = RunDir(run_dir)
+        self.run_dir = run_dir
         try:
-            total = RunDir(run_dir).read_settings().get("total_steps")
+            info = rd.read_settings()
         except TuneError:
-            total = None
-        self.status_label.setText(f"Run {run_dir.name} stopped at step {step} of {total or '?'}; "
-                                  f"Resume continues it, Fine-tune starts a new one.")
-        self.resume_button.setEnabled(step is not None)
+            info = {}
+        self.total_steps = int(info.get("total_steps") or 0)
+        step = rd.checkpoint_step() or 0
+        self._clear_plots()
+        steps, losses, epochs = read_metrics(run_dir, up_to_step=step or None)
+        self.loss_steps, self.loss_values = steps, losses
+        if info.get("fields"):
+            self._ensure_agreement_curves(info["fields"])
+        for epoch, scores in epochs:
+            self._add_agreement(epoch, scores)
+        self._redraw_loss()
+        self.progress.setRange(0, max(1, self.total_steps))
+        self.progress.setValue(min(step, max(1, self.total_steps)))
+        self.resume_button.setEnabled(not self.is_running and self._can_resume())
+
+    # -- what trains -----------------------------------------------------------------------
+    def update_breakdown(self) -> dict | None:
+        """Count what a run started now trains on (dxstudio.tuning.run.training_breakdown) and
+        say it above the Fine-tune button; returns the counts."""
+        from dxstudio.tuning.run import training_breakdown
+
+        accepted_only = bool(self.settings_values().get("accepted_only"))
+        try:
+            c = training_breakdown(self._project(), accepted_only)
+        except (ValueError, OSError) as e:
+            self.breakdown_label.setText(f"Cannot count the pages: {e}")
+            return None
+        self.breakdown = c
+        self.breakdown_label.setText(breakdown_text(c, accepted_only, self.settings_values().get("heldout_fraction")))
+        return c
+
+    def showEvent(self, event):
+        super().showEvent(event)
+        if not self.is_running:
+            self.update_breakdown()  # review may have changed the counts meanwhile
 
     # -- events from the job (GUI thread) ------------------------------------------------
     def _on_job_event(self, obj) -> None:
@@ -527,18 +640,23 @@ class TrainingPanel(QWidget):
         elif ev.kind == "epoch":
             self._add_agreement(ev.epoch, {k: v.get("agreement") for k, v in ev.scores["fields"].items()})
 
+    ESTIMATE_AFTER_STEPS = 3
+
     def _time_left(self, step: int) -> str:
         if self._session_start is None:
             return ""
         t0, s0 = self._session_start
         done = step - s0
-        if done <= 0:
-            return format_duration(None)
-        per_step = (time.monotonic() - t0) / done
+        elapsed = time.monotonic() - t0
+        # the first steps compile kernels and warm caches: no estimate until a few have run
+        if done < self.ESTIMATE_AFTER_STEPS or elapsed <= 0:
+            return "estimating..."
+        per_step = elapsed / done
         return f"{format_duration(per_step * (self.total_steps - step))} left"
 
     def _on_finished(self, report: dict, run_dir: str) -> None:
         self._worker_done()
+        self.update_breakdown()
         self.progress.setValue(self.progress.maximum())
         self.time_label.setText("done")
         statement = report.get("threshold_statement") or ""
@@ -567,20 +685,41 @@ class TrainingPanel(QWidget):
         self.agreement = {}
         for curve in self.agreement_curves.values():
             self.agreement_plot.removeItem(curve)
-        self.agreement_legend.clear()
+        self.agreement_legend.setText("")
         self.agreement_curves = {}
 
     def _redraw_loss(self) -> None:
         self.loss_curve.setData(self.loss_steps, self.loss_values)
+
+    SYMBOLS = ("o", "s", "t", "d", "+", "x", "star", "p", "h", "t1")
+    DODGE = 0.012  # the drawn offset between fields of the same value (the data stay as they are)
 
     def _ensure_agreement_curves(self, fields) -> None:
         colours = field_colours(list(fields))  # the review view's: one colour per field across the app
         for name in fields:
             if name not in self.agreement_curves:
                 colour = colours[name]
+                symbol = self.SYMBOLS[len(self.agreement_curves) % len(self.SYMBOLS)]
                 self.agreement_curves[name] = self.agreement_plot.plot(
-                    [], [], name=name, pen=pg.mkPen(colour, width=2), symbol="o", symbolSize=6,
+                    [], [], name=name, pen=pg.mkPen(colour, width=2), symbol=symbol, symbolSize=7,
                     symbolBrush=colour, symbolPen=colour, connect="finite")
+        self.agreement_legend.setText("  ".join(
+            f'<span style="color:{colours[n].name()}; font-weight:bold">&#9644; {n}</span>'
+            for n in self.agreement_curves if n in colours)
+            + "  <span style='color:#666'>(fields with the same value are drawn a hair apart)</span>")
+
+    def _dodge(self, name: str, value: float, epoch=None) -> float:
+        """A field's drawn offset at an epoch: fields at the same value there (often all at 0
+        early on) are drawn a little apart instead of on top of each other, towards the middle of
+        the plot (nothing below 0 or above 1); a field alone at its value is drawn exactly."""
+        if value is None or not math.isfinite(value):
+            return 0.0
+        same = [n for n, (xs, ys) in self.agreement.items()
+                if any(x == epoch and y == value for x, y in zip(xs, ys))] if epoch is not None else [name]
+        if name not in same or len(same) < 2:
+            return 0.0
+        step = same.index(name) * min(self.DODGE, 0.06 / (len(same) - 1))  # at most 0.06 apart in all
+        return step if value < 0.5 else -step
 
     def _add_agreement(self, epoch: int, scores: dict) -> None:
         self._ensure_agreement_curves(list(scores))
@@ -588,7 +727,9 @@ class TrainingPanel(QWidget):
             xs, ys = self.agreement.setdefault(name, ([], []))
             xs.append(epoch)
             ys.append(np.nan if value is None else value)  # None: no values either side yet
-            self.agreement_curves[name].setData(np.asarray(xs, float), np.asarray(ys, float))
+        for name, (xs, ys) in self.agreement.items():
+            drawn = [y + self._dodge(name, y, x) for x, y in zip(xs, ys)]  # NaN stays NaN
+            self.agreement_curves[name].setData(np.asarray(xs, float), np.asarray(drawn, float))
 
     # -- messages ----------------------------------------------------------------------
     def _show_error(self, message: str) -> None:
@@ -608,17 +749,45 @@ class TrainingPanel(QWidget):
 # ---------------------------------------------------------------------------------------
 # The Results tab
 
+FEW_HELDOUT_PAGES = 20  # below this many held-out pages the Results tab says the scores are rough
+
+COLUMN_HELP = {
+    "Recall": "Of the held-out pages whose label has a value for this field, the share where the model "
+              "found exactly the label's words.",
+    "Agreement": "Of the held-out pages where the label or the model has a value for this field, the share "
+                 "where both have exactly the same words (a value the model invents counts against it).",
+    "Threshold": "The LocalFirst threshold of this field: the lowest confidence from which at least the "
+                 "required share of the model's values were exactly right (with enough values at or above "
+                 "it). Values at or above it can be used without asking; '-': none can be suggested yet.",
+    "Value recall": "As Recall, but a value counts as right when its text equals the label's value (after "
+                    "normalizing), even when the model read it where it is printed a second time.",
+    "Value agreement": "As Agreement, with values compared by their text as in Value recall.",
+    "Coverage": "The share of the model's values at or above the threshold: what can be used without asking.",
+    "Right / values": "Values the model got exactly right, out of the values on either side.",
+    "Labelled pages": "Held-out pages whose label has a value for this field.",
+}
+
+
 def threshold_sentence(report: dict) -> str:
-    """The suggested LocalFirst threshold and what it means, in plain words."""
+    """The suggested LocalFirst threshold and what it means, in plain words; never at odds with
+    the table's per-field thresholds."""
     t = report.get("threshold")
     share = report.get("share", DEFAULTS["share"])
     if t is None:
+        with_t = [f for f, v in report.get("fields", {}).items() if v.get("threshold") is not None]
+        if with_t:
+            rest = [f for f in report.get("fields", {}) if f not in with_t]
+            return (f"No single threshold holds for all fields together, but {', '.join(with_t)} "
+                    f"{'has' if len(with_t) == 1 else 'have'} one of {'its' if len(with_t) == 1 else 'their'} "
+                    f"own (the Threshold column): at or above it the local model's values of that field were "
+                    f"exactly right at least {share * 100:g}% of the time on held-out pages."
+                    + (f" For {', '.join(rest)}, send the page to the labelling model or a person." if rest else ""))
         return ((report.get("threshold_statement") or "No LocalFirst threshold can be suggested.")
                 + " Until one can, send every page to the labelling model or a person; more reviewed "
                   "pages or more epochs usually help.")
     right = "right (the label's value)" if report.get("threshold_by") == "value" else "exactly right"
-    return (f"Suggested LocalFirst threshold: {t:.6g}. At or above {t:.6g} the local model's values were "
-            f"{right} at least {share * 100:g}% of the time on held-out pages; below it, send the "
+    return (f"Suggested LocalFirst threshold: {format_threshold(t)}. At or above {format_threshold(t)} the local "
+            f"model's values were {right} at least {share * 100:g}% of the time on held-out pages; below it, send the "
             f"page to the labelling model or a person.")
 
 
@@ -688,6 +857,19 @@ class ResultsPanel(QWidget):
         f.setPointSizeF(f.pointSizeF() * 1.2)
         f.setBold(True)
         self.title.setFont(f)
+        self.export_label = QLabel("")  # where the model was exported (the title stays the run's)
+        self.export_label.setObjectName("export_label")
+        self.export_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.caveat_label = QLabel("")
+        self.caveat_label.setObjectName("caveat")
+        self.caveat_label.setWordWrap(True)
+        self.caveat_label.setStyleSheet("color: #8a5a00;")
+        self.caveat_label.hide()
+        self.help_label = QLabel(
+            "<b>Recall</b>: labelled values found. <b>Agreement</b>: exact matches among values on either "
+            "side. <b>Threshold</b>: the confidence from which values are used without asking. "
+            "Hover a column title for more.")
+        self.help_label.setWordWrap(True)
         self.threshold_label = QLabel("")
         self.threshold_label.setWordWrap(True)
         self.threshold_label.setMinimumHeight(self.threshold_label.fontMetrics().lineSpacing() * 2 + 6)
@@ -702,6 +884,9 @@ class ResultsPanel(QWidget):
         self.threshold_marks: dict[str, tuple[float, float] | None] = {}
         self.table = QTableWidget(0, len(self.COLUMNS))
         self.table.setHorizontalHeaderLabels(self.COLUMNS)
+        for c, name in enumerate(self.COLUMNS):
+            if name in COLUMN_HELP:
+                self.table.horizontalHeaderItem(c).setToolTip(COLUMN_HELP[name])
         self.table.verticalHeader().setVisible(False)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
@@ -721,6 +906,7 @@ class ResultsPanel(QWidget):
 
         top = QHBoxLayout()
         top.addWidget(self.title, 1)
+        top.addWidget(self.export_label)
         top.addWidget(self.export_button)
         pages_row = QHBoxLayout()
         pages_row.addWidget(QLabel("Held-out page:"))
@@ -742,13 +928,34 @@ class ResultsPanel(QWidget):
         layout.addLayout(top)
         layout.addWidget(self.threshold_label)
         layout.addWidget(self.bound_label)
+        layout.addWidget(self.caveat_label)
         layout.addWidget(self.table)
+        layout.addWidget(self.help_label)
         layout.addLayout(self.curves_row)
         layout.addLayout(pages_row)
         layout.addWidget(self.legend)
         layout.addWidget(views, 1)
 
     # -- the run -----------------------------------------------------------------------
+    def show_latest(self, project_root) -> bool:
+        """Show the newest finished run of the project (on opening: results survive a restart).
+        False when there is none (or its report does not read)."""
+        from dxstudio.project import Project
+
+        try:
+            runs = RunDir.list(Project.open(project_root).runs_dir)
+        except (ValueError, OSError):
+            return False
+        for info in runs:
+            if info.status == "finished":
+                try:
+                    self.show_run(RunDir(info.path).read_report(), info.path, project_root)
+                    return True
+                except TuneError as e:
+                    self.title.setText(f"Run {info.name}: {e}")
+                    return False
+        return False
+
     def show_run(self, report: dict, run_dir, project_root) -> None:
         self.report, self.run_dir, self.project_root = report, Path(run_dir), Path(project_root)
         self._model = None
@@ -756,6 +963,16 @@ class ResultsPanel(QWidget):
         self.title.setText(f"Run {self.run_dir.name}: {run.get('steps', '?')} steps, "
                            f"{run.get('train_pages', '?')} training and {run.get('heldout_pages', '?')} held-out pages")
         self.threshold_label.setText(threshold_sentence(report))
+        self.export_label.setText("")
+        held = run.get("heldout_pages", len(report.get("pages", [])))
+        if isinstance(held, int) and held < FEW_HELDOUT_PAGES:
+            self.caveat_label.setText(
+                f"Only {held} held-out page{'s' if held != 1 else ''}: one page more or less right moves a "
+                f"rate by {100 / max(1, held):.0f} points, so read these scores as rough. Review more pages "
+                f"(or raise the held-out fraction) for firmer ones.")
+            self.caveat_label.show()
+        else:
+            self.caveat_label.hide()
         self.bound_label.setText(bound_sentences(report))
         self.bound_label.setStyleSheet("color: #b2182b;" if report.get("warning") else "")
         self._fill_table(report)
@@ -789,7 +1006,7 @@ class ResultsPanel(QWidget):
         for r, (name, s) in enumerate(rows):
             cells = (name, _fmt_rate(s.get("recall")), _fmt_rate(s.get("agreement")),
                      _fmt_rate(s.get("value_recall")), _fmt_rate(s.get("value_agreement")),
-                     _fmt_rate(s.get("threshold")), _fmt_rate(s.get("coverage")),
+                     format_threshold(s.get("threshold")), _fmt_rate(s.get("coverage")),
                      f"{s.get('n_correct', 0)} / {s.get('n_values', 0)}", str(s.get("n_labelled", "")))
             for c, text in enumerate(cells):
                 item = QTableWidgetItem(text)
@@ -874,7 +1091,7 @@ class ResultsPanel(QWidget):
         except OSError as e:
             self._show_error(f"Cannot export the model: {e}")
             return
-        self.title.setText(f"Model exported to {out}")
+        self.export_label.setText(f"Exported to {out}")
 
     # -- held-out pages ----------------------------------------------------------------
     def _page_chosen(self, index: int) -> None:

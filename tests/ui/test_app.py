@@ -46,7 +46,7 @@ def test_sample_opens_with_grounded_labels(qtbot, activate, tmp_path, monkeypatc
     monkeypatch.setenv("DXSTUDIO_HOME", str(tmp_path / "home"))
     w = activate(MainWindow(sample_project()))
     assert [w.tabs.tabText(i) for i in range(w.tabs.count())] == ["Review", "Schema && labels", "Train", "Results",
-                                                                  "Extract"]
+                                                                  "Runs", "Extract"]
     counts = w.session.counts()
     assert counts["error"] == 0 and counts["unreviewed"] >= 0.8 * len(w.session.page_ids)
     assert any(t > 0 for t in w.view.tags)  # the first page has labelled words drawn

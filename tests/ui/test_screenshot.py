@@ -14,7 +14,7 @@ def png_size(path) -> tuple[int, int]:
     return struct.unpack(">II", data[16:24])  # IHDR width, height
 
 
-@pytest.mark.parametrize("screen", ["review", "schema", "training", "results", "extract"])
+@pytest.mark.parametrize("screen", ["review", "schema", "training", "results", "runs", "extract"])
 def test_screenshot_writes_a_png_of_the_asked_size(receipts_project, tmp_path, screen, capsys):
     out = tmp_path / f"{screen}.png"
     rc = main(["screenshot", str(receipts_project), str(out), "--screen", screen, "--steps", "8", "--size", "1280x800"])
@@ -66,3 +66,39 @@ def test_project_settings_trains_with_the_projects_own_settings(receipts_project
     assert seen["settings"]["backbone_scale"] == screenshot.SHORT_RUN["backbone_scale"] != own["backbone_scale"]
     assert seen["settings"]["epochs"] != own["epochs"]
     assert not any((receipts_project / "runs").iterdir())
+
+
+def test_the_runs_screen_compares_two_runs_on_the_sample(tmp_path, monkeypatch):
+    """On a few pages of the bundled sample (no ../shared): two runs, both listed and compared."""
+    import json
+    import shutil
+    from pathlib import Path
+
+    from dxstudio.ui import screenshot
+
+    sample = Path(__file__).resolve().parents[2] / "resources" / "sample"
+    root = tmp_path / "p"
+    (root / "pages").mkdir(parents=True)
+    (root / "labels").mkdir()
+    for page in sorted((sample / "pages").glob("*.json"))[:8]:
+        shutil.copy(page, root / "pages")
+        shutil.copy(sample / "labels" / page.name, root / "labels")
+    data = json.loads((sample / "dxproject.json").read_text())
+    data["settings"] = {"batch": 2, "heldout_fraction": 0.25}
+    (root / "dxproject.json").write_text(json.dumps(data))
+    seen = {}
+    save_png = screenshot._save_png
+
+    def look_then_save(window, out):
+        runs = window.runs_panel
+        seen["runs"] = [r.status for r in runs.runs]
+        seen["compare_rows"] = runs.compare_table.rowCount()
+        seen["title"] = runs.compare_title.text()
+        save_png(window, out)
+
+    monkeypatch.setattr(screenshot, "_save_png", look_then_save)
+    screenshot.render(root, tmp_path / "runs.png", "runs", steps=4, size=(1280, 800))
+    assert seen["runs"] == ["finished", "finished"]
+    assert seen["compare_rows"] >= len(data["schema"]) and "lr 0.01 → 0.005" in seen["title"]
+    assert (tmp_path / "runs.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not (root / "runs").exists() or not any((root / "runs").iterdir())

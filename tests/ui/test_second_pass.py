@@ -420,7 +420,7 @@ def test_extract_tab_reads_pages_and_saves_json_lines(window, qtbot, tmp_path, m
     pages = [window.project_root / "pages" / f"{pid}.json" for pid in window.session.page_ids[:2]]
     bad = tmp_path / "bad.json"
     bad.write_text("[]")
-    click_tab(qtbot, window, 4)
+    click_tab(qtbot, window, window.tabs.count() - 1)  # Extract, the last tab
     monkeypatch.setattr(QFileDialog, "getOpenFileNames", lambda *a, **k: ([str(p) for p in pages] + [str(bad)], ""))
     with qtbot.waitSignal(panel.finished, timeout=120000):
         qtbot.mouseClick(panel.open_button, Qt.LeftButton)
@@ -520,7 +520,7 @@ def test_dropping_pdfs_on_the_extract_tab(window, qtbot, tmp_path):
     assert panel.set_model(tmp_path / "m.safetensors")
     (tmp_path / "invoice.pdf").write_bytes(minimal_pdf([(72, 700, "Invoice No 42"), (72, 680, "Total 12.50")]))
     (tmp_path / "scan.pdf").write_bytes(minimal_pdf([]))
-    click_tab(qtbot, window, 4)
+    click_tab(qtbot, window, window.tabs.count() - 1)  # Extract, the last tab
     mime = QMimeData()
     mime.setUrls([QUrl.fromLocalFile(str(tmp_path / n)) for n in ("invoice.pdf", "scan.pdf")])
     enter = QDragEnterEvent(QPoint(20, 20), Qt.CopyAction, mime, Qt.LeftButton, Qt.NoModifier)
@@ -583,7 +583,7 @@ def test_extract_shows_routes_from_a_models_stored_thresholds(window, qtbot, tmp
     monkeypatch.setattr(container, "load_model", with_thresholds)
     panel = window.extract_panel
     assert panel.set_model(tmp_path / "m.safetensors") and "routes from its stored" in panel.model_label.text()
-    click_tab(qtbot, window, 4)
+    click_tab(qtbot, window, window.tabs.count() - 1)  # Extract, the last tab
     pages = [window.project_root / "pages" / f"{pid}.json" for pid in window.session.page_ids[:3]]
     with qtbot.waitSignal(panel.finished, timeout=120000):
         assert panel.extract_files(pages)

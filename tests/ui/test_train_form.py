@@ -38,7 +38,7 @@ def test_every_form_row_of_the_table_is_a_widget_with_its_range_and_help(qtbot, 
     panel.show_dialogs = False
     qtbot.addWidget(panel)
     assert list(panel.inputs) == [row.name for row in FORM_SETTINGS]
-    kinds = {"int": QSpinBox, "float": QDoubleSpinBox, "choice": QComboBox}
+    kinds = {"int": QSpinBox, "float": QDoubleSpinBox, "choice": QComboBox, "bool": QCheckBox}
     for row in FORM_SETTINGS:
         w = panel.inputs[row.name]
         assert isinstance(w, kinds[row.kind]) and row.help in w.toolTip()
@@ -58,15 +58,15 @@ def test_every_form_row_of_the_table_is_a_widget_with_its_range_and_help(qtbot, 
 
 
 def test_a_new_row_appears_in_the_form(qtbot, small_project, monkeypatch):
-    row = Setting("accepted_only", "bool", False, "train on accepted pages only", label="Accepted only")
+    row = Setting("future_flag", "bool", False, "train on a future flag", label="Future flag")
     monkeypatch.setattr(training_panel, "FORM_SETTINGS", FORM_SETTINGS + (row,))
-    monkeypatch.setitem(training_panel.DEFAULTS, "accepted_only", False)
-    monkeypatch.setitem(training_panel.BY_NAME, "accepted_only", row)
+    monkeypatch.setitem(training_panel.DEFAULTS, "future_flag", False)
+    monkeypatch.setitem(training_panel.BY_NAME, "future_flag", row)
     panel = TrainingPanel(small_project)
     qtbot.addWidget(panel)
-    assert isinstance(panel.inputs["accepted_only"], QCheckBox)
-    panel.set_settings({"accepted_only": True})
-    assert panel.settings_values()["accepted_only"] is True
+    assert isinstance(panel.inputs["future_flag"], QCheckBox)
+    panel.set_settings({"future_flag": True})
+    assert panel.settings_values()["future_flag"] is True
 
 
 def test_threads_go_to_the_run_but_not_into_the_project(qtbot, small_project):
