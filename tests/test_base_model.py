@@ -30,13 +30,11 @@ def test_the_shipped_base_has_the_documented_hash_and_is_a_base():
 
 
 @pytest.mark.heavy
+@pytest.mark.shared_data(*SOURCES)
 def test_the_documented_command_reproduces_the_shipped_base(tmp_path):
     """About 13 minutes at degree 2 on a busy 2-core machine."""
     from dxstudio.cli import main as cli_main
 
-    for s in SOURCES:
-        if not (SHARED / s).exists():
-            pytest.skip(f"{SHARED / s} is not here")
     if importlib.util.find_spec("faker") is None:
         pytest.skip("faker is not installed (pip install dxstudio[pretrain])")
     import faker

@@ -230,14 +230,13 @@ def test_amount_formats():
     assert outs <= {"1.234,50", "1234,50"} and "1.234,50" in outs
 
 
-# -- the real sources (skipped without ../shared/data) ------------------------------------------
+# -- the real sources (shared_data: skipped, and counted, without ../shared/data) -------------
 
-@pytest.mark.parametrize("name,count", [("cord-v1-train", 800), ("docbank-samples", 100),
-                                        ("invoice2data-samples", 13), ("naf", 708)])
+@pytest.mark.parametrize("name,count", [
+    pytest.param(name, count, marks=pytest.mark.shared_data(name))
+    for name, count in [("cord-v1-train", 800), ("docbank-samples", 100), ("invoice2data-samples", 13), ("naf", 708)]])
 def test_real_sources_convert_without_errors(name, count):
     root = SHARED / name
-    if not root.exists():
-        pytest.skip(f"{root} is not here")
     rep = read_source(str(root))
     assert rep.errors == [] and len(rep.docs) == count
     labelled = sum(1 for d in rep.docs for t in (d.tags or ()) if t not in (None, "O"))

@@ -15,10 +15,6 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data"  # ../shared besi
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
-def needs(path: Path):
-    return pytest.mark.skipif(not path.exists(), reason=f"{path} not available")
-
-
 @pytest.fixture
 def project(tmp_path):
     return Project.create(tmp_path / "proj", "imports")
@@ -168,7 +164,7 @@ def test_reimport_keeps_the_review(project, tmp_path):
     assert project.load_labels("001").review["fixes"] == {"date": []}
 
 
-@needs(DATA / "sroie-train")
+@pytest.mark.shared_data("sroie-train")
 def test_real_sroie_receipts(project):
     root = DATA / "sroie-train"
     for stem in ("000", "004", "104"):  # 004 has CRLF lines, 104 lacks "address"
@@ -205,7 +201,7 @@ def test_cord_file_clamps_boxes_and_sorts_lines(tmp_path):
     assert answers == {"total": "1,500", "subtotal": None, "tax": None, "cash": "2,000", "change": None}
 
 
-@needs(DATA / "cord-v1-train" / "json")
+@pytest.mark.shared_data("cord-v1-train/json")
 def test_real_cord_receipts(project):
     src = DATA / "cord-v1-train" / "json"
     for name in ("receipt_00000.json", "receipt_00001.json", "receipt_00002.json"):
@@ -225,7 +221,7 @@ def test_real_cord_receipts(project):
 
 # -- FUNSD --------------------------------------------------------------------------------------
 
-@needs(DATA / "funsd" / "training_data" / "annotations" / "0000971160.json")
+@pytest.mark.shared_data("funsd/training_data/annotations/0000971160.json")
 def test_real_funsd_form(project):
     path = DATA / "funsd" / "training_data" / "annotations" / "0000971160.json"
     page = funsd_page(path)
@@ -289,7 +285,6 @@ def test_import_command_exit_codes(tmp_path, capsys):
 SAMPLE = Path(__file__).parent.parent / "resources" / "sample"
 
 
-@pytest.mark.skipif(not SAMPLE.exists(), reason="resources/sample not built")
 def test_bundled_sample_project_is_usable():
     from dxstudio.grounding import project_targets
 
@@ -302,7 +297,7 @@ def test_bundled_sample_project_is_usable():
     assert all(r for _, r in targets.excluded)  # every exclusion says why
 
 
-@pytest.mark.skipif(not (SAMPLE.exists() and (DATA / "cord-v1-train" / "json").exists()), reason="needs CORD")
+@pytest.mark.shared_data("cord-v1-train/json")
 def test_sample_script_rebuilds_the_committed_sample(tmp_path):
     import importlib.util
 

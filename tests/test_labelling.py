@@ -1,5 +1,6 @@
 """The labelling client against a real HTTP server on 127.0.0.1, started by each test."""
 import json
+import re
 import shutil
 import threading
 import time
@@ -135,8 +136,11 @@ def test_parse_answers_robustly(content):
 
 def test_parse_answers_numbers_and_failures():
     assert parse_answers('{"total": 12.5, "vendor": "null"}', ["total", "vendor"]) == {"total": "12.5", "vendor": None}
-    for bad in ("no json here", '{"vendor": ', '{"other": 1}', '{"vendor": ["a", "b"]}'):
-        with pytest.raises(ValueError):
+    for bad, why in (("no json here", "no JSON object with the schema's fields in the reply ('no json here')"),
+                     ('{"vendor": ', "no JSON object with the schema's fields in the reply"),
+                     ('{"other": 1}', "no JSON object with the schema's fields in the reply"),
+                     ('{"vendor": ["a", "b"]}', "the value of 'vendor' is list, not text or null")):
+        with pytest.raises(ValueError, match=re.escape(why)):
             parse_answers(bad, ["vendor"])
 
 

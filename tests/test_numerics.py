@@ -430,11 +430,6 @@ def test_log64_special_values():
     assert both("log64", np.array([2.0]))[0] == nu.EXP64_LN2_HI + nu.EXP64_LN2_LO
 
 
-def test_kernel_selection_is_checked():
-    with pytest.raises(ValueError, match="kernels must be one of"):
-        nu.check_kernels("blas")
-
-
 # ----------------------------------------------------------------------------------------
 # SplitMix64: the published test vector
 # ----------------------------------------------------------------------------------------

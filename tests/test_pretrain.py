@@ -108,12 +108,15 @@ def test_tuning_starts_from_the_base_with_matched_tag_rows(receipts_project, tmp
     _, _, _ = pretrain(tmp_path / "base")
     base = load_model(tmp_path / "base" / "model.safetensors")
     project = Project.open(receipts_project)
-    assert project.field_names == ["company", "date", "address", "total"]
+    # the bundled sample's receipts: each field's generic class, by name or by description
+    generic = {"total": "total", "subtotal": "subtotal", "tax": "tax", "cash": "paid", "change": "change",
+               "item": "item_name"}
+    assert project.field_names == list(generic)
     run = TuneRun.prepare(project, tmp_path / "tune", {"epochs": 1}, model_path=tmp_path / "base" / "model.safetensors")
     w = run.start_params["tag_head.weight"]
     bw = base.params["tag_head.weight"]
     for c, name in enumerate(project.field_names):
-        g = GENERIC_FIELDS.index(name)
+        g = GENERIC_FIELDS.index(generic[name])
         np.testing.assert_array_equal(w[1 + 2 * c:3 + 2 * c], bw[1 + 2 * g:3 + 2 * g])
     np.testing.assert_array_equal(run.start_params["blocks.0.qkv.weight"], base.params["blocks.0.qkv.weight"])
     assert run.train() and run.finish()["run"]["starting_model"].endswith("model.safetensors")
@@ -155,3 +158,23 @@ def test_cli_pretrain_resume_without_a_checkpoint_is_a_clear_error(tmp_path, cap
     assert cli_main(["pretrain", "synthetic:3", "--size", "tiny", "--steps", "2", "--out", str(tmp_path / "r"),
                      "--resume"]) == 2
     assert "no checkpoint to resume from" in capsys.readouterr().err
+
+
+def test_a_null_backbone_scale_means_03_from_a_base_and_1_from_any_other_start(receipts_project, tmp_path):
+    from dxstudio.project import Project
+    from dxstudio.tuning import TuneRun
+    from dxstudio.tuning.settings import DEFAULTS
+
+    assert DEFAULTS["backbone_scale"] is None
+    pretrain(tmp_path / "base")
+    project = Project.open(receipts_project)
+    project.settings.pop("backbone_scale", None)  # the fixture sets 0.5: back to the default
+    base = TuneRun.prepare(project, tmp_path / "a", {}, model_path=tmp_path / "base" / "model.safetensors")
+    new = TuneRun.prepare(project, tmp_path / "b", {})
+    assert base.settings["backbone_scale"] is None and new.settings["backbone_scale"] is None
+    assert (base.from_base, base.train_settings().backbone_scale) == (True, 0.3)
+    assert (new.from_base, new.train_settings().backbone_scale) == (False, 1.0)
+    # a value set by a person wins over either default
+    set_ = TuneRun.prepare(project, tmp_path / "c", {"backbone_scale": 0.7},
+                           model_path=tmp_path / "base" / "model.safetensors")
+    assert set_.train_settings().backbone_scale == 0.7

@@ -26,6 +26,7 @@ from dxstudio.tuning.schedule import (
 )
 
 M64 = (1 << 64) - 1
+SAMPLE_PAGES = Path(__file__).resolve().parents[1] / "resources" / "sample" / "pages"
 
 
 def ref_splitmix64(state: int):
@@ -119,12 +120,9 @@ def test_split_needs_two_pages_and_sane_input():
         split_pages(["a", ""], 1, 0.2)
 
 
-def test_split_on_real_funsd_ids():
-    folder = Path(__file__).resolve().parents[2] / "shared" / "data" / "funsd"
-    files = sorted(folder.glob("*/annotations/*.json"))[:40]
-    if len(files) < 10:
-        pytest.skip("FUNSD not available")
-    ids = [f.stem for f in files]
+def test_split_on_real_page_ids():
+    ids = sorted(f.stem for f in SAMPLE_PAGES.glob("*.json"))[:40]  # receipt_00000, receipt_00004, ...
+    assert len(ids) == 40
     train, held = split_pages(ids, 2024, 0.2)
     assert len(held) == 8 and sorted(train + held) == sorted(ids)
     keys = [int.from_bytes(hashlib.sha256(f"2024:{i}".encode()).digest()[:8], "little") for i in held + train]

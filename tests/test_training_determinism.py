@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 
 import numpy as np
@@ -119,11 +120,40 @@ def test_base_model_paths_and_degrees_bit_identical():
                       combos=[("reference", 1), ("fast", 1), ("fast", 4), ("reference", 4)])
 
 
-def test_degree_larger_than_the_batch_and_batch_of_one():
+def test_degree_larger_than_the_batch_and_batch_of_one(monkeypatch):
+    # Degree 4 on a batch of 3: each example on its own worker thread, all three at once (a
+    # barrier that waits for all three proves it); on a batch of one, on the caller's thread.
+    # Both give degree 1's bytes.
+    from dxstudio.engine import training
+
+    real = training.example_gradients
+    calls = []
+    barrier = None
+
+    def spy(*args, **kwargs):
+        calls.append(threading.get_ident())
+        if barrier is not None:
+            barrier.wait()  # BrokenBarrierError after the timeout: the examples did not run together
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(training, "example_gradients", spy)
     cfg = SIZES["tiny"]
     container = new_params(cfg, 7)
-    runs = [(f"degree {d}", run_steps(cfg, container, "fast", d, sizes=(6,), steps=2)) for d in (1, 4)]
-    assert_runs_identical(runs)
+    main = threading.get_ident()
+    for sizes in ((6, 2, 9), (6,)):
+        runs = []
+        for degree in (1, 4):
+            calls.clear()
+            threaded = degree > len(sizes) > 1
+            barrier = threading.Barrier(len(sizes), timeout=60) if threaded else None
+            runs.append((f"batch {sizes} degree {degree}",
+                         run_steps(cfg, container, "fast", degree, sizes=sizes, steps=2)))
+            assert len(calls) == 2 * len(sizes)
+            if threaded:
+                assert main not in calls
+            else:
+                assert set(calls) == {main}
+        assert_runs_identical(runs)
 
 
 # ----------------------------------------------------------------------------------------

@@ -53,7 +53,7 @@ def test_cancel_mid_epoch_keeps_a_checkpoint_and_resumes_to_the_same_bytes(recei
     def on_event(ev):
         if ev.kind == "step":
             seen.append(ev.step)
-            if ev.step == 2:  # batch 4 of 12 training pages: step 2 ends inside epoch 0
+            if ev.step == 2:  # batch 4 of 11 training pages: step 2 ends inside epoch 0
                 cancel.set()
 
     run = TuneRun.prepare(Project.open(receipts_project), tmp_path / "c", {})
@@ -87,7 +87,7 @@ def test_resume_refuses_a_changed_label_file_and_says_which(receipts_project, tm
 def test_report_shape_and_eval_gives_the_same_scores(receipts_project, tmp_path):
     run, report, _ = tune(receipts_project, tmp_path / "run")
     on_disk = json.loads((tmp_path / "run" / "report.json").read_text())
-    assert set(on_disk["fields"]) == {"company", "date", "address", "total"}
+    assert set(on_disk["fields"]) == {"total", "subtotal", "tax", "cash", "change", "item"}
     for f in on_disk["fields"].values():
         assert {"recall", "agreement", "threshold"} <= set(f)
     assert "threshold" in on_disk

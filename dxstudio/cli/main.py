@@ -43,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
             continue
         mod.configure(name, p)
         p.set_defaults(_module=mod)
+    from dxstudio import __version__
+    parser.add_argument("--version", action="version", version=f"dxstudio {__version__}")
     return parser
 
 

@@ -27,6 +27,7 @@ from dxstudio.engine.config import size_config
 from dxstudio.engine.container import ModelFileError, canonical_json, load_model, model_bytes, save_model
 from dxstudio.engine.extract import predict_page
 from dxstudio.engine.inputs import window_inputs
+from dxstudio.bundled import models_dir
 from dxstudio.engine.params import new_params, new_tag_head
 from dxstudio.engine.training import Example, Targets, TrainSettings, TrainState, train_step
 from dxstudio.fsutil import (JSONInputError, disk_full, is_disk_full, loads_json, write_bytes_atomic,
@@ -35,10 +36,10 @@ from dxstudio.grounding import project_targets, value_key
 from dxstudio.tuning.rundir import RunDir
 from dxstudio.tuning.scoring import HeldOutPage, score_pages
 from dxstudio.tuning.settings import (  # noqa: F401  (DEFAULTS, TuneError: the run's names too)
-    DEFAULTS, NOT_FINGERPRINTED, TuneError, fingerprinted, resolve_settings)
+    DEFAULTS, NOT_FINGERPRINTED, TuneError, effective_backbone_scale, fingerprinted, resolve_settings)
 
 # The pretrained base (docs/base-model.md); a run with no model named starts from it when it is there.
-BASE_MODEL = Path(__file__).resolve().parents[2] / "resources" / "models" / "docextract-v0-base.safetensors"
+BASE_MODEL = models_dir() / "docextract-v0-base.safetensors"  # resources/models/, or the installed wheel's
 
 
 @dataclass
@@ -79,6 +80,7 @@ class TuneRun:
     history: list = field(default_factory=list)  # events of this run (steps and epochs)
     sources: dict = field(default_factory=dict)  # {page id: (page bytes, label bytes)} as read
     fold: tuple | None = None  # see prepare
+    from_base: bool = False  # the starting model is a pretrained base (a null backbone_scale means 0.3)
 
     def __post_init__(self):
         self.rundir = RunDir(self.run_dir)  # the folder's file names and its lock
@@ -147,6 +149,7 @@ class TuneRun:
                     base_cfg, base_params, project.schema, params["tag_head.weight"], params["tag_head.bias"])
         run = cls(project, Path(run_dir), settings, cfg, params, start_bytes, source)
         run.start_model_path = str(model_path) if model_path is not None else None
+        run.from_base = isinstance(base_summary, dict) and base_summary.get("base") is True
         run.weights = weights
         run.snapshot = snapshot
         run.fold = fold
@@ -194,9 +197,13 @@ class TuneRun:
         }
         self.fingerprint = _sha(canonical_json(self.components).encode())
 
+    @property
+    def backbone_scale(self) -> float:
+        return effective_backbone_scale(self.settings, self.from_base)
+
     def train_settings(self) -> TrainSettings:
         s = self.settings
-        return TrainSettings(backbone_scale=float(s["backbone_scale"]), loss_tag=1.0,
+        return TrainSettings(backbone_scale=self.backbone_scale, loss_tag=1.0,
                              tag_class_weights=self.class_weights, weight_decay=float(s["weight_decay"]),
                              clip=s["clip"], degree=s["degree"], kernels=s["kernels"])
 
@@ -354,7 +361,7 @@ class TuneRun:
         kept = (f"the last good checkpoint ({self.checkpoint_path}) is kept"
                 if self.checkpoint_path.exists() else "no checkpoint was written")
         raise TuneError(f"step {step}: {bad}: training diverged (lr {s['lr']:g}, now {lr:g}; weight_decay "
-                        f"{s['weight_decay']:g}; backbone_scale {s['backbone_scale']:g}); lower them and start "
+                        f"{s['weight_decay']:g}; backbone_scale {self.backbone_scale:g}); lower them and start "
                         f"again; {kept}")
 
     def _log(self, path: Path, ev: Event) -> None:

@@ -27,6 +27,16 @@ class TuneError(ValueError):
     """A run that cannot start or resume; str() says why."""
 
 
+BASE_START_BACKBONE_SCALE = 0.3  # the backbone scale a null setting means from a pretrained base
+
+
+def effective_backbone_scale(settings: dict, from_base: bool) -> float:
+    """The backbone scale a run trains at: the setting, or when it is null the measured default
+    for its start (a pretrained base or not)."""
+    v = settings["backbone_scale"]
+    return float(v) if v is not None else (BASE_START_BACKBONE_SCALE if from_base else 1.0)
+
+
 def usable_cores() -> int:
     """The CPU cores this process may run on (its affinity mask, else the machine's count)."""
     try:
@@ -127,9 +137,14 @@ SETTINGS: tuple[Setting, ...] = (
             label="Learning rate", form={"decimals": 5, "step": 0.0005, "bottom": 0.00001, "top": 1.0}),
     Setting("warmup", "int", 20, "steps of linear warm-up to the peak rate", low=0,
             label="Warm-up steps", form={"top": 100000}),
-    Setting("backbone_scale", "float", 1.0,
+    # null: 0.3 from a pretrained base (measured on SROIE at 20, 38 and 124 pages, docs/base-model.md
+    # "Fine-tuning defaults for a base start"), 1 from any other start (docs/tuning.md "Defaults")
+    Setting("backbone_scale", "float", None,
             "0 trains the tag head only; 1 trains everything at the head's rate", low=0,
-            label="Backbone scale", form={"decimals": 3, "step": 0.1, "top": 10.0}),
+            nullable=True, null_means=f"{BASE_START_BACKBONE_SCALE:g} from a pretrained base, 1 from any other start",
+            default_text="auto",
+            label="Backbone scale", form={"decimals": 3, "step": 0.1, "bottom": -0.1, "top": 10.0,
+                                          "null_text": "auto"}),
     Setting("field_weight", "float", None, "weight of every B-/I- tag against O", low=0,
             nullable=True, null_means="each field's schema weight", default_text="the schema's",
             label="Field weight", form={"decimals": 2, "top": 100.0, "null_text": "schema"}),

@@ -1,6 +1,6 @@
 """The main window and `run_app`, what `dxstudio [PROJECT]` opens.
 
-    run_app(path=None) -> int        opens PROJECT, or the bundled sample (resources/sample)
+    run_app(path=None) -> int        opens PROJECT, or the bundled sample (dxstudio.bundled)
                                      copied on first use to $DXSTUDIO_HOME/sample
                                      (default ~/.local/share/dxstudio/sample)
     MainWindow(project_path)         tabs: Review, Schema & labels, Train, Results, Runs, Extract;
@@ -37,6 +37,7 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (QApplication, QFileDialog, QInputDialog, QLabel, QMainWindow, QMessageBox,
                                QScrollArea, QSplitter, QTabWidget, QVBoxLayout, QWidget)
 
+from dxstudio.bundled import sample_dir
 from dxstudio.engine.page import PageError
 from dxstudio.fsutil import read_json, write_json_atomic
 from dxstudio.project import LabelError, ProjectError
@@ -46,11 +47,10 @@ from dxstudio.ui.page_list import COUNT_WORDS, PageList
 from dxstudio.ui.page_view import FillBar, PageView
 from dxstudio.ui.schema_panel import SchemaPanel
 
-RESOURCES = Path(__file__).resolve().parents[2] / "resources"
 KEY_HINT = ("A accept · X exclude · 1–9 set field from selection · Ctrl+1–9 no value · J / K next / previous · "
             "N next unreviewed · ? all keys")
 MIN_WIDTH, MIN_HEIGHT = 1000, 580
-SAMPLE = RESOURCES / "sample"
+SAMPLE = sample_dir()  # resources/sample of the checkout, or the installed wheel's copy
 
 STYLE = """
 QMainWindow, QWidget { font-size: 13px; }

@@ -21,8 +21,6 @@ SAMPLE = REPO / "resources" / "sample"
 def test_sample_is_copied_once_to_a_writable_place(tmp_path, monkeypatch):
     from dxstudio.ui.app import sample_project
 
-    if not (SAMPLE / "dxproject.json").exists():
-        pytest.skip("no bundled sample")
     monkeypatch.setenv("DXSTUDIO_HOME", str(tmp_path / "home"))
     path = sample_project()
     assert path == tmp_path / "home" / "sample"
@@ -41,8 +39,6 @@ def test_sample_is_copied_once_to_a_writable_place(tmp_path, monkeypatch):
 def test_sample_opens_with_grounded_labels(qtbot, activate, tmp_path, monkeypatch):
     from dxstudio.ui.app import MainWindow, sample_project
 
-    if not (SAMPLE / "dxproject.json").exists():
-        pytest.skip("no bundled sample")
     monkeypatch.setenv("DXSTUDIO_HOME", str(tmp_path / "home"))
     w = activate(MainWindow(sample_project()))
     assert [w.tabs.tabText(i) for i in range(w.tabs.count())] == ["Review", "Schema && labels", "Train", "Results",
@@ -55,22 +51,42 @@ def test_sample_opens_with_grounded_labels(qtbot, activate, tmp_path, monkeypatc
 
 
 def test_training_tab_is_the_training_panel(window):
-    try:
-        from dxstudio.ui.training_panel import ResultsPanel, TrainingPanel
-    except ImportError:
-        pytest.skip("the training panel is not there yet")
+    from dxstudio.ui.training_panel import ResultsPanel, TrainingPanel
+
     assert isinstance(window.training_panel, TrainingPanel)
     assert isinstance(window.results_panel, ResultsPanel)
     assert window.tabs.widget(2) is window.training_panel
 
 
-def test_close_calls_shutdown_on_the_panels(window, monkeypatch):
-    calls = []
-    if window.training_panel is not None:
-        monkeypatch.setattr(window.training_panel, "shutdown", lambda *a, **k: calls.append("training") or True)
-    monkeypatch.setattr(window.schema_panel, "shutdown", lambda: calls.append("schema"))
-    window.close()
-    assert "schema" in calls and (window.training_panel is None or "training" in calls)
+def test_close_stops_training_and_labelling_and_keeps_the_checkpoint(window, qtbot):
+    # both background jobs running when the window closes: closing stops them (no mocks: the
+    # run's checkpoint, its missing report and the endpoint's request count say so)
+    from dxstudio.ui.training_panel import checkpoint_step
+
+    training, schema = window.training_panel, window.schema_panel
+    pages = len(window.session.page_ids)
+    endpoint = Endpoint({n: None for n in window.session.field_names}, delay=1.0)  # 16 s for all pages
+    try:
+        training.show_dialogs = False
+        training.inputs["epochs"].setValue(200)  # long enough that it cannot end on its own first
+        run_dir = training.fine_tune()
+        qtbot.waitUntil(lambda: len(training.loss_steps) >= 1, timeout=60000)
+        schema.url.setText(endpoint.url)
+        schema.model.setText("test-model")
+        schema.force.setChecked(True)  # ask again for pages that have answers
+        schema.start_labelling()
+        qtbot.waitUntil(lambda: endpoint.requests >= 1, timeout=60000)
+        assert training.is_running and schema.running
+        window.close()
+        assert not training.is_running
+        step = checkpoint_step(run_dir)
+        assert step is not None and 1 <= step < training.total_steps
+        assert not (run_dir / "report.json").exists()
+        asked = endpoint.requests
+        qtbot.wait(1000)  # the labelling worker asks no more
+        assert endpoint.requests == asked < pages
+    finally:
+        endpoint.close()
 
 
 def test_schema_editor_saves_and_keeps_other_settings(window, monkeypatch):
@@ -227,8 +243,6 @@ def test_run_app_reports_a_bad_project(tmp_path, monkeypatch, qapp):
 def test_run_app_without_a_path_opens_the_sample(qapp, tmp_path, monkeypatch):
     from dxstudio.ui import app as app_module
 
-    if not (SAMPLE / "dxproject.json").exists():
-        pytest.skip("no bundled sample")
     monkeypatch.setenv("DXSTUDIO_HOME", str(tmp_path / "home"))
     opened = []
 
@@ -258,8 +272,6 @@ def test_a_sample_folder_the_app_did_not_make_is_never_deleted(tmp_path, monkeyp
     """Issue 9 item 16: $DXSTUDIO_HOME/sample without dxproject.json is someone else's."""
     from dxstudio.ui.app import sample_project
 
-    if not (SAMPLE / "dxproject.json").exists():
-        pytest.skip("no bundled sample")
     home = tmp_path / "home"
     monkeypatch.setenv("DXSTUDIO_HOME", str(home))
     (home / "sample").mkdir(parents=True)

@@ -1,4 +1,4 @@
-"""The Train and Results tabs, offscreen, on 16 real SROIE receipts with a tiny model."""
+"""The Train and Results tabs, offscreen, on 16 CORD receipts of the bundled sample with a tiny model."""
 from __future__ import annotations
 
 import json
