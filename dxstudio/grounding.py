@@ -364,6 +364,23 @@ def _check_indices(words, n: int, what: str, labels: LabelFile) -> tuple:
     return tuple(sorted(words))
 
 
+def not_asked_fields(labels: LabelFile, field_names) -> list:
+    """Schema fields the labelling model was never asked about on this page and a person has
+    not set: fields added to the schema after the page was labelled. Such a field is neither
+    a value nor "no value" (the page is left out of training and scoring until it is asked
+    or set); a page never labelled is "not labelled yet" instead and returns []."""
+    if labels.answers is None:
+        return []
+    fixes = (labels.review or {}).get("fixes", {}) or {}
+    return [n for n in field_names if n not in labels.answers and n not in labels.grounding and n not in fixes]
+
+
+def not_asked_reason(names) -> str:
+    # no "; " inside: exclusion reasons are joined and split on it
+    return (f"{', '.join(names)} not asked yet (added to the schema after this page was labelled, "
+            f"Label pages asks for {'it' if len(names) == 1 else 'them'})")
+
+
 def field_words_of(page, labels: LabelFile, field_names) -> dict | Excluded:
     """{field: (word indices)} after the review's fixes, or Excluded(reason)."""
     n = len(page.words)
@@ -373,6 +390,9 @@ def field_words_of(page, labels: LabelFile, field_names) -> dict | Excluded:
     fixes = review.get("fixes", {}) or {}
     if labels.answers is None and not fixes and review.get("state") != "accepted":
         return Excluded("not labelled yet")
+    missing = not_asked_fields(labels, field_names)
+    if missing:
+        return Excluded(not_asked_reason(missing))
     answers = labels.answers or {}
     out, absent = {}, []
     for name in field_names:
@@ -495,6 +515,8 @@ def _reason_kind(reason: str) -> str:
     for piece in reason.split("; "):
         if ": " in piece and "is not on the page" in piece:
             parts.append(piece.split(": ", 1)[0] + " absent")
+        elif "not asked yet (" in piece:
+            parts.append(piece.split(" (", 1)[0])
         else:
             parts.append(piece)
     return ", ".join(parts)

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dxstudio.fsutil import JSONInputError, MAX_SOURCE_BYTES, loads_json, read_json, read_regular_file, write_json_atomic
-from dxstudio.grounding import ground_answers
+from dxstudio.grounding import ground_answers, not_asked_fields
 from dxstudio.project import Field, LabelError, LabelFile, Project, ProjectError, field_from
 
 PROMPT_VERSION = 1
@@ -527,17 +527,35 @@ def check_answers(answers, field_names, source: str) -> dict:
     return out
 
 
-def apply_answers(project: Project, page_id: str, answers: dict, source: str, page=None) -> LabelFile:
+def apply_answers(project: Project, page_id: str, answers: dict, source: str, page=None,
+                  only=None) -> LabelFile:
     """Store new answers for a page, ground them and save labels/<id>.json. The review (state,
     fixes, history) already in the file is kept. A label file that does not load is left
-    untouched and LabelError is raised."""
+    untouched and LabelError is raised.
+
+    only: the fields asked for (those the page was not asked about yet, see
+    dxstudio.grounding.not_asked_fields); every other field keeps its answer and grounding,
+    so adding a field never changes labels already there. A page a person had accepted goes
+    back to unreviewed (noted in its review history): its new values were never seen."""
     names = project.field_names
     answers = check_answers(answers, names, f"answers for page {page_id!r}")
     page = page if page is not None else project.load_page(page_id)
     labels = project.load_labels(page_id)
-    labels.answers = {n: answers.get(n) for n in names}
+    if only is None or labels.answers is None:
+        labels.answers = {n: answers.get(n) for n in names}
+        labels.grounding = ground_answers(page, answers, names)
+    else:
+        only = [n for n in names if n in set(only)]
+        merged = {n: (answers.get(n) if n in only else labels.answers.get(n)) for n in names}
+        grounded = ground_answers(page, merged, names)
+        labels.answers = {**labels.answers, **{n: answers.get(n) for n in only}}
+        labels.grounding = {**labels.grounding, **{n: grounded[n] for n in only}}
+        if labels.state == "accepted" and only:
+            labels.review["state"] = "unreviewed"
+            labels.review.setdefault("history", []).append(
+                {"op": "new fields asked", "fields": list(only), "before": {"state": "accepted"},
+                 "after": {"state": "unreviewed"}, "at": time.strftime("%Y-%m-%dT%H:%M:%S")})
     labels.answer_source = source
-    labels.grounding = ground_answers(page, answers, names)
     project.save_labels(page_id, labels)
     return labels
 
@@ -558,7 +576,8 @@ class LabelReport:
 
 
 def needs_labels(labels: LabelFile, field_names) -> bool:
-    return labels.answers is None or any(n not in labels.answers for n in field_names)
+    """Never labelled, or a field of the schema was never asked (and not set by a person)."""
+    return labels.answers is None or bool(not_asked_fields(labels, field_names))
 
 
 def label_project(project: Project, client: LabelClient, limit: int | None = None, progress=None,
@@ -591,9 +610,12 @@ def label_project(project: Project, client: LabelClient, limit: int | None = Non
             progress(k, len(todo))
         try:
             page = project.load_page(pid)
-            from_cache = client.cached(page, project.schema) is not None
-            answers = client.ask(page, project.schema)
-            labels = apply_answers(project, pid, answers, "llm", page=page)
+            labels = project.load_labels(pid)
+            missing = None if force else not_asked_fields(labels, project.field_names)
+            schema = [f for f in project.schema if f.name in missing] if missing else project.schema
+            from_cache = client.cached(page, schema) is not None
+            answers = client.ask(page, schema)
+            labels = apply_answers(project, pid, answers, "llm", page=page, only=missing or None)
         except (PageError, LabelError) as e:
             report.errors.append((pid, str(e)))
             continue

@@ -23,8 +23,9 @@ Page statuses, in order of precedence:
   conflicts   the trainer cannot use the page as it stands: a value that is not on the
               page (the page is excluded), or a field whose words are not one run or are
               shared with another field (ignored by the loss)
-  accepted    a person accepted the page
-  unreviewed  everything else (including pages not labelled yet: see `message`)
+  accepted    a person accepted the page (and every field of the schema has been asked)
+  unreviewed  everything else (including pages not labelled yet and pages with a field
+              added to the schema since they were labelled, "not asked": see `message`)
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dxstudio.engine.page import Page, PageError
-from dxstudio.grounding import Excluded, page_targets
+from dxstudio.grounding import Excluded, not_asked_fields, not_asked_reason, page_targets
 from dxstudio.project import LabelError, LabelFile, Project, ProjectError
 
 STATUSES = ("unreviewed", "accepted", "excluded", "conflicts", "error")
@@ -100,6 +101,8 @@ def display_targets(page: Page, labels: LabelFile, field_names, max_words: int |
     and returns the conflicts it lifted as text (empty when the trainer uses the page as is)."""
     conflicts = []
     view = copy.deepcopy(labels)
+    for name in not_asked_fields(labels, field_names):  # shown as "not asked", drawn as no value
+        view.grounding[name] = {"status": "null", "words": [], "reason": "not asked"}
     for name in field_names:
         g = view.grounding.get(name)
         if name not in view.fixes and g is not None and g.get("status") == "absent":
@@ -122,6 +125,7 @@ class ReviewSession:
         self.max_words = max_words if max_words is not None else self._model_max_words()
         self.page_ids: list[str] = self.project.page_ids()
         self.statuses: dict[str, PageStatus] = {}
+        self._states: dict[str, str] = {}  # review state of each page's label file
         self.current: str | None = None
         self.page: Page | None = None
         self.labels: LabelFile | None = None
@@ -138,7 +142,8 @@ class ReviewSession:
     # -- observers -------------------------------------------------------------------------
     def subscribe(self, fn) -> None:
         """fn(kind, page_id) after each change; kind is "page" (another page is current),
-        "labels" (the current page's labels changed) or "statuses" (the list changed)."""
+        "labels" (the current page's labels changed), "statuses" (the list changed) or
+        "history" (after an undo or redo: can_undo / can_redo changed)."""
         self._observers.append(fn)
 
     def unsubscribe(self, fn) -> None:
@@ -173,6 +178,7 @@ class ReviewSession:
         try:
             page = self.project.load_page(pid)
             labels = self.project.load_labels(pid)
+            self._states[pid] = labels.state
             return self._status_of(page, labels)
         except (PageError, LabelError, ProjectError, ReviewError) as e:
             return PageStatus("error", str(e))
@@ -184,6 +190,9 @@ class ReviewSession:
         _, conflicts = display_targets(page, labels, self.field_names, self.max_words)
         if conflicts:
             return PageStatus("conflicts", "; ".join(conflicts))
+        missing = not_asked_fields(labels, self.field_names)
+        if missing:
+            return PageStatus("unreviewed", not_asked_reason(missing))
         if state == "accepted":
             return PageStatus("accepted")
         if not labels.labelled and not labels.fixes:
@@ -196,12 +205,17 @@ class ReviewSession:
             out[st.status] += 1
         return out
 
+    def reviewed_count(self) -> int:
+        """Pages a person has decided on: accepted or excluded (the label files' review state)."""
+        return sum(1 for pid in self.page_ids if self._states.get(pid) in ("accepted", "excluded"))
+
     def field_rows(self) -> list[FieldRow]:
         """The fields of the current page (empty when the page did not load)."""
         if self.page is None or self.labels is None or self.targets is None:
             return []
         rows = []
         answers = self.labels.answers or {}
+        missing = set(not_asked_fields(self.labels, self.field_names))
         for c, name in enumerate(self.field_names):
             words = tuple(self.targets.field_words.get(name, ()))
             g = self.labels.grounding.get(name, {})
@@ -209,6 +223,9 @@ class ReviewSession:
                 status, reason = "fixed", "set by a person"
             elif not self.labels.labelled:
                 status, reason = "none", "not labelled yet"
+            elif name in missing:
+                status, reason = "not asked", ("added to the schema after this page was labelled: "
+                                               "Label pages asks for it, or set it here")
             else:
                 status, reason = g.get("status", "null"), g.get("reason", "")
             rows.append(FieldRow(name, c, answers.get(name), status, words,
@@ -245,6 +262,7 @@ class ReviewSession:
 
     def _refresh_current(self) -> None:
         self.targets, _ = display_targets(self.page, self.labels, self.field_names, self.max_words)
+        self._states[self.current] = self.labels.state
         self._set_status(self.current, self._status_of(self.page, self.labels), True)
 
     def _set_status(self, pid: str, status: PageStatus, notify: bool) -> None:
@@ -283,6 +301,12 @@ class ReviewSession:
         self._notify("statuses", None)
         if current is not None:
             self.goto(current)
+
+    def reopen(self) -> None:
+        """Re-read dxproject.json (an import may have added fields) and then every page."""
+        self.project = Project.open(self.project.root)
+        self.max_words = self._model_max_words()
+        self.reload()
 
     def set_schema(self, fields) -> None:
         """Replace the schema (names, descriptions, weights), save dxproject.json and re-read.
@@ -395,6 +419,7 @@ class ReviewSession:
             self._undo.append(d)
             raise
         self._redo.append(d)
+        self._notify("history", d.page_id)  # can_undo / can_redo changed after the "labels" notice
         return d.page_id
 
     def redo(self) -> str | None:
@@ -407,4 +432,66 @@ class ReviewSession:
             self._redo.append(d)
             raise
         self._undo.append(d)
+        self._notify("history", d.page_id)
         return d.page_id
+
+
+# ---------------------------------------------------------------------------------------
+# Export of the reviewed labels
+
+EXPORT_FORMATS = ("jsonl", "csv")
+
+
+def reviewed_labels(project, max_words: int | None = None) -> list[dict]:
+    """The pages a person accepted that the trainer uses as they stand (no conflicts, every
+    field asked), in page order: {"id", "fields": {field: {"value": text or None, "words": [...]}}}.
+    A value's text is its words' texts joined by spaces, as the trainer sees it."""
+    out = []
+    names = project.field_names
+    for pid in project.page_ids():
+        try:
+            labels = project.load_labels(pid)
+            if labels.state != "accepted":
+                continue
+            page = project.load_page(pid)
+            t = page_targets(page, labels, names, max_words)
+        except (PageError, LabelError, ProjectError):
+            continue
+        if isinstance(t, Excluded) or t.unscored:
+            continue
+        fields = {}
+        for name in names:
+            words = [int(i) for i in t.field_words.get(name, ())]
+            fields[name] = {"value": " ".join(page.words[i].text for i in words) if words else None,
+                            "words": words}
+        out.append({"id": pid, "fields": fields})
+    return out
+
+
+def export_reviewed(project, path, fmt: str | None = None, max_words: int | None = None) -> int:
+    """Write the reviewed labels (reviewed_labels) to `path` as JSON lines or CSV (one row per
+    page, a column per field; an empty cell is no value), atomically. fmt defaults to the
+    file's suffix. Returns the number of pages written."""
+    import csv
+    import io
+    import json
+    from pathlib import Path
+
+    from dxstudio.fsutil import write_bytes_atomic
+
+    path = Path(path)
+    fmt = fmt or path.suffix.lstrip(".").lower()
+    if fmt not in EXPORT_FORMATS:
+        raise ReviewError(f"{path}: export as {' or '.join(EXPORT_FORMATS)} (the file name's suffix), not {fmt!r}")
+    rows = reviewed_labels(project, max_words)
+    if fmt == "jsonl":
+        text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    else:
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(["id"] + project.field_names)
+        for r in rows:
+            w.writerow([r["id"]] + [r["fields"][n]["value"] or "" for n in project.field_names])
+        text = buf.getvalue()
+    write_bytes_atomic(path, text.encode("utf-8"))
+    return len(rows)

@@ -5,7 +5,7 @@
 CORD_FOLDER defaults to /work/shared/data/cord-v1-train. Every 4th receipt is taken
 (receipt_00000, receipt_00004, ...), imported with the project's own CORD importer (its
 answers are the receipt's annotated total, subtotal, tax, cash and change, grounded on the
-page) and written with an attribution file. The result is the same on every run.
+page) and written with an attribution file and page images drawn from the words. The result is the same on every run.
 """
 from __future__ import annotations
 
@@ -44,8 +44,11 @@ CORD is published by **Clova AI** (NAVER Corp.) under the **Creative Commons Att
 Changes made: the words' quadrilaterals were reduced to boxes (corner minimum and maximum,
 clamped into the image), the lines were put in reading order, words with empty text were
 dropped, and the annotated total, subtotal, tax, cash and change became the answers in
-labels/, grounded on the page by dxstudio. The images are not included (the public
-release has none). Made by resources/make_sample.py.
+labels/, grounded on the page by dxstudio. Made by resources/make_sample.py.
+
+The page images in pages/images/ are not CORD's photographs: they are drawn from the words and
+boxes above (each word's text in its box, black on white, half size) by
+dxstudio/ui/page_image.py, and so are an adaptation of CORD under the same CC BY 4.0 licence.
 """
 
 # Tuning settings of the sample, measured on 2 shared cores: 200 receipts (about 170 training
@@ -54,6 +57,21 @@ release has none). Made by resources/make_sample.py.
 # took twice as long and were no better; 40 receipts (the first sample) were too few to learn
 # from (agreement 0.18 over all fields, no threshold).
 SETTINGS = {"size": "base", "epochs": 20, "batch": 8, "warmup": 20, "lr": 0.003, "backbone_scale": 1.0}
+
+
+def _page_images(root: Path) -> None:
+    """pages/images/<id>.png drawn from each page's words (dxstudio.ui.page_image)."""
+    import os
+
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from PySide6.QtWidgets import QApplication
+
+    from dxstudio.ui.page_image import write_sample_images
+
+    # fonts need an application; a full QApplication, so that widgets made later in the same
+    # process (the app's tests) still work
+    app = QApplication.instance() or QApplication(sys.argv[:1])  # noqa: F841
+    write_sample_images(root)
 
 
 def build(source: Path, target: Path) -> dict:
@@ -74,6 +92,7 @@ def build(source: Path, target: Path) -> dict:
         project.settings.update(SETTINGS)
         project.save()
         write_text_atomic(root / "CREDITS.md", CREDITS)
+        _page_images(root)
         licence = source / "LICENSE-CC-BY.txt"
         if licence.is_file():
             shutil.copyfile(licence, root / "LICENSE-CC-BY.txt")

@@ -20,6 +20,8 @@ def labels(answers=None, fixes=None, state="unreviewed", reason=None, pid="p"):
     review = {"state": state, "fixes": fixes or {}, "history": []}
     if reason:
         review["reason"] = reason
+    if answers is not None:  # the labelling model is asked for every field: one left out is null
+        answers = {**{f: None for f in FIELDS}, **answers}
     return LabelFile(pid, answers, "llm" if answers is not None else None, {}, review)
 
 

@@ -13,6 +13,7 @@ from dxstudio import cli
 from dxstudio.engine.page import Page
 from dxstudio.labelling import (LabelClient, LabellingError, apply_answers, build_messages, import_answers_jsonl,
                                 label_project, parse_answers, schema_hash)
+from dxstudio.grounding import Excluded
 from dxstudio.project import Field, LabelError, Project
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -259,6 +260,39 @@ def test_label_project_grounds_and_keeps_the_review(endpoint, project, tmp_path)
     assert project.load_labels("invoice-1").review["fixes"] == {"total": [13]}
 
 
+def test_a_field_added_later_is_not_asked_until_asked_and_only_it_is_asked(endpoint, project, tmp_path):
+    from dxstudio.grounding import page_targets, project_targets
+
+    server = endpoint(script=[("good", GOOD), ("good", {"currency": "USD"})])
+    client = client_for(server, tmp_path)
+    label_project(project, client)
+    labels = project.load_labels("invoice-1")
+    labels.review["state"] = "accepted"
+    project.save_labels("invoice-1", labels)
+    before = project.load_labels("invoice-1")
+    project.add_fields([Field("currency", "the currency of the total")])
+    project.save()
+    # not asked: neither a value nor "no value"; training and scoring leave the page out
+    t = page_targets(page1(project), before, project.field_names)
+    assert isinstance(t, Excluded) and "currency not asked yet" in t.reason
+    assert project_targets(project).kept == [] and project_targets(project).summary()["excluded_by_reason"] == {
+        "currency not asked yet": 1}
+    # a person's value (here: no value) counts as asked
+    fixed = project.load_labels("invoice-1")
+    fixed.review["fixes"]["currency"] = []
+    assert not isinstance(page_targets(page1(project), fixed, project.field_names), Excluded)
+    # Label pages asks only for the missing field and keeps every other label as it was
+    report = label_project(project, client)
+    assert report.labelled == ["invoice-1"] and len(server.requests) == 2
+    asked = json.dumps(server.requests[1]["body"]["messages"])
+    assert "currency" in asked and "invoice_number" not in asked and "Globex" in asked
+    after = project.load_labels("invoice-1")
+    assert {k: v for k, v in after.grounding.items() if k != "currency"} == before.grounding
+    assert after.answers == {**GOOD, "currency": "USD"} and after.grounding["currency"]["status"] == "exact"
+    assert after.state == "unreviewed" and after.review["history"][-1]["fields"] == ["currency"]
+    assert label_project(project, client).skipped == 1 and len(server.requests) == 2  # nothing missing now
+
+
 def test_label_project_stops_when_the_endpoint_is_down(endpoint, project, tmp_path):
     for k in range(4):
         page = project.load_page("invoice-1")
@@ -319,3 +353,27 @@ def test_label_command(endpoint, project, tmp_path, capsys, monkeypatch):
     empty = Project.create(tmp_path / "empty", "empty", SCHEMA)
     assert cli.main(["label", str(empty.root)]) == 2
     assert "no pages" in capsys.readouterr().err
+
+
+def test_export_reviewed_labels_jsonl_and_csv(endpoint, project, tmp_path):
+    import csv
+
+    from dxstudio.review import ReviewError, export_reviewed
+
+    label_project(project, client_for(endpoint(), tmp_path))
+    assert export_reviewed(project, tmp_path / "none.jsonl") == 0  # nothing accepted yet
+    assert (tmp_path / "none.jsonl").read_text() == ""
+    labels = project.load_labels("invoice-1")
+    labels.review["state"] = "accepted"
+    labels.review["fixes"] = {"date": []}  # a person said: no date on this page
+    project.save_labels("invoice-1", labels)
+    assert export_reviewed(project, tmp_path / "r.jsonl") == 1
+    row = json.loads((tmp_path / "r.jsonl").read_text())
+    assert row["id"] == "invoice-1" and row["fields"]["total"] == {"value": "1,440.00", "words": [13]}
+    assert row["fields"]["date"] == {"value": None, "words": []}
+    assert export_reviewed(project, tmp_path / "r.csv") == 1
+    table = list(csv.reader((tmp_path / "r.csv").open()))
+    assert table == [["id", "vendor", "invoice_number", "date", "total"],
+                     ["invoice-1", "Globex Corporation", "INV-0042", "", "1,440.00"]]
+    with pytest.raises(ReviewError, match="r.txt"):
+        export_reviewed(project, tmp_path / "r.txt")

@@ -3,17 +3,27 @@
     run_app(path=None) -> int        opens PROJECT, or the bundled sample (dxstudio.bundled)
                                      copied on first use to $DXSTUDIO_HOME/sample
                                      (default ~/.local/share/dxstudio/sample)
-    MainWindow(project_path)         tabs: Review, Schema & labels, Train, Results, Runs
+    MainWindow(project_path)         tabs: Review, Schema & labels, Train, Results, Runs, Extract;
+                                     File: New project, Open, Import pages, Export reviewed labels
 
 The window is a view of dxstudio.review.ReviewSession (the data model, no Qt): the page list,
 the page view and the field panel subscribe to it, and the keys below call its operations,
 each of which saves the label file at once.
 
-Keys (also in the Review menu and the buttons' tooltips):
-    A accept (and go to the next page)   X exclude   Shift+X exclude with a reason
-    1-9 make the selected words the value of field 1-9   Delete remove the selected words from
-    their fields   J next page   K previous page   Ctrl+Z undo   Ctrl+Shift+Z / Ctrl+Y redo
-    + / - zoom   0 fit the page   Esc clear the selection   Ctrl+F search pages
+Keys (also in the menus and the buttons' tooltips; ? or F1 lists them all). The review keys
+act only while the Review tab is shown:
+    A accept (and go to the next page)   X exclude (and go to the next page)   Shift+X exclude
+    with a reason   1-9 make the selected words the value of field 1-9   Ctrl+1-9 field 1-9 has
+    no value   Delete remove the selected words from their fields   J / K next / previous page
+    N next unreviewed page   C next page with conflicts   U mark unreviewed   Ctrl+Z undo
+    Ctrl+Shift+Z / Ctrl+Y redo   + / - zoom   0 fit the page   Esc clear the selection
+    Ctrl+F search pages (Enter opens the first match, Down goes to the list, Esc clears)
+    H hide / show the field fills   [ / ] fill lighter / stronger
+Everywhere: Ctrl+N new project, Ctrl+I import pages, Ctrl+E export reviewed labels, Ctrl+O open,
+F5 reload, Ctrl+Q quit, ? / F1 keyboard help.
+
+The window remembers the page shown per project (.cache/app-state.json, written atomically)
+and opens on it next time.
 """
 from __future__ import annotations
 
@@ -25,18 +35,21 @@ from pathlib import Path
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (QApplication, QFileDialog, QInputDialog, QLabel, QMainWindow, QMessageBox,
-                               QSplitter, QTabWidget, QVBoxLayout, QWidget)
+                               QScrollArea, QSplitter, QTabWidget, QVBoxLayout, QWidget)
 
 from dxstudio.bundled import sample_dir
 from dxstudio.engine.page import PageError
+from dxstudio.fsutil import read_json, write_json_atomic
 from dxstudio.project import LabelError, ProjectError
 from dxstudio.review import ReviewError, ReviewSession
 from dxstudio.ui.field_panel import FieldPanel
-from dxstudio.ui.page_list import STATUS_LABELS, PageList
-from dxstudio.ui.page_view import PageView
+from dxstudio.ui.page_list import COUNT_WORDS, PageList
+from dxstudio.ui.page_view import FillBar, PageView
 from dxstudio.ui.schema_panel import SchemaPanel
 
-KEY_HINT = "A accept · X exclude · 1–9 set field from selection · Del remove words · J / K next / previous · Ctrl+Z undo"
+KEY_HINT = ("A accept · X exclude · 1–9 set field from selection · Ctrl+1–9 no value · J / K next / previous · "
+            "N next unreviewed · ? all keys")
+MIN_WIDTH, MIN_HEIGHT = 1000, 580
 SAMPLE = sample_dir()  # resources/sample of the checkout, or the installed wheel's copy
 
 STYLE = """
@@ -107,6 +120,15 @@ def _training_panels():
     return TrainingPanel, ResultsPanel, None
 
 
+def _scrolled(widget: QWidget) -> QScrollArea:
+    """A tab page that scrolls instead of forcing the window wider than MIN_WIDTH."""
+    area = QScrollArea()
+    area.setWidgetResizable(True)
+    area.setFrameShape(QScrollArea.NoFrame)
+    area.setWidget(widget)
+    return area
+
+
 def _placeholder(text: str) -> QWidget:
     w = QWidget()
     label = QLabel(text)
@@ -117,15 +139,50 @@ def _placeholder(text: str) -> QWidget:
     return w
 
 
+REVIEW_ACTIONS = ("accept", "exclude", "exclude_reason", "unreview", "next", "prev", "next_unreviewed",
+                  "next_conflict", "undo", "redo", "remove_words", "zoom_in", "zoom_out", "fit", "toggle_fill",
+                  "fill_lighter", "fill_stronger") + tuple(f"field_{k}" for k in range(1, 10)) \
+    + tuple(f"no_value_{k}" for k in range(1, 10))
+STATE_FILE = Path(".cache") / "app-state.json"  # in the project folder: the page shown last
+
+
+def fitted_size(avail_width: int | None, avail_height: int | None) -> tuple[int, int]:
+    """The window's first size: 1400x880, or what a smaller screen has room for (a frame and a
+    task bar aside), never below the minimum: 1264x880 on a 1280x1024 screen."""
+    w, h = 1400, 880
+    if avail_width and avail_height and avail_width >= MIN_WIDTH and avail_height >= MIN_HEIGHT:
+        w, h = min(w, avail_width - 16), min(h, avail_height - 40)
+    return max(w, MIN_WIDTH), max(h, MIN_HEIGHT)
+
+
+def accept_note(page_id: str, status) -> str:
+    """What to say after accepting a page that the trainer still cannot use as it stands."""
+    msg = status.message
+    if status.status == "conflicts":
+        out = "absent" in msg or "is not on the page" in msg or "not on the page" in msg
+        what = ("stays out of training and scoring" if out else
+                "is used, but the fields below are ignored by the loss")
+        return (f"Accepted {page_id}, but it {what}: {msg}. To use it: select the right words and press the "
+                f"field's key (1–9), or Ctrl+1–9 for “no value”; or exclude the page (X).")
+    if status.status == "unreviewed" and "not asked yet" in msg:
+        return (f"Accepted {page_id}, but it stays out of training: {msg}. Press Label pages (Schema & labels), "
+                f"or set the field here (select words and press its key, or Ctrl+1–9 for “no value”).")
+    return ""
+
+
 class MainWindow(QMainWindow):
-    def __init__(self, project_path, parent=None):
+    def __init__(self, project_path, parent=None, remember: bool = True):
+        """remember: open on the page shown last and write it back (the screenshot command,
+        which must leave the project as it was, turns it off)."""
         super().__init__(parent)
+        self.remember = remember
         self.session = ReviewSession(project_path)
         self.project_root = Path(self.session.project.root)
         self.setWindowTitle(f"dxstudio — {self.session.project.name}")
-        self.resize(1400, 880)
         self.setStyleSheet(STYLE)
         self.actions: dict[str, QAction] = {}
+        self.confirm_close = True  # ask before closing during a run (tests may turn it off)
+        self._jobs = []  # import dialogs and other windows kept alive
         self._build_actions()
 
         # -- review tab ----------------------------------------------------------------------
@@ -136,11 +193,13 @@ class MainWindow(QMainWindow):
         self.banner.setWordWrap(True)
         self.banner.setTextInteractionFlags(Qt.TextSelectableByMouse)
         self.banner.hide()
+        self.fill_bar = FillBar(self.view)
         centre = QWidget()
         cl = QVBoxLayout(centre)
         cl.setContentsMargins(0, 0, 0, 0)
         cl.setSpacing(0)
         cl.addWidget(self.banner)
+        cl.addWidget(self.fill_bar)
         cl.addWidget(self.view, 1)
         self.field_panel = FieldPanel(self.session, self.actions)
         self.splitter = QSplitter()
@@ -153,7 +212,7 @@ class MainWindow(QMainWindow):
         self.schema_panel = SchemaPanel(self.session)
         self.tabs = QTabWidget()
         self.tabs.addTab(self.splitter, "Review")
-        self.tabs.addTab(self.schema_panel, "Schema && labels")
+        self.tabs.addTab(_scrolled(self.schema_panel), "Schema && labels")
         TrainingPanel, ResultsPanel, why = _training_panels()
         if TrainingPanel is not None:
             self.training_panel = TrainingPanel(self.project_root, self)
@@ -172,6 +231,9 @@ class MainWindow(QMainWindow):
             self.training_panel = self.results_panel = self.runs_panel = None
             self.tabs.addTab(_placeholder(f"The training panel is not available.\n({why})"), "Train")
             self.tabs.addTab(_placeholder("Results appear here after a fine-tuning run."), "Results")
+        from dxstudio.ui.extract_panel import ExtractPanel
+        self.extract_panel = ExtractPanel(self.session.project)
+        self.tabs.addTab(_scrolled(self.extract_panel), "Extract")
         self.setCentralWidget(self.tabs)
         self._build_menus()
 
@@ -183,19 +245,30 @@ class MainWindow(QMainWindow):
 
         self.session.subscribe(self._on_session)
         self.page_list.pageActivated.connect(self.goto)
+        self.page_list.leaveRequested.connect(self.view.setFocus)
         self.view.selectionChanged.connect(self._on_selection)
         self.view.wordHovered.connect(self._on_hover)
         self.field_panel.setFieldRequested.connect(self.set_field)
         self.field_panel.clearFieldRequested.connect(lambda name: self._do(self.session.clear_field, name))
         self.field_panel.revertFieldRequested.connect(lambda name: self._do(self.session.revert_field, name))
+        self.schema_panel.endpointMissing.connect(lambda: self.tabs.setCurrentIndex(1))
         self.tabs.currentChanged.connect(self._on_tab)
+        self._restore_page()
         self._show_current()
         self._update_counts()
+        self._fit_to_screen()
+        self._on_tab(self.tabs.currentIndex())
         errors = [pid for pid, st in self.session.statuses.items() if st.status == "error"]
         if errors:
             self.statusBar().showMessage(
                 f"{len(errors)} page(s) cannot be read ({', '.join(errors[:3])}{'…' if len(errors) > 3 else ''}); "
                 f"filter the list by “Cannot be read” to see why", 15000)
+
+    def _fit_to_screen(self) -> None:
+        self.setMinimumSize(MIN_WIDTH, MIN_HEIGHT)
+        screen = self.screen() or QApplication.primaryScreen()
+        avail = screen.availableGeometry() if screen is not None else None
+        self.resize(*fitted_size(avail.width() if avail else None, avail.height() if avail else None))
 
     # -- actions ---------------------------------------------------------------------------
     def _action(self, name: str, text: str, keys, slot, tip: str) -> QAction:
@@ -212,13 +285,18 @@ class MainWindow(QMainWindow):
 
     def _build_actions(self) -> None:
         self._action("accept", "&Accept page", "A", self.accept_page, "Accept the page's labels and go to the next page")
-        self._action("exclude", "E&xclude page", "X", lambda: self.exclude_page(), "Leave this page out of training")
+        self._action("exclude", "E&xclude page", "X", lambda: self.exclude_page(),
+                     "Leave this page out of training and go to the next page")
         self._action("exclude_reason", "Exclude with a &reason…", "Shift+X", lambda: self.exclude_page(ask=True),
                      "Leave this page out of training and note why")
         self._action("unreview", "Mark &unreviewed", "U", lambda: self._do(self.session.mark_unreviewed),
                      "Back to unreviewed")
         self._action("next", "&Next page", "J", self.next_page, "Next page in the list")
         self._action("prev", "&Previous page", "K", self.prev_page, "Previous page in the list")
+        self._action("next_unreviewed", "Next &unreviewed page", "N", lambda: self.next_with("unreviewed"),
+                     "The next page in the list that nobody has reviewed")
+        self._action("next_conflict", "Next page with &conflicts", "C", lambda: self.next_with("conflicts"),
+                     "The next page in the list whose labels the trainer cannot use as they stand")
         self._action("undo", "&Undo", ["Ctrl+Z"], self.undo, "Undo the last decision (on any page)")
         self._action("redo", "&Redo", ["Ctrl+Shift+Z", "Ctrl+Y"], self.redo, "Redo the decision just undone")
         self._action("remove_words", "Remove selected words from their fields", ["Delete", "Backspace"],
@@ -226,36 +304,79 @@ class MainWindow(QMainWindow):
         self._action("zoom_in", "Zoom &in", ["+", "="], lambda: self.view.zoom_in(), "Zoom in")
         self._action("zoom_out", "Zoom &out", "-", lambda: self.view.zoom_out(), "Zoom out")
         self._action("fit", "&Fit page", "0", lambda: self.view.fit_page(), "Show the whole page")
+        self._action("toggle_fill", "&Hide field fills", "H", lambda: self.fill_bar.toggle(),
+                     "Hide or show the fields' fills over the words (the frames and names stay)")
+        self._action("fill_lighter", "Fills &lighter", "[", lambda: self.fill_bar.step(-1), "Lighter field fills")
+        self._action("fill_stronger", "Fills &stronger", "]", lambda: self.fill_bar.step(1), "Stronger field fills")
         self._action("search", "&Search pages", "Ctrl+F", self._focus_search, "Search pages by id or text")
+        self._action("new_project", "&New project…", "Ctrl+N", self.new_project_dialog,
+                     "Create a project folder: a name and the fields to read")
+        self._action("import", "&Import pages…", "Ctrl+I", self.import_dialog,
+                     "Import pages (page JSON, FUNSD, SROIE, CORD, PDF) into this project")
+        self._action("export_labels", "&Export reviewed labels…", "Ctrl+E", self.export_labels_dialog,
+                     "Save the accepted pages' labels as JSON lines or CSV")
         self._action("open", "&Open project…", "Ctrl+O", self.open_project_dialog, "Open another project folder")
         self._action("reload", "&Reload from disk", "F5", self.reload, "Re-read the pages and label files")
         self._action("quit", "&Quit", "Ctrl+Q", self.close, "Close dxstudio")
+        self._action("help", "&Keyboard help", ["?", "F1"], self.show_keys, "Every key of the app")
         for k in range(1, 10):
             self._action(f"field_{k}", f"Set field {k} from the selection", str(k),
                          lambda checked=False, k=k: self.set_field_number(k), f"Selected words -> field {k}")
+            self._action(f"no_value_{k}", f"Field {k} has no value", f"Ctrl+{k}",
+                         lambda checked=False, k=k: self.no_value_number(k), f"Field {k} has no value on this page")
 
     def _build_menus(self) -> None:
         bar = self.menuBar()
         file_menu = bar.addMenu("&File")
-        for n in ("open", "reload", "quit"):
-            file_menu.addAction(self.actions[n])
+        for n in ("new_project", "open", "import", "export_labels", None, "reload", "quit"):
+            file_menu.addSeparator() if n is None else file_menu.addAction(self.actions[n])
         review = bar.addMenu("&Review")
-        for n in ("accept", "exclude", "exclude_reason", "unreview", None, "next", "prev", None, "undo", "redo",
-                  None, "remove_words"):
+        for n in ("accept", "exclude", "exclude_reason", "unreview", None, "next", "prev", "next_unreviewed",
+                  "next_conflict", None, "undo", "redo", None, "remove_words"):
             review.addSeparator() if n is None else review.addAction(self.actions[n])
         fields = review.addMenu("Set &field")
         self._fields_menu = fields
+        self._no_value_menu = review.addMenu("Field has &no value")
         self._fill_fields_menu()
         view = bar.addMenu("&View")
-        for n in ("zoom_in", "zoom_out", "fit", "search"):
-            view.addAction(self.actions[n])
+        for n in ("zoom_in", "zoom_out", "fit", None, "toggle_fill", "fill_lighter", "fill_stronger", None, "search"):
+            view.addSeparator() if n is None else view.addAction(self.actions[n])
+        bar.addMenu("&Help").addAction(self.actions["help"])
 
     def _fill_fields_menu(self) -> None:
         self._fields_menu.clear()
+        self._no_value_menu.clear()
         for k, name in enumerate(self.session.field_names[:9], 1):
             a = self.actions[f"field_{k}"]
             a.setText(f"{name}  (selected words)")
             self._fields_menu.addAction(a)
+            a = self.actions[f"no_value_{k}"]
+            a.setText(f"{name} has no value")
+            self._no_value_menu.addAction(a)
+
+    def key_table(self) -> list[tuple[str, str]]:
+        """(keys, what) for every key of the window: the actions, then the page view's mouse."""
+        rows = []
+        seen = set()
+        for name, a in self.actions.items():
+            if name.startswith(("field_", "no_value_")):
+                continue
+            keys = " / ".join(k.toString(QKeySequence.NativeText) for k in a.shortcuts())
+            rows.append((keys, a.text().replace("&", "").rstrip("…") +
+                         ("  (Review tab)" if name in REVIEW_ACTIONS else "")))
+            seen.add(name)
+        rows.append(("1 – 9", "Make the selected words the value of field 1–9 (Review tab)"))
+        rows.append(("Ctrl+1 – Ctrl+9", "Field 1–9 has no value on this page (Review tab)"))
+        rows += [("Esc", "Clear the selection (page view); clear the search (search box)"),
+                 ("Enter / Down", "In the search box: open the first match / go to the list"),
+                 ("Click, Shift+click, Ctrl+click, drag", "Select words on the page"),
+                 ("Wheel; right or middle drag", "Zoom; pan")]
+        return rows
+
+    def show_keys(self) -> None:
+        from dxstudio.ui.keys_dialog import KeysDialog
+        self.keys_dialog = KeysDialog(self.key_table(), self)
+        self.keys_dialog.show()
 
     # -- operations ------------------------------------------------------------------------
     def _do(self, fn, *args) -> bool:
@@ -285,9 +406,28 @@ class MainWindow(QMainWindow):
         if not self.session.prev(self.page_list.visible_ids()):
             self.statusBar().showMessage("First page of the list", 3000)
 
+    def next_with(self, status: str) -> bool:
+        """Go to the next page of the list (after the current one, wrapping) with this status."""
+        ids = self.page_list.visible_ids() or self.session.page_ids
+        if self.session.current in ids:
+            k = ids.index(self.session.current)
+            ids = ids[k + 1:] + ids[:k]
+        for pid in ids:
+            if self.session.statuses[pid].status == status:
+                self.goto(pid)
+                return True
+        what = {"unreviewed": "unreviewed page", "conflicts": "page with conflicts"}.get(status, f"{status} page")
+        self.statusBar().showMessage(f"No other {what} in the list", 4000)
+        return False
+
     def accept_page(self) -> None:
         if self._do(self.session.accept):
             page_id = self.session.current
+            note = accept_note(page_id, self.session.statuses[page_id])
+            if note:  # stay: the person must see why the page is still not used
+                self.statusBar().showMessage(note, 15000)
+                self._show_banner(note, "warn")
+                return
             moved = self.session.next(self.page_list.visible_ids())
             self.statusBar().showMessage(f"Accepted {page_id}" + ("" if moved else " (last page)"), 4000)
 
@@ -299,7 +439,9 @@ class MainWindow(QMainWindow):
                 return
             reason = text.strip() or reason
         if self._do(self.session.exclude, reason):
-            self.statusBar().showMessage(f"Excluded {self.session.current}: {reason}", 4000)
+            page_id = self.session.current
+            moved = self.session.next(self.page_list.visible_ids())
+            self.statusBar().showMessage(f"Excluded {page_id}: {reason}" + ("" if moved else " (last page)"), 4000)
 
     def undo(self) -> None:
         if self.schema_panel.running:
@@ -330,6 +472,14 @@ class MainWindow(QMainWindow):
             return
         self.set_field(names[k - 1])
 
+    def no_value_number(self, k: int) -> None:
+        names = self.session.field_names
+        if not 1 <= k <= len(names):
+            self.statusBar().showMessage(f"The schema has {len(names)} field(s); no field {k}", 4000)
+            return
+        if self._do(self.session.clear_field, names[k - 1]):
+            self.statusBar().showMessage(f"{names[k - 1]}: no value on this page", 4000)
+
     def set_field(self, name: str) -> None:
         words = self.view.selected_words()
         if not words:
@@ -352,16 +502,56 @@ class MainWindow(QMainWindow):
     def reload(self) -> None:
         self._do(self.session.reload)
 
+    def _open_window(self, path) -> "MainWindow | None":
+        try:
+            w = MainWindow(path)
+        except (ProjectError, OSError) as e:
+            QMessageBox.warning(self, "Cannot open project", str(e))
+            return None
+        w.show()
+        self._jobs.append(w)
+        return w
+
     def open_project_dialog(self) -> None:
         path = QFileDialog.getExistingDirectory(self, "Open a dxstudio project", str(self.project_root.parent))
         if path:
-            try:
-                w = MainWindow(path)
-            except (ProjectError, OSError) as e:
-                QMessageBox.warning(self, "Cannot open project", str(e))
-                return
-            w.show()
-            self._others = getattr(self, "_others", []) + [w]
+            self._open_window(path)
+
+    def new_project_dialog(self) -> None:
+        from dxstudio.ui.import_dialog import NewProjectDialog
+        dialog = NewProjectDialog(self.project_root.parent, self)
+        dialog.created.connect(self._open_window)
+        self._jobs.append(dialog)
+        dialog.show()
+
+    def import_dialog(self) -> None:
+        from dxstudio.ui.import_dialog import ImportDialog
+        dialog = ImportDialog(self.project_root, self)
+        dialog.imported.connect(lambda report: self.after_import())
+        self._jobs.append(dialog)
+        dialog.show()
+
+    def after_import(self) -> None:
+        """Pages (and maybe fields) were added: re-read the project, the schema table too."""
+        if self._do(self.session.reopen):
+            self.schema_panel.load()
+            self.extract_panel.project = self.session.project
+
+    def export_labels_dialog(self, path=None) -> int | None:
+        from dxstudio.review import export_reviewed
+        if not path:
+            path, _ = QFileDialog.getSaveFileName(self, "Export reviewed labels",
+                                                  str(self.project_root / "reviewed.jsonl"),
+                                                  "JSON lines (*.jsonl);;CSV (*.csv)")
+            if not path:
+                return None
+        try:
+            n = export_reviewed(self.session.project, path, max_words=self.session.max_words)
+        except (ReviewError, OSError) as e:
+            QMessageBox.warning(self, "Not exported", str(e))
+            return None
+        self.statusBar().showMessage(f"Exported the labels of {n} accepted page(s) to {path}", 8000)
+        return n
 
     def _focus_search(self) -> None:
         self.tabs.setCurrentIndex(0)
@@ -370,7 +560,29 @@ class MainWindow(QMainWindow):
 
     def _show_results(self, report: dict, run_dir: str) -> None:
         self.results_panel.show_run(report, run_dir, self.project_root)
-        self.tabs.setCurrentWidget(self.results_panel)
+        self.tabs.setCurrentIndex(3)
+
+    # -- remembering the page ---------------------------------------------------------------
+    def _restore_page(self) -> None:
+        if not self.remember:
+            return
+        try:
+            state = read_json(self.project_root / STATE_FILE)
+            pid = state.get("page") if isinstance(state, dict) else None
+        except (OSError, ValueError):
+            return
+        if isinstance(pid, str) and pid in self.session.statuses and pid != self.session.current:
+            self.session.goto(pid, notify=False)
+            self.page_list._select_current()
+            self.field_panel.refresh()
+
+    def _save_page(self) -> None:
+        if self.session.current is None or not self.remember:
+            return
+        try:
+            write_json_atomic(self.project_root / STATE_FILE, {"page": self.session.current})
+        except OSError:
+            pass  # a read-only project still works; it only forgets the page
 
     # -- observing the session -------------------------------------------------------------
     def _words_text(self, words) -> str:
@@ -390,8 +602,8 @@ class MainWindow(QMainWindow):
     def _show_current(self) -> None:
         s = self.session
         if s.current is None:
-            self.view.clear_page("This project has no pages yet: import some (dxstudio import).")
-            self._show_banner("No pages in this project.", "info")
+            self.view.clear_page("This project has no pages yet: File > Import pages (Ctrl+I).")
+            self._show_banner("No pages in this project: File > Import pages (Ctrl+I).", "info")
             return
         if s.page is None:
             self.view.clear_page(f"{s.current} cannot be shown")
@@ -426,6 +638,7 @@ class MainWindow(QMainWindow):
             if kind == "statuses":
                 self._fill_fields_menu()
             self._show_current()
+            self._save_page()
         elif kind == "labels" and pid == self.session.current and self.session.page is not None:
             self.view.update_tags(self.session.tags, self._field_statuses())
             self._update_banner()
@@ -437,7 +650,7 @@ class MainWindow(QMainWindow):
         s = self.session
         c = s.counts()
         pos = f"page {s.page_ids.index(s.current) + 1}/{len(s.page_ids)}" if s.current else "no pages"
-        parts = [f"{c[k]} {STATUS_LABELS[k].lower()}" for k in ("accepted", "excluded", "conflicts", "error") if c[k]]
+        parts = [f"{c[k]} {COUNT_WORDS[k]}" for k in ("accepted", "excluded", "conflicts", "error") if c[k]]
         self.counts_label.setText(f"{pos}   ·   " + (", ".join(parts) if parts else "nothing reviewed yet"))
 
     def _on_selection(self, words: list) -> None:
@@ -456,15 +669,34 @@ class MainWindow(QMainWindow):
                                  + (f"  ·  {field}: {status}" if field else ""))
 
     def _on_tab(self, index: int) -> None:
-        if self.tabs.widget(index) is self.splitter:
+        """Review keys act only on the Review tab: elsewhere they are disabled, so A on the
+        Schema tab or Ctrl+Z on the Train tab cannot change a page that is not on screen."""
+        review = self.tabs.widget(index) is self.splitter
+        for name in REVIEW_ACTIONS:
+            self.actions[name].setEnabled(review)
+        if review:
+            self.field_panel.refresh()  # the buttons follow can_undo / can_redo again
             self.view.setFocus()
 
     # -- closing ---------------------------------------------------------------------------
     def closeEvent(self, event):
-        """Stop background work cleanly: a training run keeps its checkpoint."""
-        if self.training_panel is not None and hasattr(self.training_panel, "shutdown"):
-            self.training_panel.shutdown()
+        """Stop background work cleanly: a training run keeps its checkpoint. During a run,
+        ask first."""
+        panel = self.training_panel
+        if self.confirm_close and panel is not None and getattr(panel, "is_running", False):
+            answer = QMessageBox.question(
+                self, "A fine-tuning run is going on",
+                "Fine-tuning is still running. Stop it and close? It stops after the current step and "
+                "keeps its checkpoint: Resume continues it next time.",
+                QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, QMessageBox.StandardButton.No)
+            if answer != QMessageBox.StandardButton.Yes:
+                event.ignore()
+                return
+        self._save_page()
+        if panel is not None and hasattr(panel, "shutdown"):
+            panel.shutdown()
         self.schema_panel.shutdown()
+        self.extract_panel.shutdown()
         super().closeEvent(event)
 
 

@@ -25,9 +25,11 @@ GROUNDING_HELP = {
     "null": "no value on this page",
     "fixed": "set by a person",
     "none": "not labelled yet",
+    "not asked": "added to the schema after this page was labelled: left out of training until asked or set",
 }
 GROUNDING_COLOURS = {"exact": "#2B9348", "normalized": "#3A86FF", "computed": "#8D99AE", "absent": "#D7191C",
-                     "null": "#8D99AE", "fixed": "#7B2CBF", "none": "#ADB5BD"}
+                     "null": "#8D99AE", "fixed": "#7B2CBF", "none": "#ADB5BD",
+                     "not asked": "#F4A300"}
 
 
 def _badge(text: str, colour: str) -> str:
@@ -58,8 +60,8 @@ class FieldRowWidget(QFrame):
         self.set_button.setToolTip(f"Make the selected words the value of {name}" +
                                    (f"  [key {key}]" if key <= 9 else ""))
         self.clear_button = QToolButton()
-        self.clear_button.setText("Clear")
-        self.clear_button.setToolTip(f"{name} has no value on this page")
+        self.clear_button.setText("No value")
+        self.clear_button.setToolTip(f"{name} has no value on this page" + (f"  [Ctrl+{key}]" if key <= 9 else ""))
         self.revert_button = QToolButton()
         self.revert_button.setText("Revert")
         self.revert_button.setToolTip(f"Drop your fix: use the labelling model's words for {name} again")
@@ -85,7 +87,8 @@ class FieldRowWidget(QFrame):
         key = f"<span style='color:#6C757D'>[{self.key}]</span> " if self.key <= 9 else ""
         extra = " " + _badge("not scored", "#F4A300") if row.unscored else ""
         self.title.setText(f"{key}<b>{row.name}</b> &nbsp;{_badge(row.status, colour)}{extra}")
-        self.value.setText(row.text if row.words else "<i style='color:#ADB5BD'>no value</i>")
+        empty = "not asked" if row.status == "not asked" else "no value"
+        self.value.setText(row.text if row.words else f"<i style='color:#ADB5BD'>{empty}</i>")
         self.value.setTextFormat(Qt.PlainText if row.words else Qt.RichText)
         parts = []
         if row.answer is not None and row.answer != row.text:

@@ -1,14 +1,18 @@
-"""The page list: every page with its review status, a status filter and a search box.
+"""The page list: every page with its review status, a status filter (with counts), a
+progress bar of the reviewed pages and a search box.
 
 PageList(session) observes a dxstudio.review.ReviewSession; clicking a page calls
-session.goto. visible_ids() is the filtered order that J/K follow.
+session.goto. visible_ids() is the filtered order that J/K follow. In the search box, Enter
+opens the first match (or keeps the current page when it matches) and hands the keys back to
+the page (leaveRequested), Down moves into the list, Esc clears the search; clearing it keeps
+the current page selected and in view.
 """
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QIcon, QPainter, QPixmap
 from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem,
-                               QVBoxLayout, QWidget)
+                               QProgressBar, QVBoxLayout, QWidget)
 
 from dxstudio.review import STATUSES
 
@@ -26,6 +30,9 @@ STATUS_LABELS = {
     "conflicts": "Has conflicts",
     "error": "Cannot be read",
 }
+# "12 accepted, 4 with conflicts": the statuses as counts read in a sentence
+COUNT_WORDS = {"unreviewed": "unreviewed", "accepted": "accepted", "excluded": "excluded",
+               "conflicts": "with conflicts", "error": "cannot be read"}
 
 
 def status_icon(status: str, size: int = 12) -> QIcon:
@@ -42,6 +49,7 @@ def status_icon(status: str, size: int = 12) -> QIcon:
 
 class PageList(QWidget):
     pageActivated = Signal(str)
+    leaveRequested = Signal()  # Enter or Esc in the search box: the keys go back to the page
 
     def __init__(self, session, parent=None):
         super().__init__(parent)
@@ -58,6 +66,10 @@ class PageList(QWidget):
         self.list = QListWidget()
         self.list.setUniformItemSizes(True)
         self.list.setAlternatingRowColors(True)
+        self.progress = QProgressBar()
+        self.progress.setToolTip("Reviewed pages: accepted or excluded by a person")
+        self.progress.setMaximumHeight(16)
+        self.progress.setStyleSheet("QProgressBar { font-size: 11px; }")
         self.summary = QLabel()
         self.summary.setWordWrap(True)
         self.summary.setStyleSheet("color: #495057; font-size: 11px;")
@@ -69,11 +81,13 @@ class PageList(QWidget):
         layout.addWidget(self.search)
         layout.addLayout(top)
         layout.addWidget(self.list, 1)
+        layout.addWidget(self.progress)
         layout.addWidget(self.summary)
         self._items: dict[str, QListWidgetItem] = {}
         self._text_cache: dict[str, str] = {}
         self._syncing = False
         self.search.textChanged.connect(self.apply_filter)
+        self.search.installEventFilter(self)
         self.filter.currentIndexChanged.connect(self.apply_filter)
         self.list.currentItemChanged.connect(self._on_current)
         session.subscribe(self._on_session)
@@ -110,8 +124,17 @@ class PageList(QWidget):
 
     def _update_summary(self) -> None:
         counts = self.session.counts()
-        parts = [f"{counts[s]} {STATUS_LABELS[s].lower()}" for s in STATUSES if counts[s]]
-        self.summary.setText(f"{len(self.session.page_ids)} pages: " + ", ".join(parts))
+        parts = [f"{counts[s]} {COUNT_WORDS[s]}" for s in STATUSES if counts[s]]
+        total = len(self.session.page_ids)
+        self.summary.setText(f"{total} pages: " + ", ".join(parts))
+        for k in range(self.filter.count()):
+            s = self.filter.itemData(k)
+            n = total if s is None else counts[s]
+            self.filter.setItemText(k, f"{'All pages' if s is None else STATUS_LABELS[s]} ({n})")
+        reviewed = self.session.reviewed_count()
+        self.progress.setRange(0, max(1, total))
+        self.progress.setValue(reviewed)
+        self.progress.setFormat(f"{reviewed} of {total} reviewed")
 
     # -- filtering --------------------------------------------------------------------------
     def _page_text(self, pid: str) -> str:
@@ -133,6 +156,30 @@ class PageList(QWidget):
     def apply_filter(self) -> None:
         for pid, item in self._items.items():
             item.setHidden(not self._matches(pid))
+        current = self._items.get(self.session.current)
+        if current is not None and not current.isHidden():  # e.g. the search was cleared
+            self.list.scrollToItem(current)
+
+    def eventFilter(self, obj, event):
+        if obj is self.search and event.type() == QEvent.KeyPress:
+            key = event.key()
+            if key in (Qt.Key_Return, Qt.Key_Enter):
+                visible = self.visible_ids()
+                if visible and self.session.current not in visible:
+                    self.pageActivated.emit(visible[0])
+                self.leaveRequested.emit()
+                return True
+            if key == Qt.Key_Down:
+                self.list.setFocus()
+                visible = self.visible_ids()
+                if visible and self.session.current not in visible:
+                    self.pageActivated.emit(visible[0])
+                return True
+            if key == Qt.Key_Escape:
+                self.search.clear()
+                self.leaveRequested.emit()
+                return True
+        return super().eventFilter(obj, event)
 
     def visible_ids(self) -> list[str]:
         return [pid for pid, item in self._items.items() if not item.isHidden()]

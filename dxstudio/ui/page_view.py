@@ -30,7 +30,11 @@ Public API (also used by the results screen; keep it stable):
     ctrl-click (toggles), drag a rectangle with the left button.
 
 B is drawn stronger (a denser fill and a heavier frame) than I (a lighter fill);
-O words get a thin grey frame; words the loss ignores get a grey hatch.
+O words get a thin grey frame; words the loss ignores get a grey hatch. Each field's name is
+drawn above its first word (show_names). The fills can be made lighter or hidden, so the text
+of a page image under them stays readable: view.set_fill(opacity, visible) with opacity in
+0..1 scaling the fills' alpha (on a page image the fills start at IMAGE_FILL of the full
+alpha); FillBar(view) is the row of controls above the page (slider, Hide fills, Names).
 """
 from __future__ import annotations
 
@@ -38,8 +42,9 @@ from pathlib import Path
 
 from PySide6.QtCore import QPoint, QRect, QRectF, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QPen, QPixmap
-from PySide6.QtWidgets import (QGraphicsPixmapItem, QGraphicsRectItem, QGraphicsScene,
-                               QGraphicsSimpleTextItem, QGraphicsView, QRubberBand)
+from PySide6.QtWidgets import (QCheckBox, QGraphicsPixmapItem, QGraphicsRectItem, QGraphicsScene,
+                               QGraphicsSimpleTextItem, QGraphicsView, QHBoxLayout, QLabel, QRubberBand,
+                               QSlider, QWidget)
 
 # Colour-blind-friendly qualitative palette (Okabe-Ito, then Tableau) in schema order.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#8C6D31", "#7F3C8D",
@@ -50,6 +55,7 @@ SELECTION_COLOUR = QColor("#1A1AFF")
 RIGHT_COLOUR = QColor("#1B9E3A")
 WRONG_COLOUR = QColor("#D7191C")
 IGNORED_COLOUR = QColor(90, 90, 90, 150)
+IMAGE_FILL = 0.4  # on a page image the fills start lighter: the printed value must stay readable
 
 
 def field_colours(fields) -> dict:
@@ -120,12 +126,18 @@ class PageView(QGraphicsView):
         self._band = QRubberBand(QRubberBand.Rectangle, self.viewport())
         self._hovered = -1
         self._auto_fit = True  # the page fills the view until the person zooms or pans
+        self.fill_opacity = 1.0  # the person's choice, 0..1 (FillBar)
+        self.fills_visible = True
+        self.show_names = True
+        self.name_text: dict = {}  # {field: text drawn instead of its name} (the Extract tab's confidences)
+        self.has_image = False
+        self._name_items = []
         self._content = QRectF()  # what fit_page shows: the page, or its words without an image
 
     # -- showing a page ----------------------------------------------------------------------
     def clear_page(self, message: str = "") -> None:
         self.scene().clear()
-        self._rects, self._prediction_items = [], []
+        self._rects, self._prediction_items, self._name_items = [], [], []
         self.page, self.tags, self._selected, self._anchor = None, [], set(), None
         self.prediction_marks = {}
         self.setBackgroundBrush(QColor("#E9ECEF"))
@@ -145,7 +157,7 @@ class PageView(QGraphicsView):
             self.field_names = list(field_names)
             self.colours = field_colours(self.field_names)
         self.scene().clear()
-        self._rects, self._prediction_items = [], []
+        self._rects, self._prediction_items, self._name_items = [], [], []
         self.page = page
         self.tags = [int(t) for t in tags]
         if len(self.tags) != len(page.words):
@@ -156,6 +168,7 @@ class PageView(QGraphicsView):
         scene = self.scene()
         w, h = float(page.width), float(page.height)
         has_image = self._add_image(page, image_root)
+        self.has_image = has_image
         # Without an image the view shows the words on white, edge to edge: the page's own
         # edge would only show as a grey band beside a strip of words, like a scroll bar.
         self.setBackgroundBrush(QColor("#E9ECEF") if has_image else QColor(Qt.white))
@@ -179,10 +192,15 @@ class PageView(QGraphicsView):
         # narrow strip of a large page). The scene is exactly that area with a margin, so the
         # fitted page has no scroll bars and zooming in scrolls over the content only.
         content = QRectF(0, 0, w, h)
-        if not has_image and self._rects:
-            content = self._rects[0].rect()
+        if self._rects:
+            words = self._rects[0].rect()
             for r in self._rects[1:]:
-                content = content.united(r.rect())
+                words = words.united(r.rect())
+            if not has_image:
+                content = words
+            else:  # the printed area with a margin of paper: a receipt is not lost in its scan
+                margin = 0.04 * max(w, h)
+                content = words.adjusted(-margin, -margin, margin, margin).intersected(content)
         pad = 0.03 * max(content.width(), content.height())
         self._content = content.adjusted(-pad, -pad, pad, pad)
         scene.setSceneRect(self._content)
@@ -261,9 +279,12 @@ class PageView(QGraphicsView):
             return QBrush(IGNORED_COLOUR, Qt.BDiagPattern)
         if tag == 0:
             return QBrush(Qt.NoBrush)
+        if not self.fills_visible:
+            return QBrush(Qt.NoBrush)
         c, inside = (tag - 1) // 2, (tag - 1) % 2 == 1
         colour = QColor(PALETTE[c % len(PALETTE)])
-        colour.setAlpha(I_ALPHA if inside else B_ALPHA)
+        scale = self.fill_opacity * (IMAGE_FILL if self.has_image else 1.0)
+        colour.setAlpha(round((I_ALPHA if inside else B_ALPHA) * scale))
         return QBrush(colour)
 
     def _pen_for(self, i: int) -> QPen:
@@ -286,6 +307,76 @@ class PageView(QGraphicsView):
         for i in (range(len(self._rects)) if indices is None else indices):
             self._rects[i].setBrush(self._brush_for(self.tags[i]))
             self._rects[i].setPen(self._pen_for(i))
+        if indices is None:
+            self._draw_names()
+
+    def set_fill(self, opacity: float | None = None, visible: bool | None = None, names: bool | None = None) -> None:
+        """The fills' strength (0..1 of the full alpha), whether they are drawn at all, and
+        whether the field names are drawn above their words."""
+        if opacity is not None:
+            self.fill_opacity = max(0.0, min(1.0, float(opacity)))
+        if visible is not None:
+            self.fills_visible = bool(visible)
+        if names is not None:
+            self.show_names = bool(names)
+        if self.page is not None:
+            self._restyle()
+
+    def _draw_names(self) -> None:
+        for item in self._name_items:
+            if item.parentItem() is None:
+                self.scene().removeItem(item)
+        self._name_items = []
+        if not self.show_names or self.page is None:
+            return
+        firsts = {}
+        for i, t in enumerate(self.tags):
+            if t > 0:
+                c = (t - 1) // 2
+                firsts.setdefault(c, i)
+        for c, i in firsts.items():
+            name = self.field_names[c] if c < len(self.field_names) else f"field {c}"
+            rect = self._rects[i].rect()
+            colour = QColor(PALETTE[c % len(PALETTE)])
+            # a tag of fixed screen size (11 px) just above the field's first word, at any zoom
+            text = QGraphicsSimpleTextItem(self.name_text.get(name, name))
+            f = QFont("DejaVu Sans")
+            f.setPixelSize(11)
+            f.setBold(True)
+            text.setFont(f)
+            text.setBrush(QBrush(QColor("white")))
+            br = text.boundingRect()
+            back = QGraphicsRectItem(QRectF(-2, -br.height() - 1, br.width() + 4, br.height()))
+            back.setFlag(QGraphicsRectItem.ItemIgnoresTransformations, True)
+            back.setPos(rect.left(), rect.top())
+            back.setBrush(QBrush(colour.darker(115)))
+            back.setPen(QPen(Qt.NoPen))
+            back.setZValue(4)
+            back.setAcceptedMouseButtons(Qt.NoButton)
+            text.setParentItem(back)
+            text.setPos(0, -br.height() - 1)
+            text.setAcceptedMouseButtons(Qt.NoButton)
+            self.scene().addItem(back)
+            self._name_items += [back, text]
+        self._sync_names()
+
+    def _sync_names(self) -> None:
+        """Name tags only while the words are big enough on screen to carry them (a page
+        shrunk to a thumbnail would be covered by its tags)."""
+        if not self._name_items or not self._rects:
+            return
+        heights = sorted(r.rect().height() for r in self._rects)
+        visible = self.transform().m11() * heights[len(heights) // 2] >= 12.0  # the tag is 11 px
+        for item in self._name_items:
+            if item.parentItem() is None:
+                item.setVisible(visible)
+
+    def names_visible(self) -> bool:
+        return any(it.isVisible() for it in self._name_items if it.parentItem() is None)
+
+    def name_labels(self) -> list[str]:
+        """The field names drawn on the page (tests read them)."""
+        return [it.text() for it in self._name_items if isinstance(it, QGraphicsSimpleTextItem)]
 
     def word_brush(self, i: int) -> QBrush:
         return self._rects[i].brush()
@@ -342,6 +433,8 @@ class PageView(QGraphicsView):
 
     def word_at(self, viewport_pos: QPoint) -> int:
         for item in self.items(viewport_pos):
+            if item in self._name_items:
+                continue
             idx = item.data(0)
             if isinstance(item, QGraphicsRectItem) and idx is not None:
                 return int(idx)
@@ -429,6 +522,7 @@ class PageView(QGraphicsView):
         current = self.transform().m11()
         factor = max(0.05 / current, min(factor, 40.0 / current))
         self.scale(factor, factor)
+        self._sync_names()
 
     def zoom_in(self) -> None:
         self.zoom_by(1.25)
@@ -441,6 +535,7 @@ class PageView(QGraphicsView):
         self._auto_fit = True
         if self.page is not None:
             self.fitInView(self._content, Qt.KeepAspectRatio)
+            self._sync_names()
 
     def is_fitted(self) -> bool:
         """True while the view follows its size (no zoom or pan since the page was shown or 0)."""
@@ -479,3 +574,41 @@ class PageView(QGraphicsView):
         super().showEvent(event)
         if self.page is not None and self._auto_fit:
             self.fit_page()
+
+
+class FillBar(QWidget):
+    """The controls of a PageView's overlay: fill strength, Hide fills (H), field names."""
+
+    def __init__(self, view: PageView, parent=None):
+        super().__init__(parent)
+        self.view = view
+        self.slider = QSlider(Qt.Horizontal)
+        self.slider.setRange(0, 100)
+        self.slider.setSingleStep(10)
+        self.slider.setPageStep(20)
+        self.slider.setValue(round(view.fill_opacity * 100))
+        self.slider.setMaximumWidth(160)
+        self.slider.setToolTip("How strong the fields' fills are ([ lighter, ] stronger); on page images they "
+                               f"start at {round(IMAGE_FILL * 100)}% so the printed words stay readable")
+        self.slider.setFocusPolicy(Qt.ClickFocus)
+        self.hide_box = QCheckBox("Hide fills (H)")
+        self.hide_box.setFocusPolicy(Qt.ClickFocus)
+        self.names_box = QCheckBox("Field names")
+        self.names_box.setChecked(view.show_names)
+        self.names_box.setFocusPolicy(Qt.ClickFocus)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(6, 2, 6, 2)
+        layout.addWidget(QLabel("Fill"))
+        layout.addWidget(self.slider)
+        layout.addWidget(self.hide_box)
+        layout.addWidget(self.names_box)
+        layout.addStretch(1)
+        self.slider.valueChanged.connect(lambda v: view.set_fill(opacity=v / 100))
+        self.hide_box.toggled.connect(lambda on: view.set_fill(visible=not on))
+        self.names_box.toggled.connect(lambda on: view.set_fill(names=on))
+
+    def toggle(self) -> None:
+        self.hide_box.setChecked(not self.hide_box.isChecked())
+
+    def step(self, direction: int) -> None:
+        self.slider.setValue(self.slider.value() + direction * self.slider.singleStep())

@@ -10,6 +10,7 @@ training panel writes "settings") are kept.
 from __future__ import annotations
 
 import os
+import re
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QDoubleSpinBox, QFileDialog, QFormLayout,
@@ -50,6 +51,7 @@ def label_work(project_root, limit=None, force=False, client_factory=None):
 
 class SchemaPanel(QWidget):
     labellingFinished = Signal(dict)
+    endpointMissing = Signal()  # Label pages without an endpoint: the window shows this tab
 
     def __init__(self, session, parent=None):
         super().__init__(parent)
@@ -172,7 +174,11 @@ class SchemaPanel(QWidget):
 
     def add_field(self) -> None:
         self._append_row(f"field_{self.table.rowCount() + 1}", "", DEFAULT_WEIGHT)
-        self.table.editItem(self.table.item(self.table.rowCount() - 1, 0))
+        r = self.table.rowCount() - 1
+        # the new row becomes the current cell, so Tab from its name goes to its description
+        self.table.setFocus()
+        self.table.setCurrentCell(r, 0)
+        self.table.editItem(self.table.item(r, 0))
 
     def remove_field(self) -> None:
         r = self.table.currentRow()
@@ -232,8 +238,38 @@ class SchemaPanel(QWidget):
     def running(self) -> bool:
         return self._job is not None
 
+    def _mark_endpoint(self, message: str | None) -> None:
+        """Point at the Endpoint URL box (red frame, focus, the message under the buttons)."""
+        for box in (self.url, self.model):
+            box.setStyleSheet("")
+        if message is None:
+            return
+        box = self.url if not self.url.text().strip() and not os.environ.get("DXSTUDIO_LABEL_URL") else self.model
+        box.setStyleSheet("QLineEdit { border: 2px solid #D7191C; }")
+        box.setFocus()
+        self.result.setText(f"<span style='color:#D7191C'>{message}</span>")
+
+    def endpoint_problem(self) -> str | None:
+        """Why Label pages cannot start with the boxes as they are (no endpoint or model), or None."""
+        if not self.url.text().strip() and not os.environ.get("DXSTUDIO_LABEL_URL"):
+            return ("Enter the labelling model's endpoint in the Endpoint URL box above "
+                    "(an OpenAI-compatible URL), or set $DXSTUDIO_LABEL_URL")
+        if not self.model.text().strip() and not os.environ.get("DXSTUDIO_LABEL_MODEL"):
+            return "Enter the model name in the Model box above, or set $DXSTUDIO_LABEL_MODEL"
+        return None
+
     def start_labelling(self) -> None:
-        if self.running or not self.save_labelling():
+        if self.running:
+            return
+        problem = self.endpoint_problem()
+        self._mark_endpoint(problem)
+        if problem is not None:
+            self.progress.setRange(0, 1)
+            self.progress.setValue(0)
+            self.progress.setFormat("not running")
+            self.endpointMissing.emit()
+            return
+        if not self.save_labelling():
             return
         from dxstudio.labelling import LabellingError
 
@@ -278,14 +314,28 @@ class SchemaPanel(QWidget):
             if result.get("stopped"):
                 text += f" {result['stopped']}."
         errors = result.get("errors") or []
-        if errors:
-            text += f"\n{len(errors)} problem(s): " + "; ".join(e["error"] for e in errors[:3])
+        if errors:  # the same failure on every page is said once, with its count
+            unique = list(dict.fromkeys(re.sub(r": page [A-Za-z0-9_.-]+: ", ": ", e["error"]) for e in errors))
+            text += f"\n{len(errors)} page(s) failed: " + "; ".join(unique[:3])
+            if len(unique) > 3:
+                text += f"; and {len(unique) - 3} other problem(s)"
+        if result.get("stopped") and errors and not result.get("cancelled"):
+            # "stopped after 3 pages failed in a row: <the error>": the error is said below once
+            text = text.replace(f" {result['stopped']}.", f" {result['stopped'].split(': ', 1)[0].capitalize()}.")
+        labelled = result.get("labelled") or 0
+        asked = labelled + len(errors)
+        self.progress.setRange(0, max(1, asked))
+        self.progress.setValue(labelled)
+        self.progress.setFormat(f"{labelled} of {asked} page(s) labelled" if asked else "nothing to ask")
         self.result.setText(text)
         self.session.reload()
         self.labellingFinished.emit(result)
 
     def _on_failed(self, message: str) -> None:
         self._stop_thread()
+        self.progress.setRange(0, 1)
+        self.progress.setValue(0)
+        self.progress.setFormat("failed")
         self.result.setText(f"<span style='color:#D7191C'>{message}</span>")
 
     def shutdown(self) -> None:

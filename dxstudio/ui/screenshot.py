@@ -1,4 +1,4 @@
-"""`dxstudio screenshot PROJECT OUT.png --screen review|schema|training|results|runs`.
+"""`dxstudio screenshot PROJECT OUT.png --screen review|schema|training|results|runs|extract`.
 
 Renders a screen of the real app (dxstudio.ui.app.MainWindow) offscreen to a PNG. For
 "training" and "results" it first runs a real fine-tune through the Train tab, on a copy of
@@ -7,7 +7,9 @@ model, about --steps steps, with a learning rate that learns something in that t
 for tests); with --project-settings it is the run the project's own tuning settings make
 (dxproject.json "settings"), as pressing Fine-tune in the app would. "runs" fine-tunes twice
 (the second run at half the learning rate) and shows the Runs tab comparing the two. The Train tab's form shows
-the settings the run used. The PNG is --size pixels (default 1400x880), written atomically.
+the settings the run used. "extract" then reads the first EXTRACT_PAGES held-out pages with the
+new model in the Extract tab (their page JSON files, as a person would open them). The PNG is --size pixels
+(default 1400x880), written atomically.
 """
 from __future__ import annotations
 
@@ -17,10 +19,11 @@ import tempfile
 import time
 from pathlib import Path
 
-SCREENS = ("review", "schema", "training", "results", "runs")
+SCREENS = ("review", "schema", "training", "results", "runs", "extract")
 TAB_OF_SCREEN = {"review": "Review", "schema": "Schema & labels", "training": "Train", "results": "Results",
-                 "runs": "Runs"}
-TRAINED_SCREENS = ("training", "results", "runs")  # these first fine-tune on a copy of the project
+                 "runs": "Runs", "extract": "Extract"}
+TRAINED_SCREENS = ("training", "results", "runs", "extract")  # these first fine-tune on a copy of the project
+EXTRACT_PAGES = 4  # the extract screen reads this many held-out pages with the new model
 # A short run that learns something: a tiny model with a brisk rate trains a few seconds.
 SHORT_RUN = {"size": "tiny", "lr": 0.01, "backbone_scale": 1.0, "warmup": 5}
 
@@ -112,7 +115,7 @@ def render(project: Path, out: Path, screen: str, size=(1400, 880), steps: int =
         if screen in TRAINED_SCREENS:  # train on a copy: the project gets no run folder from a screenshot
             root = Path(tmp) / project.name
             copy_project(project, root)
-        window = MainWindow(root)
+        window = MainWindow(root, remember=False)  # the project is left as it was
         try:
             window.resize(*size)
             window.show()
@@ -141,6 +144,15 @@ def render(project: Path, out: Path, screen: str, size=(1400, 880), steps: int =
                         raise OSError(f"{project}: the fine-tune did not finish within {timeout:g} s")
                     if panel.last_error is not None:
                         raise ValueError(f"{project}: fine-tuning failed: {panel.last_error}")
+            if screen == "extract":
+                results = window.results_panel
+                panel = window.extract_panel
+                if not panel.set_model(results.run_dir / "model.safetensors"):
+                    raise OSError(f"{project}: the new model cannot be read: {panel.model_label.text()}")
+                ids = results.heldout_ids[:EXTRACT_PAGES]
+                panel.extract_files([root / "pages" / f"{pid}.json" for pid in ids])
+                if not panel.wait(timeout):
+                    raise OSError(f"{project}: the Extract tab did not finish within {timeout:g} s")
             window.tabs.setCurrentIndex(tabs[TAB_OF_SCREEN[screen]])
             if screen == "runs":  # the two runs selected and compared
                 runs = window.runs_panel

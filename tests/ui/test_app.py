@@ -41,7 +41,8 @@ def test_sample_opens_with_grounded_labels(qtbot, activate, tmp_path, monkeypatc
 
     monkeypatch.setenv("DXSTUDIO_HOME", str(tmp_path / "home"))
     w = activate(MainWindow(sample_project()))
-    assert [w.tabs.tabText(i) for i in range(w.tabs.count())] == ["Review", "Schema && labels", "Train", "Results", "Runs"]
+    assert [w.tabs.tabText(i) for i in range(w.tabs.count())] == ["Review", "Schema && labels", "Train", "Results",
+                                                                  "Runs", "Extract"]
     counts = w.session.counts()
     assert counts["error"] == 0 and counts["unreviewed"] >= 0.8 * len(w.session.page_ids)
     assert any(t > 0 for t in w.view.tags)  # the first page has labelled words drawn
@@ -214,16 +215,20 @@ def test_label_pages_cancel_keeps_what_was_done(qtbot, activate, unlabelled, tmp
         endpoint.close()
 
 
-def test_label_pages_without_an_endpoint_says_why(window, qtbot, monkeypatch):
+def test_label_pages_without_an_endpoint_points_at_the_endpoint_box(window, qtbot, monkeypatch):
     monkeypatch.delenv("DXSTUDIO_LABEL_URL", raising=False)
     panel = window.schema_panel
     panel.url.setText("")
     failed = []
     panel.labellingFinished.connect(failed.append)
-    panel.start_labelling()
-    qtbot.waitUntil(lambda: not panel.running, timeout=30000)
-    assert not failed
-    assert "no labelling URL" in panel.result.text()
+    window.tabs.setCurrentIndex(0)
+    qtbot.mouseClick(panel.label_button, Qt.LeftButton)
+    assert not panel.running and not failed
+    text = panel.result.text()
+    assert "Endpoint URL box" in text and "dxproject.json" not in text
+    assert text.count("Endpoint") == 1  # said once
+    assert window.tabs.currentIndex() == 1 and "D7191C" in panel.url.styleSheet()
+    assert panel.progress.value() == 0 and panel.progress.format() == "not running"  # no full bar
 
 
 def test_run_app_reports_a_bad_project(tmp_path, monkeypatch, qapp):

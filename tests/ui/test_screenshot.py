@@ -14,7 +14,7 @@ def png_size(path) -> tuple[int, int]:
     return struct.unpack(">II", data[16:24])  # IHDR width, height
 
 
-@pytest.mark.parametrize("screen", ["review", "schema", "training", "results", "runs"])
+@pytest.mark.parametrize("screen", ["review", "schema", "training", "results", "runs", "extract"])
 def test_screenshot_writes_a_png_of_the_asked_size(receipts_project, tmp_path, screen, capsys):
     out = tmp_path / f"{screen}.png"
     rc = main(["screenshot", str(receipts_project), str(out), "--screen", screen, "--steps", "8", "--size", "1280x800"])
@@ -23,6 +23,7 @@ def test_screenshot_writes_a_png_of_the_asked_size(receipts_project, tmp_path, s
     assert out.stat().st_size > 10_000  # a drawn window, not a blank image
     # the project itself gets no run folder from a screenshot (training happens on a copy)
     assert not any((receipts_project / "runs").iterdir())
+    assert not (receipts_project / ".cache" / "app-state.json").exists()  # nor the app's state
 
 
 def test_screenshot_refuses_bad_arguments_with_a_message(receipts_project, tmp_path, capsys):

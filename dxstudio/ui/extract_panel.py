@@ -1,0 +1,392 @@
+"""The Extract tab: use the model. Choose (or drop) PDFs and page JSON files; each page is read
+by the model in the background and shown with its fields drawn on it (the field's colour and
+name, the confidence) and a table of field, value, confidence and LocalFirst route; Save
+results writes one JSON line per page.
+
+The model is the project's model (dxproject.json "model"), else the newest run's
+runs/<run>/model.safetensors, or one chosen with "Model…". The route of a value is "local"
+when its confidence is at or above the model's stored threshold for that field (else the
+pooled one) and "ask" (send the page to the labelling model or a person) below it, for no
+value, or for a model without stored thresholds (which the tab says): the engine's rule,
+dxstudio.engine.extract.route, as `dxstudio extract` applies it.
+
+    panel = ExtractPanel(project)
+    panel.set_model(path); panel.extract_files([paths]) -> bool (starts the background job)
+    panel.results -> [ExtractResult]; panel.save_jsonl(path) -> int; panel.wait(timeout)
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QHeaderView, QLabel, QListWidget, QListWidgetItem,
+                               QProgressBar, QPushButton, QSplitter, QTableWidget, QTableWidgetItem,
+                               QVBoxLayout, QWidget)
+
+from dxstudio.ui.jobs import Job
+from dxstudio.ui.page_view import FillBar, PageView
+
+
+@dataclass
+class ExtractResult:
+    source: str  # the file the page came from
+    page: object  # dxstudio.engine.page.Page
+    fields: dict  # {name: {"value", "words", "confidence", "route"}}
+
+    def to_json(self) -> dict:
+        return {"id": self.page.id, "source": self.source, "fields": self.fields}
+
+
+def newest_model(project) -> Path | None:
+    """The project's model, else the newest run's model file (by the run folder's name)."""
+    m = project.model
+    if m is not None and m.is_file():
+        return m
+    runs = sorted(p for p in project.runs_dir.glob("*/model.safetensors") if p.is_file()) \
+        if project.runs_dir.is_dir() else []
+    return runs[-1] if runs else None
+
+
+def load_pages(path: Path, image_dir: Path | None = None) -> list:
+    """The pages of one file: a PDF (its text layer, one page per PDF page) or a page JSON.
+    With image_dir, each PDF page is also rendered there (PNG) and shown under its fields."""
+    import dataclasses
+
+    from dxstudio.engine.page import load_page
+    from dxstudio.importers import pdf_pages
+
+    if path.suffix.lower() != ".pdf":
+        return [load_page(path)]
+    pages = pdf_pages(path)
+    if image_dir is None:
+        return pages
+    out = []
+    for page in pages:
+        tail = page.id.rsplit("-p", 1)[-1] if len(pages) > 1 or "-p" in page.id else "1"
+        index = int(tail) - 1 if tail.isdigit() else 0
+        try:
+            image = render_pdf_page(path, index, image_dir / f"{len(list(image_dir.iterdir()))}.png")
+        except Exception:  # the words are what matter; a page that does not render shows its boxes
+            image = None
+        out.append(dataclasses.replace(page, image=str(image)) if image else page)
+    return out
+
+
+def render_pdf_page(path: Path, index: int, out: Path, dpi: float = 100.0) -> Path:
+    """Render page `index` of a PDF to a PNG (pypdfium2, then Qt's PNG writer); returns out."""
+    import pypdfium2 as pdfium
+    from PySide6.QtGui import QImage
+
+    pdf = pdfium.PdfDocument(str(path))
+    try:
+        page = pdf[index]
+        bitmap = page.render(scale=dpi / 72.0)
+        arr = bitmap.to_numpy()
+        h, w = arr.shape[:2]
+        channels = arr.shape[2] if arr.ndim == 3 else 1
+        fmt = {1: QImage.Format_Grayscale8, 3: QImage.Format_BGR888, 4: QImage.Format_RGBX8888}[channels]
+        import numpy as np
+        arr = np.ascontiguousarray(arr)
+        img = QImage(arr.data, w, h, arr.strides[0], fmt).copy()
+        page.close()
+    finally:
+        pdf.close()
+    if not img.save(str(out), "PNG"):
+        raise OSError(f"{out}: cannot write the rendered page")
+    return out
+
+
+def extract_work(model_path, files, image_dir=None):
+    """Reading the files as a dxstudio.ui.jobs.Job's work. Reports ("progress", done, total),
+    ("result", ExtractResult) and ("problem", message) for a file that cannot be read (the
+    rest goes on); a model that cannot be read fails the job."""
+    def work(job):
+        from dxstudio.engine.container import load_model
+        from dxstudio.engine.extract import predict_page, prediction_json
+        from dxstudio.engine.model import to_runtime
+        from dxstudio.engine.page import PageError
+        from dxstudio.importers import SourceError
+
+        model = load_model(model_path)
+        params = to_runtime(model.params)
+        thresholds = model.thresholds
+        paths = [Path(f) for f in files]
+        for k, path in enumerate(paths):
+            job.report(("progress", k, len(paths)))
+            if job.cancelled.is_set():
+                break
+            try:
+                pages = load_pages(path, image_dir)
+            except (PageError, SourceError, OSError, ValueError) as e:
+                job.report(("problem", str(e) if str(path) in str(e) else f"{path}: {e}"))
+                continue
+            for page in pages:
+                try:
+                    pred = predict_page(model.cfg, params, page)
+                except Exception as e:  # one bad page never stops the rest
+                    job.report(("problem", f"{path}: page {page.id}: {type(e).__name__}: {e}"))
+                    continue
+                fields = prediction_json(pred, thresholds)["fields"]  # the engine's route rule
+                job.report(("result", ExtractResult(str(path), page, fields)))
+        job.report(("progress", len(paths), len(paths)))
+        return None
+    return work
+
+
+class ExtractPanel(QWidget):
+    finished = Signal()
+
+    def __init__(self, project, parent=None):
+        super().__init__(parent)
+        self.project = project
+        self.model_path: Path | None = None
+        self.thresholds: dict | None = None
+        self.results: list[ExtractResult] = []
+        self.problems: list[str] = []
+        self._job: Job | None = None
+        self._image_dir: Path | None = None
+        self.setAcceptDrops(True)
+
+        self.model_label = QLabel()
+        self.model_label.setWordWrap(True)
+        self.model_label.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        model_button = QPushButton("Model…")
+        model_button.setToolTip("Use another model file (.safetensors)")
+        model_button.clicked.connect(self._choose_model)
+        self.open_button = QPushButton("Open PDFs or pages…")
+        self.open_button.setToolTip("PDF files with a text layer, or page JSON files; you can also drop them here")
+        self.open_button.setStyleSheet("QPushButton { font-weight: bold; padding: 5px 14px; }")
+        self.open_button.clicked.connect(self._choose_files)
+        self.save_button = QPushButton("Save results…")
+        self.save_button.setToolTip("One JSON line per page: its fields, word indices, confidences and routes")
+        self.save_button.setEnabled(False)
+        self.save_button.clicked.connect(lambda: self.save_jsonl())
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 1)
+        self.progress.setValue(0)
+        self.progress.setFormat("drop PDFs or page JSON files here, or press Open")
+        self.note = QLabel()
+        self.note.setWordWrap(True)
+        self.note.setStyleSheet("color: #495057;")
+        top = QHBoxLayout()
+        top.addWidget(self.model_label, 1)
+        top.addWidget(model_button)
+        top.addWidget(self.open_button)
+        top.addWidget(self.save_button)
+
+        self.list = QListWidget()
+        self.list.currentRowChanged.connect(self.show_result)
+        self.view = PageView()
+        self.fill_bar = FillBar(self.view)
+        centre = QWidget()
+        cl = QVBoxLayout(centre)
+        cl.setContentsMargins(0, 0, 0, 0)
+        cl.addWidget(self.fill_bar)
+        cl.addWidget(self.view, 1)
+        self.table = QTableWidget(0, 4)
+        self.table.setHorizontalHeaderLabels(["Field", "Value", "Confidence", "Route"])
+        self.table.verticalHeader().setVisible(False)
+        self.table.setEditTriggers(QTableWidget.NoEditTriggers)
+        self.table.horizontalHeader().setSectionResizeMode(1, QHeaderView.Stretch)
+        split = QSplitter()
+        split.addWidget(self.list)
+        split.addWidget(centre)
+        split.addWidget(self.table)
+        split.setStretchFactor(1, 1)
+        split.setSizes([200, 600, 380])
+        layout = QVBoxLayout(self)
+        layout.addLayout(top)
+        layout.addWidget(self.progress)
+        layout.addWidget(self.note)
+        layout.addWidget(split, 1)
+        self.set_model(newest_model(project))
+
+    # -- the model ---------------------------------------------------------------------------
+    def set_model(self, path) -> bool:
+        from dxstudio.engine.container import ModelFileError, load_model
+
+        self.model_path, self.thresholds = None, None
+        if path is None:
+            self.model_label.setText("<b>No model yet</b>: fine-tune one (Train tab), or choose a model file.")
+            return False
+        try:
+            model = load_model(path)
+        except (ModelFileError, OSError, ValueError) as e:
+            self.model_label.setText(f"<span style='color:#D7191C'>{e}</span>")
+            return False
+        self.model_path = Path(path)
+        self.thresholds = model.thresholds
+        fields = ", ".join(model.cfg.fields)
+        try:  # a model of this project is named by its path in the project
+            shown = self.model_path.resolve().relative_to(Path(self.project.root).resolve())
+        except ValueError:
+            shown = self.model_path
+        if self.thresholds:
+            how = "routes from its stored LocalFirst thresholds: local at or above, ask below"
+        else:
+            how = "no stored LocalFirst threshold: every value is asked"
+        self.model_label.setText(f"<b>Model</b> {shown} · fields {fields} · {how}")
+        return True
+
+    def _choose_model(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Model", str(self.project.root), "Models (*.safetensors)")
+        if path:
+            self.set_model(path)
+
+    # -- extracting --------------------------------------------------------------------------
+    def _choose_files(self) -> None:
+        paths, _ = QFileDialog.getOpenFileNames(self, "Pages to read", str(self.project.root),
+                                                "PDFs and page JSON (*.pdf *.json);;All files (*)")
+        if paths:
+            self.extract_files(paths)
+
+    @property
+    def running(self) -> bool:
+        return self._job is not None
+
+    def extract_files(self, paths) -> bool:
+        if self.running:
+            return False
+        if self.model_path is None:
+            self.note.setText("<span style='color:#D7191C'>No model to read with: fine-tune one in the Train tab "
+                              "or choose a model file (Model…).</span>")
+            return False
+        self.results, self.problems = [], []
+        self.list.clear()
+        self.table.setRowCount(0)
+        self.view.clear_page()
+        self.note.setText("")
+        import tempfile
+        if self._image_dir is None:  # rendered PDF pages, removed when the window closes
+            self._image_dir = Path(tempfile.mkdtemp(prefix="dxstudio-extract-"))
+        self._job = Job(extract_work(self.model_path, paths, self._image_dir), "dxstudio-extract", parent=self)
+        self._job.connect(self._on_event, lambda _: self._on_finished(), self._on_failed)
+        self.open_button.setEnabled(False)
+        self._job.start()
+        return True
+
+    def _on_event(self, event) -> None:
+        kind = event[0]
+        if kind == "progress":
+            self._on_progress(event[1], event[2])
+        elif kind == "result":
+            self._on_result(event[1])
+        else:
+            self._on_problem(event[1])
+
+    def _on_failed(self, message: str) -> None:
+        self.problems.append(message)
+        self._on_finished()
+
+    def _on_progress(self, done: int, total: int) -> None:
+        self.progress.setRange(0, max(1, total))
+        self.progress.setValue(done)
+        self.progress.setFormat("%v / %m files read")
+
+    def _on_result(self, r: ExtractResult) -> None:
+        self.results.append(r)
+        n = sum(1 for v in r.fields.values() if v["value"] is not None)
+        asks = sum(1 for v in r.fields.values() if v.get("route") == "ask")
+        item = QListWidgetItem(f"{r.page.id}  ·  {n} value(s)" + (f", {asks} ask" if asks else ""))
+        item.setToolTip(r.source)
+        self.list.addItem(item)
+        if len(self.results) == 1:
+            self.list.setCurrentRow(0)
+
+    def _on_problem(self, message: str) -> None:
+        self.problems.append(message)
+
+    def _on_finished(self) -> None:
+        if self._job is not None:
+            self._job.join()  # its last act was the signal being handled
+            self._job.deleteLater()
+        self._job = None
+        self.open_button.setEnabled(True)
+        self.save_button.setEnabled(bool(self.results))
+        parts = [f"Read {len(self.results)} page(s)."]
+        if self.problems:
+            parts.append(f"{len(self.problems)} file(s) skipped: " + "; ".join(self.problems[:3]))
+        if not self.thresholds and self.results:
+            parts.append("This model stores no LocalFirst threshold, so every value is routed to ask.")
+        self.note.setText(" ".join(parts))
+        self.finished.emit()
+
+    def wait(self, timeout: float = 60.0) -> bool:
+        """For tests and the screenshot command: process events until the job ends."""
+        import time
+
+        from PySide6.QtWidgets import QApplication
+        end = time.monotonic() + timeout
+        while self.running and time.monotonic() < end:
+            QApplication.processEvents()
+            time.sleep(0.01)
+        return not self.running
+
+    def shutdown(self) -> None:
+        if self._job is not None:
+            self._job.cancel()
+            self._job.wait(30)
+        if self._image_dir is not None:
+            import shutil
+            shutil.rmtree(self._image_dir, ignore_errors=True)
+            self._image_dir = None
+
+    # -- showing -----------------------------------------------------------------------------
+    def show_result(self, row: int) -> None:
+        if not 0 <= row < len(self.results):
+            return
+        r = self.results[row]
+        names = list(r.fields)
+        tags = [0] * len(r.page.words)
+        for c, name in enumerate(names):
+            words = r.fields[name]["words"]
+            for k, i in enumerate(words):
+                tags[i] = (1 if k == 0 else 2) + 2 * c
+        labels = {}
+        for name, v in r.fields.items():
+            if v["confidence"] is not None:
+                labels[name] = f"{name} {v['confidence']:.2f}" + (f" · {v['route']}" if v.get("route") else "")
+        self.view.name_text = labels
+        image_root = Path(r.source).parent
+        self.view.show_page(r.page, tags, field_names=names, image_root=image_root)
+        self.table.setRowCount(len(names))
+        for k, name in enumerate(names):
+            v = r.fields[name]
+            conf = "" if v["confidence"] is None else f"{v['confidence']:.3f}"
+            route = v.get("route") or ""
+            for col, text in enumerate((name, v["value"] or "(none)", conf, route)):
+                item = QTableWidgetItem(text)
+                if col == 3 and text == "ask":
+                    item.setForeground(Qt.darkRed)
+                self.table.setItem(k, col, item)
+        self.table.resizeColumnToContents(0)
+
+    def save_jsonl(self, path=None) -> int | None:
+        from dxstudio.fsutil import write_bytes_atomic
+
+        if not path:
+            path, _ = QFileDialog.getSaveFileName(self, "Save results", str(self.project.root / "extracted.jsonl"),
+                                                  "JSON lines (*.jsonl)")
+            if not path:
+                return None
+        text = "".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in self.results)
+        try:
+            write_bytes_atomic(path, text.encode("utf-8"))
+        except OSError as e:
+            self.note.setText(f"<span style='color:#D7191C'>{path}: cannot write ({e.strerror or e})</span>")
+            return None
+        self.note.setText(f"Saved {len(self.results)} page(s) to {path}")
+        return len(self.results)
+
+    # -- drag and drop -----------------------------------------------------------------------
+    def dragEnterEvent(self, event):
+        if event.mimeData().hasUrls():
+            event.acceptProposedAction()
+
+    def dropEvent(self, event):
+        paths = [u.toLocalFile() for u in event.mimeData().urls() if u.isLocalFile()]
+        if paths:
+            self.extract_files(paths)
+            event.acceptProposedAction()
