@@ -77,6 +77,7 @@ def test_close_stops_training_and_labelling_and_keeps_the_checkpoint(window, qtb
         schema.start_labelling()
         qtbot.waitUntil(lambda: endpoint.requests >= 1, timeout=60000)
         assert training.is_running and schema.running
+        window.confirm_close = False  # the question a person gets is tested in test_second_pass.py
         window.close()
         assert not training.is_running
         step = checkpoint_step(run_dir)
