@@ -104,6 +104,10 @@ def receipts_project_template(tmp_path_factory):
     project.pages_dir.mkdir(exist_ok=True)
     for pid in ids:
         shutil.copy(sample.page_path(pid), project.page_path(pid))
+        image = sample.pages_dir / "images" / f"{pid}.png"  # the page's drawn image, which it names
+        if image.is_file():
+            (project.pages_dir / "images").mkdir(exist_ok=True)
+            shutil.copy(image, project.pages_dir / "images" / image.name)
         page = project.load_page(pid)
         answers = dict(sample.load_labels(pid).answers, item=first_item(page))
         apply_answers(project, pid, answers, "import", page=page)
