@@ -8,6 +8,7 @@ many tests that was. Every other test runs anywhere.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -120,3 +121,30 @@ def receipts_project(receipts_project_template, tmp_path):
     dst = tmp_path / "project"
     shutil.copytree(receipts_project_template, dst)
     return dst
+
+
+@pytest.fixture
+def small_project(tmp_path):
+    """Eight pages of the bundled sample with its labels as they ship, tiny-model settings that
+    checkpoint every step (resume and snapshot tests)."""
+    root = tmp_path / "p"
+    (root / "pages").mkdir(parents=True)
+    (root / "labels").mkdir()
+    for page in sorted((SAMPLE / "pages").glob("*.json"))[:8]:
+        shutil.copy(page, root / "pages")
+        shutil.copy(SAMPLE / "labels" / page.name, root / "labels")
+    data = json.loads((SAMPLE / "dxproject.json").read_text())
+    data["settings"] = {"size": "tiny", "epochs": 2, "batch": 2, "warmup": 1, "heldout_fraction": 0.25,
+                        "checkpoint_every": 1}
+    (root / "dxproject.json").write_text(json.dumps(data))
+    return root
+
+
+def set_review(root, pid, **change):
+    """Change a page's review record as the app would (state, fixes...)."""
+    from dxstudio.project import Project
+
+    p = Project.open(root)
+    labels = p.load_labels(pid)
+    labels.review.update(change)
+    p.save_labels(pid, labels)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -14,29 +13,7 @@ from dxstudio.tuning import TuneError, TuneRun
 from dxstudio.tuning.rundir import RunDir
 from dxstudio.tuning.run import NOT_ACCEPTED, training_breakdown
 
-SAMPLE = Path(__file__).resolve().parents[1] / "resources" / "sample"
-
-
-@pytest.fixture
-def small_project(tmp_path):
-    root = tmp_path / "p"
-    (root / "pages").mkdir(parents=True)
-    (root / "labels").mkdir()
-    for page in sorted((SAMPLE / "pages").glob("*.json"))[:8]:
-        shutil.copy(page, root / "pages")
-        shutil.copy(SAMPLE / "labels" / page.name, root / "labels")
-    data = json.loads((SAMPLE / "dxproject.json").read_text())
-    data["settings"] = {"size": "tiny", "epochs": 2, "batch": 2, "warmup": 1, "heldout_fraction": 0.25,
-                        "checkpoint_every": 1}
-    (root / "dxproject.json").write_text(json.dumps(data))
-    return root
-
-
-def _review(root, pid, **change):
-    p = Project.open(root)
-    labels = p.load_labels(pid)
-    labels.review.update(change)
-    p.save_labels(pid, labels)
+from tests.conftest import set_review
 
 
 def test_resume_after_review_gives_the_bytes_of_an_uninterrupted_run(small_project, tmp_path):
@@ -52,8 +29,8 @@ def test_resume_after_review_gives_the_bytes_of_an_uninterrupted_run(small_proje
     trained = sorted(r[0] for r in part.train_pages + part.heldout_pages)
     assert sorted(snap["labels"]) == trained
     # review goes on: a page trained on is excluded, another one gets a fix
-    _review(small_project, part.train_pages[0][0], state="excluded")
-    _review(small_project, part.heldout_pages[0][0], fixes={"total": [0]})
+    set_review(small_project, part.train_pages[0][0], state="excluded")
+    set_review(small_project, part.heldout_pages[0][0], fixes={"total": [0]})
     assert RunDir(part_dir).resume_problem() is None
     resumed = TuneRun.prepare(Project.open(small_project), part_dir, {}, resume=True)
     assert resumed.fingerprint == part.fingerprint
@@ -93,8 +70,8 @@ def test_a_tampered_snapshot_is_refused_and_resume_problem_says_why(small_projec
 def test_accepted_only_trains_on_accepted_pages_and_is_fingerprinted(small_project, tmp_path):
     ids = Project.open(small_project).page_ids()
     for pid in ids[:3]:
-        _review(small_project, pid, state="accepted")
-    _review(small_project, ids[3], state="excluded")
+        set_review(small_project, pid, state="accepted")
+    set_review(small_project, ids[3], state="excluded")
     before = training_breakdown(Project.open(small_project))
     assert before["accepted"] == 3 and before["excluded"] == 1
     assert before["usable"] == 3 + before["fixed"] + before["unreviewed"]
@@ -109,6 +86,6 @@ def test_accepted_only_trains_on_accepted_pages_and_is_fingerprinted(small_proje
     assert run.components["settings"] != default.components["settings"]
     # one accepted page is too few, and the message names the setting
     for pid in ids[1:3]:
-        _review(small_project, pid, state="unreviewed")
+        set_review(small_project, pid, state="unreviewed")
     with pytest.raises(TuneError, match="accepted_only"):
         TuneRun.prepare(Project.open(small_project), tmp_path / "c", {"accepted_only": True})

@@ -7,7 +7,6 @@ import json
 import shutil
 from pathlib import Path
 
-import pytest
 from PySide6.QtCore import Qt
 
 from dxstudio.project import Project
@@ -16,30 +15,9 @@ from dxstudio.tuning.rundir import RunDir
 from dxstudio.ui import training_panel
 from dxstudio.ui.training_panel import TrainingPanel
 
-SAMPLE = Path(__file__).resolve().parents[2] / "resources" / "sample"
+from tests.conftest import set_review
+
 WAIT_MS = 60_000
-
-
-@pytest.fixture
-def small_project(tmp_path):
-    root = tmp_path / "p"
-    (root / "pages").mkdir(parents=True)
-    (root / "labels").mkdir()
-    for page in sorted((SAMPLE / "pages").glob("*.json"))[:8]:
-        shutil.copy(page, root / "pages")
-        shutil.copy(SAMPLE / "labels" / page.name, root / "labels")
-    data = json.loads((SAMPLE / "dxproject.json").read_text())
-    data["settings"] = {"size": "tiny", "epochs": 2, "batch": 2, "warmup": 1, "heldout_fraction": 0.25,
-                        "checkpoint_every": 1}
-    (root / "dxproject.json").write_text(json.dumps(data))
-    return root
-
-
-def review(root, pid, **change):
-    p = Project.open(root)
-    labels = p.load_labels(pid)
-    labels.review.update(change)
-    p.save_labels(pid, labels)
 
 
 def panel_on(qtbot, root):
@@ -54,9 +32,9 @@ def panel_on(qtbot, root):
 
 def test_the_train_tab_says_what_trains_and_accepted_only_is_a_setting(qtbot, small_project):
     ids = Project.open(small_project).page_ids()
-    review(small_project, ids[0], state="accepted")
-    review(small_project, ids[1], state="accepted")
-    review(small_project, ids[2], state="excluded")
+    set_review(small_project, ids[0], state="accepted")
+    set_review(small_project, ids[1], state="accepted")
+    set_review(small_project, ids[2], state="excluded")
     panel = panel_on(qtbot, small_project)
     text = panel.breakdown_label.text()
     c = panel.breakdown
@@ -115,8 +93,8 @@ def test_review_during_a_stopped_run_then_resume_gives_the_bytes_of_an_uninterru
     assert panel.resume_button.isEnabled()
     # a person goes on reviewing: a trained page is excluded, another gets a fix
     trained = json.loads((run_dir / "settings.json").read_text())["train_pages"]
-    review(small_project, trained[0], state="excluded")
-    review(small_project, trained[1], fixes={"total": [0]})
+    set_review(small_project, trained[0], state="excluded")
+    set_review(small_project, trained[1], fixes={"total": [0]})
     assert panel.update_breakdown()["excluded"] == 1
     with qtbot.waitSignal(panel.finished, timeout=WAIT_MS):
         qtbot.mouseClick(panel.resume_button, Qt.MouseButton.LeftButton)
