@@ -438,40 +438,55 @@ def cord_page(path: Path) -> tuple[Page, dict]:
     return page, answers
 
 
+def cord_image_size(d: dict, path: Path, error=SourceError) -> tuple[float, float]:
+    """A CORD file's meta.image_size as (width, height), both positive; else `error` naming the file."""
+    try:
+        size = d["meta"]["image_size"]
+        width, height = float(size["width"]), float(size["height"])
+    except (KeyError, TypeError, ValueError, OverflowError):
+        raise error(f"{path}: no meta.image_size {{width, height}}") from None
+    if not (width > 0 and height > 0):
+        raise error(f"{path}: image size {width} x {height} is not positive")
+    return width, height
+
+
+def cord_line_words(line: dict, k: int, path: Path, width: float, height: float,
+                    error=SourceError) -> list[tuple[Word, bool]]:
+    """The words of CORD line k as (Word with its quad's box clamped to the image, is_key), in
+    file order; words with no text are skipped; a malformed word list or quad is `error`."""
+    line_words = line.get("words") or []
+    if not isinstance(line_words, list):
+        raise error(f"{path}: line {k}: 'words' must be a list of words, not {line_words!r}")
+    out = []
+    for w in line_words:
+        text = w.get("text") if isinstance(w, dict) else None
+        if not isinstance(text, str) or not text.strip():
+            continue
+        try:
+            q = w["quad"]
+            xs = [float(q[f"x{i}"]) for i in range(1, 5)]
+            ys = [float(q[f"y{i}"]) for i in range(1, 5)]
+        except (KeyError, TypeError, ValueError, OverflowError):
+            raise error(f"{path}: line {k}: word {text!r} has no quad x1..y4") from None
+        box = _clamp_box((min(xs), min(ys), max(xs), max(ys)), width, height)
+        out.append((Word(" ".join(text.split()), box), bool(w.get("is_key"))))
+    return out
+
+
 def cord_words(path: Path) -> tuple[Page, list]:
     """A CORD receipt in reading order and each word's category ("key" for key words)."""
     d = _read_json(path)
     if not isinstance(d, dict) or not isinstance(d.get("valid_line"), list):
         raise SourceError(f"{path}: not a CORD receipt (no 'valid_line' list)")
-    try:
-        size = d["meta"]["image_size"]
-        width, height = float(size["width"]), float(size["height"])
-    except (KeyError, TypeError, ValueError, OverflowError):
-        raise SourceError(f"{path}: no meta.image_size {{width, height}}") from None
-    if not (width > 0 and height > 0):
-        raise SourceError(f"{path}: image size {width} x {height} is not positive")
+    width, height = cord_image_size(d, path)
     lines = []  # (box, [(word, category)])
     for k, line in enumerate(d["valid_line"]):
         category = line.get("category", "") if isinstance(line, dict) else ""
         if not isinstance(category, str):
             raise SourceError(f"{path}: line {k}: 'category' must be text, not {category!r}")
-        line_words = (line.get("words") or []) if isinstance(line, dict) else []
-        if not isinstance(line_words, list):
-            raise SourceError(f"{path}: line {k}: 'words' must be a list of words, not {line_words!r}")
-        items = []
-        for w in line_words:
-            text = w.get("text") if isinstance(w, dict) else None
-            if not isinstance(text, str) or not text.strip():
-                continue
-            try:
-                q = w["quad"]
-                xs = [float(q[f"x{i}"]) for i in range(1, 5)]
-                ys = [float(q[f"y{i}"]) for i in range(1, 5)]
-            except (KeyError, TypeError, ValueError, OverflowError):
-                raise SourceError(f"{path}: line {k}: word {text!r} has no quad x1..y4") from None
-            box = _clamp_box((min(xs), min(ys), max(xs), max(ys)), width, height)
-            # a key word ("TOTAL", is_key 1) shares its value's category but is not the value
-            items.append((Word(" ".join(text.split()), box), "key" if w.get("is_key") else category))
+        words = cord_line_words(line, k, path, width, height) if isinstance(line, dict) else []
+        # a key word ("TOTAL", is_key 1) shares its value's category but is not the value
+        items = [(word, "key" if is_key else category) for word, is_key in words]
         if items:
             items.sort(key=lambda it: it[0].box[0])
             b = [it[0].box for it in items]

@@ -26,7 +26,7 @@ from datetime import date as Date
 from pathlib import Path
 
 from dxstudio.engine.page import Page, PageError, Word, page_from_dict
-from dxstudio.importers import _clamp_box, reading_order, split_line
+from dxstudio.importers import _clamp_box, cord_image_size, cord_line_words, reading_order, split_line
 
 from .document import CorpusDoc, CorpusError
 from .generic import tag_of
@@ -82,34 +82,15 @@ def cord_doc(path: Path) -> CorpusDoc:
     d = _json(path)
     if not isinstance(d, dict) or not isinstance(d.get("valid_line"), list):
         raise CorpusError(f"{path}: not a CORD receipt (no 'valid_line' list)")
-    try:
-        size = d["meta"]["image_size"]
-        width, height = float(size["width"]), float(size["height"])
-    except (KeyError, TypeError, ValueError):
-        raise CorpusError(f"{path}: no meta.image_size {{width, height}}") from None
-    if not (width > 0 and height > 0):
-        raise CorpusError(f"{path}: image size {width} x {height} is not positive")
+    width, height = cord_image_size(d, path, CorpusError)
     lines = []  # (box, [(Word, category, is_key, group, line)])
     for k, line in enumerate(d["valid_line"]):
         if not isinstance(line, dict):
             raise CorpusError(f"{path}: line {k} is not an object")
         cat = str(line.get("category", ""))
         group = line.get("group_id")
-        items = []
-        for w in line.get("words") or []:
-            text = w.get("text") if isinstance(w, dict) else None
-            if not isinstance(text, str) or not text.strip():
-                continue
-            try:
-                q = w["quad"]
-                xs = [float(q[f"x{i}"]) for i in range(1, 5)]
-                ys = [float(q[f"y{i}"]) for i in range(1, 5)]
-            except (KeyError, TypeError, ValueError):
-                raise CorpusError(f"{path}: line {k}: word {text!r} has no quad x1..y4") from None
-            box = _clamp_box((min(xs), min(ys), max(xs), max(ys)), width, height)
-            if box[2] <= box[0] and box[3] <= box[1]:
-                continue  # wholly outside the image
-            items.append((Word(" ".join(text.split()), box), cat, bool(w.get("is_key")), group, k))
+        items = [(word, cat, is_key, group, k) for word, is_key in cord_line_words(line, k, path, width, height, CorpusError)
+                 if not (word.box[2] <= word.box[0] and word.box[3] <= word.box[1])]  # not wholly outside the image
         if items:
             items.sort(key=lambda it: it[0].box[0])
             b = [it[0].box for it in items]
