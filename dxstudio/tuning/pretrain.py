@@ -13,7 +13,6 @@ an uninterrupted one. docs/base-model.md.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import threading
@@ -34,7 +33,7 @@ from dxstudio.engine.params import new_params
 from dxstudio.engine.training import Example, TrainSettings, TrainState, train_step
 from dxstudio.fsutil import write_bytes_atomic, write_json_atomic
 from dxstudio.tuning import schedule
-from dxstudio.tuning.run import Event, TuneError, metrics_rows, read_checkpoint
+from dxstudio.tuning.run import Event, TuneError, metrics_rows, read_checkpoint, sha256_hex
 
 DEFAULTS = {
     "size": "base",
@@ -93,10 +92,6 @@ def resolve(overrides: dict | None) -> dict:
     return s
 
 
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 @dataclass
 class PretrainRun:
     run_dir: Path
@@ -151,11 +146,11 @@ class PretrainRun:
     def _fingerprint(self) -> None:
         s = {k: v for k, v in self.settings.items() if k not in NOT_FINGERPRINTED}
         self.components = {
-            "starting model": _sha(model_bytes(self.cfg, self.start_params)),
+            "starting model": sha256_hex(model_bytes(self.cfg, self.start_params)),
             "corpus": corpus_digest(self.docs),
-            "settings": _sha(canonical_json(s).encode()),
+            "settings": sha256_hex(canonical_json(s).encode()),
         }
-        self.fingerprint = _sha(canonical_json(self.components).encode())
+        self.fingerprint = sha256_hex(canonical_json(self.components).encode())
 
     def train_settings(self) -> TrainSettings:
         s = self.settings
@@ -256,7 +251,7 @@ class PretrainRun:
                    "windows": len(self.windows), "documents": len(self.docs),
                    "final_loss": round(sum(tail) / len(tail), 6) if tail else None}
         save_model(self.run_dir / "model.safetensors", self.cfg, self.state.container_params(), summary)
-        model_sha = _sha((self.run_dir / "model.safetensors").read_bytes())
+        model_sha = sha256_hex((self.run_dir / "model.safetensors").read_bytes())
         report = {"model": str(self.run_dir / "model.safetensors"), "sha256": model_sha, **summary,
                   "first_loss": rows[0]["loss"] if rows else None, "settings": self.settings,
                   "components": self.components, "sources": self.sources,

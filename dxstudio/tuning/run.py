@@ -56,7 +56,8 @@ class Event:
     scores: dict | None = None
 
 
-def _sha(data: bytes) -> str:
+def sha256_hex(data: bytes) -> str:
+    """The SHA-256 of bytes, in hex: what fingerprints and model cards record."""
     return hashlib.sha256(data).hexdigest()
 
 
@@ -190,13 +191,13 @@ class TuneRun:
             pages.update(pid.encode() + b"\0" + page_raw + b"\0")
         schema = [{"name": f.name, "weight": w} for f, w in zip(self.project.schema, weights)]
         self.components = {
-            "starting model": _sha(self.start_bytes),
-            "schema": _sha(canonical_json(schema).encode()),
-            "settings": _sha(canonical_json(s).encode()),
+            "starting model": sha256_hex(self.start_bytes),
+            "schema": sha256_hex(canonical_json(schema).encode()),
+            "settings": sha256_hex(canonical_json(s).encode()),
             "label files": labels.hexdigest(),
             "pages": pages.hexdigest(),
         }
-        self.fingerprint = _sha(canonical_json(self.components).encode())
+        self.fingerprint = sha256_hex(canonical_json(self.components).encode())
 
     @property
     def backbone_scale(self) -> float:
