@@ -46,7 +46,7 @@ class CharConvSaved(NamedTuple):
 def linear_forward(ops: Ops, x, w, b):
     if ops.compiled(x, w, b) and x.shape[1] == 32 and w.shape[0] <= 16:
         return fused.linear32_forward(x, w, b)  # narrow outputs (the pair MLP's second layer)
-    return ops.mm(x, np.ascontiguousarray(w.T)) + b
+    return ops.mm_nt(x, w) + b
 
 
 def linear_backward(ops: Ops, dy, x, w):
@@ -167,7 +167,7 @@ def softmax_backward(ops: Ops, dp, p):
 # One attention head: raw = q k^T, s = raw / scale + bias, p = softmax(s), a = p v
 # ----------------------------------------------------------------------------------------
 def attention_forward(ops: Ops, q, k, v, bias, scale):
-    raw = ops.mm(q, np.ascontiguousarray(k.T))
+    raw = ops.mm_nt(q, k)
     if ops.compiled(raw, bias):
         p = fused.scaled_softmax_forward(raw, bias, scale)
     else:
@@ -178,7 +178,7 @@ def attention_forward(ops: Ops, q, k, v, bias, scale):
 
 def attention_backward(ops: Ops, da, q, k, v, p, scale):
     """dP = dA V^T, dV = P^T dA, ds (softmax), dbias = ds, dS = ds/scale, dQ = dS K, dK = dS^T Q."""
-    dp = ops.mm(da, np.ascontiguousarray(v.T))
+    dp = ops.mm_nt(da, v)
     dv = ops.mm_tn(p, da)  # p^T da
     if ops.compiled(dp, p):
         ds, dsc = fused.scaled_softmax_backward(dp, p, scale)
@@ -194,7 +194,7 @@ def attention_backward(ops: Ops, da, q, k, v, p, scale):
 # Pointer scores: score = (q k^T) / scale, a word may point at itself
 # ----------------------------------------------------------------------------------------
 def pointer_forward(ops: Ops, q, k, scale):
-    return ops.mm(q, np.ascontiguousarray(k.T)) / scale
+    return ops.mm_nt(q, k) / scale
 
 
 def pointer_backward(ops: Ops, dscore, q, k, scale):

@@ -114,6 +114,15 @@ class Ops:
     def mm(self, a, b):
         return mm_fast(a, b) if self.compiled(a, b) else mm_ref(a, b)
 
+    def mm_nt(self, a, bt):
+        """a bt^T, bt (N, K) with k contiguous: the linear layers' x W^T and q k^T."""
+        if self.compiled(a, bt):
+            m, k = a.shape
+            if _nt_pays(m, k, bt.shape[0]):
+                return mm_nt_fast(a, bt)
+            return mm_fast(a, np.ascontiguousarray(bt.T))
+        return mm_nt_ref(a, bt)
+
     def mm_tn(self, at, b):
         """at^T b: the weight gradients' products, at (K, M) as it is (no transposed copy)."""
         return mm_tn_fast(at, b) if self.compiled(at, b) else mm_tn_ref(at, b)
@@ -350,6 +359,8 @@ def mm_fast(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         raise ValueError(f"mm: inner sizes differ ({a.shape} x {b.shape})")
     m, k = a.shape
     n = b.shape[1]
+    if _nt_pays(m, k, n):  # b transposed once, then the register-blocked tiles
+        return mm_nt_fast(a, pack_t(b))
     out = np.empty((m, n), F32)
     pick(_MM, m, m * k * n)(np.ascontiguousarray(a), np.ascontiguousarray(b), out)
     return out
@@ -365,6 +376,10 @@ def mm_tn_fast(at: np.ndarray, b: np.ndarray) -> np.ndarray:
     b = np.ascontiguousarray(b, F32)
     if at.shape[0] != b.shape[0]:
         raise ValueError(f"mm_tn: inner sizes differ ({at.shape}^T x {b.shape})")
+    k, m = at.shape
+    n = b.shape[1]
+    if k <= _NT_MAX_K_TN and _nt_pays(m, k, n):  # both transposed (k padded to 16), then mm_nt
+        return mm_nt_fast(pack_t(at), pack_t(b))
     out = np.empty((at.shape[1], b.shape[1]), F32)
     pick(_MM_TN, at.shape[1], at.size * b.shape[1])(at, b, out)
     return out
@@ -377,6 +392,261 @@ def mm_tn(at, b, kernels: str = "fast"):
 
 def mm(a, b, kernels: str = "fast"):
     return mm_fast(a, b) if fast_path(kernels) else mm_ref(a, b)
+
+
+# ---- mm_nt: C[i, j] = dot16(a[i, :], bt[j, :]), register-blocked ------------------------
+# Both operands have k contiguous, so the 16 lanes of dot16 are the 16 floats of one vector
+# register: lane l of output (i, j) is acc_ij[l], and chunk c of k adds a[i, 16c:16c+16] *
+# bt[j, 16c:16c+16] to it (16 products rounded, then 16 sums rounded: docs/numerics.md
+# section 1, rule 3, lane by lane). A tile of _MR x _NR outputs keeps its accumulators in
+# registers across the whole k loop (16 of the 32 zmm registers on AVX-512); the tile is
+# written as LLVM IR through a Numba intrinsic, because Numba keeps no array in registers.
+# The IR has plain fmul and fadd without fast-math flags, so LLVM may not contract them into
+# fused multiply-adds (the assembly is checked). A k that is not a multiple of 16 is padded
+# with zeros in both operands: the padding adds +0 * +0 = +0 to a lane, and x + (+0) == x for
+# every accumulator value (a lane starts at +0 and a sum of two values is -0 only when both
+# are -0, so a lane is never -0). The fold is the spec's: lanes l and l+8, then l+4, l+2, l+1,
+# done for the 16 outputs of a tile at once (pairs of registers shuffled into halves).
+_MR, _NR = 4, 4  # output tile: rows of a x rows of bt (16 accumulators, a power of two)
+
+try:
+    from llvmlite import ir as _ir
+    from numba.core import types as _nbtypes
+    from numba.core.extending import intrinsic as _intrinsic
+except ImportError:  # pragma: no cover - llvmlite and numba ship together
+    _intrinsic = None
+
+
+def _fold_tile_ir(builder, vecs):
+    """The 16-lane fold of each <16 x float> in vecs (a power of two of them), in the spec's
+    order: every step adds lane l and lane l + s/2 of each output's segment of s lanes.
+    Pairs of registers are shuffled so one fadd does a step for several outputs; the outputs
+    come out in order. Returns a list of vectors holding the outputs in order."""
+    i32 = _ir.IntType(32)
+    s = 16
+    while s > 1:
+        h = s // 2
+        if len(vecs) >= 2:
+            nxt = []
+            for v, w in zip(vecs[0::2], vecs[1::2]):
+                segs = 16 // s
+                lo = [g * s + i for g in range(segs) for i in range(h)]
+                lo = lo + [16 + x for x in lo]
+                hi = [x + h for x in lo]
+                vl = builder.shuffle_vector(v, w, _ir.Constant(_ir.VectorType(i32, 16), lo))
+                vh = builder.shuffle_vector(v, w, _ir.Constant(_ir.VectorType(i32, 16), hi))
+                nxt.append(builder.fadd(vl, vh))
+            vecs = nxt
+        else:
+            (v,) = vecs
+            width = v.type.count
+            lo = [g * s + i for g in range(width // s) for i in range(h)]
+            hi = [x + h for x in lo]
+            vl = builder.shuffle_vector(v, v, _ir.Constant(_ir.VectorType(i32, len(lo)), lo))
+            vh = builder.shuffle_vector(v, v, _ir.Constant(_ir.VectorType(i32, len(hi)), hi))
+            vecs = [builder.fadd(vl, vh)]
+        s = h
+    return vecs
+
+
+def _make_tile(mr, nr):
+    """Intrinsic tile(a, aoff, lda, b, boff, ldb, nch, out, ooff, ldo): out[ooff + r*ldo + c]
+    = dot16 over nch chunks of 16 of a[aoff + r*lda + ...] and b[boff + c*ldb + ...] (flat
+    offsets into C-contiguous binary32 arrays), r < mr, c < nr."""
+
+    @_intrinsic
+    def tile(typingctx, a, aoff, lda, b, boff, ldb, nch, out, ooff, ldo):
+        sig = _nbtypes.void(a, aoff, lda, b, boff, ldb, nch, out, ooff, ldo)
+
+        def codegen(context, builder, sig, args):
+            a_, aoff_, lda_, b_, boff_, ldb_, nch_, out_, ooff_, ldo_ = args
+            i64 = _ir.IntType(64)
+            i32 = _ir.IntType(32)
+            aoff_, lda_, boff_, ldb_, nch_, ooff_, ldo_ = (
+                context.cast(builder, v, t, _nbtypes.int64)
+                for v, t in zip((aoff_, lda_, boff_, ldb_, nch_, ooff_, ldo_),
+                                (sig.args[1], sig.args[2], sig.args[4], sig.args[5], sig.args[6], sig.args[8],
+                                 sig.args[9])))
+            ap = context.make_array(sig.args[0])(context, builder, a_).data
+            bp = context.make_array(sig.args[3])(context, builder, b_).data
+            op = context.make_array(sig.args[7])(context, builder, out_).data
+            v16 = _ir.VectorType(_ir.FloatType(), 16)
+            zero = _ir.Constant(v16, [0.0] * 16)
+            arow = [builder.add(aoff_, builder.mul(_ir.Constant(i64, r), lda_)) for r in range(mr)]
+            brow = [builder.add(boff_, builder.mul(_ir.Constant(i64, c), ldb_)) for c in range(nr)]
+            pre = builder.basic_block
+            loop = builder.append_basic_block("tile.loop")
+            done = builder.append_basic_block("tile.done")
+            builder.cbranch(builder.icmp_signed(">", nch_, _ir.Constant(i64, 0)), loop, done)
+            builder.position_at_end(loop)
+            kc = builder.phi(i64)
+            kc.add_incoming(_ir.Constant(i64, 0), pre)
+            accs = []
+            for _ in range(mr * nr):
+                p = builder.phi(v16)
+                p.add_incoming(zero, pre)
+                accs.append(p)
+            k0 = builder.mul(kc, _ir.Constant(i64, 16))
+
+            def load(base, off):
+                ptr = builder.gep(base, [builder.add(off, k0)])
+                return builder.load(builder.bitcast(ptr, v16.as_pointer()), align=4)
+
+            avs = [load(ap, o) for o in arow]
+            bvs = [load(bp, o) for o in brow]
+            new = [builder.fadd(accs[r * nr + c], builder.fmul(avs[r], bvs[c]))
+                   for r in range(mr) for c in range(nr)]
+            kn = builder.add(kc, _ir.Constant(i64, 1))
+            end = builder.basic_block
+            kc.add_incoming(kn, end)
+            for p, v in zip(accs, new):
+                p.add_incoming(v, end)
+            builder.cbranch(builder.icmp_signed("<", kn, nch_), loop, done)
+            builder.position_at_end(done)
+            res = []
+            for v in new:
+                p = builder.phi(v16)
+                p.add_incoming(zero, pre)
+                p.add_incoming(v, end)
+                res.append(p)
+            folded = _fold_tile_ir(builder, res)  # the outputs r*nr + c in order
+            width = folded[0].type.count
+            vnr = _ir.VectorType(_ir.FloatType(), nr)
+            for r in range(mr):
+                v = folded[r * nr // width]
+                first = r * nr % width
+                row = builder.shuffle_vector(
+                    v, v, _ir.Constant(_ir.VectorType(i32, nr), list(range(first, first + nr))))
+                off = builder.add(ooff_, builder.mul(_ir.Constant(i64, r), ldo_))
+                ptr = builder.gep(op, [off])
+                builder.store(row, builder.bitcast(ptr, vnr.as_pointer()), align=4)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return tile
+
+
+_tile_mr_nr = _make_tile(_MR, _NR)
+
+_NT_ROWS = 16  # rows of a per task (a multiple of _MR)
+
+
+def _mm_nt_body(a, bt, out):
+    m, k = a.shape
+    n = bt.shape[0]
+    nch = (k + 15) // 16
+    k16 = nch * 16
+    nfull = n // _NR * _NR
+    if bt.shape[1] == k16:  # bt as it is (k a multiple of 16, or padded by pack_t); only a
+        # last partial tile of its rows is packed
+        bp = bt
+        bfull = nfull
+    else:  # every row of bt padded with zeros to k16
+        bp = np.zeros(((n + _NR - 1) // _NR * _NR, k16), np.float32)
+        for j in range(n):
+            for kk in range(k):
+                bp[j, kk] = bt[j, kk]
+        bfull = bp.shape[0]
+    btail = np.zeros((_NR, k16), np.float32)
+    for j in range(bfull, n):
+        for kk in range(k):
+            btail[j - bfull, kk] = bt[j, kk]
+    for blk in prange((m + _NT_ROWS - 1) // _NT_ROWS):
+        ap = np.zeros((_MR, k16), np.float32)
+        tb = np.empty((_MR, _NR), np.float32)
+        for i0 in range(blk * _NT_ROWS, min(m, blk * _NT_ROWS + _NT_ROWS), _MR):
+            mr = min(_MR, m - i0)
+            direct = mr == _MR and k16 == k
+            if not direct:
+                for r in range(_MR):
+                    for kk in range(k):
+                        ap[r, kk] = a[i0 + r, kk] if r < mr else np.float32(0.0)
+            for j0 in range(0, n, _NR):
+                nr = min(_NR, n - j0)
+                full = mr == _MR and nr == _NR  # the tile goes straight into out
+                dst = tb.reshape(_MR * _NR)
+                ooff = 0
+                ldo = _NR
+                if full:
+                    dst = out.reshape(m * n)
+                    ooff = i0 * n + j0
+                    ldo = n
+                if j0 < bfull:
+                    if direct:
+                        _tile_mr_nr(a, i0 * k, k, bp, j0 * k16, k16, nch, dst, ooff, ldo)
+                    else:
+                        _tile_mr_nr(ap, 0, k16, bp, j0 * k16, k16, nch, dst, ooff, ldo)
+                else:
+                    if direct:
+                        _tile_mr_nr(a, i0 * k, k, btail, 0, k16, nch, dst, ooff, ldo)
+                    else:
+                        _tile_mr_nr(ap, 0, k16, btail, 0, k16, nch, dst, ooff, ldo)
+                if not full:
+                    for r in range(mr):
+                        for c in range(nr):
+                            out[i0 + r, j0 + c] = tb[r, c]
+
+
+_MM_NT = _build(_mm_nt_body, "_mm_nt")
+
+
+# When the register-blocked product (mm_nt) runs for mm and mm_tn: a tile has _MR x _NR
+# outputs, so narrower products keep the older kernels; mm_tn over a long k (the n^2 pairs'
+# weight gradients, k = 160000 for 16 x 32 outputs) keeps its k-outermost kernel, which
+# streams its operands once instead of transposing them. Either way the bytes are the same.
+_NT_MAX_K_TN = 4096
+
+
+def _nt_pays(m: int, k: int, n: int) -> bool:
+    return m >= 2 * _MR and n >= 2 * _NR and k >= 8
+
+
+def _pack_t_body(x, out):
+    """out[j, kk] = x[kk, j] for kk < x.shape[0]; the columns past it are left as they are
+    (zeros: the padding of k to a multiple of 16). Blocks of 16 x 16 for the caches."""
+    k, n = x.shape
+    for j0 in prange((n + 15) // 16):
+        for k0 in range(0, k, 16):
+            for j in range(j0 * 16, min(n, j0 * 16 + 16)):
+                for kk in range(k0, min(k, k0 + 16)):
+                    out[j, kk] = x[kk, j]
+
+
+_PACK_T = _build(_pack_t_body, "_pack_t")
+
+
+def pack_t(x: np.ndarray) -> np.ndarray:
+    """x (K, N) -> (N, K16): x transposed, k padded with +0 to a multiple of 16, so mm_nt
+    takes it as it is (the padding adds +0 to lanes, which changes no accumulator)."""
+    x = np.asarray(x, F32)
+    k, n = x.shape
+    k16 = (k + 15) // 16 * 16
+    out = np.zeros((n, k16), F32) if k16 != k else np.empty((n, k16), F32)
+    pick(_PACK_T, n, x.size)(x, out)
+    return out
+
+
+def mm_nt_ref(a: np.ndarray, bt: np.ndarray) -> np.ndarray:
+    """C[i, j] = dot16(a[i, :], bt[j, :]): mm(a, bt.T)."""
+    return mm_ref(a, np.asarray(bt).T)
+
+
+def mm_nt_fast(a: np.ndarray, bt: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a, F32)
+    bt = np.ascontiguousarray(bt, F32)
+    if a.shape[1] != bt.shape[1] and bt.shape[1] != (a.shape[1] + 15) // 16 * 16:  # or padded by pack_t
+        raise ValueError(f"mm_nt: inner sizes differ ({a.shape} x {bt.shape}^T)")
+    m, k = a.shape
+    n = bt.shape[0]
+    out = np.empty((m, n), F32)
+    pick(_MM_NT, (m + _NT_ROWS - 1) // _NT_ROWS, m * k * n)(a, bt, out)
+    return out
+
+
+def mm_nt(a, bt, kernels: str = "fast"):
+    """C = a bt^T (C[i, j] = dot16(a[i, :], bt[j, :])): both operands with k contiguous."""
+    return mm_nt_fast(a, bt) if fast_path(kernels) else mm_nt_ref(a, bt)
 
 
 # ---- rowdot: out[i] = dot16(a[i, :], b[i, :]) -----------------------------------------
