@@ -102,29 +102,65 @@ def layernorm_backward(dy, saved, w):
 # ----------------------------------------------------------------------------------------
 # Softmax over rows of s (s = raw / scale + bias when scaled), and its backward
 # ----------------------------------------------------------------------------------------
+_SOFTMAX_ROWS = 8  # rows per task: the lane buffers are allocated once per task
+
+
 def _softmax_fwd_body(raw, bias, scale, scaled, p):
     n, m = raw.shape
-    for i in prange(n):
-        for j in range(m):
-            v = raw[i, j]
+    m16 = m // 16 * 16
+    for blk in prange((n + _SOFTMAX_ROWS - 1) // _SOFTMAX_ROWS):
+        acc = np.empty(16, np.float32)
+        tops = np.empty(16, np.float32)
+        bad = np.empty(16, np.bool_)
+        for i in range(blk * _SOFTMAX_ROWS, min(n, blk * _SOFTMAX_ROWS + _SOFTMAX_ROWS)):
+            row = p[i]
+            rrow = raw[i]
             if scaled:
-                v = v / scale + bias[i, j]
-            p[i, j] = v  # s for now
-        top = p[i, 0]
-        for j in range(1, m):
-            v = p[i, j]
-            if v > top or v != v:  # a NaN anywhere makes the maximum NaN, as np.max
-                top = v
-        row = p[i]
-        for j in range(m):
-            row[j] = row[j] - top
-        nu.exp32_vec(row, row)
-        acc = np.zeros(16, np.float32)
-        for j in range(m):
-            acc[j & 15] += row[j]
-        z = fold16(acc)
-        for j in range(m):
-            p[i, j] = p[i, j] / z
+                brow = bias[i]
+                for j in range(m):
+                    row[j] = rrow[j] / scale + brow[j]  # s
+            else:
+                for j in range(m):
+                    row[j] = rrow[j]
+            # the row maximum, 16 lanes at a time (a max is exact in any order); a NaN, or a
+            # maximum of zero (whose sign the scan order picks), takes the scalar scan below
+            for lane in range(16):
+                tops[lane] = -np.inf
+                bad[lane] = False
+            chunks = row[:m16].reshape((m16 // 16, 16))  # indices from ranges: no wraparound check
+            for c in range(m16 // 16):
+                for lane in range(16):
+                    v = chunks[c, lane]
+                    tops[lane] = v if v > tops[lane] else tops[lane]
+                    bad[lane] = bad[lane] | (v != v)
+            top = tops[0]
+            nan = bad[0]
+            for lane in range(1, 16):
+                top = tops[lane] if tops[lane] > top else top
+                nan = nan | bad[lane]
+            for j in range(m16, m):
+                v = row[j]
+                top = v if v > top else top
+                nan = nan | (v != v)
+            if nan or top == np.float32(0.0) or m16 == 0:
+                top = row[0]
+                for j in range(1, m):
+                    v = row[j]
+                    if v > top or v != v:  # a NaN anywhere makes the maximum NaN, as np.max
+                        top = v
+            for j in range(m):
+                row[j] = row[j] - top
+            nu.exp32_vec(row, row)
+            for lane in range(16):
+                acc[lane] = np.float32(0.0)
+            for c in range(m16 // 16):  # dot16 with ones: lane j & 15, j ascending
+                for lane in range(16):
+                    acc[lane] += chunks[c, lane]
+            for j in range(m16, m):
+                acc[j & 15] += row[j]
+            z = fold16(acc)
+            for j in range(m):
+                row[j] = row[j] / z
 
 
 def _softmax_bwd_body(dp, p, scale, scaled, ds, dsc):

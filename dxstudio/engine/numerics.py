@@ -558,10 +558,16 @@ def _mm_nt_body(a, bt, out):
         for i0 in range(blk * _NT_ROWS, min(m, blk * _NT_ROWS + _NT_ROWS), _MR):
             mr = min(_MR, m - i0)
             direct = mr == _MR and k16 == k
-            if not direct:
-                for r in range(_MR):
+            if not direct:  # the panel's rows, zero past k (ap's padding columns stay +0)
+                for r in range(mr):
+                    arow = a[i0 + r]
+                    prow = ap[r]
                     for kk in range(k):
-                        ap[r, kk] = a[i0 + r, kk] if r < mr else np.float32(0.0)
+                        prow[kk] = arow[kk]
+                for r in range(mr, _MR):
+                    prow = ap[r]
+                    for kk in range(k):
+                        prow[kk] = np.float32(0.0)
             for j0 in range(0, n, _NR):
                 nr = min(_NR, n - j0)
                 full = mr == _MR and nr == _NR  # the tile goes straight into out
@@ -606,11 +612,20 @@ def _pack_t_body(x, out):
     """out[j, kk] = x[kk, j] for kk < x.shape[0]; the columns past it are left as they are
     (zeros: the padding of k to a multiple of 16). Blocks of 16 x 16 for the caches."""
     k, n = x.shape
-    for j0 in prange((n + 15) // 16):
+    for jb in prange((n + 15) // 16):
+        j0 = jb * 16
+        j1 = min(n, j0 + 16)
         for k0 in range(0, k, 16):
-            for j in range(j0 * 16, min(n, j0 * 16 + 16)):
-                for kk in range(k0, min(k, k0 + 16)):
-                    out[j, kk] = x[kk, j]
+            k1 = min(k, k0 + 16)
+            if k1 - k0 == 16 and j1 - j0 == 16:  # a whole block: fixed trip counts
+                for kk in range(16):
+                    xr = x[k0 + kk, j0:j0 + 16]
+                    for j in range(16):
+                        out[j0 + j, k0 + kk] = xr[j]
+            else:
+                for kk in range(k0, k1):
+                    for j in range(j0, j1):
+                        out[j, kk] = x[kk, j]
 
 
 _PACK_T = _build(_pack_t_body, "_pack_t")
@@ -766,12 +781,16 @@ def exp32_vec(x, out):
     bits (both normal: n1, n2 in [-75, 64]), and the special cases are selected at the end."""
     m = x.size
     pbuf = np.empty(_VEC_CHUNK, np.float32)
-    bits = np.empty(2 * _VEC_CHUNK, np.int32)
-    scale = bits.view(np.float32)
+    bits1 = np.empty(_VEC_CHUNK, np.int32)  # 2^n1 and 2^n2 in two arrays: unit-stride loops
+    bits2 = np.empty(_VEC_CHUNK, np.int32)  # (interleaved, LLVM made gathers and scatters)
+    scale1 = bits1.view(np.float32)
+    scale2 = bits2.view(np.float32)
     for c0 in range(0, m, _VEC_CHUNK):
         c1 = min(m, c0 + _VEC_CHUNK)
+        xs = x[c0:c1]  # chunk views: indices from 0, so no negative-index wraparound (which
+        os = out[c0:c1]  # made LLVM gather and scatter)
         for j in range(c1 - c0):
-            v = x[c0 + j]
+            v = xs[j]
             xc = v if v == v else np.float32(0.0)
             xc = EXP32_MAX if xc > EXP32_MAX else xc
             xc = EXP32_MIN if xc < EXP32_MIN else xc
@@ -789,14 +808,14 @@ def exp32_vec(x, out):
             pbuf[j] = p
             ni = np.int32(n)
             n1 = ni >> 1  # floor(n / 2), as ni // 2
-            bits[2 * j] = (n1 + np.int32(127)) << 23
-            bits[2 * j + 1] = (ni - n1 + np.int32(127)) << 23
+            bits1[j] = (n1 + np.int32(127)) << 23
+            bits2[j] = (ni - n1 + np.int32(127)) << 23
         for j in range(c1 - c0):
-            v = x[c0 + j]
-            e = (pbuf[j] * scale[2 * j]) * scale[2 * j + 1]
+            v = xs[j]
+            e = (pbuf[j] * scale1[j]) * scale2[j]
             e = np.float32(np.inf) if v > EXP32_MAX else e
             e = np.float32(0.0) if v < EXP32_MIN else e
-            out[c0 + j] = v if v != v else e
+            os[j] = v if v != v else e
 
 
 @njit(**_jit)
