@@ -111,7 +111,6 @@ def _softmax_fwd_body(raw, bias, scale, scaled, p):
     for blk in prange((n + _SOFTMAX_ROWS - 1) // _SOFTMAX_ROWS):
         acc = np.empty(16, np.float32)
         tops = np.empty(16, np.float32)
-        bad = np.empty(16, np.bool_)
         for i in range(blk * _SOFTMAX_ROWS, min(n, blk * _SOFTMAX_ROWS + _SOFTMAX_ROWS)):
             row = p[i]
             rrow = raw[i]
@@ -122,22 +121,13 @@ def _softmax_fwd_body(raw, bias, scale, scaled, p):
             else:
                 for j in range(m):
                     row[j] = rrow[j]
-            # the row maximum, 16 lanes at a time (a max is exact in any order); a NaN, or a
-            # maximum of zero (whose sign the scan order picks), takes the scalar scan below
-            for lane in range(16):
-                tops[lane] = -np.inf
-                bad[lane] = False
-            chunks = row[:m16].reshape((m16 // 16, 16))  # indices from ranges: no wraparound check
-            for c in range(m16 // 16):
-                for lane in range(16):
-                    v = chunks[c, lane]
-                    tops[lane] = v if v > tops[lane] else tops[lane]
-                    bad[lane] = bad[lane] | (v != v)
+            # the row maximum, 16 lanes at a time in a register (a max is exact in any order);
+            # a NaN, or a maximum of zero (whose sign the scan order picks), takes the scalar
+            # scan below, as before
+            nan = nu.lanes_max(p, i * m, m16 // 16, tops, 0)
             top = tops[0]
-            nan = bad[0]
             for lane in range(1, 16):
                 top = tops[lane] if tops[lane] > top else top
-                nan = nan | bad[lane]
             for j in range(m16, m):
                 v = row[j]
                 top = v if v > top else top
@@ -151,11 +141,7 @@ def _softmax_fwd_body(raw, bias, scale, scaled, p):
             for j in range(m):
                 row[j] = row[j] - top
             nu.exp32_vec(row, row)
-            for lane in range(16):
-                acc[lane] = np.float32(0.0)
-            for c in range(m16 // 16):  # dot16 with ones: lane j & 15, j ascending
-                for lane in range(16):
-                    acc[lane] += chunks[c, lane]
+            nu.lanes_sum(p, i * m, m16 // 16, acc, 0)  # dot16 with ones: lane j & 15, j ascending
             for j in range(m16, m):
                 acc[j & 15] += row[j]
             z = fold16(acc)
@@ -165,9 +151,11 @@ def _softmax_fwd_body(raw, bias, scale, scaled, p):
 
 def _softmax_bwd_body(dp, p, scale, scaled, ds, dsc):
     n, m = p.shape
+    m16 = m // 16 * 16
     for i in prange(n):
-        acc = np.zeros(16, np.float32)
-        for j in range(m):
+        acc = np.empty(16, np.float32)
+        nu.lanes_dot(p, i * m, dp, i * m, m16 // 16, acc, 0)  # whole chunks in a register
+        for j in range(m16, m):
             acc[j & 15] += p[i, j] * dp[i, j]
         r = fold16(acc)
         for j in range(m):
@@ -234,11 +222,12 @@ def _gelu_fwd_body(x, y, t):
     # three passes: the branch-free ones vectorise (measured faster than one scalar pass)
     for i in prange(x.size):
         v = x[i]
-        t[i] = c0 * (v + c1 * ((v * v) * v))  # u for now
+        y[i] = c0 * (v + c1 * ((v * v) * v))  # u for now, in y: tanh32_vec(u, t) from one array
+        # into another vectorises (in place, LLVM's overlap check sends its loop to scalar code)
     for blk in prange((x.size + 4095) // 4096):
         lo = blk * 4096
         hi = min(x.size, lo + 4096)
-        nu.tanh32_vec(t[lo:hi], t[lo:hi])
+        nu.tanh32_vec(y[lo:hi], t[lo:hi])
     for i in prange(x.size):
         v = x[i]
         y[i] = (half * v) * (one + t[i])

@@ -664,6 +664,109 @@ def mm_nt(a, bt, kernels: str = "fast"):
     return mm_nt_fast(a, bt) if fast_path(kernels) else mm_nt_ref(a, bt)
 
 
+# ---- 16-lane row loops in registers: sums, dots and the maximum of 16-float chunks ----------
+# Numba leaves a loop over a 16-float lane buffer scalar (the buffer lives in memory); these
+# intrinsics keep the 16 lanes in one vector register across the chunks. lanes_dot and
+# lanes_sum give the 16 lane accumulators of dot16 over whole chunks (lane l takes k = 16c + l,
+# c ascending, each product rounded, then the sum rounded; the sum adds x, which is 1*x); the
+# caller adds the last k % 16 terms into the stored lanes and folds them (fold16).
+def _chunk_loop(builder, nch, inits, step):
+    """A loop over c in [0, nch) carrying vector values: step(c, values) -> new values.
+    Returns the values after the loop (the inits when nch <= 0)."""
+    i64 = _ir.IntType(64)
+    pre = builder.basic_block
+    loop = builder.append_basic_block("lanes.loop")
+    done = builder.append_basic_block("lanes.done")
+    builder.cbranch(builder.icmp_signed(">", nch, _ir.Constant(i64, 0)), loop, done)
+    builder.position_at_end(loop)
+    c = builder.phi(i64)
+    c.add_incoming(_ir.Constant(i64, 0), pre)
+    phis = []
+    for v in inits:
+        p = builder.phi(v.type)
+        p.add_incoming(v, pre)
+        phis.append(p)
+    new = step(c, phis)
+    cn = builder.add(c, _ir.Constant(i64, 1))
+    end = builder.basic_block
+    c.add_incoming(cn, end)
+    for p, v in zip(phis, new):
+        p.add_incoming(v, end)
+    builder.cbranch(builder.icmp_signed("<", cn, nch), loop, done)
+    builder.position_at_end(done)
+    outs = []
+    for v0, v in zip(inits, new):
+        p = builder.phi(v0.type)
+        p.add_incoming(v0, pre)
+        p.add_incoming(v, end)
+        outs.append(p)
+    return outs
+
+
+def _lanes_codegen(kind):
+    def codegen(context, builder, sig, args):
+        i64 = _ir.IntType(64)
+        v16 = _ir.VectorType(_ir.FloatType(), 16)
+        nin = 2 if kind == "dot" else 1
+        ptrs, offs = [], []
+        for t in range(nin):
+            ptrs.append(context.make_array(sig.args[2 * t])(context, builder, args[2 * t]).data)
+            offs.append(context.cast(builder, args[2 * t + 1], sig.args[2 * t + 1], _nbtypes.int64))
+        nch = context.cast(builder, args[2 * nin], sig.args[2 * nin], _nbtypes.int64)
+        optr = context.make_array(sig.args[2 * nin + 1])(context, builder, args[2 * nin + 1]).data
+        ooff = context.cast(builder, args[2 * nin + 2], sig.args[2 * nin + 2], _nbtypes.int64)
+
+        def load(t, c):
+            ptr = builder.gep(ptrs[t], [builder.add(offs[t], builder.mul(c, _ir.Constant(i64, 16)))])
+            return builder.load(builder.bitcast(ptr, v16.as_pointer()), align=4)
+
+        if kind == "max":
+            bad0 = _ir.Constant(_ir.VectorType(_ir.IntType(1), 16), [0] * 16)
+
+            def step(c, vals):
+                top, bad = vals
+                v = load(0, c)
+                top = builder.select(builder.fcmp_ordered(">", v, top), v, top)
+                return [top, builder.or_(bad, builder.fcmp_unordered("uno", v, v))]
+
+            res, bad = _chunk_loop(builder, nch, [_ir.Constant(v16, [float("-inf")] * 16), bad0], step)
+        else:
+            def step(c, vals):
+                x = load(0, c)
+                if kind == "dot":
+                    x = builder.fmul(x, load(1, c))
+                return [builder.fadd(vals[0], x)]
+
+            (res,) = _chunk_loop(builder, nch, [_ir.Constant(v16, [0.0] * 16)], step)
+        ptr = builder.gep(optr, [ooff])
+        builder.store(res, builder.bitcast(ptr, v16.as_pointer()), align=4)
+        if kind == "max":
+            anybad = builder.icmp_unsigned("!=", builder.bitcast(bad, _ir.IntType(16)), _ir.Constant(_ir.IntType(16), 0))
+            return anybad
+        return context.get_dummy_value()
+
+    return codegen
+
+
+@_intrinsic
+def lanes_dot(typingctx, a, aoff, b, boff, nch, out, ooff):
+    """out[ooff + l] = lane l of dot16(a[aoff:], b[boff:]) over nch whole chunks of 16."""
+    return _nbtypes.void(a, aoff, b, boff, nch, out, ooff), _lanes_codegen("dot")
+
+
+@_intrinsic
+def lanes_sum(typingctx, a, aoff, nch, out, ooff):
+    """out[ooff + l] = lane l of dot16(a[aoff:], 1) over nch whole chunks of 16."""
+    return _nbtypes.void(a, aoff, nch, out, ooff), _lanes_codegen("sum")
+
+
+@_intrinsic
+def lanes_max(typingctx, a, aoff, nch, out, ooff):
+    """out[ooff + l] = the largest of a[aoff + 16c + l] (strict >, from -inf) over nch chunks;
+    returns True when any of them is a NaN (then the caller scans the row itself)."""
+    return _nbtypes.boolean(a, aoff, nch, out, ooff), _lanes_codegen("max")
+
+
 # ---- rowdot: out[i] = dot16(a[i, :], b[i, :]) -----------------------------------------
 def rowdot_ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """out[i] = dot16(a[i, :], b[i, :]) (the same dtype as a; binary64 only in checks)."""
@@ -678,11 +781,14 @@ def rowdot_ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _rowdot_body(a, b, out):
     m, k = a.shape
-    for i in prange(m):
-        acc = np.zeros(16, np.float32)
-        for kk in range(k):
-            acc[kk & 15] += a[i, kk] * b[i, kk]
-        out[i] = fold16(acc)
+    k16 = k // 16 * 16
+    for blk in prange((m + 15) // 16):
+        acc = np.empty(16, np.float32)
+        for i in range(blk * 16, min(m, blk * 16 + 16)):
+            lanes_dot(a, i * k, b, i * k, k16 // 16, acc, 0)  # whole chunks in a register
+            for kk in range(k16, k):
+                acc[kk & 15] += a[i, kk] * b[i, kk]
+            out[i] = fold16(acc)
 
 
 _ROWDOT = _build(_rowdot_body, "_rowdot")
@@ -781,6 +887,8 @@ def exp32_vec(x, out):
     bits (both normal: n1, n2 in [-75, 64]), and the special cases are selected at the end."""
     m = x.size
     pbuf = np.empty(_VEC_CHUNK, np.float32)
+    xbuf = np.empty(_VEC_CHUNK, np.float32)  # the inputs again: out may be x, and a loop that
+    # reads x and writes out then runs scalar (LLVM's overlap check fails when they are one array)
     bits1 = np.empty(_VEC_CHUNK, np.int32)  # 2^n1 and 2^n2 in two arrays: unit-stride loops
     bits2 = np.empty(_VEC_CHUNK, np.int32)  # (interleaved, LLVM made gathers and scatters)
     scale1 = bits1.view(np.float32)
@@ -791,6 +899,7 @@ def exp32_vec(x, out):
         os = out[c0:c1]  # made LLVM gather and scatter)
         for j in range(c1 - c0):
             v = xs[j]
+            xbuf[j] = v
             xc = v if v == v else np.float32(0.0)
             xc = EXP32_MAX if xc > EXP32_MAX else xc
             xc = EXP32_MIN if xc < EXP32_MIN else xc
@@ -811,7 +920,7 @@ def exp32_vec(x, out):
             bits1[j] = (n1 + np.int32(127)) << 23
             bits2[j] = (ni - n1 + np.int32(127)) << 23
         for j in range(c1 - c0):
-            v = xs[j]
+            v = xbuf[j]
             e = (pbuf[j] * scale1[j]) * scale2[j]
             e = np.float32(np.inf) if v > EXP32_MAX else e
             e = np.float32(0.0) if v < EXP32_MIN else e
