@@ -449,3 +449,30 @@ def linear16_relu_backward(dy, w, h):
     pick(_LINEAR16_RELU_BWD, dy.shape[0], dy.shape[0] * 16 * w.shape[1])(
         dy, np.ascontiguousarray(w, F32), np.ascontiguousarray(h, F32), y)
     return y
+
+
+# ----------------------------------------------------------------------------------------
+# AdamW, one pass over a tensor (training.adamw_update's NumPy operations, in their order)
+# ----------------------------------------------------------------------------------------
+def _adamw_body(p, g, m, v, decay, wdf, b1, omb1, b2, omb2, sbc2, eps, lrb):
+    for i in prange(p.size):
+        w = p[i]
+        if decay:
+            w = w * wdf
+        mi = b1 * m[i] + omb1 * g[i]
+        gi = g[i]
+        vi = b2 * v[i] + omb2 * (gi * gi)
+        m[i] = mi
+        v[i] = vi
+        denom = np.sqrt(vi) / sbc2 + eps
+        p[i] = w - lrb * (mi / denom)
+
+
+_ADAMW = _build(_adamw_body, "_adamw")
+
+
+def adamw_tensor(p, g, m, v, decay, wdf, b1, omb1, b2, omb2, sbc2, eps, lrb) -> None:
+    """In place on p, m, v (binary32, C-contiguous): p = p*wdf when decay; m = b1*m + omb1*g;
+    v = b2*v + omb2*(g*g); p = p - lrb*(m / (sqrt(v)/sbc2 + eps)), every scalar binary32."""
+    pick(_ADAMW, p.size, p.size)(p.reshape(-1), np.ascontiguousarray(g, F32).reshape(-1), m.reshape(-1),
+                                 v.reshape(-1), bool(decay), F32(wdf), b1, omb1, b2, omb2, sbc2, eps, F32(lrb))

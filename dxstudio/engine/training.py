@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import fused
 from . import numerics as nu
 from .config import ModelConfig
 from .layers import Ops
@@ -260,10 +261,16 @@ def adamw_update(state: TrainState, grads, lr: float) -> None:
         g = grads[name]
         p = state.params[name]
         lr_t = float(lr) * scale
-        if decays(kinds[name]) and s.weight_decay:
-            p *= F32(1.0 - lr_t * s.weight_decay)
         m = state.m[name]
         v = state.v[name]
+        decay = bool(decays(kinds[name]) and s.weight_decay)
+        if s.kernels == "fast" and p.flags.c_contiguous and m.flags.c_contiguous and v.flags.c_contiguous:
+            # the same operations in one compiled pass (fused.adamw_tensor)
+            fused.adamw_tensor(p, g, m, v, decay, F32(1.0 - lr_t * s.weight_decay) if decay else F32(1.0),
+                               b1, omb1, b2, omb2, sbc2, eps, F32(lr_t / bc1))
+            continue
+        if decay:
+            p *= F32(1.0 - lr_t * s.weight_decay)
         m[...] = b1 * m + omb1 * g
         v[...] = b2 * v + omb2 * (g * g)
         denom = np.sqrt(v) / sbc2 + eps
