@@ -552,9 +552,11 @@ def _mm_nt_body(a, bt, out):
     for j in range(bfull, n):
         for kk in range(k):
             btail[j - bfull, kk] = bt[j, kk]
+    outf = out.reshape(m * n)  # flat views made once: a view per tile costs reference counts
+    ntile = n // _NR * _NR  # columns in whole tiles
     for blk in prange((m + _NT_ROWS - 1) // _NT_ROWS):
         ap = np.zeros((_MR, k16), np.float32)
-        tb = np.empty((_MR, _NR), np.float32)
+        tb = np.empty(_MR * _NR, np.float32)
         for i0 in range(blk * _NT_ROWS, min(m, blk * _NT_ROWS + _NT_ROWS), _MR):
             mr = min(_MR, m - i0)
             direct = mr == _MR and k16 == k
@@ -568,30 +570,30 @@ def _mm_nt_body(a, bt, out):
                     prow = ap[r]
                     for kk in range(k):
                         prow[kk] = np.float32(0.0)
-            for j0 in range(0, n, _NR):
-                nr = min(_NR, n - j0)
-                full = mr == _MR and nr == _NR  # the tile goes straight into out
-                dst = tb.reshape(_MR * _NR)
-                ooff = 0
-                ldo = _NR
-                if full:
-                    dst = out.reshape(m * n)
-                    ooff = i0 * n + j0
-                    ldo = n
-                if j0 < bfull:
+            for j0 in range(0, ntile, _NR):  # whole tiles (their columns are rows of bp)
+                if direct:
+                    _tile_mr_nr(a, i0 * k, k, bp, j0 * k16, k16, nch, outf, i0 * n + j0, n)
+                elif mr == _MR:
+                    _tile_mr_nr(ap, 0, k16, bp, j0 * k16, k16, nch, outf, i0 * n + j0, n)
+                else:  # the last rows: into tb, then the rows that exist
+                    _tile_mr_nr(ap, 0, k16, bp, j0 * k16, k16, nch, tb, 0, _NR)
+                    for r in range(mr):
+                        for c in range(_NR):
+                            out[i0 + r, j0 + c] = tb[r * _NR + c]
+            if ntile < n:  # the last columns: from bp when it was padded, else from btail
+                if bfull > ntile:
                     if direct:
-                        _tile_mr_nr(a, i0 * k, k, bp, j0 * k16, k16, nch, dst, ooff, ldo)
+                        _tile_mr_nr(a, i0 * k, k, bp, ntile * k16, k16, nch, tb, 0, _NR)
                     else:
-                        _tile_mr_nr(ap, 0, k16, bp, j0 * k16, k16, nch, dst, ooff, ldo)
+                        _tile_mr_nr(ap, 0, k16, bp, ntile * k16, k16, nch, tb, 0, _NR)
                 else:
                     if direct:
-                        _tile_mr_nr(a, i0 * k, k, btail, 0, k16, nch, dst, ooff, ldo)
+                        _tile_mr_nr(a, i0 * k, k, btail, 0, k16, nch, tb, 0, _NR)
                     else:
-                        _tile_mr_nr(ap, 0, k16, btail, 0, k16, nch, dst, ooff, ldo)
-                if not full:
-                    for r in range(mr):
-                        for c in range(nr):
-                            out[i0 + r, j0 + c] = tb[r, c]
+                        _tile_mr_nr(ap, 0, k16, btail, 0, k16, nch, tb, 0, _NR)
+                for r in range(mr):
+                    for c in range(n - ntile):
+                        out[i0 + r, ntile + c] = tb[r * _NR + c]
 
 
 _MM_NT = _build(_mm_nt_body, "_mm_nt")
