@@ -14,6 +14,7 @@ The wrappers take binary32 arrays only; layers.py calls them on the fast path.
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 from . import numerics as nu
 from .numerics import GELU32_C0, GELU32_C1, GELU32_C3, _build, fold16, pick, prange
@@ -476,3 +477,21 @@ def adamw_tensor(p, g, m, v, decay, wdf, b1, omb1, b2, omb2, sbc2, eps, lrb) -> 
     v = b2*v + omb2*(g*g); p = p - lrb*(m / (sqrt(v)/sbc2 + eps)), every scalar binary32."""
     pick(_ADAMW, p.size, p.size)(p.reshape(-1), np.ascontiguousarray(g, F32).reshape(-1), m.reshape(-1),
                                  v.reshape(-1), bool(decay), F32(wdf), b1, omb1, b2, omb2, sbc2, eps, F32(lrb))
+
+
+# ----------------------------------------------------------------------------------------
+# Rows added into a table in index order (np.add.at's unbuffered, sequential additions)
+# ----------------------------------------------------------------------------------------
+@njit(**nu._jit)
+def _add_rows(table, ids, vals):
+    for i in range(ids.size):
+        r = ids[i]
+        if r != 0:  # row 0 (padding) gets none
+            for c in range(vals.shape[1]):
+                table[r, c] += vals[i, c]
+
+
+def add_rows_skip0(table, ids, vals) -> None:
+    """table[ids[i]] += vals[i] for i ascending, ids 0 skipped: np.add.at(table, ids[keep],
+    vals[keep]) with the same additions in the same order (binary32)."""
+    _add_rows(table, np.ascontiguousarray(ids, np.int64).reshape(-1), np.ascontiguousarray(vals, F32))

@@ -255,6 +255,9 @@ def charconv_backward(ops: Ops, dpooled, saved: CharConvSaved, w_rt, tap_ids, vo
     demb = np.zeros((vocab, dc), dh.dtype)
     rows = tap_ids.reshape(-1)
     grads = du.reshape(-1, dc)
+    if ops.compiled(grads):
+        fused.add_rows_skip0(demb, rows, grads)  # the same additions in the same order, compiled
+        return demb, dw, db
     keep = rows != 0
     np.add.at(demb, rows[keep], grads[keep])  # unbuffered, in index order: plain sequential additions
     return demb, dw, db

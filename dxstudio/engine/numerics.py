@@ -621,9 +621,8 @@ def _pack_t_body(x, out):
             k1 = min(k, k0 + 16)
             if k1 - k0 == 16 and j1 - j0 == 16:  # a whole block: fixed trip counts
                 for kk in range(16):
-                    xr = x[k0 + kk, j0:j0 + 16]
                     for j in range(16):
-                        out[j0 + j, k0 + kk] = xr[j]
+                        out[j0 + j, k0 + kk] = x[k0 + kk, j0 + j]
             else:
                 for kk in range(k0, k1):
                     for j in range(j0, j1):
