@@ -632,19 +632,55 @@ def _nt_pays(m: int, k: int, n: int) -> bool:
     return m >= 2 * _MR and n >= 2 * _NR and k >= 8
 
 
+@_intrinsic
+def _t16(typingctx, x, xoff, ldx, out, ooff, ldo):
+    """out[ooff + c*ldo + r] = x[xoff + r*ldx + c] for r, c < 16: one 16 x 16 block transposed in
+    registers (16 loads, four rounds of 16 two-register shuffles swapping blocks of 8, 4, 2, 1,
+    16 stores). Moves only: no arithmetic."""
+    sig = _nbtypes.void(x, xoff, ldx, out, ooff, ldo)
+
+    def codegen(context, builder, sig, args):
+        x_, xoff_, ldx_, out_, ooff_, ldo_ = args
+        i64 = _ir.IntType(64)
+        i32 = _ir.IntType(32)
+        xoff_, ldx_, ooff_, ldo_ = (context.cast(builder, v, t, _nbtypes.int64) for v, t in
+                                    zip((xoff_, ldx_, ooff_, ldo_), (sig.args[1], sig.args[2], sig.args[4], sig.args[5])))
+        xp = context.make_array(sig.args[0])(context, builder, x_).data
+        op = context.make_array(sig.args[3])(context, builder, out_).data
+        v16 = _ir.VectorType(_ir.FloatType(), 16)
+        rows = []
+        for r in range(16):
+            ptr = builder.gep(xp, [builder.add(xoff_, builder.mul(_ir.Constant(i64, r), ldx_))])
+            rows.append(builder.load(builder.bitcast(ptr, v16.as_pointer()), align=4))
+        for d in (8, 4, 2, 1):
+            mi = _ir.Constant(_ir.VectorType(i32, 16), [k if k & d == 0 else 16 + k - d for k in range(16)])
+            mj = _ir.Constant(_ir.VectorType(i32, 16), [k + d if k & d == 0 else 16 + k for k in range(16)])
+            new = list(rows)
+            for i in range(16):
+                if i & d == 0:
+                    new[i] = builder.shuffle_vector(rows[i], rows[i + d], mi)
+                    new[i + d] = builder.shuffle_vector(rows[i], rows[i + d], mj)
+            rows = new
+        for c in range(16):
+            ptr = builder.gep(op, [builder.add(ooff_, builder.mul(_ir.Constant(i64, c), ldo_))])
+            builder.store(rows[c], builder.bitcast(ptr, v16.as_pointer()), align=4)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
 def _pack_t_body(x, out):
     """out[j, kk] = x[kk, j] for kk < x.shape[0]; the columns past it are left as they are
     (zeros: the padding of k to a multiple of 16). Blocks of 16 x 16 for the caches."""
     k, n = x.shape
+    kp = out.shape[1]
     for jb in prange((n + 15) // 16):
         j0 = jb * 16
         j1 = min(n, j0 + 16)
         for k0 in range(0, k, 16):
             k1 = min(k, k0 + 16)
-            if k1 - k0 == 16 and j1 - j0 == 16:  # a whole block: fixed trip counts
-                for kk in range(16):
-                    for j in range(16):
-                        out[j0 + j, k0 + kk] = x[k0 + kk, j0 + j]
+            if k1 - k0 == 16 and j1 - j0 == 16:  # a whole block: in registers
+                _t16(x, k0 * n + j0, n, out, j0 * kp + k0, kp)
             else:
                 for kk in range(k0, k1):
                     for j in range(j0, j1):
@@ -657,7 +693,7 @@ _PACK_T = _build(_pack_t_body, "_pack_t")
 def pack_t(x: np.ndarray) -> np.ndarray:
     """x (K, N) -> (N, K16): x transposed, k padded with +0 to a multiple of 16, so mm_nt
     takes it as it is (the padding adds +0 to lanes, which changes no accumulator)."""
-    x = np.asarray(x, F32)
+    x = np.ascontiguousarray(x, F32)
     k, n = x.shape
     k16 = (k + 15) // 16 * 16
     out = np.zeros((n, k16), F32) if k16 != k else np.empty((n, k16), F32)
