@@ -27,41 +27,50 @@ F32 = np.float32
 def _layernorm_fwd_body(x, w, b, eps, y, xhat, inv):
     n, d = x.shape
     df = np.float32(d)
-    for i in prange(n):
-        acc = np.zeros(16, np.float32)
-        for k in range(d):
-            acc[k & 15] += x[i, k]  # dot16(x, 1): x * 1 is x
-        mean = fold16(acc) / df
-        acc[:] = np.float32(0.0)
-        for k in range(d):
-            c = x[i, k] - mean
-            xhat[i, k] = c  # xc for now
-            acc[k & 15] += c * c
-        var = fold16(acc) / df
-        r = np.float32(1.0) / np.sqrt(var + eps)
-        inv[i] = r
-        for k in range(d):
-            h = xhat[i, k] * r
-            xhat[i, k] = h
-            y[i, k] = h * w[k] + b[k]
+    d16 = d // 16 * 16  # whole chunks of 16 in a register (nu.lanes_*), then the last columns
+    for blk in prange((n + 7) // 8):
+        acc = np.empty(16, np.float32)
+        for i in range(blk * 8, min(n, blk * 8 + 8)):
+            nu.lanes_sum(x, i * d, d16 // 16, acc, 0)
+            for k in range(d16, d):
+                acc[k & 15] += x[i, k]  # dot16(x, 1): x * 1 is x
+            mean = fold16(acc) / df
+            for k in range(d):
+                xhat[i, k] = x[i, k] - mean  # xc for now
+            nu.lanes_dot(xhat, i * d, xhat, i * d, d16 // 16, acc, 0)
+            for k in range(d16, d):
+                c = xhat[i, k]
+                acc[k & 15] += c * c
+            var = fold16(acc) / df
+            r = np.float32(1.0) / np.sqrt(var + eps)
+            inv[i] = r
+            for k in range(d):
+                h = xhat[i, k] * r
+                xhat[i, k] = h
+                y[i, k] = h * w[k] + b[k]
 
 
 def _layernorm_bwd_body(dy, xhat, inv, w, dx, dw, db):
     n, d = dy.shape
     df = np.float32(d)
-    for i in prange(n):
-        acc_g = np.zeros(16, np.float32)
-        acc_gx = np.zeros(16, np.float32)
-        for k in range(d):
-            g = dy[i, k] * w[k]
-            acc_g[k & 15] += g
-            acc_gx[k & 15] += g * xhat[i, k]
-        mg = fold16(acc_g) / df
-        mgx = fold16(acc_gx) / df
-        r = inv[i]
-        for k in range(d):
-            g = dy[i, k] * w[k]
-            dx[i, k] = r * ((g - mg) - xhat[i, k] * mgx)
+    d16 = d // 16 * 16
+    for blk in prange((n + 7) // 8):
+        acc_g = np.empty(16, np.float32)
+        acc_gx = np.empty(16, np.float32)
+        g = np.empty(d, np.float32)
+        for i in range(blk * 8, min(n, blk * 8 + 8)):
+            for k in range(d):
+                g[k] = dy[i, k] * w[k]
+            nu.lanes_sum(g, 0, d16 // 16, acc_g, 0)
+            nu.lanes_dot(g, 0, xhat, i * d, d16 // 16, acc_gx, 0)
+            for k in range(d16, d):
+                acc_g[k & 15] += g[k]
+                acc_gx[k & 15] += g[k] * xhat[i, k]
+            mg = fold16(acc_g) / df
+            mgx = fold16(acc_gx) / df
+            r = inv[i]
+            for k in range(d):
+                dx[i, k] = r * ((g[k] - mg) - xhat[i, k] * mgx)
     # column sums over the rows ascending (colsum = dot16 with ones), serial: little work
     acc_w = np.zeros((16, d), np.float32)
     acc_b = np.zeros((16, d), np.float32)
@@ -112,7 +121,9 @@ def _softmax_fwd_body(raw, bias, scale, scaled, p):
     for blk in prange((n + _SOFTMAX_ROWS - 1) // _SOFTMAX_ROWS):
         acc = np.empty(16, np.float32)
         tops = np.empty(16, np.float32)
-        for i in range(blk * _SOFTMAX_ROWS, min(n, blk * _SOFTMAX_ROWS + _SOFTMAX_ROWS)):
+        i0 = blk * _SOFTMAX_ROWS
+        i1 = min(n, i0 + _SOFTMAX_ROWS)
+        for i in range(i0, i1):
             row = p[i]
             rrow = raw[i]
             if scaled:
@@ -141,7 +152,10 @@ def _softmax_fwd_body(raw, bias, scale, scaled, p):
                         top = v
             for j in range(m):
                 row[j] = row[j] - top
-            nu.exp32_vec(row, row)
+        block = p[i0:i1].reshape((i1 - i0) * m)  # the block's rows are consecutive: one exp call
+        nu.exp32_vec(block, block)
+        for i in range(i0, i1):
+            row = p[i]
             nu.lanes_sum(p, i * m, m16 // 16, acc, 0)  # dot16 with ones: lane j & 15, j ascending
             for j in range(m16, m):
                 acc[j & 15] += row[j]
@@ -153,17 +167,18 @@ def _softmax_fwd_body(raw, bias, scale, scaled, p):
 def _softmax_bwd_body(dp, p, scale, scaled, ds, dsc):
     n, m = p.shape
     m16 = m // 16 * 16
-    for i in prange(n):
+    for blk in prange((n + _SOFTMAX_ROWS - 1) // _SOFTMAX_ROWS):
         acc = np.empty(16, np.float32)
-        nu.lanes_dot(p, i * m, dp, i * m, m16 // 16, acc, 0)  # whole chunks in a register
-        for j in range(m16, m):
-            acc[j & 15] += p[i, j] * dp[i, j]
-        r = fold16(acc)
-        for j in range(m):
-            v = p[i, j] * (dp[i, j] - r)
-            ds[i, j] = v
-            if scaled:
-                dsc[i, j] = v / scale
+        for i in range(blk * _SOFTMAX_ROWS, min(n, blk * _SOFTMAX_ROWS + _SOFTMAX_ROWS)):
+            nu.lanes_dot(p, i * m, dp, i * m, m16 // 16, acc, 0)  # whole chunks in a register
+            for j in range(m16, m):
+                acc[j & 15] += p[i, j] * dp[i, j]
+            r = fold16(acc)
+            for j in range(m):
+                v = p[i, j] * (dp[i, j] - r)
+                ds[i, j] = v
+                if scaled:
+                    dsc[i, j] = v / scale
 
 
 _SOFTMAX_FWD = _build(_softmax_fwd_body, "_softmax_fwd")
