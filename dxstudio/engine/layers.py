@@ -46,7 +46,7 @@ class CharConvSaved(NamedTuple):
 def linear_forward(ops: Ops, x, w, b):
     if ops.compiled(x, w, b) and x.shape[1] == 32 and w.shape[0] <= 16:
         return fused.linear32_forward(x, w, b)  # narrow outputs (the pair MLP's second layer)
-    return ops.mm_nt(x, w) + b
+    return ops.mm_nt(x, w, b)  # x W^T + b (the fast path adds b in the product's epilogue)
 
 
 def linear_backward(ops: Ops, dy, x, w):

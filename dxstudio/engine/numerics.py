@@ -114,14 +114,17 @@ class Ops:
     def mm(self, a, b):
         return mm_fast(a, b) if self.compiled(a, b) else mm_ref(a, b)
 
-    def mm_nt(self, a, bt):
-        """a bt^T, bt (N, K) with k contiguous: the linear layers' x W^T and q k^T."""
-        if self.compiled(a, bt):
+    def mm_nt(self, a, bt, bias=None):
+        """a bt^T (+ bias), bt (N, K) with k contiguous: the linear layers' x W^T + b and q k^T.
+        On the fast path the bias is added in the product's epilogue (the same one rounding)."""
+        if self.compiled(a, bt) and (bias is None or bias.dtype == F32):
             m, k = a.shape
             if _nt_pays(m, k, bt.shape[0]):
-                return mm_nt_fast(a, bt)
-            return mm_fast(a, np.ascontiguousarray(bt.T))
-        return mm_nt_ref(a, bt)
+                return mm_nt_fast(a, bt, bias)
+            out = mm_fast(a, np.ascontiguousarray(bt.T))
+        else:
+            out = mm_nt_ref(a, bt)
+        return out if bias is None else out + bias
 
     def mm_tn(self, at, b):
         """at^T b: the weight gradients' products, at (K, M) as it is (no transposed copy)."""
@@ -472,23 +475,26 @@ def _fold_tile_ir(builder, vecs):
 
 
 def _make_tile(mr, nr):
-    """Intrinsic tile(a, aoff, lda, b, boff, ldb, nch, out, ooff, ldo): out[ooff + r*ldo + c]
-    = dot16 over nch chunks of 16 of a[aoff + r*lda + ...] and b[boff + c*ldb + ...] (flat
-    offsets into C-contiguous binary32 arrays), r < mr, c < nr."""
+    """Intrinsic tile(a, aoff, lda, b, boff, ldb, nch, out, ooff, ldo, bias, zoff):
+    out[ooff + r*ldo + c] = dot16 over nch chunks of 16 of a[aoff + r*lda + ...] and
+    b[boff + c*ldb + ...], plus bias[zoff + c] (flat offsets into C-contiguous binary32
+    arrays), r < mr, c < nr. A dot16 is never -0 (its lanes never are), so a bias of +0 changes
+    no bit: products without a bias pass zeros."""
 
     @_intrinsic
-    def tile(typingctx, a, aoff, lda, b, boff, ldb, nch, out, ooff, ldo):
-        sig = _nbtypes.void(a, aoff, lda, b, boff, ldb, nch, out, ooff, ldo)
+    def tile(typingctx, a, aoff, lda, b, boff, ldb, nch, out, ooff, ldo, bias, zoff):
+        sig = _nbtypes.void(a, aoff, lda, b, boff, ldb, nch, out, ooff, ldo, bias, zoff)
 
         def codegen(context, builder, sig, args):
-            a_, aoff_, lda_, b_, boff_, ldb_, nch_, out_, ooff_, ldo_ = args
+            a_, aoff_, lda_, b_, boff_, ldb_, nch_, out_, ooff_, ldo_, bias_, zoff_ = args
             i64 = _ir.IntType(64)
             i32 = _ir.IntType(32)
-            aoff_, lda_, boff_, ldb_, nch_, ooff_, ldo_ = (
+            aoff_, lda_, boff_, ldb_, nch_, ooff_, ldo_, zoff_ = (
                 context.cast(builder, v, t, _nbtypes.int64)
-                for v, t in zip((aoff_, lda_, boff_, ldb_, nch_, ooff_, ldo_),
+                for v, t in zip((aoff_, lda_, boff_, ldb_, nch_, ooff_, ldo_, zoff_),
                                 (sig.args[1], sig.args[2], sig.args[4], sig.args[5], sig.args[6], sig.args[8],
-                                 sig.args[9])))
+                                 sig.args[9], sig.args[11])))
+            zp = context.make_array(sig.args[10])(context, builder, bias_).data
             ap = context.make_array(sig.args[0])(context, builder, a_).data
             bp = context.make_array(sig.args[3])(context, builder, b_).data
             op = context.make_array(sig.args[7])(context, builder, out_).data
@@ -534,11 +540,13 @@ def _make_tile(mr, nr):
             folded = _fold_tile_ir(builder, res)  # the outputs r*nr + c in order
             width = folded[0].type.count
             vnr = _ir.VectorType(_ir.FloatType(), nr)
+            bvec = builder.load(builder.bitcast(builder.gep(zp, [zoff_]), vnr.as_pointer()), align=4)
             for r in range(mr):
                 v = folded[r * nr // width]
                 first = r * nr % width
                 row = builder.shuffle_vector(
                     v, v, _ir.Constant(_ir.VectorType(i32, nr), list(range(first, first + nr))))
+                row = builder.fadd(row, bvec)  # the epilogue: dot16 + bias[c], one rounding
                 off = builder.add(ooff_, builder.mul(_ir.Constant(i64, r), ldo_))
                 ptr = builder.gep(op, [off])
                 builder.store(row, builder.bitcast(ptr, vnr.as_pointer()), align=4)
@@ -554,7 +562,7 @@ _tile_mr_nr = _make_tile(_MR, _NR)
 _NT_ROWS = 16  # rows of a per task (a multiple of _MR)
 
 
-def _mm_nt_body(a, bt, out):
+def _mm_nt_body(a, bt, bias, out):
     m, k = a.shape
     n = bt.shape[0]
     nch = (k + 15) // 16
@@ -594,25 +602,25 @@ def _mm_nt_body(a, bt, out):
                         prow[kk] = np.float32(0.0)
             for j0 in range(0, ntile, _NR):  # whole tiles (their columns are rows of bp)
                 if direct:
-                    _tile_mr_nr(a, i0 * k, k, bp, j0 * k16, k16, nch, outf, i0 * n + j0, n)
+                    _tile_mr_nr(a, i0 * k, k, bp, j0 * k16, k16, nch, outf, i0 * n + j0, n, bias, j0)
                 elif mr == _MR:
-                    _tile_mr_nr(ap, 0, k16, bp, j0 * k16, k16, nch, outf, i0 * n + j0, n)
+                    _tile_mr_nr(ap, 0, k16, bp, j0 * k16, k16, nch, outf, i0 * n + j0, n, bias, j0)
                 else:  # the last rows: into tb, then the rows that exist
-                    _tile_mr_nr(ap, 0, k16, bp, j0 * k16, k16, nch, tb, 0, _NR)
+                    _tile_mr_nr(ap, 0, k16, bp, j0 * k16, k16, nch, tb, 0, _NR, bias, j0)
                     for r in range(mr):
                         for c in range(_NR):
                             out[i0 + r, j0 + c] = tb[r * _NR + c]
             if ntile < n:  # the last columns: from bp when it was padded, else from btail
                 if bfull > ntile:
                     if direct:
-                        _tile_mr_nr(a, i0 * k, k, bp, ntile * k16, k16, nch, tb, 0, _NR)
+                        _tile_mr_nr(a, i0 * k, k, bp, ntile * k16, k16, nch, tb, 0, _NR, bias, ntile)
                     else:
-                        _tile_mr_nr(ap, 0, k16, bp, ntile * k16, k16, nch, tb, 0, _NR)
+                        _tile_mr_nr(ap, 0, k16, bp, ntile * k16, k16, nch, tb, 0, _NR, bias, ntile)
                 else:
                     if direct:
-                        _tile_mr_nr(a, i0 * k, k, btail, 0, k16, nch, tb, 0, _NR)
+                        _tile_mr_nr(a, i0 * k, k, btail, 0, k16, nch, tb, 0, _NR, bias, ntile)
                     else:
-                        _tile_mr_nr(ap, 0, k16, btail, 0, k16, nch, tb, 0, _NR)
+                        _tile_mr_nr(ap, 0, k16, btail, 0, k16, nch, tb, 0, _NR, bias, ntile)
                 for r in range(mr):
                     for c in range(n - ntile):
                         out[i0 + r, ntile + c] = tb[r * _NR + c]
@@ -706,7 +714,8 @@ def mm_nt_ref(a: np.ndarray, bt: np.ndarray) -> np.ndarray:
     return mm_ref(a, np.asarray(bt).T)
 
 
-def mm_nt_fast(a: np.ndarray, bt: np.ndarray) -> np.ndarray:
+def mm_nt_fast(a: np.ndarray, bt: np.ndarray, bias=None) -> np.ndarray:
+    """a bt^T, plus bias (N,) added to every row in the tile's epilogue when given."""
     a = np.ascontiguousarray(a, F32)
     bt = np.ascontiguousarray(bt, F32)
     if a.shape[1] != bt.shape[1] and bt.shape[1] != (a.shape[1] + 15) // 16 * 16:  # or padded by pack_t
@@ -714,7 +723,10 @@ def mm_nt_fast(a: np.ndarray, bt: np.ndarray) -> np.ndarray:
     m, k = a.shape
     n = bt.shape[0]
     out = np.empty((m, n), F32)
-    pick(_MM_NT, (m + _NT_ROWS - 1) // _NT_ROWS, m * k * n)(a, bt, out)
+    biasp = np.zeros((n + _NR - 1) // _NR * _NR, F32)  # whole tiles read whole bias vectors
+    if bias is not None:
+        biasp[:n] = bias
+    pick(_MM_NT, (m + _NT_ROWS - 1) // _NT_ROWS, m * k * n)(a, bt, biasp, out)
     return out
 
 
