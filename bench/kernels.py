@@ -76,6 +76,15 @@ def main(argv=None) -> int:
               "mm_tn": [(150, 512, 128), (150, 150, 32), (22500, 16, 32), (400, 512, 128), (400, 400, 32),
                         (160000, 16, 32), (160000, 32, 8)]}
     figures, rows = {}, []
+    # mm_nt (a bt^T, the register-blocked tiles) as the layers call it: x W^T with W (N, K) as
+    # stored, q k^T; mm and mm_tn below include their transposed copies (pack_t)
+    for m, k, n in [(150, 128, 384), (150, 128, 512), (150, 512, 128), (150, 32, 150), (400, 128, 512),
+                    (400, 512, 128), (400, 32, 400), (22500, 32, 16), (160000, 32, 16)]:
+        a, bt = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((n, k)).astype(np.float32)
+        sec = best_cpu_seconds(lambda: nu.mm_nt_fast(a, bt), args.repeats)
+        g = 2 * m * k * n / sec / 1e9
+        figures[f"gflops_mm_nt_{m}x{k}x{n}"] = g
+        rows.append(f"  {'mm_nt':6s} {str((m, k, n)):20s} {1e3 * sec:8.3f} ms  {g:6.1f} GFLOP/s  {100 * g / peak:5.1f}% of peak")
     for name, fn in (("mm", nu.mm_fast), ("mm_tn", nu.mm_tn_fast)):
         for s in shapes[name]:
             if name == "mm":
@@ -104,10 +113,14 @@ def main(argv=None) -> int:
             rows.append(f"  {name:17s} {n_pairs:6d} pairs  {1e3 * sec:8.3f} ms  {g:6.1f} GFLOP/s  {100 * g / peak:5.1f}% of peak")
     x = rng.standard_normal(1 << 20).astype(np.float32) * 4
     out = np.empty_like(x)
-    for name, fn in (("exp32_vec", lambda: nu.exp32_vec(x, out)), ("tanh32_vec", lambda: nu.tanh32_vec(x, out))):
+    sq = rng.standard_normal((400, 400)).astype(np.float32)
+    for name, fn, count in (("exp32_vec", lambda: nu.exp32_vec(x, out), x.size),
+                            ("tanh32_vec", lambda: nu.tanh32_vec(x, out), x.size),
+                            ("pack_t 400x400", lambda: nu.pack_t(sq), sq.size),
+                            ("scaled softmax 400x400", lambda: fused.scaled_softmax_forward(sq, sq, 5.65), sq.size)):
         sec = best_cpu_seconds(fn, args.repeats)
-        figures[f"ns_per_element_{name.replace(' ', '_')}"] = 1e9 * sec / x.size
-        rows.append(f"  {name:22s} {1e9 * sec / x.size:6.2f} ns per element")
+        figures[f"ns_per_element_{name.replace(' ', '_')}"] = 1e9 * sec / count
+        rows.append(f"  {name:22s} {1e9 * sec / count:6.2f} ns per element")
     print("products, one thread, best of the CPU clock:")
     print("\n".join(rows))
     small = rng.standard_normal((4, 8)).astype(np.float32)
@@ -117,8 +130,17 @@ def main(argv=None) -> int:
     nu.rowdot_fast(small, small)
     nu._MM[1](small, np.ascontiguousarray(small.T), np.empty((4, 4), np.float32))
     nu._MM_TN[1](small, small, np.empty((8, 8), np.float32))
+    nu._MM_NT[1](small, small, np.zeros(4, np.float32), np.empty((4, 4), np.float32))
+    nu._PACK_T[1](small, np.zeros((8, 16), np.float32))
+    fused.softmax_backward(small, small)
+    fused.layernorm_backward(small, fused.layernorm_forward(small, small[0], small[0], 1e-5)[1:], small[0])
+    fused._ADAMW[1](small.reshape(-1), small.reshape(-1), small.reshape(-1).copy(), np.abs(small).reshape(-1),
+                    True, *(np.float32(v) for v in (0.99, 0.9, 0.1, 0.999, 0.001, 0.5, 1e-8, 1e-3)))
     print("assembly (inspect_asm; counts of instructions, by register width):")
-    kernels = {"mm (serial)": nu._MM[1], "mm_tn (serial)": nu._MM_TN[1], "rowdot (serial)": nu._ROWDOT[1],
+    kernels = {"mm_nt (serial)": nu._MM_NT[1], "pack_t (serial)": nu._PACK_T[1],
+               "mm (serial)": nu._MM[1], "mm_tn (serial)": nu._MM_TN[1], "rowdot (serial)": nu._ROWDOT[1],
+               "softmax bwd (serial)": fused._SOFTMAX_BWD[1], "layernorm bwd (serial)": fused._LAYERNORM_BWD[1],
+               "adamw (serial)": fused._ADAMW[1],
                "linear8_relu (parallel)": fused._LINEAR8_RELU[0], "linear32 (parallel)": fused._LINEAR32[0],
                "linear16_relu_bwd (parallel)": fused._LINEAR16_RELU_BWD[0],
                "exp32_vec": nu.exp32_vec, "tanh32_vec": nu.tanh32_vec, "softmax fwd (serial)": fused._SOFTMAX_FWD[1],

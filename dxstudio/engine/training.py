@@ -186,7 +186,9 @@ def batch_gradients(cfg, params, examples, settings: TrainSettings, wanted, runn
         loss = loss + l
         for name in wanted:
             if name in g:
-                total[name] = g[name].copy() if name not in total else total[name] + g[name]
+                # the first example's array as it is: it is fresh (backward made it), and the
+                # sums below make new arrays, so no copy is needed
+                total[name] = g[name] if name not in total else total[name] + g[name]
     for name in wanted:  # a tensor no active loss reached: zero gradient
         if name not in total:
             total[name] = np.zeros_like(params[name])
