@@ -159,3 +159,114 @@ def test_without_a_model_review_says_how_to_get_one(window, qtbot):
     qtbot.keyClick(window.view, Qt.Key_M)
     assert window.session.current == here and "fixes" not in on_disk(window.project_root, here)["review"] \
         or not on_disk(window.project_root, here)["review"].get("fixes")
+
+
+# -- Results: linked panes and "Open in Review" -------------------------------------------------
+
+@pytest.fixture(scope="module")
+def trained_template(receipts_project_template, tmp_path_factory):
+    """The receipts project with one finished tiny run."""
+    from dxstudio.project import Project
+    from dxstudio.tuning import TuneRun
+
+    root = tmp_path_factory.mktemp("trained") / "project"
+    shutil.copytree(receipts_project_template, root)
+    run = TuneRun.prepare(Project.open(root), root / "runs" / "20260101-000000", {})
+    run.train()
+    run.finish()
+    return root
+
+
+@pytest.fixture
+def trained_window(qtbot, trained_template, tmp_path, monkeypatch):
+    monkeypatch.setenv("DXSTUDIO_HOME", str(tmp_path / "home"))
+    from dxstudio.ui.app import MainWindow
+
+    root = tmp_path / "project"
+    shutil.copytree(trained_template, root)
+    w = show_active(qtbot, MainWindow(root))
+    assert w.model_answers.wait(120)
+    w.tabs.setCurrentIndex(3)  # Results
+    return w
+
+
+def test_results_panes_are_linked_and_open_in_review(trained_window, qtbot):
+    w = trained_window
+    r = w.results_panel
+    assert r.report is not None and r.heldout_ids
+    fields = list(r.report["fields"])
+    col = r.COLUMNS.index("This page")
+    # the "This page" column says each field's outcome on the held-out page shown
+    outcomes = r.page_outcomes[r.current_page]
+    words = {"correct": "right", "wrong": "wrong", "missed": "missed", "spurious": "invented"}
+    for k, name in enumerate(fields):
+        if outcomes.get(name) in words:
+            assert r.table.item(k, col).text() == words[outcomes[name]]
+
+    # a click on a field's row selects it in the curves and on both page views
+    name = next((f for f in fields if any(o.get(f) in words for o in r.page_outcomes.values())), fields[0])
+    k = fields.index(name)
+    rect = r.table.visualItemRect(r.table.item(k, 0))
+    qtbot.mouseClick(r.table.viewport(), Qt.LeftButton, pos=rect.center())
+    assert r.selected_field == name
+    framed = lambda f: r.curve_plots[f].getPlotItem().getViewBox().border.style() != Qt.NoPen
+    assert framed(name) and not any(framed(f) for f in fields if f != name)
+    # the page shown has a value for it (the page moved to one if needed), and its words are selected
+    assert r.page_outcomes[r.current_page].get(name) in words
+    assert r.heldout_ids[r.page_box.currentIndex()] == r.current_page
+    c = fields.index(name)
+    label_words = [i for i, t in enumerate(r._shown.tags) if t > 0 and (t - 1) // 2 == c]
+    assert r.labels_view.selected_words() == label_words
+    answer = r._shown.answers.get(name)
+    assert r.answers_view.selected_words() == (list(answer.words) if answer is not None else [])
+
+    # a click on another field's curve selects its row
+    other = fields[(k + 1) % len(fields)]
+    plot = r.curve_plots[other]
+    qtbot.mouseClick(plot.viewport(), Qt.LeftButton, pos=plot.viewport().rect().center())
+    assert r.selected_field == other
+    assert {i.row() for i in r.table.selectedItems()} == {fields.index(other)}
+
+    # choosing another held-out page with the keyboard updates the column; Open in Review goes there
+    if len(r.heldout_ids) > 1:
+        r.page_box.setFocus()
+        before = r.current_page
+        qtbot.keyClick(r.page_box, Qt.Key_Down)
+        assert r.current_page != before and r.current_page == r.heldout_ids[r.page_box.currentIndex()]
+    pid = r.current_page
+    qtbot.mouseClick(r.open_button, Qt.LeftButton)
+    assert w.tabs.currentIndex() == 0 and w.session.current == pid
+    assert w.field_panel.current_field == other  # the field selected in Results is the current one
+    # a double-click on a page view opens the page too
+    w.tabs.setCurrentIndex(3)
+    target = r.heldout_ids[0]
+    r.page_box.setCurrentIndex(0)
+    qtbot.mouseDClick(r.labels_view.viewport(), Qt.LeftButton, pos=r.labels_view.viewport().rect().center())
+    assert w.tabs.currentIndex() == 0 and w.session.current == target
+
+
+# -- page images for imported PDFs ----------------------------------------------------------------
+
+def test_an_imported_pdf_shows_its_page_image_in_review(window, qtbot, tmp_path):
+    from tests.test_importers import minimal_pdf
+
+    src = tmp_path / "pdfs"
+    src.mkdir()
+    (src / "bill.pdf").write_bytes(minimal_pdf([(40, 700, "Bill 9"), (40, 680, "Total 3.00")]))
+    qtbot.keyClick(window, Qt.Key_I, Qt.ControlModifier)
+    dialog = window._jobs[-1]
+    qtbot.waitExposed(dialog)
+    dialog.format.setCurrentIndex(dialog.format.findData("pdf"))
+    dialog.source.setText(str(src))
+    with qtbot.waitSignal(dialog.imported, timeout=60000) as done:
+        qtbot.mouseClick(dialog.import_button, Qt.LeftButton)
+    assert done.args[0]["added"] == 1
+    assert (window.project_root / "pages" / "images" / "bill.png").is_file()
+    dialog.close()
+    window.activateWindow()
+    window.page_list.search.setFocus()
+    qtbot.keyClicks(window.page_list.search, "bill")
+    qtbot.keyClick(window.page_list.search, Qt.Key_Return)
+    assert window.session.current == "bill"
+    assert window.view.has_image and not window.view.notice  # the rendered page, not only boxes
+    assert [w.text for w in window.view.page.words] == ["Bill", "9", "Total", "3.00"]
