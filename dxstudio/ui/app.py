@@ -596,6 +596,7 @@ class MainWindow(QMainWindow):
         if self._do(self.session.reopen):
             self.schema_panel.load()
             self.extract_panel.project = self.session.project
+            self.model_answers.start()  # the new pages too (the others come from the cache)
 
     def export_labels_dialog(self, path=None) -> int | None:
         from dxstudio.review import export_reviewed

@@ -16,7 +16,7 @@ only what changed.
                                                   those where the model disagrees with a label first,
                                                   then by the model's lowest confidence on the page
     answers.next_in_queue(current) -> page id | None   after the last page the queue opened
-                                                  (else after `current`), from the top at the end
+                                                  (the first time its top), from the top at the end
     answers.cancel(); answers.wait(timeout); answers.shutdown()
 
 Labels are compared on the GUI thread (a page's label words after review, display rules:
@@ -189,9 +189,13 @@ class ModelAnswers(QObject):
         False when there is no model or a job is already running."""
         if self.running:
             return False
-        if model_path is None:
+        if model_path is None:  # dxproject.json as it is now: the Runs tab may have chosen another model
+            from dxstudio.project import Project, ProjectError
             from dxstudio.ui.extract_panel import newest_model
-            model_path = newest_model(self.session.project)
+            try:
+                model_path = newest_model(Project.open(self.session.project.root))
+            except (ProjectError, OSError):
+                model_path = newest_model(self.session.project)
         if model_path is None:
             self.model_path = None
             self.changed.emit()
@@ -325,22 +329,17 @@ class ModelAnswers(QObject):
         return [pid for _, pid in sorted(keyed)]
 
     def next_in_queue(self, current: str | None) -> str | None:
-        """The next page of the queue: after the last page the queue opened (else after
-        `current`); from the top when at the end."""
+        """The next page of the queue: after the last page the queue opened (so after accepting
+        that page, which moves to the list's next page, Q goes on down the queue); the first
+        time, its top (the page shown aside); from the top again after the end."""
         keyed = sorted((k, pid) for pid in self.session.page_ids if (k := self.queue_key(pid)) is not None)
-        if not keyed:
+        keyed_other = [(k, pid) for k, pid in keyed if pid != current]
+        if not keyed_other:
             return None
-        # where the queue stands: the last page it opened (so after accepting that page, which
-        # moves to the list's next page, Q goes on down the queue), else the page shown
-        mark = self._cursor if self._cursor is not None else (
-            self.queue_key(current) if current is not None else None)
-        after = [(k, pid) for k, pid in keyed if mark is None or k > mark]
-        k, pid = (after or keyed)[0]
-        if pid == current and len(keyed) == 1:
-            return None
+        after = [(k, pid) for k, pid in keyed_other if self._cursor is None or k > self._cursor]
+        k, pid = (after or keyed_other)[0]
         self._cursor = k
         return pid
-
 
 
 class ModelBar(QWidget):
@@ -396,6 +395,7 @@ class ModelBar(QWidget):
         self.cancel_button.setVisible(running)
         self.read_button.setEnabled(not running)
         self.show_box.setVisible(bool(a.answers))
+        self.read_button.setVisible(a.model_path is not None)
         if a.model_path is None:
             self.label.setText("<b>Model</b>: none yet. Fine-tune one (Train tab) to see its answers beside the "
                                "labels here, most uncertain pages first.")
@@ -413,8 +413,8 @@ class ModelBar(QWidget):
             return
         queue = a.queue()
         differ = sum(1 for pid in queue if a.queue_key(pid)[0] == 0)
-        text = (f"<b>Model</b> {escape(str(shown))}: {len(a.answers)} page(s) read · queue: {len(queue)} to review, "
-                f"{differ} where it differs from the labels first, then the least sure · <b>Q</b> next, "
+        text = (f"<b>Model</b> {escape(str(shown))} · {len(a.answers)} page(s) read · queue {len(queue)}: "
+                f"{differ} where it differs from the labels, then the least sure · <b>Q</b> next · "
                 f"<b>M</b> take its answer")
         if a.problems:
             text += f" · <span style='color:#D7191C'>{len(a.problems)} page(s) not read</span>"

@@ -1205,8 +1205,11 @@ class ResultsPanel(QWidget):
         outcomes = self.page_outcomes.get(self.current_page, {}) if self.current_page else {}
         for r in range(self.table.rowCount()):
             name = self.table.item(r, 0).text()
-            text = page_tally(outcomes) if name == "all fields" and outcomes else \
-                OUTCOME_WORDS.get(outcomes.get(name), "")
+            if name == "all fields":
+                values = [o for o in outcomes.values() if o in ("correct", "wrong", "missed", "spurious")]
+                text = f"{values.count('correct')} / {len(values)} right" if values else ""
+            else:
+                text = OUTCOME_WORDS.get(outcomes.get(name), "")
             item = self.table.item(r, col)
             item.setText(text)
             colour = {"right": "#1B9E3A", "wrong": "#D7191C", "missed": "#D7191C", "invented": "#D7191C"}.get(text)

@@ -67,7 +67,7 @@ def test_the_models_answers_beside_the_labels_the_queue_and_the_model_key(model_
 
     # Q goes to the next page of the queue
     start = s.current
-    want = queue[queue.index(start) + 1] if start in queue else queue[0]
+    want = queue[1] if queue[0] == start else queue[0]  # the top (the page shown aside)
     qtbot.keyClick(w.view, Qt.Key_Q)
     assert s.current == want
     first = s.current
