@@ -268,6 +268,8 @@ def main(argv=None) -> int:
     ap.add_argument("--field-boost", type=float, default=3.0,
                     help="B-/I- words weigh the field's weight times this (O words 1)")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--all", action="store_true", dest="all_pages",
+                    help="score every usable page of EVAL_PROJECT, as `dxstudio eval --all` does")
     a = ap.parse_args(argv)
     try:
         import lightgbm as lgb
@@ -309,7 +311,12 @@ def main(argv=None) -> int:
                         num_boost_round=a.trees)
     t_train = time.monotonic() - t0
 
-    eval_project, eval_settings, _, held = _split(a.eval_project, max_words)
+    eval_project, eval_settings, eval_train, held = _split(a.eval_project, max_words)
+    if a.all_pages:  # every usable page, in the order `dxstudio eval --all` scores them
+        from dxstudio.tuning import schedule
+
+        rows = {r[0]: r for r in eval_train + held}
+        held = [rows[i] for i in schedule.hash_order(list(rows), eval_settings["seed"])]
     if eval_project.field_names != fields:
         print(f"gbdt_baseline: {a.eval_project}: fields {eval_project.field_names} are not "
               f"{a.train_project}'s {fields}", file=sys.stderr)

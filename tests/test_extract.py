@@ -35,8 +35,12 @@ def test_new_model_is_reproducible(tmp_path, capsys):
     c = tmp_path / "c.safetensors"
     assert cli_main(["new-model", "--seed", "4", "--size", "tiny", str(c)]) == 0
     assert c.read_bytes() != a.read_bytes()
+    d = tmp_path / "d.safetensors"
+    assert cli_main(["new-model", "--seed", "3", "--size", "tiny", "--input-layout", "1", str(d)]) == 0
     out = [json.loads(l) for l in capsys.readouterr().out.splitlines()]
-    assert out[0]["parameters"] == 38157
+    # layout 2 (the default) reads 45 more word features: 32 x 45 more projection weights
+    assert out[0]["parameters"] == 38157 + 32 * 45
+    assert out[-1]["parameters"] == 38157
 
 
 def test_extract_prints_one_line_per_page_and_one_error_per_bad_file(tiny_model, tmp_path, capsys):

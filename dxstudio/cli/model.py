@@ -24,6 +24,8 @@ def configure(name, p):
         p.add_argument("out", help="model file to write (.safetensors)")
         p.add_argument("--seed", type=_seed, default=0, help="SplitMix64 seed, 0 to 2^64-1 (default 0)")
         p.add_argument("--size", choices=["tiny", "base"], default="base", help="(default base)")
+        p.add_argument("--input-layout", type=int, choices=[1, 2], default=2,
+                       help="word features the model reads (docs/inputs.md; default 2)")
         p.add_argument("--fields", help="comma-separated schema fields (default: vendor,date,total,invoice_number)")
         p.add_argument("--kernels", choices=["reference", "fast"], default="fast", help="(accepted for symmetry; a new model does no arithmetic)")
     else:
@@ -70,7 +72,7 @@ def _new_model(args) -> int:
 
     fields = parse_fields(args.fields)
     try:
-        cfg = size_config(args.size, fields)
+        cfg = size_config(args.size, fields, input_layout=args.input_layout)
         cfg.validate()
         params = new_params(cfg, args.seed)
         save_model(args.out, cfg, params)

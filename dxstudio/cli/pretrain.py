@@ -10,6 +10,8 @@ def configure(name, p):
                         "found from its files) or synthetic:COUNT[:SEED] for generated documents")
     p.add_argument("--out", required=True, help="run folder (model.safetensors, report.json, checkpoint)")
     p.add_argument("--size", choices=["tiny", "base"])
+    p.add_argument("--input-layout", type=int, choices=[1, 2],
+                   help="input layout of the new model (docs/inputs.md; default 2)")
     p.add_argument("--seed", type=int)
     p.add_argument("--epochs", type=int)
     p.add_argument("--steps", type=int, help="steps in all (overrides --epochs; the learning rate decays over them)")
@@ -30,7 +32,7 @@ def configure(name, p):
                    'Needs the cluster extra: pip install "dxstudio[cluster]"')
 
 
-_KEYS = ["size", "seed", "epochs", "steps", "batch", "lr", "warmup", "window", "limit", "loss_tag", "loss_role",
+_KEYS = ["size", "input_layout", "seed", "epochs", "steps", "batch", "lr", "warmup", "window", "limit", "loss_tag", "loss_role",
          "loss_doc", "loss_items", "loss_kv", "degree", "kernels", "checkpoint_every"]
 
 

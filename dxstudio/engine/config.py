@@ -20,6 +20,13 @@ DEFAULT_DOC_TYPES = ("other", "form", "receipt", "invoice")
 
 FORMAT = "docextract-v0"
 
+# Input layouts (docs/inputs.md): which word features a model reads. A model file records its
+# layout in its config (`input_layout`; a file without the key is layout 1, so files written
+# before layout 2 keep their bytes) and its inputs are always built with that layout, so a
+# model never reads another layout's features. New models use NEW_MODEL_INPUT_LAYOUT.
+WORD_FEATURES_OF_LAYOUT = {1: 16, 2: 61}
+NEW_MODEL_INPUT_LAYOUT = 2
+
 # Upper bounds on the sizes a config may name (a model file is untrusted input: max_chars
 # 1e12 or max_words 1e9 would exhaust memory before anything else failed). The pair
 # features of one window take max_words^2 x 8 floats: 4096 words is 537 MB.
@@ -48,7 +55,7 @@ class ModelConfig:
     char_taps: int = 3
     max_chars: int = 24
     pos_buckets: int = 128  # B
-    word_features: int = 16
+    word_features: int = 16  # WORD_FEATURES_OF_LAYOUT[input_layout]
     pair_features: int = 8
     pair_hidden: int = 32  # Hp
     rel_dim: int = 32  # r
@@ -58,6 +65,7 @@ class ModelConfig:
     fields: tuple = DEFAULT_FIELDS
     roles: tuple = DEFAULT_ROLES
     doc_types: tuple = DEFAULT_DOC_TYPES
+    input_layout: int = 1  # the dataclass default is the layout of files without the key
 
     # -- derived sizes ------------------------------------------------------------------
     @property
@@ -91,8 +99,14 @@ class ModelConfig:
             raise ValueError(f"config: d_model {self.d_model} is not a multiple of heads {self.heads}")
         if self.char_taps != 3:
             raise ValueError("config: char_taps must be 3")
-        if self.word_features != 16 or self.pair_features != 8:
-            raise ValueError("config: word_features must be 16 and pair_features 8")
+        if (isinstance(self.input_layout, bool) or not isinstance(self.input_layout, int)
+                or self.input_layout not in WORD_FEATURES_OF_LAYOUT):
+            raise ValueError(f"config: input_layout must be one of {sorted(WORD_FEATURES_OF_LAYOUT)}, "
+                             f"not {str(self.input_layout)[:40]}")
+        expected = WORD_FEATURES_OF_LAYOUT[self.input_layout]
+        if self.word_features != expected or self.pair_features != 8:
+            raise ValueError(f"config: input layout {self.input_layout} has word_features {expected} "
+                             f"and pair_features 8, not {self.word_features} and {self.pair_features}")
         if len(self.alphabet) > MAX_ALPHABET:
             raise ValueError(f"config: the alphabet has {len(self.alphabet)} characters, more than {MAX_ALPHABET}")
         if len(set(self.alphabet)) != len(self.alphabet) or not self.alphabet:
@@ -109,12 +123,19 @@ class ModelConfig:
     def with_fields(self, fields) -> "ModelConfig":
         return dataclasses.replace(self, fields=tuple(fields))
 
+    def with_input_layout(self, layout: int) -> "ModelConfig":
+        if layout not in WORD_FEATURES_OF_LAYOUT:
+            raise ValueError(f"unknown input layout {layout!r}; choose one of {sorted(WORD_FEATURES_OF_LAYOUT)}")
+        return dataclasses.replace(self, input_layout=layout, word_features=WORD_FEATURES_OF_LAYOUT[layout])
+
     # -- JSON -----------------------------------------------------------------------------
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
         for k in ("fields", "roles", "doc_types"):
             d[k] = list(d[k])
         d["tags"] = self.tags
+        if self.input_layout == 1:
+            del d["input_layout"]  # layout 1 files predate the key: their bytes stay the same
         return d
 
     def to_json(self) -> str:
@@ -129,10 +150,10 @@ class ModelConfig:
         unknown = set(d) - known - {"tags"}
         if unknown:
             raise ValueError(f"config has unknown keys {sorted(unknown)}")
-        missing = known - set(d)
+        missing = known - set(d) - {"input_layout"}  # absent: layout 1
         if missing:
             raise ValueError(f"config lacks keys {sorted(missing)}")
-        kw = {k: d[k] for k in known}
+        kw = {k: d[k] for k in known if k in d}
         for k in ("fields", "roles", "doc_types"):
             if not isinstance(kw[k], list):
                 raise ValueError(f"config: {k} must be a list")
@@ -155,8 +176,9 @@ SIZES = {
 }
 
 
-def size_config(size: str, fields=None) -> ModelConfig:
+def size_config(size: str, fields=None, input_layout: int = NEW_MODEL_INPUT_LAYOUT) -> ModelConfig:
+    """The config of a new model of `size` (SIZES), with `fields` and `input_layout`."""
     if size not in SIZES:
         raise ValueError(f"unknown size {size!r}; choose one of {sorted(SIZES)}")
-    cfg = SIZES[size]
+    cfg = SIZES[size].with_input_layout(input_layout)
     return cfg.with_fields(fields) if fields else cfg

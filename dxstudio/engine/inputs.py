@@ -215,6 +215,170 @@ def word_features(word: Word, page: Page) -> np.ndarray:
     return np.array(text_features(word.text) + box_features(qbox), dtype=np.float32)
 
 
+# -- context features (input layout 2) -----------------------------------------------------
+# Layout 2 appends these word features to the 16 above: the signals a classic word classifier
+# is built from (docs/inputs.md, "Context features"), which a small model learns slowly from a
+# few pages: a time or phone shape, generic keywords in the word, to its left on its line and
+# just above it, an amount's rank among the window's amounts and whether it is the sum of two
+# others (or part of such a sum), and the word's place in its line.
+KEYWORD_GROUPS = (
+    ("total", ("TOTAL", "TOTALS", "GRAND", "AMOUNT", "AMT", "SUMME", "GESAMT", "BETRAG", "TOTALE",
+               "TOTAAL", "JUMLAH", "NETT", "NET", "DUE", "BALANCE", "PAYABLE", "PAYER", "BAYAR",
+               "IMPORTE", "IMPORTO", "MONTANT", "TTC")),
+    ("subtotal", ("SUBTOTAL", "SUB-TOTAL", "SUB", "ZWISCHENSUMME", "SUBTOTALE", "SUBTOTAAL",
+                  "SOUS-TOTAL", "HT", "EXCL", "EXCL.", "NETTO")),
+    ("tax", ("TAX", "GST", "VAT", "SST", "MWST", "MWST.", "UST", "UST.", "TVA", "IVA", "BTW", "PPN",
+             "PAJAK", "INCL", "INCL.", "TAXES")),
+    ("paid", ("CASH", "PAID", "TENDER", "TENDERED", "VISA", "CARD", "MASTERCARD", "MASTER", "BAR",
+              "BARGELD", "ESPECES", "ESPÈCES", "EFECTIVO", "CONTANT", "CONTANTI", "TUNAI", "PAYMENT",
+              "KONTAN", "GEGEBEN", "RECEIVED")),
+    ("change", ("CHANGE", "RÜCKGELD", "RUCKGELD", "RENDU", "MONNAIE", "CAMBIO", "VUELTO",
+                "WISSELGELD", "RESTO", "KEMBALI", "KEMBALIAN")),
+    ("discount", ("DISCOUNT", "DISC", "DISC.", "RABATT", "REMISE", "DESCUENTO", "KORTING", "DISKON",
+                  "SCONTO", "ROUNDING", "ROUND", "ADJ", "ADJ.", "ADJUSTMENT", "SAVINGS", "VOUCHER")),
+    ("date", ("DATE", "DATUM", "FECHA", "DATA", "TANGGAL", "TGL", "DT", "DATED", "ISSUED",
+              "RECHNUNGSDATUM")),
+    ("time", ("TIME", "ZEIT", "UHRZEIT", "HEURE", "HORA", "JAM", "WAKTU", "ORA", "AM", "PM")),
+    ("phone", ("TEL", "TEL.", "PHONE", "TELEPHONE", "TELEFON", "TÉL", "TÉL.", "TELP", "TELP.",
+               "FAX", "HP", "MOBILE", "PH", "CONTACT", "TELEFONO", "TELÉFONO")),
+    ("number", ("INVOICE", "INV", "INV.", "RECEIPT", "BILL", "NO", "NO.", "NUMBER", "NR", "NR.",
+                "NUM", "#", "RECHNUNG", "FACTURE", "FACTURA", "FATTURA", "FAKTUR", "DOC", "REF",
+                "TRANS", "CHECK", "CHK", "ORDER", "BELEG", "QUITTUNG", "RECIBO", "NOTA")),
+    ("company", ("SDN", "BHD", "BHD.", "LTD", "LTD.", "INC", "INC.", "LLC", "GMBH", "CO", "CO.",
+                 "CORP", "CORP.", "ENTERPRISE", "ENTERPRISES", "TRADING", "PLC", "S.A.", "SA",
+                 "SARL", "SRL", "S.L.", "B.V.", "BV", "PT", "PT.", "CV", "AG", "KG", "RESTAURANT",
+                 "STORE", "MART", "SHOP", "SUPERMARKET", "COMPANY", "CAFE", "HOTEL", "S.P.A.")),
+    ("address", ("JALAN", "JLN", "JLN.", "JL", "JL.", "STREET", "ST", "ST.", "ROAD", "RD", "RD.",
+                 "AVENUE", "AVE", "AVE.", "TAMAN", "STRASSE", "STRAßE", "STR", "STR.", "RUE", "CALLE",
+                 "VIA", "STRAAT", "LOT", "BLOCK", "BLK", "FLOOR", "LEVEL", "KAWASAN", "BANDAR",
+                 "BOX", "SUITE", "LANE", "DRIVE", "PLAZA", "AVENIDA", "PLATZ", "WEG", "BOULEVARD")),
+)
+KEYWORD_GROUP_NAMES = tuple(name for name, _ in KEYWORD_GROUPS)
+_KEYWORD_GROUP_OF = {}
+for _g, (_name, _words) in enumerate(KEYWORD_GROUPS):
+    for _w in _words:
+        _KEYWORD_GROUP_OF.setdefault(_w, _g)
+KEYWORD_STRIP = ":;.,()[]*#=\uff1a"  # removed from both ends before the look-up (after a first try as is)
+
+CONTEXT_FEATURE_NAMES = (
+    ("time", "phone")
+    + tuple(f"kw_{g}" for g in KEYWORD_GROUP_NAMES)
+    + tuple(f"left_kw_{g}" for g in KEYWORD_GROUP_NAMES)
+    + tuple(f"above_kw_{g}" for g in KEYWORD_GROUP_NAMES)
+    + ("amount_rank", "amount_largest", "amount_repeats", "amount_sum", "amount_part",
+       "line_last", "left_colon")
+)
+TIME_RE = re.compile(r"[0-9]{1,2}[:h][0-9]{2}(?::[0-9]{2})?(?:\s?[AP]\.?M\.?)?", _FLAGS)  # not "12.50"
+PHONE_RE = re.compile(r"\+?\(?[0-9]{2,4}\)?[-\s./]?[0-9]{3,4}[-\s./]?[0-9]{3,5}", _FLAGS)
+AMOUNT_REPEATS_SCALE = 3  # amount_repeats = min(other words with the same value, 3) / 3
+ABOVE_GAP = (3, 2)  # "just above": at most 3/2 of the word's height between the two boxes
+
+
+def keyword_group(text: str) -> int:
+    """Index of the keyword group of NFC(text) (upper-cased; as is, else with KEYWORD_STRIP
+    characters removed from both ends), or -1."""
+    t = normalize_text(text).upper()
+    g = _KEYWORD_GROUP_OF.get(t)
+    if g is None:
+        g = _KEYWORD_GROUP_OF.get(t.strip(KEYWORD_STRIP))
+    return -1 if g is None else g
+
+
+def amount_cents(text: str) -> int | None:
+    """The absolute value in hundredths of an amount word (feature `amount`), else None: the
+    digits and separators of the core in order; a separator followed by exactly two final
+    digits is the decimal point ("1.234,56" -> 123456), otherwise the number is whole
+    ("25.000" -> 2500000)."""
+    core = _core(normalize_text(text))
+    if not any(r.fullmatch(core) for r in AMOUNT_RES):
+        return None
+    s = "".join(c for c in core if c in DIGITS or c in ".,")
+    digits = "".join(c for c in s if c in DIGITS)
+    if not digits:
+        return None
+    if len(s) >= 3 and s[-3] in ".," and s[-2] in DIGITS and s[-1] in DIGITS:
+        return int(digits)
+    return int(digits) * 100
+
+
+def context_features(texts, qboxes) -> np.ndarray:
+    """(n, len(CONTEXT_FEATURE_NAMES)) float64 context features of a window's words, from
+    their texts and (n, 4) quantized boxes. Only integer arithmetic and exact divisions."""
+    n = len(texts)
+    q = np.asarray(qboxes, dtype=np.int64).reshape(n, 4)
+    g_count = len(KEYWORD_GROUPS)
+    out = np.zeros((n, len(CONTEXT_FEATURE_NAMES)), dtype=np.float64)
+    if n == 0:
+        return out
+    cores = [_core(normalize_text(t)) for t in texts]
+    out[:, 0] = [TIME_RE.fullmatch(c) is not None for c in cores]
+    out[:, 1] = [PHONE_RE.fullmatch(c) is not None for c in cores]
+    groups = np.array([keyword_group(t) for t in texts], dtype=np.int64)
+    kw = np.zeros((n, g_count), dtype=bool)
+    has = groups >= 0
+    kw[np.nonzero(has)[0], groups[has]] = True
+    out[:, 2:2 + g_count] = kw
+
+    x0, y0, x1, y1 = (q[:, k] for k in range(4))
+    col = lambda a: a[:, None]  # noqa: E731  (word i, the word described)
+    row = lambda a: a[None, :]  # noqa: E731  (word j, its neighbour)
+    twice_cx = x0 + x1
+    height = y1 - y0
+    overlap_y = np.minimum(col(y1), row(y1)) - np.maximum(col(y0), row(y0))
+    same_line = (overlap_y >= 0) & (2 * overlap_y >= np.minimum(col(height), row(height)))
+    not_self = ~np.eye(n, dtype=bool)
+    left = same_line & not_self & (row(twice_cx) < col(twice_cx))
+    right = same_line & not_self & (row(twice_cx) > col(twice_cx))
+    overlap_x = np.minimum(col(x1), row(x1)) - np.maximum(col(x0), row(x0))
+    gap_above = col(y0) - row(y1)  # >= 0: j ends above i starts
+    above = (not_self & ~same_line & (gap_above >= 0) & (overlap_x >= 0)
+             & (ABOVE_GAP[1] * gap_above <= ABOVE_GAP[0] * col(height)))
+    # any neighbour of the kind in the group: a boolean product, no arithmetic
+    out[:, 2 + g_count:2 + 2 * g_count] = (left[:, :, None] & kw[None, :, :]).any(axis=1)
+    out[:, 2 + 2 * g_count:2 + 3 * g_count] = (above[:, :, None] & kw[None, :, :]).any(axis=1)
+
+    base = 2 + 3 * g_count
+    cents = [amount_cents(t) for t in texts]
+    idx = [k for k, c in enumerate(cents) if c is not None]
+    if idx:
+        vals = np.array([cents[k] for k in idx], dtype=object)  # Python ints: no overflow
+        distinct = sorted(set(vals.tolist()), reverse=True)
+        rank = {v: r + 1 for r, v in enumerate(distinct)}
+        counts: dict[int, int] = {}
+        for v in vals.tolist():
+            counts[v] = counts.get(v, 0) + 1
+        positive = sorted(v for v in vals.tolist() if v > 0)
+        pair_sums = set()
+        for a in range(len(positive)):
+            for b in range(a + 1, len(positive)):
+                pair_sums.add(positive[a] + positive[b])
+        for k in idx:
+            v = cents[k]
+            out[k, base] = 1 / rank[v]
+            out[k, base + 1] = rank[v] == 1
+            out[k, base + 2] = min(counts[v] - 1, AMOUNT_REPEATS_SCALE) / AMOUNT_REPEATS_SCALE
+            if v > 0:
+                # summands are positive and smaller than v, so neither is this word
+                out[k, base + 3] = v in pair_sums
+                # part of a sum: some w = v + u with u another word's value (u > 0)
+                part = False
+                for w in counts:
+                    u = w - v
+                    if u > 0 and counts.get(u, 0) - (1 if u == v else 0) > 0:
+                        part = True
+                        break
+                out[k, base + 4] = part
+    out[:, base + 5] = ~right.any(axis=1)
+    # the nearest word to the left on the line (largest centre, then the lowest index) ends with a colon
+    colon = np.array([normalize_text(t).endswith(COLONS) for t in texts], dtype=bool)
+    for i in range(n):
+        js = np.nonzero(left[i])[0]
+        if js.size:
+            best = js[np.argmax(twice_cx[js])]  # argmax takes the first (lowest index) of ties
+            out[i, base + 6] = colon[best]
+    return out
+
+
 # -- pair features -------------------------------------------------------------------------
 def pair_features(qboxes) -> np.ndarray:
     """(n*n, 8) float32 features of every ordered pair (i, j) of a window, row-major (i, j),
@@ -268,7 +432,7 @@ class WindowInputs:
     char_ids: np.ndarray  # (n, max_chars) int32, zero-padded
     char_len: np.ndarray  # (n,) int32, number of real character positions
     buckets: np.ndarray  # (n, 4) int32: x0, y0, x1, y1 position buckets
-    word_feats: np.ndarray  # (n, 16) float32
+    word_feats: np.ndarray  # (n, cfg.word_features) float32: 16, or 16 + context in layout 2
     pair_feats: np.ndarray  # (n*n, 8) float32, row-major (i, j)
     start: int  # index in the page of the window's first word
     n: int
@@ -290,7 +454,7 @@ def window_inputs(page: Page, cfg: ModelConfig, start: int, stop: int) -> Window
     ids = np.zeros((n, cfg.max_chars), dtype=np.int32)
     lengths = np.zeros(n, dtype=np.int32)
     qboxes = np.zeros((n, 4), dtype=np.int64)
-    feats = np.zeros((n, cfg.word_features), dtype=np.float64)
+    feats = np.zeros((n, len(WORD_FEATURE_NAMES)), dtype=np.float64)
     for k in range(n):
         word = page.words[start + k]
         if not isinstance(word.text, str):
@@ -301,6 +465,12 @@ def window_inputs(page: Page, cfg: ModelConfig, start: int, stop: int) -> Window
         lengths[k] = len(word_ids)
         qboxes[k] = qbox
         feats[k] = text_features(word.text) + box_features(qbox)
+    if cfg.input_layout == 2:
+        texts = [w.text for w in page.words[start:stop]]
+        feats = np.concatenate([feats, context_features(texts, qboxes)], axis=1)
+    if feats.shape[1] != cfg.word_features:  # a config that validate() would refuse
+        raise ValueError(f"input layout {cfg.input_layout} gives {feats.shape[1]} word features, "
+                         f"the config says {cfg.word_features}")
     buckets = (qboxes * cfg.pos_buckets // (QUANT_MAX + 1)).astype(np.int32)
     return WindowInputs(
         char_ids=ids,

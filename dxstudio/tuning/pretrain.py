@@ -37,6 +37,7 @@ from dxstudio.tuning.run import Event, TuneError, metrics_rows, read_checkpoint,
 
 DEFAULTS = {
     "size": "base",
+    "input_layout": 2,  # docs/inputs.md
     "seed": 1,
     "epochs": 1,
     "steps": None,  # a number: stop the schedule after this many steps (the learning rate decays over them)
@@ -83,6 +84,8 @@ def resolve(overrides: dict | None) -> dict:
         raise TuneError("settings lr and field_weight must be positive")
     if s["clip"] is not None and (isinstance(s["clip"], bool) or not isinstance(s["clip"], (int, float)) or s["clip"] <= 0):
         raise TuneError(f"setting clip must be a positive number or null, not {s['clip']!r}")
+    if s["input_layout"] not in (1, 2) or isinstance(s["input_layout"], bool):
+        raise TuneError(f"setting input_layout must be 1 or 2, not {s['input_layout']!r}")
     if s["size"] not in ("tiny", "base"):
         raise TuneError(f"setting size must be tiny or base, not {s['size']!r}")
     if s["kernels"] not in ("fast", "reference"):
@@ -114,7 +117,7 @@ class PretrainRun:
         s = resolve(overrides)
         if not specs:
             raise TuneError("name at least one corpus source (a folder, or synthetic:COUNT)")
-        cfg = size_config(s["size"], GENERIC_FIELDS)
+        cfg = size_config(s["size"], GENERIC_FIELDS, input_layout=s["input_layout"])
         if s["window"] > cfg.max_words:
             raise TuneError(f"setting window {s['window']} is more than the model's {cfg.max_words} words")
         docs, sources, errors = [], [], []

@@ -134,7 +134,7 @@ class TuneRun:
             start_bytes = model_path.read_bytes()
             source = str(model_path)
         else:
-            base_cfg = size_config(settings["size"])
+            base_cfg = size_config(settings["size"], input_layout=settings["input_layout"])
             base_params = new_params(base_cfg, settings["seed"])
             start_bytes = model_bytes(base_cfg, base_params)
             source = f"new {settings['size']} model, seed {settings['seed']}"

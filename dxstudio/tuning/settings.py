@@ -168,6 +168,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("weight_decay", "float", 0.01, "AdamW weight decay", low=0),
     Setting("size", "choice", "base", "size of a new model when the project names none",
             choices=("tiny", "base"), label="New model size"),
+    Setting("input_layout", "int", 2,
+            "input layout of a new model (docs/inputs.md: 1 = the 16 word features, 2 = with the "
+            "keyword, amount and line context); a model file keeps its own", low=1, high=2,
+            commands=("tune",)),
     Setting("start", "choice", "base",
             "with no model named: base = the shipped pretrained base model (at the base size, "
             "docs/base-model.md), new = a new random model", choices=("base", "new"),
