@@ -348,3 +348,24 @@ def test_pdf_pages_come_with_their_rendered_images(project, tmp_path):
     assert png_gray(np.full((2, 3), 7, np.uint8))[12:16] == b"IHDR"
     with pytest.raises(ValueError, match="shape"):
         png_gray(np.zeros((2, 3, 4), np.uint8))
+
+
+def test_each_page_of_a_pdf_gets_its_own_image(project, tmp_path):
+    """A two-page PDF of different page sizes: each page's image has its own page's size, so
+    page 2 never shows page 1."""
+    import io
+
+    import pypdfium2 as pdfium
+
+    first = pdfium.PdfDocument(minimal_pdf([(20, 350, "One")], size=(300, 400)))
+    first.import_pages(pdfium.PdfDocument(minimal_pdf([(20, 50, "Two")], size=(200, 400))))
+    buf = io.BytesIO()
+    first.save(buf)
+    (tmp_path / "two.pdf").write_bytes(buf.getvalue())
+    report = import_pages("pdf", tmp_path / "two.pdf", project)
+    assert report.added == ["two-p1", "two-p2"] and not report.errors
+    for pid, width in (("two-p1", 300), ("two-p2", 200)):
+        page = project.load_page(pid)
+        assert page.image == f"images/{pid}.png" and page.width == width
+        png = (project.pages_dir / page.image).read_bytes()
+        assert struct.unpack(">II", png[16:24]) == (round(width * 100 / 72), round(400 * 100 / 72))
