@@ -272,3 +272,21 @@ def test_an_imported_pdf_shows_its_page_image_in_review(window, qtbot, tmp_path)
     assert window.session.current == "bill"
     assert window.view.has_image and not window.view.notice  # the rendered page, not only boxes
     assert [w.text for w in window.view.page.words] == ["Bill", "9", "Total", "3.00"]
+
+
+def test_a_broken_model_file_is_named_and_review_goes_on(qtbot, receipts_project, tmp_path, monkeypatch):
+    monkeypatch.setenv("DXSTUDIO_HOME", str(tmp_path / "home"))
+    from dxstudio.ui.app import MainWindow
+
+    bad = receipts_project / "runs" / "20260101-000000" / "model.safetensors"
+    bad.parent.mkdir(parents=True)
+    bad.write_bytes(b"not a model")
+    w = show_active(qtbot, MainWindow(receipts_project))
+    assert w.model_answers.wait(60)
+    assert w.model_answers.error and "model.safetensors" in w.model_answers.error
+    assert "model.safetensors" in w.model_bar.label.text() and "D7191C" in w.model_bar.label.text()
+    here = w.session.current
+    qtbot.keyClick(w.view, Qt.Key_Q)  # nothing to queue: a message, no crash
+    assert w.session.current == here
+    qtbot.keyClick(w.view, Qt.Key_A)  # review goes on
+    assert on_disk(receipts_project, here)["review"]["state"] == "accepted"
