@@ -49,8 +49,8 @@ from dxstudio.ui.page_list import COUNT_WORDS, PageList
 from dxstudio.ui.page_view import FillBar, PageView
 from dxstudio.ui.schema_panel import SchemaPanel
 
-KEY_HINT = ("A accept · X exclude · 1–9 set field from selection · Ctrl+1–9 no value · J / K next / previous · "
-            "N next unreviewed · Q next in the model's queue · M take the model's answer · ? all keys")
+KEY_HINT = ("A accept · X exclude · 1–9 set field · Ctrl+1–9 no value · J / K next / previous · "
+            "N next unreviewed · Q model's queue · M model's answer · ? all keys")
 MIN_WIDTH, MIN_HEIGHT = 1000, 580
 SAMPLE = sample_dir()  # resources/sample of the checkout, or the installed wheel's copy
 
@@ -142,9 +142,9 @@ def _placeholder(text: str) -> QWidget:
 
 
 REVIEW_ACTIONS = ("accept", "exclude", "exclude_reason", "unreview", "next", "prev", "next_unreviewed",
-                  "next_conflict", "next_queue", "use_model", "undo", "redo", "remove_words", "zoom_in", "zoom_out", "fit", "toggle_fill",
-                  "fill_lighter", "fill_stronger") + tuple(f"field_{k}" for k in range(1, 10)) \
-    + tuple(f"no_value_{k}" for k in range(1, 10))
+                  "next_conflict", "next_queue", "use_model", "undo", "redo", "remove_words", "zoom_in",
+                  "zoom_out", "fit", "toggle_fill", "fill_lighter", "fill_stronger") \
+    + tuple(f"field_{k}" for k in range(1, 10)) + tuple(f"no_value_{k}" for k in range(1, 10))
 STATE_FILE = Path(".cache") / "app-state.json"  # in the project folder: the page shown last
 
 
