@@ -116,6 +116,13 @@ def test_the_models_answers_beside_the_labels_the_queue_and_the_model_key(model_
     if len(rest) > 1 and queue.index(first) + 1 < len(queue) and queue[queue.index(first) + 1] in rest:
         assert s.current == queue[queue.index(first) + 1]
 
+    # switching pages shows the answers at once (from memory: no job, no wait)
+    for _ in range(3):
+        qtbot.keyClick(w.view, Qt.Key_J)
+        assert not a.running
+        rows = [r for r in w.field_panel.rows.values() if r.model_line.isVisible()]
+        assert len(rows) == len(a.comparison(s.current)) > 0
+
     # the key is documented in the keyboard help and acts only in Review
     keys = dict(w.key_table())
     assert any("queue" in what for what in keys.values()) and "Q" in keys and "M" in keys
@@ -145,9 +152,16 @@ def test_answers_are_cached_per_model_sha_and_a_changed_page_is_read_again(model
         {k: v for k, v in before.items() if k != pid}
     # another model file: its own answers (another SHA), read in the background again
     other = tiny_model(root, w2.session.field_names, seed=11, name="20260102-000000")
+    from PySide6.QtCore import QTimer
+    ticks = []
+    timer = QTimer()
+    timer.timeout.connect(lambda: ticks.append(w2.model_answers.running))
+    timer.start(5)
     qtbot.mouseClick(w2.model_bar.read_button, Qt.LeftButton)
-    assert w2.model_answers.running
+    assert w2.model_answers.running and w2.model_bar.progress.isVisible()
     assert w2.model_answers.wait(120)
+    timer.stop()
+    assert True in ticks  # the event loop turned while the model read the pages
     assert w2.model_answers.model_path == other
     assert w2.model_answers.model_sha == hashlib.sha256(other.read_bytes()).hexdigest()
     assert len(list((root / ".cache" / "model-answers").glob("*.json"))) == 2
