@@ -13,6 +13,7 @@
 # (none = every source; the others: every source but that one; run in this order),
 # --eval-all (score with `dxstudio eval --all`), --nice N (run every step under nice -n N),
 # --random (also fine-tune a new random model of the size: the "nothing" row),
+# --pretrain-seed N (the pretraining seed: starting weights, batch order; default 1),
 # --table-only (run nothing: write DIR/table.md from the reports there),
 # --tune-seeds "1 2" (fine-tune each pretrained model with each of these seeds: the table gives
 # each field's agreement averaged over them, and the mean of each seed; default "1").
@@ -24,7 +25,7 @@ set -u
 cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD
 PY=${PYTHON:-python}
-SIZE=tiny STEPS=400 WARMUP=40 LR=0.002 DEGREE=2 NSYN=4000 OUT=/tmp/loso EVAL_ALL="" NICE=0 RANDOM_ROW=0 SEEDS=1 TABLE_ONLY=0
+SIZE=tiny STEPS=400 WARMUP=40 LR=0.002 DEGREE=2 NSYN=4000 OUT=/tmp/loso EVAL_ALL="" NICE=0 RANDOM_ROW=0 SEEDS=1 TABLE_ONLY=0 PSEED=1
 VARIANTS="none cord naf docbank invoice2data synthetic"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -41,6 +42,7 @@ while [ $# -gt 0 ]; do
     --random) RANDOM_ROW=1; shift;;
     --tune-seeds) SEEDS=$2; shift 2;;
     --table-only) TABLE_ONLY=1; shift;;
+    --pretrain-seed) PSEED=$2; shift 2;;
     *) echo "pretrain_loso.sh: unknown option $1" >&2; exit 2;;
   esac
 done
@@ -49,7 +51,7 @@ D=../shared/data
 declare -A SRC=( [cord]=$D/cord-v1-train [naf]=$D/naf [docbank]=$D/docbank-samples [invoice2data]=$D/invoice2data-samples [synthetic]=synthetic:$NSYN )
 ALL="cord naf docbank invoice2data synthetic"
 RUN="nice -n $NICE $PY -m dxstudio.cli"
-[ "$TABLE_ONLY" = 1 ] && VARIANTS="" RANDOM_ROW=0 || echo "# $(date -u +%FT%TZ) size=$SIZE steps=$STEPS warmup=$WARMUP lr=$LR degree=$DEGREE synthetic=$NSYN eval=${EVAL_ALL:-scoring-project} tune-seeds=$SEEDS" >> "$OUT/times.tsv"
+[ "$TABLE_ONLY" = 1 ] && VARIANTS="" RANDOM_ROW=0 || echo "# $(date -u +%FT%TZ) size=$SIZE steps=$STEPS warmup=$WARMUP lr=$LR degree=$DEGREE synthetic=$NSYN eval=${EVAL_ALL:-scoring-project} tune-seeds=$SEEDS pretrain-seed=$PSEED" >> "$OUT/times.tsv"
 
 stage() {  # stage NAME LOG COMMAND...: run, append wall seconds and the 1-minute load average
   local name=$1 log=$2; shift 2
@@ -76,7 +78,7 @@ for out in $VARIANTS; do
   specs=""
   for s in $ALL; do [ "$s" != "$out" ] && specs="$specs ${SRC[$s]}"; done
   stage pt-$out "$OUT/pt-$out.log" $RUN pretrain $specs --size $SIZE --steps $STEPS --warmup $WARMUP --lr $LR \
-    --degree $DEGREE --out "$OUT/pt-$out" || { echo "$out: pretrain failed, $OUT/pt-$out.log"; continue; }
+    --seed $PSEED --degree $DEGREE --out "$OUT/pt-$out" || { echo "$out: pretrain failed, $OUT/pt-$out.log"; continue; }
   tune_and_eval $out --model "$OUT/pt-$out/model.safetensors"
   echo "$out done $(date +%T)"
 done
