@@ -10,7 +10,9 @@ Formats (docs/project.md has the details):
   funsd  FUNSD annotations/*.json; words in the reading order of the entities; no fields
   sroie  box/*.csv + key/*.json (+ img/, image_sizes.csv); key values become answers
   cord   CORD json/receipt_*.json; total, subtotal, tax, cash and change become answers
-  pdf    PDF files with a text layer (pypdfium2): one page per PDF page
+  pdf    PDF files with a text layer (pypdfium2): one page per PDF page, each rendered to
+         pages/images/<id>.png (PDF_IMAGE_DPI, grey) that the page JSON names, as the
+         bundled sample's images are stored
 """
 from __future__ import annotations
 
@@ -564,7 +566,68 @@ def pdf_pages(path: Path) -> list[Page]:
     return pages
 
 
+PDF_IMAGE_DPI = 100.0  # page images of imported PDFs: 850 x 1100 pixels for a Letter page
+
+
+def png_gray(pixels) -> bytes:
+    """A greyscale PNG (8 bits, no filter, zlib level 9) of a (height, width) uint8 array:
+    the standard library's zlib, no imaging library needed."""
+    import zlib
+
+    import numpy as np
+
+    a = np.ascontiguousarray(pixels, dtype=np.uint8)
+    if a.ndim != 2 or a.shape[0] < 1 or a.shape[1] < 1:
+        raise ValueError(f"png_gray: a (height, width) array is needed, not shape {a.shape}")
+    h, w = a.shape
+    raw = np.hstack([np.zeros((h, 1), np.uint8), a]).tobytes()  # filter type 0 on every row
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
+
+
+def render_pdf_images(path: Path, dpi: float = PDF_IMAGE_DPI) -> list[bytes]:
+    """Each page of a PDF rendered in grey at `dpi`, as PNG bytes (pypdfium2). SourceError
+    naming the file when it does not render."""
+    import pypdfium2 as pdfium
+
+    data = _read_source(path)
+    try:
+        pdf = pdfium.PdfDocument(data)
+    except Exception as e:
+        raise SourceError(f"{path}: not a readable PDF ({e})") from None
+    out = []
+    try:
+        for k in range(len(pdf)):
+            page = pdf[k]
+            try:
+                bitmap = page.render(scale=dpi / 72.0, grayscale=True)
+                pixels = bitmap.to_numpy()
+                out.append(png_gray(pixels.reshape(pixels.shape[0], pixels.shape[1])))
+            except Exception as e:
+                raise SourceError(f"{path}: page {k + 1} does not render ({type(e).__name__}: {e})") from None
+            finally:
+                page.close()
+    finally:
+        pdf.close()
+    return out
+
+
+def _pdf_page_number(page: Page, n_pages: int) -> int:
+    """The PDF page (0-based) a page of pdf_pages came from: its id ends in -p<k> when the
+    file has more than one page."""
+    tail = page.id.rsplit("-p", 1)[-1]
+    return int(tail) - 1 if n_pages > 1 and tail.isdigit() else 0
+
+
 def _import_pdf(src: Path, imp: _Importer) -> None:
+    from dataclasses import replace
+
+    from dxstudio.fsutil import write_bytes_atomic
+
     files = _files(src, "*.pdf")
     if not files:
         raise SourceError(f"{src}: no *.pdf files")
@@ -577,8 +640,34 @@ def _import_pdf(src: Path, imp: _Importer) -> None:
         except SourceError as e:
             imp.report.errors.append((str(path), str(e)))
             continue
+        try:
+            images = render_pdf_images(path)
+        except SourceError as e:  # the words are what trains: the pages come in without images
+            imp.report.notes.append((str(path), f"{e}; its pages show their words' boxes"))
+            images = []
         for page in pages:
+            existing = _existing_page(imp.project, page.id)
+            if existing is not None and replace(existing, image=None).to_dict() == page.to_dict():
+                imp.add(existing, path)  # already imported (with or without its image): unchanged
+                continue
+            index = _pdf_page_number(page, len(images))
+            if index < len(images) and existing is None:
+                name = f"images/{page.id}.png"
+                try:  # the image first: a page file never names an image that is not there
+                    (imp.project.pages_dir / "images").mkdir(parents=True, exist_ok=True)
+                    write_bytes_atomic(imp.project.pages_dir / name, images[index])
+                    page = replace(page, image=name)
+                except OSError as e:
+                    imp.report.notes.append((str(path), f"page {page.id}: image not written ({e})"))
             imp.add(page, path)
+
+
+def _existing_page(project: Project, page_id: str) -> Page | None:
+    """The page already saved under this id, or None (none, or an unreadable file)."""
+    try:
+        return project.load_page(page_id) if project.has_page(page_id) else None
+    except (PageError, ProjectError):
+        return None
 
 
 _IMPORTERS = {"json": _import_json, "funsd": _import_funsd, "sroie": _import_sroie,

@@ -310,3 +310,62 @@ def test_sample_script_rebuilds_the_committed_sample(tmp_path):
     assert built == committed
     for rel in built:
         assert (tmp_path / "sample" / rel).read_bytes() == (SAMPLE / rel).read_bytes(), rel
+
+
+def test_pdf_pages_come_with_their_rendered_images(project, tmp_path):
+    """import pdf renders each page (pypdfium2) to pages/images/<id>.png, which the page JSON
+    names as the sample's images are named; importing again leaves everything unchanged, and a
+    page imported before images were rendered stays as it was."""
+    import numpy as np
+
+    from dxstudio.importers import png_gray
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "bill.pdf").write_bytes(minimal_pdf([(20, 350, "Bill 9"), (20, 330, "Total 3.00")],
+                                                          size=(300, 400)))
+    report = import_pages("pdf", tmp_path / "docs", project)
+    assert report.added == ["bill"] and not report.errors
+    saved = json.loads(project.page_path("bill").read_text())
+    assert saved["image"] == "images/bill.png"
+    png = (project.pages_dir / "images" / "bill.png").read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    w, h = struct.unpack(">II", png[16:24])
+    assert (w, h) == (round(300 * 100 / 72), round(400 * 100 / 72))  # 100 dpi, the page's aspect
+    # the text is drawn: dark pixels where the first word is, paper elsewhere
+    import zlib
+    idat = png[png.index(b"IDAT") + 4:png.index(b"IEND") - 8]
+    rows = np.frombuffer(zlib.decompress(idat), np.uint8).reshape(h, w + 1)[:, 1:]
+    x0, y0, x1, y1 = (v * 100 / 72 for v in project.load_page("bill").words[0].box)
+    assert rows[int(y0):int(y1) + 1, int(x0):int(x1) + 1].min() < 100
+    assert rows[:int(y0) - 20].min() > 200
+    again = import_pages("pdf", tmp_path / "docs", project)
+    assert again.unchanged == ["bill"] and not again.added and not again.errors
+    # a page saved by an older import (no image) is the same page: unchanged, not refused
+    saved.pop("image")
+    project.page_path("bill").write_text(json.dumps(saved))
+    third = import_pages("pdf", tmp_path / "docs", project)
+    assert third.unchanged == ["bill"] and not third.errors
+    assert png_gray(np.full((2, 3), 7, np.uint8))[12:16] == b"IHDR"
+    with pytest.raises(ValueError, match="shape"):
+        png_gray(np.zeros((2, 3, 4), np.uint8))
+
+
+def test_each_page_of_a_pdf_gets_its_own_image(project, tmp_path):
+    """A two-page PDF of different page sizes: each page's image has its own page's size, so
+    page 2 never shows page 1."""
+    import io
+
+    import pypdfium2 as pdfium
+
+    first = pdfium.PdfDocument(minimal_pdf([(20, 350, "One")], size=(300, 400)))
+    first.import_pages(pdfium.PdfDocument(minimal_pdf([(20, 50, "Two")], size=(200, 400))))
+    buf = io.BytesIO()
+    first.save(buf)
+    (tmp_path / "two.pdf").write_bytes(buf.getvalue())
+    report = import_pages("pdf", tmp_path / "two.pdf", project)
+    assert report.added == ["two-p1", "two-p2"] and not report.errors
+    for pid, width in (("two-p1", 300), ("two-p2", 200)):
+        page = project.load_page(pid)
+        assert page.image == f"images/{pid}.png" and page.width == width
+        png = (project.pages_dir / page.image).read_bytes()
+        assert struct.unpack(">II", png[16:24]) == (round(width * 100 / 72), round(400 * 100 / 72))

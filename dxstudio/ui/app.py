@@ -15,7 +15,8 @@ act only while the Review tab is shown:
     A accept (and go to the next page)   X exclude (and go to the next page)   Shift+X exclude
     with a reason   1-9 make the selected words the value of field 1-9   Ctrl+1-9 field 1-9 has
     no value   Delete remove the selected words from their fields   J / K next / previous page
-    N next unreviewed page   C next page with conflicts   U mark unreviewed   Ctrl+Z undo
+    N next unreviewed page   C next page with conflicts   Q next page of the model's queue
+    M take the model's answer for the current field   U mark unreviewed   Ctrl+Z undo
     Ctrl+Shift+Z / Ctrl+Y redo   + / - zoom   0 fit the page   Esc clear the selection
     Ctrl+F search pages (Enter opens the first match, Down goes to the list, Esc clears)
     H hide / show the field fills   [ / ] fill lighter / stronger
@@ -43,12 +44,13 @@ from dxstudio.fsutil import read_json, write_json_atomic
 from dxstudio.project import LabelError, ProjectError
 from dxstudio.review import ReviewError, ReviewSession
 from dxstudio.ui.field_panel import FieldPanel
+from dxstudio.ui.model_answers import ModelAnswers, ModelBar
 from dxstudio.ui.page_list import COUNT_WORDS, PageList
 from dxstudio.ui.page_view import FillBar, PageView
 from dxstudio.ui.schema_panel import SchemaPanel
 
-KEY_HINT = ("A accept · X exclude · 1–9 set field from selection · Ctrl+1–9 no value · J / K next / previous · "
-            "N next unreviewed · ? all keys")
+KEY_HINT = ("A accept · X exclude · 1–9 set field · Ctrl+1–9 no value · J / K next / previous · "
+            "N next unreviewed · Q model's queue · M model's answer · ? all keys")
 MIN_WIDTH, MIN_HEIGHT = 1000, 580
 SAMPLE = sample_dir()  # resources/sample of the checkout, or the installed wheel's copy
 
@@ -140,9 +142,9 @@ def _placeholder(text: str) -> QWidget:
 
 
 REVIEW_ACTIONS = ("accept", "exclude", "exclude_reason", "unreview", "next", "prev", "next_unreviewed",
-                  "next_conflict", "undo", "redo", "remove_words", "zoom_in", "zoom_out", "fit", "toggle_fill",
-                  "fill_lighter", "fill_stronger") + tuple(f"field_{k}" for k in range(1, 10)) \
-    + tuple(f"no_value_{k}" for k in range(1, 10))
+                  "next_conflict", "next_queue", "use_model", "undo", "redo", "remove_words", "zoom_in",
+                  "zoom_out", "fit", "toggle_fill", "fill_lighter", "fill_stronger") \
+    + tuple(f"field_{k}" for k in range(1, 10)) + tuple(f"no_value_{k}" for k in range(1, 10))
 STATE_FILE = Path(".cache") / "app-state.json"  # in the project folder: the page shown last
 
 
@@ -194,14 +196,18 @@ class MainWindow(QMainWindow):
         self.banner.setTextInteractionFlags(Qt.TextSelectableByMouse)
         self.banner.hide()
         self.fill_bar = FillBar(self.view)
+        self.model_answers = ModelAnswers(self.session, self)
+        self.model_bar = ModelBar(self.model_answers)
         centre = QWidget()
         cl = QVBoxLayout(centre)
         cl.setContentsMargins(0, 0, 0, 0)
         cl.setSpacing(0)
         cl.addWidget(self.banner)
+        cl.addWidget(self.model_bar)
         cl.addWidget(self.fill_bar)
         cl.addWidget(self.view, 1)
         self.field_panel = FieldPanel(self.session, self.actions)
+        self.field_panel.answers = self.model_answers
         self.splitter = QSplitter()
         self.splitter.addWidget(self.page_list)
         self.splitter.addWidget(centre)
@@ -226,6 +232,9 @@ class MainWindow(QMainWindow):
 
             self.runs_panel = RunsPanel(self.project_root, self)
             self.runs_panel.open_results.connect(self._show_results)
+            self.runs_panel.model_chosen.connect(lambda path: self.model_answers.start(path))
+            self.training_panel.finished.connect(lambda *_: self.model_answers.start())
+            self.results_panel.openInReview.connect(self.open_in_review)
             self.tabs.addTab(self.runs_panel, "Runs")
         else:
             self.training_panel = self.results_panel = self.runs_panel = None
@@ -251,6 +260,9 @@ class MainWindow(QMainWindow):
         self.field_panel.setFieldRequested.connect(self.set_field)
         self.field_panel.clearFieldRequested.connect(lambda name: self._do(self.session.clear_field, name))
         self.field_panel.revertFieldRequested.connect(lambda name: self._do(self.session.revert_field, name))
+        self.field_panel.useModelRequested.connect(self.use_model_answer)
+        self.model_answers.changed.connect(self._on_answers)
+        self.model_bar.toggled.connect(lambda _: self._draw_answers())
         self.schema_panel.endpointMissing.connect(lambda: self.tabs.setCurrentIndex(1))
         self.tabs.currentChanged.connect(self._on_tab)
         self._restore_page()
@@ -258,6 +270,7 @@ class MainWindow(QMainWindow):
         self._update_counts()
         self._fit_to_screen()
         self._on_tab(self.tabs.currentIndex())
+        self.model_answers.start()  # the project's model, if any, in the background (cached per model SHA)
         errors = [pid for pid, st in self.session.statuses.items() if st.status == "error"]
         if errors:
             self.statusBar().showMessage(
@@ -297,6 +310,11 @@ class MainWindow(QMainWindow):
                      "The next page in the list that nobody has reviewed")
         self._action("next_conflict", "Next page with &conflicts", "C", lambda: self.next_with("conflicts"),
                      "The next page in the list whose labels the trainer cannot use as they stand")
+        self._action("next_queue", "Next page of the model's &queue", "Q", self.next_in_queue,
+                     "The next page to review where the model differs from the labels, then the one it is least "
+                     "sure of")
+        self._action("use_model", "Take the &model's answer", "M", lambda: self.use_model_answer(),
+                     "The model's answer becomes the label of the current field (framed in the field panel)")
         self._action("undo", "&Undo", ["Ctrl+Z"], self.undo, "Undo the last decision (on any page)")
         self._action("redo", "&Redo", ["Ctrl+Shift+Z", "Ctrl+Y"], self.redo, "Redo the decision just undone")
         self._action("remove_words", "Remove selected words from their fields", ["Delete", "Backspace"],
@@ -332,7 +350,7 @@ class MainWindow(QMainWindow):
             file_menu.addSeparator() if n is None else file_menu.addAction(self.actions[n])
         review = bar.addMenu("&Review")
         for n in ("accept", "exclude", "exclude_reason", "unreview", None, "next", "prev", "next_unreviewed",
-                  "next_conflict", None, "undo", "redo", None, "remove_words"):
+                  "next_conflict", "next_queue", "use_model", None, "undo", "redo", None, "remove_words"):
             review.addSeparator() if n is None else review.addAction(self.actions[n])
         fields = review.addMenu("Set &field")
         self._fields_menu = fields
@@ -418,6 +436,48 @@ class MainWindow(QMainWindow):
                 return True
         what = {"unreviewed": "unreviewed page", "conflicts": "page with conflicts"}.get(status, f"{status} page")
         self.statusBar().showMessage(f"No other {what} in the list", 4000)
+        return False
+
+    def next_in_queue(self) -> bool:
+        """Q: the next page of the model's review queue (disagreements first, then the least sure)."""
+        a = self.model_answers
+        if not a.answers:
+            self.statusBar().showMessage(
+                "The model is still reading the pages" if a.running else
+                "No model answers yet: fine-tune a model (Train tab) or press “Read pages with the model”", 5000)
+            return False
+        pid = a.next_in_queue(self.session.current)
+        if pid is None:
+            self.statusBar().showMessage("The queue is empty: every page with the model's answers is reviewed", 5000)
+            return False
+        self.goto(pid)
+        differ = a.disagreements(pid)
+        self.statusBar().showMessage(
+            f"Queue: {pid}, the model differs on {', '.join(differ)}" if differ else
+            f"Queue: {pid}, the model agrees with the labels (least sure first)", 5000)
+        return True
+
+    def use_model_answer(self, name: str | None = None) -> bool:
+        """M (or a row's Use model button): the model's answer becomes the field's label, an
+        ordinary undoable fix."""
+        s = self.session
+        comp = self.model_answers.comparison(s.current) if s.current else {}
+        if not comp:
+            self.statusBar().showMessage("No model answer for this page yet", 4000)
+            return False
+        name = name or self.field_panel.current_field
+        if name is None:
+            self.statusBar().showMessage("The model agrees with the labels on every field of this page", 4000)
+            return False
+        if name not in comp:
+            self.statusBar().showMessage(f"The model does not read {name}", 4000)
+            return False
+        a = comp[name].answer
+        words = list(a.words) if a is not None else []
+        if self._do(self.session.set_field, name, words):
+            said = f"“{a.text}” ({a.confidence:.2f})" if a is not None else "no value"
+            self.statusBar().showMessage(f"{name} = {said}: the model's answer (Ctrl+Z undoes it)", 5000)
+            return True
         return False
 
     def accept_page(self) -> None:
@@ -536,6 +596,7 @@ class MainWindow(QMainWindow):
         if self._do(self.session.reopen):
             self.schema_panel.load()
             self.extract_panel.project = self.session.project
+            self.model_answers.start()  # the new pages too (the others come from the cache)
 
     def export_labels_dialog(self, path=None) -> int | None:
         from dxstudio.review import export_reviewed
@@ -557,6 +618,17 @@ class MainWindow(QMainWindow):
         self.tabs.setCurrentIndex(0)
         self.page_list.search.setFocus()
         self.page_list.search.selectAll()
+
+    def open_in_review(self, page_id: str, field: str = "") -> None:
+        """Results' "Open in Review": that held-out page in the Review tab, its field current."""
+        if page_id not in self.session.statuses:
+            self.statusBar().showMessage(f"{page_id} is no longer in the project", 5000)
+            return
+        self.tabs.setCurrentIndex(0)
+        self.goto(page_id)
+        if field:
+            self.field_panel.set_current_field(field)
+        self.view.setFocus()
 
     def _show_results(self, report: dict, run_dir: str) -> None:
         self.results_panel.show_run(report, run_dir, self.project_root)
@@ -610,8 +682,26 @@ class MainWindow(QMainWindow):
             self._show_banner(f"This page cannot be reviewed: {s.error}", "error")
             return
         self.view.show_page(s.page, s.tags, self._field_statuses(), field_names=s.field_names,
-                            image_root=s.project.pages_dir)
+                            image_root=s.project.pages_dir, predictions=self._page_answers())
         self._update_banner()
+
+    def _page_answers(self) -> dict | None:
+        """The model's answers for the page shown, as the page view draws them (None: off or none)."""
+        if not self.model_bar.show_box.isChecked() or self.session.current is None:
+            return None
+        answers = self.model_answers.for_page(self.session.current)
+        if answers is None:
+            return None
+        return {n: (a.words if a is not None else ()) for n, a in answers.items() if n in self.session.field_names}
+
+    def _draw_answers(self) -> None:
+        if self.session.page is not None and self.view.page is not None:
+            self.view.set_predictions(self._page_answers())
+
+    def _on_answers(self) -> None:
+        """The model's answers changed (arrived, another model): the page's frames and the rows."""
+        self._draw_answers()
+        self.field_panel.show_model()
 
     def _update_banner(self) -> None:
         s = self.session
@@ -641,6 +731,7 @@ class MainWindow(QMainWindow):
             self._save_page()
         elif kind == "labels" and pid == self.session.current and self.session.page is not None:
             self.view.update_tags(self.session.tags, self._field_statuses())
+            self._draw_answers()
             self._update_banner()
         elif kind == "statuses" and pid == self.session.current:
             self._update_banner()
@@ -652,6 +743,7 @@ class MainWindow(QMainWindow):
         pos = f"page {s.page_ids.index(s.current) + 1}/{len(s.page_ids)}" if s.current else "no pages"
         parts = [f"{c[k]} {COUNT_WORDS[k]}" for k in ("accepted", "excluded", "conflicts", "error") if c[k]]
         self.counts_label.setText(f"{pos}   ·   " + (", ".join(parts) if parts else "nothing reviewed yet"))
+        self.model_bar.refresh()  # the queue follows every decision
 
     def _on_selection(self, words: list) -> None:
         self.field_panel.show_selection(words, self.session.page)
@@ -697,6 +789,7 @@ class MainWindow(QMainWindow):
             panel.shutdown()
         self.schema_panel.shutdown()
         self.extract_panel.shutdown()
+        self.model_answers.shutdown()
         super().closeEvent(event)
 
 

@@ -315,14 +315,8 @@ class ExtractPanel(QWidget):
 
     def wait(self, timeout: float = 60.0) -> bool:
         """For tests and the screenshot command: process events until the job ends."""
-        import time
-
-        from PySide6.QtWidgets import QApplication
-        end = time.monotonic() + timeout
-        while self.running and time.monotonic() < end:
-            QApplication.processEvents()
-            time.sleep(0.01)
-        return not self.running
+        from dxstudio.ui.jobs import process_events_while
+        return process_events_while(lambda: self.running, timeout)
 
     def shutdown(self) -> None:
         if self._job is not None:

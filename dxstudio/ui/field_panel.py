@@ -6,6 +6,13 @@ main window's {name: QAction} (accept, exclude, undo, redo, prev, next): the pan
 trigger the same actions as the keys, so there is one code path. The per-field buttons emit
 setFieldRequested(name) (assign the selected words), clearFieldRequested(name) and
 revertFieldRequested(name).
+
+With the model's answers (panel.answers, a dxstudio.ui.model_answers.ModelAnswers), each row
+also shows the model's value and confidence beside the label's, marked "agrees" or "differs",
+and a "Use model (M)" button (useModelRequested(name)). One field is the current one
+(framed; panel.current_field): a click on its row makes a field current, and on a new page it
+is the first field where the model differs from the label. M takes the model's answer for
+the current field.
 """
 from __future__ import annotations
 
@@ -13,6 +20,8 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QFrame, QGridLayout, QHBoxLayout, QLabel, QPushButton, QScrollArea,
                                QSizePolicy, QToolButton, QVBoxLayout, QWidget)
+
+from html import escape
 
 from dxstudio.ui.page_list import STATUS_COLOURS, STATUS_LABELS
 from dxstudio.ui.page_view import field_colours
@@ -65,12 +74,24 @@ class FieldRowWidget(QFrame):
         self.revert_button = QToolButton()
         self.revert_button.setText("Revert")
         self.revert_button.setToolTip(f"Drop your fix: use the labelling model's words for {name} again")
+        self.model_line = QLabel()
+        self.model_line.setWordWrap(True)
+        self.model_line.setTextFormat(Qt.RichText)
+        self.model_line.hide()
+        self.use_button = QToolButton()
+        self.use_button.setText("Use model (M)")
+        self.use_button.setToolTip(f"Take the model's answer as the value of {name} (undo with Ctrl+Z)")
+        self.use_button.hide()
+        self.use_button.clicked.connect(lambda: panel.useModelRequested.emit(name))
+        self.panel = panel
+        self.colour = colour
+        self.current = False
         self.set_button.clicked.connect(lambda: panel.setFieldRequested.emit(name))
         self.clear_button.clicked.connect(lambda: panel.clearFieldRequested.emit(name))
         self.revert_button.clicked.connect(lambda: panel.revertFieldRequested.emit(name))
         buttons = QHBoxLayout()
         buttons.setSpacing(4)
-        for b in (self.set_button, self.clear_button, self.revert_button):
+        for b in (self.set_button, self.clear_button, self.revert_button, self.use_button):
             buttons.addWidget(b)
         buttons.addStretch(1)
         layout = QVBoxLayout(self)
@@ -79,8 +100,37 @@ class FieldRowWidget(QFrame):
         layout.addWidget(self.title)
         layout.addWidget(self.value)
         layout.addWidget(self.detail)
+        layout.addWidget(self.model_line)
         layout.addLayout(buttons)
         self.key = key
+
+    def set_current(self, current: bool) -> None:
+        self.current = current
+        border = "2px solid #1A1AFF" if current else "1px solid #DEE2E6"
+        self.setStyleSheet(f"#fieldRow {{ border-left: 6px solid {self.colour.name()}; border-top: {border}; "
+                           f"border-right: {border}; border-bottom: {border}; background: white; "
+                           f"border-radius: 4px; }}")
+
+    def show_model(self, compare) -> None:
+        """The model's answer for this field (a FieldCompare), or None to hide the line."""
+        if compare is None:
+            self.model_line.hide()
+            self.use_button.hide()
+            return
+        a = compare.answer
+        value = f"“{escape(a.text)}” {a.confidence:.2f}" if a is not None else "<i>no value</i>"
+        if compare.agrees:
+            mark = "<span style='color:#1B9E3A'><b>agrees</b></span>"
+        else:
+            mark = "<span style='color:#D7191C'><b>differs</b></span>"
+        self.model_line.setText(f"<span style='color:#495057'>model:</span> {value} · {mark}")
+        self.model_line.show()
+        self.use_button.show()
+        self.use_button.setEnabled(not compare.agrees)
+
+    def mousePressEvent(self, event):
+        self.panel.set_current_field(self.name)
+        super().mousePressEvent(event)
 
     def show_row(self, row) -> None:
         colour = GROUNDING_COLOURS.get(row.status, "#6C757D")
@@ -110,11 +160,15 @@ class FieldPanel(QWidget):
     setFieldRequested = Signal(str)
     clearFieldRequested = Signal(str)
     revertFieldRequested = Signal(str)
+    useModelRequested = Signal(str)
 
     def __init__(self, session, actions: dict, parent=None):
         super().__init__(parent)
         self.session = session
         self.actions = actions
+        self.answers = None  # ModelAnswers, set by the window
+        self.current_field: str | None = None
+        self._current_page: str | None = None
         self.setMinimumWidth(300)
         self.header = QLabel()
         self.header.setTextFormat(Qt.RichText)
@@ -195,6 +249,29 @@ class FieldPanel(QWidget):
         for row in rows:
             if row.name in self.rows:
                 self.rows[row.name].show_row(row)
+        self.show_model()
+
+    def show_model(self) -> None:
+        """The model's answers on the rows, and the current field."""
+        s = self.session
+        comp = self.answers.comparison(s.current) if self.answers is not None and s.current else {}
+        for name, w in self.rows.items():
+            w.show_model(comp.get(name))
+        if s.current != self._current_page:  # a new page: start at its first disagreement
+            self._current_page = s.current
+            differs = [n for n, c in comp.items() if not c.agrees]
+            self.current_field = differs[0] if differs else None
+        elif comp and self.current_field is not None and comp.get(self.current_field) is not None \
+                and comp[self.current_field].agrees:  # taken: on to the next disagreement
+            differs = [n for n, c in comp.items() if not c.agrees]
+            self.current_field = differs[0] if differs else self.current_field
+        for name, w in self.rows.items():
+            w.set_current(name == self.current_field)
+
+    def set_current_field(self, name: str | None) -> None:
+        self.current_field = name if name in self.rows else None
+        for n, w in self.rows.items():
+            w.set_current(n == self.current_field)
 
     def show_selection(self, words: list, page) -> None:
         if not words or page is None:

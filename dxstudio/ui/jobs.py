@@ -75,3 +75,16 @@ class Job(QObject):
             self.failed.emit(f"unexpected error: {type(e).__name__}: {e}")
         else:
             self.succeeded.emit(result)
+
+
+def process_events_while(busy, timeout: float) -> bool:
+    """For tests and the screenshot command: turn the event loop until busy() is false or
+    timeout seconds have passed; True when it ended in time (the job's signals were handled)."""
+    import time
+
+    from PySide6.QtWidgets import QApplication
+    end = time.monotonic() + timeout
+    while busy() and time.monotonic() < end:
+        QApplication.processEvents()
+        time.sleep(0.01)
+    return not busy()

@@ -17,6 +17,7 @@ Public API (also used by the results screen; keep it stable):
         field_names  the schema's fields (colours and tag names); defaults to the last ones
         image_root   folder a relative page.image is resolved against
     view.update_tags(tags, statuses=None)      new tags for the page shown, keeping zoom and pan
+    view.set_predictions(predictions)         draw a model's answers anew (None: remove them)
     view.clear_page(message)                  an empty view with a message (a broken page)
     view.word_brush(i) -> QBrush              the overlay fill of word i (tests read it)
     view.word_pen(i) -> QPen
@@ -391,6 +392,15 @@ class PageView(QGraphicsView):
         return self.mapFromScene(self._rects[i].rect().center())
 
     # -- predictions (results screen) -----------------------------------------------------
+    def set_predictions(self, predictions) -> None:
+        """Draw a model's answers anew over the page shown (None: none), against its tags now."""
+        for item in self._prediction_items:
+            self.scene().removeItem(item)
+        self._prediction_items = []
+        self.prediction_marks = {}
+        if predictions is not None and self.page is not None:
+            self._draw_predictions(predictions)
+
     def _draw_predictions(self, predictions) -> None:
         predicted = _prediction_words(predictions)
         labelled = _label_words(self.tags, self.field_names)

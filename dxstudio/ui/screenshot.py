@@ -1,4 +1,4 @@
-"""`dxstudio screenshot PROJECT OUT.png --screen review|schema|training|results|runs|extract`.
+"""`dxstudio screenshot PROJECT OUT.png --screen review|schema|training|results|runs|extract|queue`.
 
 Renders a screen of the real app (dxstudio.ui.app.MainWindow) offscreen to a PNG. For
 "training" and "results" it first runs a real fine-tune through the Train tab, on a copy of
@@ -8,7 +8,9 @@ for tests); with --project-settings it is the run the project's own tuning setti
 (dxproject.json "settings"), as pressing Fine-tune in the app would. "runs" fine-tunes twice
 (the second run at half the learning rate) and shows the Runs tab comparing the two. The Train tab's form shows
 the settings the run used. "extract" then reads the first EXTRACT_PAGES held-out pages with the
-new model in the Extract tab (their page JSON files, as a person would open them). The PNG is --size pixels
+new model in the Extract tab (their page JSON files, as a person would open them). "queue" waits
+for the new model to read the project's pages (the Review tab's model answers) and shows the first
+page of its review queue in Review (the Q key). The PNG is --size pixels
 (default 1400x880), written atomically.
 """
 from __future__ import annotations
@@ -19,10 +21,10 @@ import tempfile
 import time
 from pathlib import Path
 
-SCREENS = ("review", "schema", "training", "results", "runs", "extract")
+SCREENS = ("review", "schema", "training", "results", "runs", "extract", "queue")
 TAB_OF_SCREEN = {"review": "Review", "schema": "Schema & labels", "training": "Train", "results": "Results",
-                 "runs": "Runs", "extract": "Extract"}
-TRAINED_SCREENS = ("training", "results", "runs", "extract")  # these first fine-tune on a copy of the project
+                 "runs": "Runs", "extract": "Extract", "queue": "Review"}
+TRAINED_SCREENS = ("training", "results", "runs", "extract", "queue")  # these first fine-tune on a copy of the project
 EXTRACT_PAGES = 4  # the extract screen reads this many held-out pages with the new model
 # A short run that learns something: a tiny model with a brisk rate trains a few seconds.
 SHORT_RUN = {"size": "tiny", "lr": 0.01, "backbone_scale": 1.0, "warmup": 5}
@@ -153,7 +155,13 @@ def render(project: Path, out: Path, screen: str, size=(1400, 880), steps: int =
                 panel.extract_files([root / "pages" / f"{pid}.json" for pid in ids])
                 if not panel.wait(timeout):
                     raise OSError(f"{project}: the Extract tab did not finish within {timeout:g} s")
+            if screen == "queue":  # the new model's answers beside the labels, the queue's first page
+                if not window.model_answers.wait(timeout) or not window.model_answers.answers:
+                    raise OSError(f"{project}: the model did not read the pages: {window.model_answers.error}")
             window.tabs.setCurrentIndex(tabs[TAB_OF_SCREEN[screen]])
+            if screen == "queue":
+                if not window.next_in_queue():
+                    raise ValueError(f"{project}: the review queue is empty (every page is reviewed)")
             if screen == "runs":  # the two runs selected and compared
                 runs = window.runs_panel
                 runs.show_dialogs = False

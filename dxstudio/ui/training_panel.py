@@ -765,7 +765,11 @@ COLUMN_HELP = {
     "Coverage": "The share of the model's values at or above the threshold: what can be used without asking.",
     "Right / values": "Values the model got exactly right, out of the values on either side.",
     "Labelled pages": "Held-out pages whose label has a value for this field.",
+    "This page": "The model's answer for this field on the held-out page shown below: right, wrong, missed "
+                 "(the label has a value, the model none) or invented (the model has a value, the label none).",
 }
+OUTCOME_WORDS = {"correct": "right", "wrong": "wrong", "missed": "missed", "spurious": "invented",
+                 "both_null": "no value", "unscored": "not scored"}
 
 
 def threshold_sentence(report: dict) -> str:
@@ -836,11 +840,22 @@ def bound_sentences(report: dict) -> str:
 
 
 class ResultsPanel(QWidget):
+    """The Results tab. Its panes are linked: selecting a field (a row of the table, a click on its
+    curve, a click on its words in a page view) selects it everywhere: the row, the curve
+    (framed), its words on both page views, and a held-out page where it has a value (one where
+    the model is wrong first) when the page shown has none. The "This page" column says each
+    field's outcome on the held-out page shown. "Open in Review" (or a double-click on a page
+    view) emits openInReview(page id, field) and the window shows that page in Review."""
     COLUMNS = ("Field", "Recall", "Agreement", "Value recall", "Value agreement", "Threshold", "Coverage",
-               "Right / values", "Labelled pages")
+               "Right / values", "Labelled pages", "This page")
+    openInReview = Signal(str, str)  # (page id, selected field or "")
 
     def __init__(self, parent=None):
         super().__init__(parent)
+        self.selected_field: str | None = None
+        self.current_page: str | None = None
+        self._shown = None  # HeldOutAnswers of the page shown
+        self._linking = False
         self.report: dict | None = None
         self.run_dir: Path | None = None
         self.project_root: Path | None = None
@@ -889,6 +904,9 @@ class ResultsPanel(QWidget):
                 self.table.horizontalHeaderItem(c).setToolTip(COLUMN_HELP[name])
         self.table.verticalHeader().setVisible(False)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.itemSelectionChanged.connect(self._table_selected)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
         # compact rows: the held-out pages below need the height more than the table does
         self.table.verticalHeader().setDefaultSectionSize(self.table.fontMetrics().lineSpacing() + 8)
@@ -901,6 +919,14 @@ class ResultsPanel(QWidget):
         self.page_summary = QLabel("")
         self.labels_view = PageView()
         self.answers_view = PageView()
+        self.open_button = QPushButton("Open in Review")
+        self.open_button.setToolTip("Show this held-out page in the Review tab, to fix its labels "
+                                    "(or double-click a page view)")
+        self.open_button.setEnabled(False)
+        self.open_button.clicked.connect(self.open_in_review)
+        for view in (self.labels_view, self.answers_view):
+            view.selectionChanged.connect(lambda words, v=view: self._words_selected(v, words))
+            view.viewport().installEventFilter(self)
         self.legend = QLabel("")
         self.legend.setWordWrap(True)
 
@@ -912,6 +938,7 @@ class ResultsPanel(QWidget):
         pages_row.addWidget(QLabel("Held-out page:"))
         pages_row.addWidget(self.page_box, 1)
         pages_row.addWidget(self.page_summary, 2)
+        pages_row.addWidget(self.open_button)
         views = EvenSplitter(Qt.Orientation.Horizontal)
         for caption, view in (("Labels (what the model was scored against)", self.labels_view),
                               ("Tuned model's answers: green frame right, red dashed wrong",
@@ -985,6 +1012,8 @@ class ResultsPanel(QWidget):
         self.legend.setText("Fields: " + "  ".join(
             f'<span style="background:{colours[f].name()}; color:white">&nbsp;{f}&nbsp;</span>' for f in fields)
             + "  - the first word of a value is drawn stronger; hatched grey: ignored by the loss.")
+        self.selected_field, self.current_page, self._shown = None, None, None
+        self.open_button.setEnabled(bool(self.heldout_ids))
         self.page_box.blockSignals(True)
         self.page_box.clear()
         for pid in self.heldout_ids:
@@ -1007,7 +1036,7 @@ class ResultsPanel(QWidget):
             cells = (name, _fmt_rate(s.get("recall")), _fmt_rate(s.get("agreement")),
                      _fmt_rate(s.get("value_recall")), _fmt_rate(s.get("value_agreement")),
                      format_threshold(s.get("threshold")), _fmt_rate(s.get("coverage")),
-                     f"{s.get('n_correct', 0)} / {s.get('n_values', 0)}", str(s.get("n_labelled", "")))
+                     f"{s.get('n_correct', 0)} / {s.get('n_values', 0)}", str(s.get("n_labelled", "")), "")
             for c, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 if c:
@@ -1041,6 +1070,8 @@ class ResultsPanel(QWidget):
             plot.showGrid(x=True, y=True, alpha=0.25)
             plot.setMinimumHeight(150)
             plot.setMaximumHeight(200)
+            plot.setToolTip(f"Click to select {name} in the table and on the pages")
+            plot.scene().sigMouseClicked.connect(lambda _ev, n=name: self.select_field(n))
             points = f.get("curve") or []
             xs = [p[1] for p in points]
             ys = [p[2] for p in points]
@@ -1098,6 +1129,106 @@ class ResultsPanel(QWidget):
         if 0 <= index < len(self.heldout_ids):
             self.show_heldout_page(self.heldout_ids[index])
 
+    # -- linked panes ------------------------------------------------------------------
+    def _table_selected(self) -> None:
+        if self._linking:
+            return
+        rows = {i.row() for i in self.table.selectedItems()}
+        if len(rows) == 1:
+            name = self.table.item(rows.pop(), 0).text()
+            self.select_field(None if name == "all fields" else name)
+
+    def _words_selected(self, view, words) -> None:
+        """A click on a word of a field (its label's words on the left, the model's on the
+        right) selects that field."""
+        if self._linking or not words or self._shown is None:
+            return
+        fields = list(self.report.get("fields", {})) if self.report else []
+        i = words[-1]
+        if view is self.labels_view:
+            tag = self._shown.tags[i] if i < len(self._shown.tags) else 0
+            name = fields[(tag - 1) // 2] if tag > 0 and (tag - 1) // 2 < len(fields) else None
+        else:
+            name = next((f for f, v in self._shown.answers.items() if v is not None and i in v.words), None)
+        if name is not None:
+            self.select_field(name)
+
+    def select_field(self, name: str | None) -> None:
+        """Select a field in every pane (None: no field)."""
+        fields = list(self.report.get("fields", {})) if self.report else []
+        name = name if name in fields else None
+        self.selected_field = name
+        self._linking = True
+        try:
+            self.table.clearSelection()
+            if name is not None:
+                self.table.selectRow(fields.index(name))
+            for f, plot in self.curve_plots.items():
+                vb = plot.getPlotItem().getViewBox()
+                vb.setBorder(pg.mkPen("#1A1AFF", width=3) if f == name else None)
+            if name is not None and self.current_page is not None:
+                outcome = self.page_outcomes.get(self.current_page, {}).get(name)
+                if outcome not in ("correct", "wrong", "missed", "spurious"):  # no value here: a page with one
+                    target = self._page_with(name)
+                    if target is not None and target != self.current_page:
+                        self.page_box.setCurrentIndex(self.heldout_ids.index(target))  # shows it
+            self._select_words()
+        finally:
+            self._linking = False
+
+    def _page_with(self, name: str) -> str | None:
+        """A held-out page where the field has a value: one where the model is wrong first."""
+        for wanted in (("wrong", "missed", "spurious"), ("correct",)):
+            for pid in self.heldout_ids:
+                if self.page_outcomes.get(pid, {}).get(name) in wanted:
+                    return pid
+        return None
+
+    def _select_words(self) -> None:
+        shown, name = self._shown, self.selected_field
+        was, self._linking = self._linking, True
+        try:
+            if shown is None or name is None:
+                self.labels_view.clear_selection()
+                self.answers_view.clear_selection()
+                return
+            fields = list(self.report.get("fields", {}))
+            c = fields.index(name)
+            self.labels_view.set_selection([i for i, t in enumerate(shown.tags) if t > 0 and (t - 1) // 2 == c])
+            v = shown.answers.get(name)
+            self.answers_view.set_selection(list(v.words) if v is not None else [])
+        finally:
+            self._linking = was
+
+    def _fill_page_column(self) -> None:
+        col = self.COLUMNS.index("This page")
+        outcomes = self.page_outcomes.get(self.current_page, {}) if self.current_page else {}
+        for r in range(self.table.rowCount()):
+            name = self.table.item(r, 0).text()
+            if name == "all fields":
+                values = [o for o in outcomes.values() if o in ("correct", "wrong", "missed", "spurious")]
+                text = f"{values.count('correct')} / {len(values)} right" if values else ""
+            else:
+                text = OUTCOME_WORDS.get(outcomes.get(name), "")
+            item = self.table.item(r, col)
+            item.setText(text)
+            colour = {"right": "#1B9E3A", "wrong": "#D7191C", "missed": "#D7191C", "invented": "#D7191C"}.get(text)
+            if colour:
+                from PySide6.QtGui import QColor
+                item.setForeground(QColor(colour))
+
+    def open_in_review(self) -> None:
+        if self.current_page is not None:
+            self.openInReview.emit(self.current_page, self.selected_field or "")
+
+    def eventFilter(self, obj, event):
+        from PySide6.QtCore import QEvent
+        if event.type() == QEvent.Type.MouseButtonDblClick and obj in (self.labels_view.viewport(),
+                                                                        self.answers_view.viewport()):
+            self.open_in_review()
+            return True
+        return super().eventFilter(obj, event)
+
     def _load_model(self):
         if self._model is None:
             kernels = self.report.get("run", {}).get("settings", {}).get("kernels", DEFAULTS["kernels"])
@@ -1113,6 +1244,8 @@ class ResultsPanel(QWidget):
 
     def show_heldout_page(self, page_id: str) -> None:
         fields = list(self.report.get("fields", {}))
+        self.current_page, self._shown = page_id, None
+        self._fill_page_column()
         try:
             shown = self.heldout_answers(page_id)
         except (ValueError, OSError) as e:  # a page or label file broken since the run
@@ -1136,6 +1269,8 @@ class ResultsPanel(QWidget):
             said = f'"{v.text}" ({v.confidence:.2f})' if v is not None else "nothing"
             parts.append(f"{'✓' if ok else '✗'} {f}: {said}")
         self.page_summary.setText("   ".join(parts) or "no field has a value on this page")
+        self._shown = shown
+        self._select_words()
 
     def _show_error(self, message: str) -> None:
         self.last_error = message

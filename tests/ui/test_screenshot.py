@@ -14,7 +14,7 @@ def png_size(path) -> tuple[int, int]:
     return struct.unpack(">II", data[16:24])  # IHDR width, height
 
 
-@pytest.mark.parametrize("screen", ["review", "schema", "training", "results", "runs", "extract"])
+@pytest.mark.parametrize("screen", ["review", "schema", "training", "results", "runs", "extract", "queue"])
 def test_screenshot_writes_a_png_of_the_asked_size(receipts_project, tmp_path, screen, capsys):
     out = tmp_path / f"{screen}.png"
     rc = main(["screenshot", str(receipts_project), str(out), "--screen", screen, "--steps", "8", "--size", "1280x800"])

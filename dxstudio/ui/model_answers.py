@@ -1,0 +1,415 @@
+"""Review after training, uncertainty first: the project model's answers beside the labels.
+
+The model is the project's model (dxproject.json "model"), else the newest run's
+runs/<run>/model.safetensors (dxstudio.ui.extract_panel.newest_model). Reading the project's
+pages with it runs as a background job (dxstudio.ui.jobs.Job) with progress; the answers are
+kept per model file SHA-256 in memory and in `.cache/model-answers/<sha>.json` (written
+atomically; each page's entry carries its page file's SHA-256, so a changed page is read
+again and an unchanged one never is), so switching pages is instant and a restart reads
+only what changed.
+
+    answers = ModelAnswers(session)              # a QObject; signals changed(), progress(done, total)
+    answers.start(model_path=None) -> bool       # the job; None: the project's model
+    answers.for_page(pid) -> {field: Answer | None} | None
+    answers.comparison(pid) -> {field: FieldCompare}   the model against the labels after review
+    answers.queue() -> [page id]                 the review queue: pages not yet accepted or excluded,
+                                                  those where the model disagrees with a label first,
+                                                  then by the model's lowest confidence on the page
+    answers.next_in_queue(current) -> page id | None   after the last page the queue opened
+                                                  (the first time its top), from the top at the end
+    answers.cancel(); answers.wait(timeout); answers.shutdown()
+
+Labels are compared on the GUI thread (a page's label words after review, display rules:
+dxstudio.review.display_targets), cached per page and dropped when the session says the
+page's labels changed, so the queue follows every decision.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from html import escape
+
+from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QProgressBar, QToolButton, QWidget
+
+from dxstudio.ui.jobs import Job
+
+CACHE_DIR = Path(".cache") / "model-answers"  # in the project folder
+CACHE_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Answer:
+    words: tuple  # page word indices
+    text: str
+    confidence: float
+
+
+@dataclass(frozen=True)
+class FieldCompare:
+    name: str
+    label_words: tuple
+    answer: Answer | None  # None: the model found no value
+    agrees: bool  # the model's words are exactly the label's (both empty counts as agreeing)
+
+
+def sha256_file(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _decode(fields: dict) -> dict:
+    out = {}
+    for name, v in fields.items():
+        out[name] = None if v is None else Answer(tuple(int(i) for i in v["words"]), str(v["text"]),
+                                                  float(v["confidence"]))
+    return out
+
+
+def _encode(pred_fields: dict) -> dict:
+    return {name: None if v is None else {"words": [int(i) for i in v.words], "text": v.text,
+                                          "confidence": float(v.confidence)}
+            for name, v in pred_fields.items()}
+
+
+def read_cache(path: Path, model_sha: str) -> dict:
+    """{page id: {"sha", "fields"}} from a cache file, or {} when it is missing or not ours."""
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(d, dict) or d.get("format") != CACHE_FORMAT or d.get("model_sha256") != model_sha:
+        return {}
+    pages = d.get("pages")
+    return pages if isinstance(pages, dict) else {}
+
+
+def answers_work(project_root, model_path):
+    """The job's work: read every page of the project with the model, reusing the cache.
+    Reports ("model", sha, fields), ("page", pid, {field: Answer | None}), ("progress", done,
+    total) and ("problem", message) for a page that cannot be read (the rest go on); returns
+    (sha, pages read by the model now, pages from the cache, cancelled)."""
+    def work(job):
+        from dxstudio.engine.container import load_model
+        from dxstudio.engine.extract import predict_page
+        from dxstudio.engine.model import to_runtime
+        from dxstudio.engine.page import PageError
+        from dxstudio.fsutil import write_json_atomic
+        from dxstudio.project import Project, ProjectError
+
+        project = Project.open(project_root)
+        sha = sha256_file(model_path)
+        loaded = load_model(model_path)
+        job.report(("model", sha, list(loaded.cfg.fields)))
+        params = None  # converted on the first page the cache does not have
+        cache_file = Path(project_root) / CACHE_DIR / f"{sha}.json"
+        cached = read_cache(cache_file, sha)
+        pages: dict = {}
+        pids = project.page_ids()
+        computed = reused = 0
+        cancelled = False
+        for k, pid in enumerate(pids):
+            if job.cancelled.is_set():
+                cancelled = True
+                break
+            job.report(("progress", k, len(pids)))
+            try:
+                page, raw = project.read_page(pid)
+            except (PageError, ProjectError, OSError) as e:
+                job.report(("problem", str(e)))
+                continue
+            page_sha = hashlib.sha256(raw).hexdigest()
+            entry = cached.get(pid)
+            if isinstance(entry, dict) and entry.get("sha") == page_sha and isinstance(entry.get("fields"), dict):
+                try:
+                    fields = _decode(entry["fields"])
+                    reused += 1
+                except (KeyError, TypeError, ValueError):
+                    entry = None
+            else:
+                entry = None
+            if entry is None:
+                if params is None:
+                    params = to_runtime(loaded.params)
+                try:
+                    pred = predict_page(loaded.cfg, params, page)
+                except Exception as e:  # one page never stops the rest
+                    job.report(("problem", f"{project.page_path(pid)}: {type(e).__name__}: {e}"))
+                    continue
+                entry = {"sha": page_sha, "fields": _encode(pred.fields)}
+                fields = _decode(entry["fields"])
+                computed += 1
+            pages[pid] = entry
+            job.report(("page", pid, fields))
+        job.report(("progress", len(pages) if cancelled else len(pids), len(pids)))
+        if computed:  # what was read is kept, even when cancelled
+            merged = {**cached, **pages} if cancelled else pages
+            try:
+                write_json_atomic(cache_file, {"format": CACHE_FORMAT, "model_sha256": sha,
+                                               "model": str(model_path), "pages": merged}, indent=None)
+            except OSError as e:
+                job.report(("problem", f"{cache_file}: cannot write the cache ({e.strerror or e})"))
+        return sha, computed, reused, cancelled
+    return work
+
+
+class ModelAnswers(QObject):
+    changed = Signal()  # answers arrived, a job ended, or the model changed
+    progress = Signal(int, int)
+
+    def __init__(self, session, parent=None):
+        super().__init__(parent)
+        self.session = session
+        self.model_path: Path | None = None
+        self.model_sha: str | None = None
+        self.model_fields: list[str] = []
+        self.answers: dict[str, dict] = {}  # page id -> {field: Answer | None}
+        self.problems: list[str] = []
+        self.error: str | None = None
+        self.last_run: tuple | None = None  # (computed, reused, cancelled) of the last job
+        self._by_sha: dict[str, dict] = {}  # every model read in this window: switching back is instant
+        self._labels: dict[str, dict] = {}  # page id -> {field: label words}
+        self._job: Job | None = None
+        self._cursor: tuple | None = None  # the queue key of the last page the queue opened
+        session.subscribe(self._on_session)
+
+    # -- the job -----------------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        return self._job is not None
+
+    def start(self, model_path=None) -> bool:
+        """Read the project's pages with the model (the project's, when None) in the background.
+        False when there is no model or a job is already running."""
+        if self.running:
+            return False
+        if model_path is None:  # dxproject.json as it is now: the Runs tab may have chosen another model
+            from dxstudio.project import Project, ProjectError
+            from dxstudio.ui.extract_panel import newest_model
+            try:
+                model_path = newest_model(Project.open(self.session.project.root))
+            except (ProjectError, OSError):
+                model_path = newest_model(self.session.project)
+        if model_path is None:
+            self.model_path = None
+            self.changed.emit()
+            return False
+        model_path = Path(model_path)
+        if model_path != self.model_path:
+            self.answers, self.model_sha, self.model_fields = {}, None, []
+        self.model_path = model_path
+        self.problems, self.error = [], None
+        self._job = Job(answers_work(self.session.project.root, model_path), "dxstudio-model-answers",
+                        parent=self)
+        self._job.connect(self._on_event, self._on_done, self._on_failed)
+        self._job.start()
+        self.changed.emit()
+        return True
+
+    def cancel(self) -> None:
+        if self._job is not None:
+            self._job.cancel()
+
+    def wait(self, timeout: float = 60.0) -> bool:
+        """For tests and the screenshot command: process events until the job ends."""
+        from dxstudio.ui.jobs import process_events_while
+        return process_events_while(lambda: self.running, timeout)
+
+    def shutdown(self) -> None:
+        if self._job is not None:
+            self._job.cancel()
+            self._job.wait(60)
+
+    def _on_event(self, event) -> None:
+        kind = event[0]
+        if kind == "model":
+            _, sha, fields = event
+            self.model_sha, self.model_fields = sha, list(fields)
+            self.answers = self._by_sha.setdefault(sha, {})
+            self.changed.emit()
+        elif kind == "page":
+            self.answers[event[1]] = event[2]
+            if event[1] == self.session.current:
+                self.changed.emit()
+        elif kind == "progress":
+            self.progress.emit(event[1], event[2])
+        else:
+            self.problems.append(event[1])
+
+    def _finish_job(self) -> None:
+        if self._job is not None:
+            self._job.join()
+            self._job.deleteLater()
+        self._job = None
+
+    def _on_done(self, result) -> None:
+        self._finish_job()
+        _, computed, reused, cancelled = result
+        self.last_run = (computed, reused, cancelled)
+        self.changed.emit()
+
+    def _on_failed(self, message: str) -> None:
+        self._finish_job()
+        self.error = message
+        self.changed.emit()
+
+    # -- comparing with the labels -----------------------------------------------------------
+    def _on_session(self, kind: str, pid) -> None:
+        if kind in ("labels", "history") and pid is not None:
+            self._labels.pop(pid, None)
+        elif kind == "statuses" and pid is None:  # reload, new schema: every page again
+            self._labels.clear()
+
+    def label_words(self, pid: str) -> dict | None:
+        """{field: label words after review} of a page (None when it cannot be read)."""
+        s = self.session
+        if pid == s.current and s.targets is not None:  # the session's, always up to date
+            return {name: tuple(s.targets.field_words.get(name, ())) for name in s.field_names}
+        if pid not in self._labels:
+            from dxstudio.review import display_targets
+
+            try:
+                project = s.project
+                targets, _ = display_targets(project.load_page(pid), project.load_labels(pid), s.field_names,
+                                             s.max_words)
+            except (ValueError, OSError):
+                return None
+            self._labels[pid] = {name: tuple(targets.field_words.get(name, ())) for name in s.field_names}
+        return self._labels[pid]
+
+    def for_page(self, pid: str) -> dict | None:
+        return self.answers.get(pid)
+
+    def comparison(self, pid: str) -> dict:
+        """{field: FieldCompare} for the fields both the schema and the model have ({} when
+        the page has no answers yet)."""
+        answers = self.answers.get(pid)
+        labels = self.label_words(pid) if answers is not None else None
+        if answers is None or labels is None:
+            return {}
+        out = {}
+        for name in self.session.field_names:
+            if name not in answers:
+                continue
+            a = answers[name]
+            got = a.words if a is not None else ()
+            out[name] = FieldCompare(name, labels.get(name, ()), a, tuple(got) == tuple(labels.get(name, ())))
+        return out
+
+    def disagreements(self, pid: str) -> list[str]:
+        return [name for name, c in self.comparison(pid).items() if not c.agrees]
+
+    def queue_key(self, pid: str) -> tuple | None:
+        """(0 when the model disagrees with a label else 1, the lowest confidence of the model's
+        values on the page, the page's place in the project), or None for a page not queued."""
+        st = self.session.statuses.get(pid)
+        if st is None or st.status not in ("unreviewed", "conflicts"):
+            return None
+        comp = self.comparison(pid)
+        if not comp:
+            return None
+        confs = [c.answer.confidence for c in comp.values() if c.answer is not None]
+        disagree = any(not c.agrees for c in comp.values())
+        return (0 if disagree else 1, min(confs) if confs else 1.0, self.session.page_ids.index(pid))
+
+    def queue(self) -> list[str]:
+        keyed = [(k, pid) for pid in self.session.page_ids if (k := self.queue_key(pid)) is not None]
+        return [pid for _, pid in sorted(keyed)]
+
+    def next_in_queue(self, current: str | None) -> str | None:
+        """The next page of the queue: after the last page the queue opened (so after accepting
+        that page, which moves to the list's next page, Q goes on down the queue); the first
+        time, its top (the page shown aside); from the top again after the end."""
+        keyed = sorted((k, pid) for pid in self.session.page_ids if (k := self.queue_key(pid)) is not None)
+        keyed_other = [(k, pid) for k, pid in keyed if pid != current]
+        if not keyed_other:
+            return None
+        after = [(k, pid) for k, pid in keyed_other if self._cursor is None or k > self._cursor]
+        k, pid = (after or keyed_other)[0]
+        self._cursor = k
+        return pid
+
+
+class ModelBar(QWidget):
+    """The row above the Review page: which model, the job's progress, Read again / Cancel,
+    whether the model's answers are drawn on the page, and the queue."""
+    toggled = Signal(bool)
+
+    def __init__(self, answers: ModelAnswers, parent=None):
+        super().__init__(parent)
+        self.answers = answers
+        self.label = QLabel()
+        self.label.setStyleSheet("color: #495057;")
+        self.label.setTextFormat(Qt.RichText)
+        self.label.setWordWrap(True)  # never widens the window
+        self.progress = QProgressBar()
+        self.progress.setMaximumWidth(180)
+        self.progress.setMaximumHeight(16)
+        self.progress.hide()
+        self.read_button = QToolButton()
+        self.read_button.setText("Read pages with the model")
+        self.read_button.setToolTip("Read every page of the project with the project's model, in the background "
+                                    "(answers are cached per model file: pages read before are not read again)")
+        self.read_button.clicked.connect(lambda: self.answers.start())
+        self.cancel_button = QToolButton()
+        self.cancel_button.setText("Cancel")
+        self.cancel_button.clicked.connect(self.answers.cancel)
+        self.cancel_button.hide()
+        self.show_box = QCheckBox("On the page")
+        self.show_box.setToolTip("Frame the model's answers on the page: green where they are the label's "
+                                 "words, red dashed where they differ")
+        self.show_box.setChecked(True)
+        self.show_box.toggled.connect(self.toggled)
+        lay = QHBoxLayout(self)
+        lay.setContentsMargins(6, 2, 6, 2)
+        lay.addWidget(self.label, 1)
+        lay.addWidget(self.progress)
+        lay.addWidget(self.cancel_button)
+        lay.addWidget(self.show_box)
+        lay.addWidget(self.read_button)
+        answers.changed.connect(self.refresh)
+        answers.progress.connect(self._on_progress)
+        self.refresh()
+
+    def _on_progress(self, done: int, total: int) -> None:
+        self.progress.setRange(0, max(1, total))
+        self.progress.setValue(done)
+        self.progress.setFormat(f"{done} of {total} pages")
+
+    def refresh(self) -> None:
+        a = self.answers
+        running = a.running
+        self.progress.setVisible(running)
+        self.cancel_button.setVisible(running)
+        self.read_button.setEnabled(not running)
+        self.show_box.setVisible(bool(a.answers))
+        self.read_button.setVisible(a.model_path is not None)
+        if a.model_path is None:
+            self.label.setText("<b>Model</b>: none yet. Fine-tune one (Train tab) to see its answers beside the "
+                               "labels here, most uncertain pages first.")
+            return
+        try:
+            shown = a.model_path.resolve().relative_to(Path(a.session.project.root).resolve())
+        except (ValueError, OSError):
+            shown = a.model_path
+        if a.error:
+            self.label.setText(f"<b>Model</b> {escape(str(shown))}: "
+                               f"<span style='color:#D7191C'>{escape(a.error)}</span>")
+            return
+        if running:
+            self.label.setText(f"<b>Model</b> {escape(str(shown))}: reading the pages…")
+            return
+        queue = a.queue()
+        differ = sum(1 for pid in queue if a.queue_key(pid)[0] == 0)
+        text = (f"<b>Model</b> {escape(str(shown))} · {len(a.answers)} page(s) read · queue {len(queue)}: "
+                f"{differ} where it differs from the labels, then the least sure · <b>Q</b> next · "
+                f"<b>M</b> take its answer")
+        if a.problems:
+            text += f" · <span style='color:#D7191C'>{len(a.problems)} page(s) not read</span>"
+        self.label.setText(text)
