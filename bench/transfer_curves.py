@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -32,8 +33,9 @@ def _agreements(report: dict) -> dict:
 
 def _run(cmd: list[str], log: Path) -> float:
     t0 = time.perf_counter()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     with log.open("w") as fh:
-        rc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=REPO).returncode
+        rc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=REPO, env=env).returncode
     if rc != 0:
         raise SystemExit(f"transfer_curves: {' '.join(cmd)} failed (exit {rc}); see {log}")
     return time.perf_counter() - t0

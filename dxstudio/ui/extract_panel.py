@@ -177,6 +177,7 @@ class ExtractPanel(QWidget):
         top.addWidget(self.save_button)
 
         self.list = QListWidget()
+        self.list.setMinimumWidth(250)  # "receipt_00012  ·  3 value(s), 2 ask" whole, no scroll bar
         self.list.currentRowChanged.connect(self.show_result)
         self.view = PageView()
         self.fill_bar = FillBar(self.view)
@@ -195,7 +196,7 @@ class ExtractPanel(QWidget):
         split.addWidget(centre)
         split.addWidget(self.table)
         split.setStretchFactor(1, 1)
-        split.setSizes([200, 600, 380])
+        split.setSizes([260, 560, 360])
         layout = QVBoxLayout(self)
         layout.addLayout(top)
         layout.addWidget(self.progress)

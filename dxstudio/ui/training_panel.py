@@ -1050,21 +1050,24 @@ class ResultsPanel(QWidget):
         self.table.setFixedHeight(height)
 
     def _draw_curves(self, report: dict) -> None:
-        """Per field, precision (exactly right) against coverage as the confidence falls, from
-        the report's curve points; the threshold that routes the field (its own, else the pooled
-        one, as `dxstudio extract` uses them) marked with a dot and a dashed line at the lowest
-        point at or above it."""
+        """Per field, precision against coverage as the confidence falls, from the report's curve
+        points: right by value when the report's thresholds were chosen by value (the default),
+        exactly right (the label's words) when by words, so the dot agrees with the threshold
+        text; the threshold that routes the field (its own, else the pooled one, as `dxstudio
+        extract` uses them) marked with a dot and a dashed line at the lowest point at or above it."""
         while self.curves_row.count():
             item = self.curves_row.takeAt(0)
             if item.widget() is not None:
                 item.widget().deleteLater()
         self.curve_plots, self.curve_items, self.threshold_marks = {}, {}, {}
         colours = field_colours(list(report.get("fields", {})))
+        # curve point: [confidence, coverage, precision (words), precision (value)]
+        y_index = 3 if report.get("threshold_by", "value") == "value" else 2
         for name, f in report.get("fields", {}).items():
             plot = pg.PlotWidget(title=name)
             plot.setMenuEnabled(False)
             plot.setLabel("bottom", "coverage")
-            plot.setLabel("left", "precision")
+            plot.setLabel("left", "precision" + (" (value)" if y_index == 3 else " (words)"))
             plot.setXRange(0, 1.02, padding=0)
             plot.setYRange(0, 1.04, padding=0)
             plot.showGrid(x=True, y=True, alpha=0.25)
@@ -1074,13 +1077,13 @@ class ResultsPanel(QWidget):
             plot.scene().sigMouseClicked.connect(lambda _ev, n=name: self.select_field(n))
             points = f.get("curve") or []
             xs = [p[1] for p in points]
-            ys = [p[2] for p in points]
+            ys = [p[y_index] if len(p) > y_index else p[2] for p in points]
             self.curve_items[name] = plot.plot(xs, ys, pen=pg.mkPen(colours[name], width=2),
                                                symbol="o", symbolSize=4, symbolBrush=colours[name])
             own = f.get("threshold")
             t = own if own is not None else report.get("threshold")
             at_or_above = [p for p in points if t is not None and p[0] >= t]
-            mark = (at_or_above[-1][1], at_or_above[-1][2]) if at_or_above else None
+            mark = (at_or_above[-1][1], ys[len(at_or_above) - 1]) if at_or_above else None
             self.threshold_marks[name] = mark
             if mark is not None:
                 which = "threshold" if own is not None else "pooled threshold"

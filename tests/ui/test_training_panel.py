@@ -288,6 +288,13 @@ def test_results_show_value_scores_the_bound_and_a_curve_per_field(qtbot, tmp_pa
     b_curve = report["fields"]["b"]["curve"]
     lowest = [p for p in b_curve if p[0] >= 0.8][-1]
     assert results.threshold_marks["b"] == (lowest[1], lowest[2]) and results.threshold_marks["a"] == (11 / 12, 1.0)
+    # thresholds chosen by value (the default rule): the curves show precision by value, so b's
+    # printings elsewhere count as right and the dot agrees with the threshold text
+    by_value = score_pages(["a", "b"], pages, by="value")
+    results.show_run(by_value, tmp_path / "run", tmp_path)
+    _, ys = results.curve_items["b"].getData()
+    assert list(ys) == [p[3] for p in by_value["fields"]["b"]["curve"]] and set(ys) == {1.0}
+    assert results.curve_plots["b"].getPlotItem().getAxis("left").labelText == "precision (value)"
 
 
 def test_the_form_runs_folds_and_the_results_show_the_pooled_report(qtbot, receipts_project):
