@@ -16,6 +16,7 @@ import numpy as np
 from . import layers as L
 from .config import ModelConfig
 from .layers import CharConvSaved, LayerNormSaved, Ops
+from .numerics import pack_t
 
 F32 = np.float32
 
@@ -116,6 +117,8 @@ def forward(cfg: ModelConfig, params, inp, ops: Ops, keep: bool = False) -> Outp
     pf = inp.pair_feats.astype(dt)
     ph = L.linear_relu_forward(ops, pf, p["pair1.weight"], p["pair1.bias"])
     pbias = L.linear_forward(ops, ph, p["pair2.weight"], p["pair2.bias"])  # (n*n, L*heads)
+    # one copy with each (layer, head)'s bias map contiguous, rather than a strided column per head
+    pbias_t = pack_t(pbias) if ops.compiled(pbias) else np.ascontiguousarray(pbias.T)
     if keep:
         cache = Activations(tap_ids=tap_ids, w_rt=w_rt, conv=conv_saved, pooled=pooled, feats=feats,
                             emb_ln=emb_ln_saved, pf=pf, ph=ph)
@@ -134,7 +137,7 @@ def forward(cfg: ModelConfig, params, inp, ops: Ops, keep: bool = False) -> Outp
             qh = np.ascontiguousarray(qkv[:, cols])
             kh = np.ascontiguousarray(qkv[:, d + hd * dh: d + (hd + 1) * dh])
             vh = np.ascontiguousarray(qkv[:, 2 * d + hd * dh: 2 * d + (hd + 1) * dh])
-            bias = pbias[:, l * heads + hd].reshape(n, n)
+            bias = pbias_t[l * heads + hd, :n * n].reshape(n, n)
             a[:, cols], prob = L.attention_forward(ops, qh, kh, vh, bias, scale)
             probs.append(prob)
         x = x + L.linear_forward(ops, a, p[q + "proj.weight"], p[q + "proj.bias"])
