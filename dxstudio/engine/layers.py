@@ -220,10 +220,11 @@ def char_windows(char_ids, char_len):
     return ids, owners
 
 
-def charconv_forward(ops: Ops, emb, w_rt, b, tap_ids, owners, n_words):
+def charconv_forward(ops: Ops, emb, w_rt, b, tap_ids, owners, n_words, keep: bool = True):
     """u = concat over taps of emb[id] (zero for id 0 outside the word), h = relu(u W_rt^T + b),
     pooled = max over the word's positions (ties: the first); a word with no position gives zeros.
-    w_rt is the runtime layout (C, taps*Dc), ordered (tap, channel)."""
+    w_rt is the runtime layout (C, taps*Dc), ordered (tap, channel). keep=False (inference):
+    the arg-max positions, needed only by the backward, are not computed (saved is None)."""
     dc = emb.shape[1]
     u = emb[tap_ids].reshape(len(tap_ids), 3 * dc)
     u[(tap_ids == 0).repeat(dc, axis=1)] = 0  # padding id: zero vector, not the table row
@@ -235,6 +236,9 @@ def charconv_forward(ops: Ops, emb, w_rt, b, tap_ids, owners, n_words):
     if len(words):
         starts = np.searchsorted(owners, words)
         top = np.maximum.reduceat(h, starts, axis=0)  # a max is exact in any order (h has no NaN)
+        if not keep:
+            pooled[words] = top
+            return pooled, None
         where = np.arange(len(owners))[:, None]
         first = np.where(h == top[np.searchsorted(words, owners)], where, len(owners))
         arg[words] = np.minimum.reduceat(first, starts, axis=0)  # the first position holding it

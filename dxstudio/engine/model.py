@@ -100,7 +100,8 @@ def forward(cfg: ModelConfig, params, inp, ops: Ops, keep: bool = False) -> Outp
     # 1. characters -> pooled channels
     tap_ids, owners = L.char_windows(inp.char_ids, inp.char_len)
     w_rt = p["char_conv.weight"]
-    pooled, conv_saved = L.charconv_forward(ops, p["char_emb"], w_rt, p["char_conv.bias"], tap_ids, owners, n)
+    pooled, conv_saved = L.charconv_forward(ops, p["char_emb"], w_rt, p["char_conv.bias"], tap_ids, owners, n,
+                                             keep)
 
     # 2. e = char_proj(pooled) + pos_x0 + pos_y0 + pos_x1 + pos_y1 + feat_proj(features), left to right
     e = L.linear_forward(ops, pooled, p["char_proj.weight"], p["char_proj.bias"])
