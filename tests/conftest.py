@@ -148,3 +148,15 @@ def set_review(root, pid, **change):
     labels = p.load_labels(pid)
     labels.review.update(change)
     p.save_labels(pid, labels)
+
+
+def load_script(path):
+    """A script that is not a package module (bench/*.py, resources/make_sample.py, a test
+    helper), imported from its file for its functions."""
+    import importlib.util
+
+    path = Path(path)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

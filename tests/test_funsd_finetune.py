@@ -1,21 +1,14 @@
 """bench/funsd_finetune.py on tiny synthetic FUNSD-shaped forms (no ../shared/data needed)."""
-import importlib.util
 import json
 from pathlib import Path
 
 from dxstudio.engine.container import load_model
+from tests.conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("funsd_finetune", ROOT / "bench" / "funsd_finetune.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-ff = _load()
+ff = load_script(ROOT / "bench" / "funsd_finetune.py")
 
 
 def _form(seed: int) -> dict:

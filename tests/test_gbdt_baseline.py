@@ -1,5 +1,4 @@
 """bench/gbdt_baseline.py: the gradient-boosted baseline's features and its eval-shaped report."""
-import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -7,18 +6,12 @@ from pathlib import Path
 import pytest
 
 from dxstudio.engine.page import Page, Word
+from tests.conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("gbdt_baseline", ROOT / "bench" / "gbdt_baseline.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-gb = _load()
+gb = load_script(ROOT / "bench" / "gbdt_baseline.py")
 
 
 def _page(lines):

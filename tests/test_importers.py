@@ -10,6 +10,7 @@ from dxstudio import cli
 from dxstudio.importers import (SourceError, cord_page, funsd_page, image_size, import_pages, pdf_pages,
                                 reading_order, split_line)
 from dxstudio.project import Project
+from tests.conftest import load_script
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"  # ../shared beside the repo
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -299,11 +300,7 @@ def test_bundled_sample_project_is_usable():
 
 @pytest.mark.shared_data("cord-v1-train/json")
 def test_sample_script_rebuilds_the_committed_sample(tmp_path):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("make_sample", SAMPLE.parent / "make_sample.py")
-    make_sample = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(make_sample)
+    make_sample = load_script(SAMPLE.parent / "make_sample.py")
     make_sample.build(DATA / "cord-v1-train", tmp_path / "sample")
     built = sorted(p.relative_to(tmp_path / "sample") for p in (tmp_path / "sample").rglob("*") if p.is_file())
     committed = sorted(p.relative_to(SAMPLE) for p in SAMPLE.rglob("*") if p.is_file())

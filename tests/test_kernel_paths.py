@@ -4,7 +4,6 @@ whole model forward and backward, and the compiled kernels built for other instr
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import os
 import platform
@@ -21,6 +20,7 @@ from dxstudio.engine.config import SIZES
 from dxstudio.engine.layers import Ops
 from dxstudio.engine.model import OutputGrads, backward, forward, to_container, to_runtime
 from dxstudio.engine.params import new_params
+from tests.conftest import load_script
 from synthetic import fake_window
 
 F32 = np.float32
@@ -352,10 +352,7 @@ HASWELL_FEATURES = "+avx,+avx2,+fma,+bmi,+bmi2,+f16c,+popcnt,+sse4.2,+cx16,+movb
 
 
 def load_check_module():
-    spec = importlib.util.spec_from_file_location("cpu_subprocess_check", TESTS / "cpu_subprocess_check.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(TESTS / "cpu_subprocess_check.py")
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,7 @@ from dxstudio.tuning import FoldedRun, TuneError, TuneRun, evaluate_model, prepa
 from dxstudio.tuning import schedule
 from dxstudio.tuning.scoring import (CORRECT, WRONG, HeldOutPage, clopper_pearson_lower, confidence_auc,
                                      curve_points, score_pages, values_needed)
+from tests.conftest import load_script
 
 
 # -- the Clopper-Pearson bound ----------------------------------------------------------------
@@ -336,13 +337,9 @@ def test_eval_all_scores_every_usable_page_at_the_stored_thresholds(receipts_pro
 
 
 def test_threshold_table_tool_recomputes_both_rules():
-    import importlib.util
     from pathlib import Path
 
-    spec = importlib.util.spec_from_file_location(
-        "threshold_table", Path(__file__).resolve().parents[1] / "bench" / "threshold_table.py")
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = load_script(Path(__file__).resolve().parents[1] / "bench" / "threshold_table.py")
     # tuning: six dates, two read at the other printing (value right, words wrong)
     held = [HeldOutPage(f"h{i}", {"date": (1,)}, {"date": ((2,) if i < 2 else (1,), 0.95 - 0.01 * i)},
                         value_match=frozenset({"date"}) if i < 2 else frozenset()) for i in range(6)]
