@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import fused
 from . import layers as L
 from .config import ModelConfig
 from .layers import CharConvSaved, LayerNormSaved, Ops
@@ -98,10 +99,15 @@ def forward(cfg: ModelConfig, params, inp, ops: Ops, keep: bool = False) -> Outp
     cache = None
 
     # 1. characters -> pooled channels
-    tap_ids, owners = L.char_windows(inp.char_ids, inp.char_len)
     w_rt = p["char_conv.weight"]
-    pooled, conv_saved = L.charconv_forward(ops, p["char_emb"], w_rt, p["char_conv.bias"], tap_ids, owners, n,
-                                             keep)
+    if ops.compiled(p["char_emb"], w_rt):  # the same operations in one compiled call
+        tap_ids, owners, pooled, saved = fused.charconv_words_forward(
+            inp.char_ids, inp.char_len, p["char_emb"], w_rt, p["char_conv.bias"], keep)
+        conv_saved = CharConvSaved(*saved) if keep else None
+    else:
+        tap_ids, owners = L.char_windows(inp.char_ids, inp.char_len)
+        pooled, conv_saved = L.charconv_forward(ops, p["char_emb"], w_rt, p["char_conv.bias"], tap_ids, owners,
+                                                 n, keep)
 
     # 2. e = char_proj(pooled) + pos_x0 + pos_y0 + pos_x1 + pos_y1 + feat_proj(features), left to right
     e = L.linear_forward(ops, pooled, p["char_proj.weight"], p["char_proj.bias"])
@@ -129,6 +135,14 @@ def forward(cfg: ModelConfig, params, inp, ops: Ops, keep: bool = False) -> Outp
     scale = _scale(dt, dh)
     for l in range(cfg.layers):
         q = f"blocks.{l}."
+        if ops.compiled(x, pbias_t, p[q + "qkv.weight"]):  # the same operations in one compiled call
+            x, h, xh1, inv1, qkv, probs3, a, h2, xh2, inv2, f1, g, t = fused.block_forward(
+                x, p, q, pbias_t, l * heads, heads, scale, cfg.ln_eps)
+            if keep:
+                cache.blocks.append(BlockActivations(
+                    ln1=LayerNormSaved(xh1, inv1), h=h, qkv=qkv, probs=list(probs3), a=a,
+                    ln2=LayerNormSaved(xh2, inv2), h2=h2, f1=f1, g=g, t=t))
+            continue
         h, ln1 = L.layernorm_forward(ops, x, p[q + "ln1.weight"], p[q + "ln1.bias"], cfg.ln_eps)
         qkv = L.linear_forward(ops, h, p[q + "qkv.weight"], p[q + "qkv.bias"])
         a = np.empty((n, d), dt)
