@@ -318,6 +318,30 @@ def test_whole_forward_512_words(tiny_params):
     check_forward(CFG, tiny_params, 512, seed=512)
 
 
+@pytest.fixture(scope="module")
+def base_params():
+    return to_runtime(new_params(SIZES["base"], 11))
+
+
+@pytest.mark.parametrize("n", [1, 5, 23, 45])
+def test_whole_forward_at_base_size(base_params, n):
+    """The base size takes the fast path's fixed-shape kernels (one compiled call per block, the
+    pair MLP's 8 -> 32 -> 16 kernels with constant trip counts): the same bits as the reference."""
+    check_forward(SIZES["base"], base_params, n, seed=100 + n)
+
+
+def test_whole_backward_at_base_size(base_params):
+    cfg, n = SIZES["base"], 19
+    inp = fake_window(cfg, n, 77)
+    rng = np.random.default_rng(77)
+    go = OutputGrads(tag=randn(rng, n, cfg.n_tags), role=randn(rng, n, len(cfg.roles)),
+                     doc=randn(rng, len(cfg.doc_types)), items=randn(rng, n, n), kv=randn(rng, n, n))
+    grads = [backward(cfg, base_params, inp, forward(cfg, base_params, inp, ops, keep=True), go, ops)
+             for ops in PATHS]
+    for name in grads[0]:
+        assert_same_bits(grads[1][name], grads[0][name], f"gradient of {name}")
+
+
 def test_forward_keep_gives_the_same_outputs(tiny_params):
     inp = fake_window(CFG, 9, 4)
     plain = forward(CFG, tiny_params, inp, Ops("fast"))
