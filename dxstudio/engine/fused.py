@@ -705,3 +705,104 @@ def charconv_words_forward(char_ids, char_len, emb, w_rt, b, keep: bool):
         np.ascontiguousarray(char_ids, np.int64), char_len, np.ascontiguousarray(emb, F32),
         np.ascontiguousarray(w_rt, F32), np.ascontiguousarray(b, F32), keep, par)
     return tap_ids, owners, pooled, ((u, h, arg) if keep else None)
+
+
+# ----------------------------------------------------------------------------------------
+# The embedding sum and the output heads in one call each (model.forward's steps 2 and 5)
+# ----------------------------------------------------------------------------------------
+_mm_ser = nu._MM[1]
+
+
+@njit(**nu._jit)
+def _embed_forward_body(pooled, cpw, cpb, pos_x0, pos_y0, pos_x1, pos_y1, buckets, feats, fpw, fpb,
+                        lnw, lnb, eps, par):
+    e = _linear_nt(pooled, cpw, cpb, par)
+    n, d = e.shape
+    for i in range(n):  # the additions left to right, each rounded: e + pos_x0 + pos_y0 + ...
+        b0, b1, b2, b3 = buckets[i, 0], buckets[i, 1], buckets[i, 2], buckets[i, 3]
+        for c in range(d):
+            v = e[i, c] + pos_x0[b0, c]
+            v = v + pos_y0[b1, c]
+            v = v + pos_x1[b2, c]
+            e[i, c] = v + pos_y1[b3, c]
+    e = e + _linear_nt(feats, fpw, fpb, par)
+    x = np.empty((n, d), np.float32)
+    xhat = np.empty((n, d), np.float32)
+    inv = np.empty(n, np.float32)
+    if par:
+        _ln_fwd_par(e, lnw, lnb, eps, x, xhat, inv)
+    else:
+        _ln_fwd_ser(e, lnw, lnb, eps, x, xhat, inv)
+    return x, xhat, inv
+
+
+_EMBED_TENSORS = ("char_proj.weight", "char_proj.bias", "pos_x0", "pos_y0", "pos_x1", "pos_y1")
+
+
+def embed_forward(pooled, p, buckets, feats, eps):
+    """(x, emb_ln (xhat, inv)): model.forward's step 2 in one compiled call."""
+    n = pooled.shape[0]
+    par = pick((True, False), n, n * pooled.shape[1] * p["char_proj.weight"].shape[0])
+    w = [np.ascontiguousarray(p[k], F32) for k in _EMBED_TENSORS]
+    return _embed_forward_body(
+        np.ascontiguousarray(pooled, F32), *w, np.ascontiguousarray(buckets, np.int64),
+        np.ascontiguousarray(feats, F32), np.ascontiguousarray(p["feat_proj.weight"], F32),
+        np.ascontiguousarray(p["feat_proj.bias"], F32), np.ascontiguousarray(p["emb_ln.weight"], F32),
+        np.ascontiguousarray(p["emb_ln.bias"], F32), F32(eps), par)
+
+
+@njit(**nu._jit)
+def _pointer_scores(q, k, scale, par):
+    """(q k^T) / scale, q and k (n, r) copied out of the wider rel_q / rel_k outputs."""
+    n = q.shape[0]
+    s = np.empty((n, n), np.float32)
+    if par:
+        _mm_nt_par(q, k, _padded_bias(np.zeros(0, np.float32), n), s)
+    else:
+        _mm_nt_ser(q, k, _padded_bias(np.zeros(0, np.float32), n), s)
+    for i in range(n):
+        for j in range(n):
+            s[i, j] = s[i, j] / scale
+    return s
+
+
+@njit(**nu._jit)
+def _heads_forward_body(x, lnw, lnb, eps, tagw, tagb, rolew, roleb, docw, docb, rqw, rqb, rkw, rkb,
+                        r, rscale, par):
+    n, d = x.shape
+    f = np.empty((n, d), np.float32)
+    xhat = np.empty((n, d), np.float32)
+    inv = np.empty(n, np.float32)
+    if par:
+        _ln_fwd_par(x, lnw, lnb, eps, f, xhat, inv)
+    else:
+        _ln_fwd_ser(x, lnw, lnb, eps, f, xhat, inv)
+    tag = _linear_nt(f, tagw, tagb, par)
+    role = _linear_nt(f, rolew, roleb, par)
+    colsum = np.empty((1, d), np.float32)
+    _mm_ser(np.ones((1, n), np.float32), f, colsum)  # ops.colsum: dot16 with ones, rows ascending
+    mean = np.empty((1, d), np.float32)
+    nf = np.float32(n)
+    for c in range(d):
+        mean[0, c] = colsum[0, c] / nf
+    doc = _linear_nt(mean, docw, docb, par)
+    rq = _linear_nt(f, rqw, rqb, par)
+    rk = _linear_nt(f, rkw, rkb, par)
+    items = _pointer_scores(np.ascontiguousarray(rq[:, :r]), np.ascontiguousarray(rk[:, :r]), rscale, par)
+    kvs = _pointer_scores(np.ascontiguousarray(rq[:, r:]), np.ascontiguousarray(rk[:, r:]), rscale, par)
+    return f, xhat, inv, tag, role, mean[0], doc[0], rq, rk, items, kvs
+
+
+_HEAD_TENSORS = ("final_ln.weight", "final_ln.bias", "tag_head.weight", "tag_head.bias", "role_head.weight",
+                 "role_head.bias", "doc_head.weight", "doc_head.bias", "rel_q.weight", "rel_q.bias",
+                 "rel_k.weight", "rel_k.bias")
+
+
+def heads_forward(x, p, eps, r: int, rscale):
+    """(f, final_ln (xhat, inv), tag, role, mean, doc, rq, rk, items, kv): model.forward's step 5
+    in one compiled call."""
+    x = np.ascontiguousarray(x, F32)
+    n, d = x.shape
+    par = pick((True, False), n, n * d * d)
+    w = [np.ascontiguousarray(p[k], F32) for k in _HEAD_TENSORS]
+    return _heads_forward_body(x, w[0], w[1], F32(eps), *w[2:], r, F32(rscale), par)

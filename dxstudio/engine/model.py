@@ -110,15 +110,19 @@ def forward(cfg: ModelConfig, params, inp, ops: Ops, keep: bool = False) -> Outp
                                                  n, keep)
 
     # 2. e = char_proj(pooled) + pos_x0 + pos_y0 + pos_x1 + pos_y1 + feat_proj(features), left to right
-    e = L.linear_forward(ops, pooled, p["char_proj.weight"], p["char_proj.bias"])
     b = inp.buckets
-    e = e + p["pos_x0"][b[:, 0]]
-    e = e + p["pos_y0"][b[:, 1]]
-    e = e + p["pos_x1"][b[:, 2]]
-    e = e + p["pos_y1"][b[:, 3]]
     feats = inp.word_feats.astype(dt)
-    e = e + L.linear_forward(ops, feats, p["feat_proj.weight"], p["feat_proj.bias"])
-    x, emb_ln_saved = L.layernorm_forward(ops, e, p["emb_ln.weight"], p["emb_ln.bias"], cfg.ln_eps)
+    if ops.compiled(pooled, p["char_proj.weight"]):  # the same operations in one compiled call
+        x, xh, inv = fused.embed_forward(pooled, p, b, feats, cfg.ln_eps)
+        emb_ln_saved = LayerNormSaved(xh, inv)
+    else:
+        e = L.linear_forward(ops, pooled, p["char_proj.weight"], p["char_proj.bias"])
+        e = e + p["pos_x0"][b[:, 0]]
+        e = e + p["pos_y0"][b[:, 1]]
+        e = e + p["pos_x1"][b[:, 2]]
+        e = e + p["pos_y1"][b[:, 3]]
+        e = e + L.linear_forward(ops, feats, p["feat_proj.weight"], p["feat_proj.bias"])
+        x, emb_ln_saved = L.layernorm_forward(ops, e, p["emb_ln.weight"], p["emb_ln.bias"], cfg.ln_eps)
 
     # 3. pair bias over the n^2 pairs in row-major (i, j) order, once per window
     pf = inp.pair_feats.astype(dt)
@@ -165,19 +169,23 @@ def forward(cfg: ModelConfig, params, inp, ops: Ops, keep: bool = False) -> Outp
                                                  f1=f1, g=g, t=t))
 
     # 5. heads
-    f, fin = L.layernorm_forward(ops, x, p["final_ln.weight"], p["final_ln.bias"], cfg.ln_eps)
-    tag = L.linear_forward(ops, f, p["tag_head.weight"], p["tag_head.bias"])
-    role = L.linear_forward(ops, f, p["role_head.weight"], p["role_head.bias"])
-    mean = ops.colsum(f) / dt.type(n)
-    doc = L.linear_forward(ops, mean[None, :], p["doc_head.weight"], p["doc_head.bias"])[0]
-    rq = L.linear_forward(ops, f, p["rel_q.weight"], p["rel_q.bias"])
-    rk = L.linear_forward(ops, f, p["rel_k.weight"], p["rel_k.bias"])
     r = cfg.rel_dim
     rscale = _scale(dt, r)
-    qi, ki = np.ascontiguousarray(rq[:, :r]), np.ascontiguousarray(rk[:, :r])
-    qv, kv = np.ascontiguousarray(rq[:, r:]), np.ascontiguousarray(rk[:, r:])
-    items = L.pointer_forward(ops, qi, ki, rscale)
-    kvs = L.pointer_forward(ops, qv, kv, rscale)
+    if ops.compiled(x, p["tag_head.weight"]):  # the same operations in one compiled call
+        f, fxh, finv, tag, role, mean, doc, rq, rk, items, kvs = fused.heads_forward(x, p, cfg.ln_eps, r, rscale)
+        fin = LayerNormSaved(fxh, finv)
+    else:
+        f, fin = L.layernorm_forward(ops, x, p["final_ln.weight"], p["final_ln.bias"], cfg.ln_eps)
+        tag = L.linear_forward(ops, f, p["tag_head.weight"], p["tag_head.bias"])
+        role = L.linear_forward(ops, f, p["role_head.weight"], p["role_head.bias"])
+        mean = ops.colsum(f) / dt.type(n)
+        doc = L.linear_forward(ops, mean[None, :], p["doc_head.weight"], p["doc_head.bias"])[0]
+        rq = L.linear_forward(ops, f, p["rel_q.weight"], p["rel_q.bias"])
+        rk = L.linear_forward(ops, f, p["rel_k.weight"], p["rel_k.bias"])
+        qi, ki = np.ascontiguousarray(rq[:, :r]), np.ascontiguousarray(rk[:, :r])
+        qv, kv = np.ascontiguousarray(rq[:, r:]), np.ascontiguousarray(rk[:, r:])
+        items = L.pointer_forward(ops, qi, ki, rscale)
+        kvs = L.pointer_forward(ops, qv, kv, rscale)
     if keep:
         cache.final, cache.f, cache.mean, cache.rq, cache.rk = fin, f, mean, rq, rk
     return Outputs(tag, role, doc, items, kvs, cache)
