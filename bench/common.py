@@ -150,14 +150,16 @@ CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 CLOCK = "wall"  # set by the scripts' --clock
 
 
-def interleaved(contestants: dict, repeats: int, prepare: dict | None = None) -> dict:
+def interleaved(contestants: dict, repeats: int, prepare: dict | None = None, calls: int = 1) -> dict:
     """Seconds per call of each contestant, run side by side: one call of each per round, the
     order turned by one every round (A B C, B C A, ...) so no one always follows the same
     neighbour on a busy machine. prepare[name], if given, runs untimed before each call.
     Call each contestant once beforehand to warm it up. The clock is CLOCK: "wall" (elapsed
     time) or "cpu" (this process's CPU time, all its threads: on a machine shared with other
     work it leaves out the time spent waiting for a core; meaningful when each side runs on
-    one thread)."""
+    one thread). calls > 1: each turn makes that many calls in a row and records their mean
+    (the steady state of a loop over pages, with the contestant's weights warm in the caches;
+    one call a turn measures it after the other contestants have evicted them)."""
     clock = CLOCKS[CLOCK]
     names = list(contestants)
     prepare = prepare or {}
@@ -167,9 +169,11 @@ def interleaved(contestants: dict, repeats: int, prepare: dict | None = None) ->
         for name in names[k:] + names[:k]:
             if name in prepare:
                 prepare[name]()
+            run = contestants[name]
             t0 = clock()
-            contestants[name]()
-            times[name].append(clock() - t0)
+            for _ in range(calls):
+                run()
+            times[name].append((clock() - t0) / calls)
     return times
 
 

@@ -83,7 +83,7 @@ def torch_forward_variants(cfg, params, inp, compile_ok: bool) -> dict:
     return out
 
 
-def forward_speed(cfg, params, pages, repeats: int, compile_ok: bool = True) -> tuple[dict, list[str]]:
+def forward_speed(cfg, params, pages, repeats: int, compile_ok: bool = True, calls: int = 1) -> tuple[dict, list[str]]:
     import torch
 
     mirror = C.load_torch_mirror()
@@ -117,7 +117,7 @@ def forward_speed(cfg, params, pages, repeats: int, compile_ok: bool = True) -> 
                        "torch_chars": lambda: C.torch_first_max(cfg, P, inp)}
         for run in contestants.values():  # warm-up: compiled kernels, PyTorch's first call
             run()
-        times = C.interleaved(contestants, repeats)
+        times = C.interleaved(contestants, repeats, calls=calls)
         med = {k: C.median(v) for k, v in times.items()}
         chars = times.pop("torch_chars")
         figures[f"ms_torch_chars_{n}"] = 1e3 * med["torch_chars"]
@@ -206,14 +206,17 @@ def main(argv=None) -> int:
     ap.add_argument("--clock", choices=sorted(C.CLOCKS), default="wall",
                     help="wall: elapsed time (default); cpu: the process's CPU time (a shared machine)")
     ap.add_argument("--no-compile", action="store_true", help="leave out the torch.compile variant")
+    ap.add_argument("--calls", type=int, default=1,
+                    help="calls in a row per contestant and turn, timed together (default 1: each call "
+                         "after the others; 10: the steady state of a loop over pages, as extract runs)")
     args = ap.parse_args(argv)
     C.CLOCK = args.clock
     try:
         sizes = C.parse_sizes(args.sizes)
         if args.threads < 1:
             raise C.BenchError("--threads must be >= 1")
-        if args.repeats < 1 or args.start_runs < 0:
-            raise C.BenchError("--repeats must be >= 1 and --start-runs >= 0")
+        if args.repeats < 1 or args.start_runs < 0 or args.calls < 1:
+            raise C.BenchError("--repeats and --calls must be >= 1 and --start-runs >= 0")
         threads = C.set_threads(args.threads)
         cfg = size_config("base")
         params = new_params(cfg, args.seed)
@@ -221,9 +224,9 @@ def main(argv=None) -> int:
         print(f"docextract-v0 base, seed {args.seed}, {sum(v.size for v in params.values())} parameters")
         print(f"threads: Numba {threads['numba']}, PyTorch {threads['torch']} (set equal)")
         print(f"pages: {source}")
-        print(f"{args.repeats} interleaved rounds; median (min-max) per page, {args.clock} clock, forward pass only "
-              "(inputs built beforehand)")
-        figures, lines = forward_speed(cfg, params, pages, args.repeats, not args.no_compile)
+        print(f"{args.repeats} interleaved rounds of {args.calls} call(s) each; median (min-max) per page, "
+              f"{args.clock} clock, forward pass only (inputs built beforehand)")
+        figures, lines = forward_speed(cfg, params, pages, args.repeats, not args.no_compile, args.calls)
         print("\n".join(lines))
         if args.start_runs:
             start_page = pages[150] if 150 in pages else pages[sizes[0]]
@@ -233,7 +236,7 @@ def main(argv=None) -> int:
     except C.BenchError as e:
         print(f"bench/forward.py: {e}", file=sys.stderr)
         return 2
-    figures.update(threads=args.threads, repeats=args.repeats, clock=args.clock)
+    figures.update(threads=args.threads, repeats=args.repeats, clock=args.clock, calls=args.calls)
     print(C.json_line(figures))
     return 0
 
