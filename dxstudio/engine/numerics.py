@@ -840,6 +840,147 @@ def lanes_max(typingctx, a, aoff, nch, out, ooff):
     return _nbtypes.boolean(a, aoff, nch, out, ooff), _lanes_codegen("max")
 
 
+def _exp32_ir(builder, v):
+    """exp32 of every lane of the <16 x float> v: exp32_vec's branch-free operations, lane by
+    lane, in IR (plain fmul/fadd/fsub without fast-math flags, llvm.floor, the exponent bits)."""
+    f32 = _ir.FloatType()
+    v16 = _ir.VectorType(f32, 16)
+    i16 = _ir.VectorType(_ir.IntType(32), 16)
+
+    def splat(c):
+        return _ir.Constant(v16, [float(c)] * 16)
+
+    def isplat(c):
+        return _ir.Constant(i16, [int(c)] * 16)
+
+    mod = builder.module
+    floor = mod.globals.get("llvm.floor.v16f32") or _ir.Function(mod, _ir.FunctionType(v16, [v16]),
+                                                                  "llvm.floor.v16f32")
+    xc = builder.select(builder.fcmp_ordered("==", v, v), v, splat(0.0))  # a NaN as 0
+    xc = builder.select(builder.fcmp_ordered(">", xc, splat(EXP32_MAX)), splat(EXP32_MAX), xc)
+    xc = builder.select(builder.fcmp_ordered("<", xc, splat(EXP32_MIN)), splat(EXP32_MIN), xc)
+    n = builder.call(floor, [builder.fadd(builder.fmul(xc, splat(EXP32_LOG2E)), splat(0.5))])
+    r = builder.fsub(builder.fsub(xc, builder.fmul(n, splat(EXP32_LN2_HI))), builder.fmul(n, splat(EXP32_LN2_LO)))
+    c = EXP32_C
+    p = splat(c[7])
+    for k in range(6, -1, -1):
+        p = builder.fadd(builder.fmul(p, r), splat(c[k]))
+    ni = builder.fptosi(n, i16)
+    n1 = builder.ashr(ni, isplat(1))  # floor(n / 2)
+    bits1 = builder.shl(builder.add(n1, isplat(127)), isplat(23))
+    bits2 = builder.shl(builder.add(builder.sub(ni, n1), isplat(127)), isplat(23))
+    e = builder.fmul(builder.fmul(p, builder.bitcast(bits1, v16)), builder.bitcast(bits2, v16))
+    e = builder.select(builder.fcmp_ordered(">", v, splat(EXP32_MAX)), splat(float("inf")), e)
+    e = builder.select(builder.fcmp_ordered("<", v, splat(EXP32_MIN)), splat(0.0), e)
+    return builder.select(builder.fcmp_unordered("uno", v, v), v, e)
+
+
+@_intrinsic
+def exp32_lanes(typingctx, x, xoff, out, ooff, nch):
+    """out[ooff + 16c + l] = exp32(x[xoff + 16c + l]) for c < nch, l < 16: whole chunks of 16 in
+    a register each (out may be x). Contiguous arrays; the caller does the last x.size % 16."""
+    sig = _nbtypes.void(x, xoff, out, ooff, nch)
+
+    def codegen(context, builder, sig, args):
+        i64 = _ir.IntType(64)
+        v16 = _ir.VectorType(_ir.FloatType(), 16)
+        xp = context.make_array(sig.args[0])(context, builder, args[0]).data
+        op = context.make_array(sig.args[2])(context, builder, args[2]).data
+        xoff_, ooff_, nch_ = (context.cast(builder, args[i], sig.args[i], _nbtypes.int64) for i in (1, 3, 4))
+
+        def step(c, vals):
+            at = builder.mul(c, _ir.Constant(i64, 16))
+            src = builder.bitcast(builder.gep(xp, [builder.add(xoff_, at)]), v16.as_pointer())
+            dst = builder.bitcast(builder.gep(op, [builder.add(ooff_, at)]), v16.as_pointer())
+            builder.store(_exp32_ir(builder, builder.load(src, align=4)), dst, align=4)
+            return vals
+
+        _chunk_loop(builder, nch_, [], step)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+def _tanh32_ir(builder, v):
+    """tanh32 of every lane of the <16 x float> v: tanh32_vec's branch-free operations in IR
+    (both formulas, the exp on 2*min(|x|, 9), then the selects)."""
+    f32 = _ir.FloatType()
+    v16 = _ir.VectorType(f32, 16)
+
+    def splat(c):
+        return _ir.Constant(v16, [float(c)] * 16)
+
+    mod = builder.module
+    fabs = mod.globals.get("llvm.fabs.v16f32") or _ir.Function(mod, _ir.FunctionType(v16, [v16]), "llvm.fabs.v16f32")
+    ax = builder.call(fabs, [v])
+    capped = builder.select(builder.fcmp_ordered("<", ax, splat(TANH32_BIG)), ax, splat(TANH32_BIG))
+    e = _exp32_ir(builder, builder.fmul(splat(2.0), capped))
+    c = TANH32_C
+    x2 = builder.fmul(v, v)
+    q = splat(c[8])
+    for k in range(7, 0, -1):
+        q = builder.fadd(builder.fmul(q, x2), splat(c[k]))
+    small = builder.fadd(v, builder.fmul(v, builder.fmul(x2, q)))
+    mid = builder.fsub(splat(1.0), builder.fdiv(splat(2.0), builder.fadd(e, splat(1.0))))
+    neg = builder.fcmp_ordered("<", v, splat(0.0))
+    mid = builder.select(neg, builder.fneg(mid), mid)
+    t = builder.select(builder.fcmp_ordered("<", ax, splat(TANH32_SMALL)), small, mid)
+    one = builder.select(neg, splat(-1.0), splat(1.0))
+    t = builder.select(builder.fcmp_ordered(">=", ax, splat(TANH32_BIG)), one, t)
+    return builder.select(builder.fcmp_unordered("uno", v, v), v, t)
+
+
+def _gelu_ir(builder, v):
+    """(y, t) of GELU's forward for every lane: u = c0*(x + c1*((x*x)*x)), t = tanh32(u),
+    y = (0.5*x)*(1 + t), as fused.gelu_forward."""
+    v16 = _ir.VectorType(_ir.FloatType(), 16)
+
+    def splat(c):
+        return _ir.Constant(v16, [float(c)] * 16)
+
+    u = builder.fmul(splat(GELU32_C0), builder.fadd(v, builder.fmul(splat(GELU32_C1), builder.fmul(builder.fmul(v, v), v))))
+    t = _tanh32_ir(builder, u)
+    return builder.fmul(builder.fmul(splat(0.5), v), builder.fadd(splat(1.0), t)), t
+
+
+def _map_lanes_codegen(fn, nout):
+    """codegen of an intrinsic (x, xoff, out1, [out2,] ooff, nch): fn(builder, <16 x float>) gives
+    nout vectors, stored at ooff + 16c of each output, for c < nch."""
+    def codegen(context, builder, sig, args):
+        i64 = _ir.IntType(64)
+        v16 = _ir.VectorType(_ir.FloatType(), 16)
+        xp = context.make_array(sig.args[0])(context, builder, args[0]).data
+        outs = [context.make_array(sig.args[2 + k])(context, builder, args[2 + k]).data for k in range(nout)]
+        xoff_, ooff_, nch_ = (context.cast(builder, args[i], sig.args[i], _nbtypes.int64)
+                              for i in (1, 2 + nout, 3 + nout))
+
+        def step(c, vals):
+            at = builder.mul(c, _ir.Constant(i64, 16))
+            src = builder.bitcast(builder.gep(xp, [builder.add(xoff_, at)]), v16.as_pointer())
+            res = fn(builder, builder.load(src, align=4))
+            res = res if isinstance(res, tuple) else (res,)
+            for op, r in zip(outs, res):
+                builder.store(r, builder.bitcast(builder.gep(op, [builder.add(ooff_, at)]), v16.as_pointer()), align=4)
+            return vals
+
+        _chunk_loop(builder, nch_, [], step)
+        return context.get_dummy_value()
+
+    return codegen
+
+
+@_intrinsic
+def tanh32_lanes(typingctx, x, xoff, out, ooff, nch):
+    """out[ooff + 16c + l] = tanh32(x[xoff + 16c + l]) for c < nch (contiguous; out may be x)."""
+    return _nbtypes.void(x, xoff, out, ooff, nch), _map_lanes_codegen(_tanh32_ir, 1)
+
+
+@_intrinsic
+def gelu_lanes(typingctx, x, xoff, y, t, ooff, nch):
+    """y, t at ooff + 16c + l: GELU's output and tanh32 of its argument, for c < nch."""
+    return _nbtypes.void(x, xoff, y, t, ooff, nch), _map_lanes_codegen(_gelu_ir, 2)
+
+
 # ---- rowdot: out[i] = dot16(a[i, :], b[i, :]) -----------------------------------------
 def rowdot_ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """out[i] = dot16(a[i, :], b[i, :]) (the same dtype as a; binary64 only in checks)."""
@@ -957,8 +1098,18 @@ def exp32_vec(x, out):
     """out[i] = exp32_scalar(x[i]) for 1-D binary32 arrays (out may be x), the same bytes, written
     without branches so the loops vectorize: every element takes the in-range formula on its value
     clamped to [EXP32_MIN, EXP32_MAX] (a NaN as 0), 2^n1 and 2^n2 are built from their exponent
-    bits (both normal: n1, n2 in [-75, 64]), and the special cases are selected at the end."""
+    bits (both normal: n1, n2 in [-75, 64]), and the special cases are selected at the end.
+    Contiguous arrays of 16 or more take exp32_lanes (the same operations in IR, a register
+    per 16) for their whole chunks of 16; the last x.size % 16 take the loops below."""
     m = x.size
+    if m >= 16 and x.strides[0] == 4 and out.strides[0] == 4:
+        whole = m // 16 * 16
+        exp32_lanes(x, 0, out, 0, m // 16)
+        if whole == m:
+            return
+        x = x[whole:]
+        out = out[whole:]
+        m = x.size
     pbuf = np.empty(_VEC_CHUNK, np.float32)
     xbuf = np.empty(_VEC_CHUNK, np.float32)  # the inputs again: out may be x, and a loop that
     # reads x and writes out then runs scalar (LLVM's overlap check fails when they are one array)
@@ -1003,8 +1154,17 @@ def exp32_vec(x, out):
 @njit(**_jit)
 def tanh32_vec(x, out):
     """out[i] = tanh32_scalar(x[i]) for 1-D binary32 arrays (out may be x), the same bytes,
-    branch-free: both formulas for every element (the exp on 2*min(|x|, 9)), then selected."""
+    branch-free: both formulas for every element (the exp on 2*min(|x|, 9)), then selected.
+    Contiguous arrays take tanh32_lanes (the same operations in IR) for their whole chunks of 16."""
     m = x.size
+    if m >= 16 and x.strides[0] == 4 and out.strides[0] == 4:
+        whole = m // 16 * 16
+        tanh32_lanes(x, 0, out, 0, m // 16)
+        if whole == m:
+            return
+        x = x[whole:]
+        out = out[whole:]
+        m = x.size
     e = np.empty(m, np.float32)
     for j in range(m):
         e[j] = np.float32(2.0) * min(abs(x[j]), TANH32_BIG)
