@@ -565,12 +565,45 @@ def _linear_nt(x, w, b, par):
     return y
 
 
+def _attention_heads_body(qkv, pbias_t, row0, heads, scale, probs, a):
+    """Each head of one block: q, k, v copied out of qkv (v transposed, the words padded with +0
+    to whole chunks), raw = q k^T, p = softmax(raw / scale + bias) into probs[hd], p v into a's
+    columns of the head. The serial kernels inside: one thread per head."""
+    n = qkv.shape[0]
+    d = a.shape[1]
+    dh = d // heads
+    n16 = (n + 15) // 16 * 16
+    for hd in prange(heads):
+        qh = np.empty((n, dh), np.float32)
+        kh = np.empty((n, dh), np.float32)
+        vt = np.zeros((dh, n16), np.float32)
+        raw = np.empty((n, n), np.float32)
+        oh = np.empty((n, dh), np.float32)
+        zn = np.zeros((n + nu._NR - 1) // nu._NR * nu._NR, np.float32)  # no bias: +0 changes no bit
+        zd = np.zeros((dh + nu._NR - 1) // nu._NR * nu._NR, np.float32)
+        c0 = hd * dh
+        for i in range(n):
+            for c in range(dh):
+                qh[i, c] = qkv[i, c0 + c]
+                kh[i, c] = qkv[i, d + c0 + c]
+                vt[c, i] = qkv[i, 2 * d + c0 + c]
+        bias = pbias_t[row0 + hd, :n * n].reshape((n, n))
+        p = probs[hd]
+        _mm_nt_ser(qh, kh, zn, raw)
+        _softmax_fwd_ser(raw, bias, scale, True, p)
+        _mm_nt_ser(p, vt, zd, oh)
+        for i in range(n):
+            for c in range(dh):
+                a[i, c0 + c] = oh[i, c]
+
+
+_attention_heads_par, _attention_heads_ser = _build(_attention_heads_body, "_attention_heads")
+
+
 @njit(**nu._jit)
 def _block_forward_body(x, ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fc1w, fc1b, fc2w, fc2b,
                         pbias_t, row0, heads, scale, eps, par):
     n, d = x.shape
-    dh = d // heads
-    n16 = (n + 15) // 16 * 16
     # h = ln1(x)
     h = np.empty((n, d), np.float32)
     xhat1 = np.empty((n, d), np.float32)
@@ -580,36 +613,15 @@ def _block_forward_body(x, ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fc1
     else:
         _ln_fwd_ser(x, ln1w, ln1b, eps, h, xhat1, inv1)
     qkv = _linear_nt(h, qkvw, qkvb, par)
-    # attention, head by head: raw = q k^T, p = softmax(raw / scale + bias), a = p v
+    # attention: raw = q k^T, p = softmax(raw / scale + bias), a = p v; the heads side by side
+    # over the threads when par (a page alone still uses the cores; each head is computed whole
+    # by one thread, so the bytes are the same)
     a = np.empty((n, d), np.float32)
     probs = np.empty((heads, n, n), np.float32)
-    qh = np.empty((n, dh), np.float32)
-    kh = np.empty((n, dh), np.float32)
-    vt = np.zeros((dh, n16), np.float32)  # v^T, k (= the words) padded with +0 to whole chunks
-    raw = np.empty((n, n), np.float32)
-    oh = np.empty((n, dh), np.float32)
-    zn = np.zeros((n + nu._NR - 1) // nu._NR * nu._NR, np.float32)  # no bias: +0 changes no bit
-    zd = np.zeros((dh + nu._NR - 1) // nu._NR * nu._NR, np.float32)
-    for hd in range(heads):
-        c0 = hd * dh
-        for i in range(n):
-            for c in range(dh):
-                qh[i, c] = qkv[i, c0 + c]
-                kh[i, c] = qkv[i, d + c0 + c]
-                vt[c, i] = qkv[i, 2 * d + c0 + c]
-        bias = pbias_t[row0 + hd, :n * n].reshape((n, n))
-        p = probs[hd]
-        if par:
-            _mm_nt_par(qh, kh, zn, raw)
-            _softmax_fwd_par(raw, bias, scale, True, p)
-            _mm_nt_par(p, vt, zd, oh)
-        else:
-            _mm_nt_ser(qh, kh, zn, raw)
-            _softmax_fwd_ser(raw, bias, scale, True, p)
-            _mm_nt_ser(p, vt, zd, oh)
-        for i in range(n):
-            for c in range(dh):
-                a[i, c0 + c] = oh[i, c]
+    if par:
+        _attention_heads_par(qkv, pbias_t, row0, heads, scale, probs, a)
+    else:
+        _attention_heads_ser(qkv, pbias_t, row0, heads, scale, probs, a)
     x1 = x + _linear_nt(a, projw, projb, par)
     h2 = np.empty((n, d), np.float32)
     xhat2 = np.empty((n, d), np.float32)
