@@ -191,6 +191,61 @@ from numba import njit, prange  # noqa: E402
 
 _jit = dict(cache=_NUMBA_CACHE, nogil=True, fastmath=False, error_model="numpy")
 
+# The engine's files whose kernels call one another (fused.py's call numerics.py's products,
+# lanes and exp). Numba keys a cached kernel to its own file's contents only, so after an edit
+# (or an upgrade) that changes numerics.py alone, fused.py's cached kernels would still hold the
+# old code of what they call (seen here: a segmentation fault, then slower code). The locators
+# below stamp every kernel of these files with the digest of all of them together.
+ENGINE_KERNEL_FILES = ("numerics.py", "fused.py")
+
+
+def engine_source_digest() -> str:
+    import hashlib
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    h = hashlib.sha256()
+    for name in ENGINE_KERNEL_FILES:
+        with open(os.path.join(here, name), "rb") as fh:
+            h.update(name.encode() + b"\0" + fh.read() + b"\0")
+    return h.hexdigest()
+
+
+def _stamp_engine_caches() -> bool:
+    """Put, before Numba's own cache locators, one subclass of each whose source stamp for a
+    function of ENGINE_KERNEL_FILES is (the digest of all of them, Numba's stamp). Numba's
+    internals differ between versions: where they are not as expected, nothing changes."""
+    try:
+        from numba.core import caching
+
+        impl = getattr(caching, "CacheImpl", None) or caching._CacheImpl  # renamed in Numba 0.6x
+        bases = list(impl._locator_classes)
+        here = os.path.dirname(os.path.abspath(__file__))
+        ours = {os.path.join(here, name) for name in ENGINE_KERNEL_FILES}
+        digest = engine_source_digest()
+    except Exception:  # pragma: no cover - another Numba, or no source files
+        return False
+    made = []
+    for base in bases:
+        if getattr(base, "_dxstudio_engine", False) or not hasattr(base, "get_source_stamp"):
+            continue
+
+        def get_source_stamp(self, _base=base):
+            return ("dxstudio-engine", digest, _base.get_source_stamp(self))
+
+        def from_function(cls, py_func, py_file, _base=base):
+            if os.path.abspath(py_file) not in ours:
+                return None
+            return _base.from_function.__func__(cls, py_func, py_file)
+
+        made.append(type("Engine" + base.__name__.lstrip("_"), (base,),
+                         {"get_source_stamp": get_source_stamp, "from_function": classmethod(from_function),
+                          "_dxstudio_engine": True}))
+    impl._locator_classes[:0] = made
+    return bool(made)
+
+
+ENGINE_CACHE_STAMPED = _NUMBA_CACHE and _stamp_engine_caches()
+
 
 def _renamed(fn, name):
     """A copy of fn under another name: Numba's on-disk cache keys functions by name, so the
