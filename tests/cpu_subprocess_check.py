@@ -112,10 +112,16 @@ def _part_forward():
     from dxstudio.engine.layers import Ops
     from dxstudio.engine.model import forward
 
+    from dxstudio.engine.config import SIZES
+    from dxstudio.engine.model import to_runtime
+    from dxstudio.engine.params import new_params
+
     cfg, _, rt = _tiny_setup()
+    base = SIZES["base"]
     outs = []
-    for n, seed in ((7, 1), (23, 2)):
-        o = forward(cfg, rt, _fake_window(cfg, n, seed), Ops("fast"))
+    # the tiny size, and the base size (its fixed-shape kernels: the pair MLP's 8 -> 32 -> 16)
+    for c, params, n, seed in ((cfg, rt, 7, 1), (cfg, rt, 23, 2), (base, to_runtime(new_params(base, 3)), 21, 3)):
+        o = forward(c, params, _fake_window(c, n, seed), Ops("fast"))
         outs += [o.tag_logits, o.role_logits, o.doc_logits, o.item_scores, o.kv_scores]
     return _sha(*outs)
 
@@ -162,8 +168,12 @@ def _compiled_assembly() -> str:
 
     for pair in (fused._LAYERNORM_FWD, fused._LAYERNORM_BWD, fused._SOFTMAX_FWD, fused._SOFTMAX_BWD,
                  fused._GELU_FWD, fused._GELU_BWD, fused._RELU_FWD, fused._RELU_BWD, fused._LINEAR8_RELU,
-                 fused._LINEAR32, fused._LINEAR16_RELU_BWD):
+                 fused._LINEAR32, fused._LINEAR16_RELU_BWD,
+                 (fused._attention_heads_par, fused._attention_heads_ser)):
         kernels += list(pair)  # the fused layer kernels: (parallel, serial) builds
+    # the forward's compiled sections (a block, the characters, the embedding sum, the heads)
+    kernels += [fused._block_forward_body, fused._charconv_words_body, fused._embed_forward_body,
+                fused._heads_forward_body, fused._linear_nt, fused._pointer_scores]
     parts = []
     for kernel in kernels:
         for sig in kernel.signatures:
