@@ -537,6 +537,40 @@ def _fold_tile_ir(builder, vecs):
     return vecs
 
 
+def _chunk_loop(builder, nch, inits, step):
+    """A loop over c in [0, nch) carrying vector values: step(c, values) -> new values.
+    Returns the values after the loop (the inits when nch <= 0). The one loop of the IR
+    kernels: mm_nt's tile (its accumulators), the lane loops and the lane maps below."""
+    i64 = _ir.IntType(64)
+    pre = builder.basic_block
+    loop = builder.append_basic_block("lanes.loop")
+    done = builder.append_basic_block("lanes.done")
+    builder.cbranch(builder.icmp_signed(">", nch, _ir.Constant(i64, 0)), loop, done)
+    builder.position_at_end(loop)
+    c = builder.phi(i64)
+    c.add_incoming(_ir.Constant(i64, 0), pre)
+    phis = []
+    for v in inits:
+        p = builder.phi(v.type)
+        p.add_incoming(v, pre)
+        phis.append(p)
+    new = step(c, phis)
+    cn = builder.add(c, _ir.Constant(i64, 1))
+    end = builder.basic_block
+    c.add_incoming(cn, end)
+    for p, v in zip(phis, new):
+        p.add_incoming(v, end)
+    builder.cbranch(builder.icmp_signed("<", cn, nch), loop, done)
+    builder.position_at_end(done)
+    outs = []
+    for v0, v in zip(inits, new):
+        p = builder.phi(v0.type)
+        p.add_incoming(v0, pre)
+        p.add_incoming(v, end)
+        outs.append(p)
+    return outs
+
+
 def _make_tile(mr, nr):
     """Intrinsic tile(a, aoff, lda, b, boff, ldb, nch, out, ooff, ldo, bias, zoff):
     out[ooff + r*ldo + c] = dot16 over nch chunks of 16 of a[aoff + r*lda + ...] and
@@ -565,41 +599,20 @@ def _make_tile(mr, nr):
             zero = _ir.Constant(v16, [0.0] * 16)
             arow = [builder.add(aoff_, builder.mul(_ir.Constant(i64, r), lda_)) for r in range(mr)]
             brow = [builder.add(boff_, builder.mul(_ir.Constant(i64, c), ldb_)) for c in range(nr)]
-            pre = builder.basic_block
-            loop = builder.append_basic_block("tile.loop")
-            done = builder.append_basic_block("tile.done")
-            builder.cbranch(builder.icmp_signed(">", nch_, _ir.Constant(i64, 0)), loop, done)
-            builder.position_at_end(loop)
-            kc = builder.phi(i64)
-            kc.add_incoming(_ir.Constant(i64, 0), pre)
-            accs = []
-            for _ in range(mr * nr):
-                p = builder.phi(v16)
-                p.add_incoming(zero, pre)
-                accs.append(p)
-            k0 = builder.mul(kc, _ir.Constant(i64, 16))
 
-            def load(base, off):
-                ptr = builder.gep(base, [builder.add(off, k0)])
-                return builder.load(builder.bitcast(ptr, v16.as_pointer()), align=4)
+            def step(kc, accs):
+                k0 = builder.mul(kc, _ir.Constant(i64, 16))
 
-            avs = [load(ap, o) for o in arow]
-            bvs = [load(bp, o) for o in brow]
-            new = [builder.fadd(accs[r * nr + c], builder.fmul(avs[r], bvs[c]))
-                   for r in range(mr) for c in range(nr)]
-            kn = builder.add(kc, _ir.Constant(i64, 1))
-            end = builder.basic_block
-            kc.add_incoming(kn, end)
-            for p, v in zip(accs, new):
-                p.add_incoming(v, end)
-            builder.cbranch(builder.icmp_signed("<", kn, nch_), loop, done)
-            builder.position_at_end(done)
-            res = []
-            for v in new:
-                p = builder.phi(v16)
-                p.add_incoming(zero, pre)
-                p.add_incoming(v, end)
-                res.append(p)
+                def load(base, off):
+                    ptr = builder.gep(base, [builder.add(off, k0)])
+                    return builder.load(builder.bitcast(ptr, v16.as_pointer()), align=4)
+
+                avs = [load(ap, o) for o in arow]
+                bvs = [load(bp, o) for o in brow]
+                return [builder.fadd(accs[r * nr + c], builder.fmul(avs[r], bvs[c]))
+                        for r in range(mr) for c in range(nr)]
+
+            res = _chunk_loop(builder, nch_, [zero] * (mr * nr), step)  # 16 accumulators in registers
             folded = _fold_tile_ir(builder, res)  # the outputs r*nr + c in order
             width = folded[0].type.count
             vnr = _ir.VectorType(_ir.FloatType(), nr)
@@ -804,39 +817,6 @@ def mm_nt(a, bt, kernels: str = "fast"):
 # lanes_sum give the 16 lane accumulators of dot16 over whole chunks (lane l takes k = 16c + l,
 # c ascending, each product rounded, then the sum rounded; the sum adds x, which is 1*x); the
 # caller adds the last k % 16 terms into the stored lanes and folds them (fold16).
-def _chunk_loop(builder, nch, inits, step):
-    """A loop over c in [0, nch) carrying vector values: step(c, values) -> new values.
-    Returns the values after the loop (the inits when nch <= 0)."""
-    i64 = _ir.IntType(64)
-    pre = builder.basic_block
-    loop = builder.append_basic_block("lanes.loop")
-    done = builder.append_basic_block("lanes.done")
-    builder.cbranch(builder.icmp_signed(">", nch, _ir.Constant(i64, 0)), loop, done)
-    builder.position_at_end(loop)
-    c = builder.phi(i64)
-    c.add_incoming(_ir.Constant(i64, 0), pre)
-    phis = []
-    for v in inits:
-        p = builder.phi(v.type)
-        p.add_incoming(v, pre)
-        phis.append(p)
-    new = step(c, phis)
-    cn = builder.add(c, _ir.Constant(i64, 1))
-    end = builder.basic_block
-    c.add_incoming(cn, end)
-    for p, v in zip(phis, new):
-        p.add_incoming(v, end)
-    builder.cbranch(builder.icmp_signed("<", cn, nch), loop, done)
-    builder.position_at_end(done)
-    outs = []
-    for v0, v in zip(inits, new):
-        p = builder.phi(v0.type)
-        p.add_incoming(v0, pre)
-        p.add_incoming(v, end)
-        outs.append(p)
-    return outs
-
-
 def _lanes_codegen(kind):
     def codegen(context, builder, sig, args):
         i64 = _ir.IntType(64)
