@@ -565,6 +565,20 @@ def _linear_nt(x, w, b, par):
     return y
 
 
+@njit(**nu._jit)
+def _layernorm_nt(x, w, b, eps, par):
+    """(y, xhat, inv) = layer norm of x's rows, as layernorm_forward, from compiled code."""
+    n, d = x.shape
+    y = np.empty((n, d), np.float32)
+    xhat = np.empty((n, d), np.float32)
+    inv = np.empty(n, np.float32)
+    if par:
+        _ln_fwd_par(x, w, b, eps, y, xhat, inv)
+    else:
+        _ln_fwd_ser(x, w, b, eps, y, xhat, inv)
+    return y, xhat, inv
+
+
 def _attention_heads_body(qkv, pbias_t, row0, heads, scale, probs, a):
     """Each head of one block: q, k, v copied out of qkv (v transposed, the words padded with +0
     to whole chunks), raw = q k^T, p = softmax(raw / scale + bias) into probs[hd], p v into a's
@@ -604,14 +618,7 @@ _attention_heads_par, _attention_heads_ser = _build(_attention_heads_body, "_att
 def _block_forward_body(x, ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fc1w, fc1b, fc2w, fc2b,
                         pbias_t, row0, heads, scale, eps, par):
     n, d = x.shape
-    # h = ln1(x)
-    h = np.empty((n, d), np.float32)
-    xhat1 = np.empty((n, d), np.float32)
-    inv1 = np.empty(n, np.float32)
-    if par:
-        _ln_fwd_par(x, ln1w, ln1b, eps, h, xhat1, inv1)
-    else:
-        _ln_fwd_ser(x, ln1w, ln1b, eps, h, xhat1, inv1)
+    h, xhat1, inv1 = _layernorm_nt(x, ln1w, ln1b, eps, par)
     qkv = _linear_nt(h, qkvw, qkvb, par)
     # attention: raw = q k^T, p = softmax(raw / scale + bias), a = p v; the heads side by side
     # over the threads when par (a page alone still uses the cores; each head is computed whole
@@ -623,13 +630,7 @@ def _block_forward_body(x, ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fc1
     else:
         _attention_heads_ser(qkv, pbias_t, row0, heads, scale, probs, a)
     x1 = x + _linear_nt(a, projw, projb, par)
-    h2 = np.empty((n, d), np.float32)
-    xhat2 = np.empty((n, d), np.float32)
-    inv2 = np.empty(n, np.float32)
-    if par:
-        _ln_fwd_par(x1, ln2w, ln2b, eps, h2, xhat2, inv2)
-    else:
-        _ln_fwd_ser(x1, ln2w, ln2b, eps, h2, xhat2, inv2)
+    h2, xhat2, inv2 = _layernorm_nt(x1, ln2w, ln2b, eps, par)
     f1 = _linear_nt(h2, fc1w, fc1b, par)
     g = np.empty(f1.shape, np.float32)
     t = np.empty(f1.shape, np.float32)
@@ -646,7 +647,7 @@ def block_forward(x, p, prefix: str, pbias_t, row0: int, heads: int, scale, eps)
     (x out, h, ln1 (xhat, inv), qkv, probs (heads, n, n), a, h2, ln2 (xhat, inv), f1, g, t)."""
     x = np.ascontiguousarray(x, F32)
     n, d = x.shape
-    par = pick((True, False), n, n * d * 3 * d)
+    par = nu.parallel_pays(n, n * d * 3 * d)
     w = [np.ascontiguousarray(p[prefix + name], F32) for name in _BLOCK_TENSORS]
     return _block_forward_body(x, *w, pbias_t, row0, heads, F32(scale), F32(eps), par)
 
@@ -659,7 +660,7 @@ _BLOCK_TENSORS = ("ln1.weight", "ln1.bias", "qkv.weight", "qkv.bias", "proj.weig
 # Character convolution and max pooling in one call (layers.char_windows + charconv_forward)
 # ----------------------------------------------------------------------------------------
 @njit(**nu._jit)
-def _charconv_words_body(char_ids, char_len, emb, w_rt, b, keep, par):
+def _charconv_words_body(char_ids, char_len, emb, w_rt, b, par):
     n = char_ids.shape[0]
     dc = emb.shape[1]
     c = w_rt.shape[0]
@@ -716,10 +717,10 @@ def charconv_words_forward(char_ids, char_len, emb, w_rt, b, keep: bool):
     layers.charconv_forward, in one compiled call."""
     char_len = np.ascontiguousarray(char_len, np.int64)
     rows = int(char_len.sum())
-    par = pick((True, False), rows, rows * w_rt.shape[1] * w_rt.shape[0])
+    par = nu.parallel_pays(rows, rows * w_rt.shape[1] * w_rt.shape[0])
     tap_ids, owners, pooled, u, h, arg = _charconv_words_body(
         np.ascontiguousarray(char_ids, np.int64), char_len, np.ascontiguousarray(emb, F32),
-        np.ascontiguousarray(w_rt, F32), np.ascontiguousarray(b, F32), keep, par)
+        np.ascontiguousarray(w_rt, F32), np.ascontiguousarray(b, F32), par)
     return tap_ids, owners, pooled, ((u, h, arg) if keep else None)
 
 
@@ -742,14 +743,7 @@ def _embed_forward_body(pooled, cpw, cpb, pos_x0, pos_y0, pos_x1, pos_y1, bucket
             v = v + pos_x1[b2, c]
             e[i, c] = v + pos_y1[b3, c]
     e = e + _linear_nt(feats, fpw, fpb, par)
-    x = np.empty((n, d), np.float32)
-    xhat = np.empty((n, d), np.float32)
-    inv = np.empty(n, np.float32)
-    if par:
-        _ln_fwd_par(e, lnw, lnb, eps, x, xhat, inv)
-    else:
-        _ln_fwd_ser(e, lnw, lnb, eps, x, xhat, inv)
-    return x, xhat, inv
+    return _layernorm_nt(e, lnw, lnb, eps, par)
 
 
 _EMBED_TENSORS = ("char_proj.weight", "char_proj.bias", "pos_x0", "pos_y0", "pos_x1", "pos_y1")
@@ -758,7 +752,7 @@ _EMBED_TENSORS = ("char_proj.weight", "char_proj.bias", "pos_x0", "pos_y0", "pos
 def embed_forward(pooled, p, buckets, feats, eps):
     """(x, emb_ln (xhat, inv)): model.forward's step 2 in one compiled call."""
     n = pooled.shape[0]
-    par = pick((True, False), n, n * pooled.shape[1] * p["char_proj.weight"].shape[0])
+    par = nu.parallel_pays(n, n * pooled.shape[1] * p["char_proj.weight"].shape[0])
     w = [np.ascontiguousarray(p[k], F32) for k in _EMBED_TENSORS]
     return _embed_forward_body(
         np.ascontiguousarray(pooled, F32), *w, np.ascontiguousarray(buckets, np.int64),
@@ -771,11 +765,7 @@ def embed_forward(pooled, p, buckets, feats, eps):
 def _pointer_scores(q, k, scale, par):
     """(q k^T) / scale, q and k (n, r) copied out of the wider rel_q / rel_k outputs."""
     n = q.shape[0]
-    s = np.empty((n, n), np.float32)
-    if par:
-        _mm_nt_par(q, k, _padded_bias(np.zeros(0, np.float32), n), s)
-    else:
-        _mm_nt_ser(q, k, _padded_bias(np.zeros(0, np.float32), n), s)
+    s = _linear_nt(q, k, np.zeros(n, np.float32), par)  # no bias: +0 changes no bit
     for i in range(n):
         for j in range(n):
             s[i, j] = s[i, j] / scale
@@ -786,13 +776,7 @@ def _pointer_scores(q, k, scale, par):
 def _heads_forward_body(x, lnw, lnb, eps, tagw, tagb, rolew, roleb, docw, docb, rqw, rqb, rkw, rkb,
                         r, rscale, par):
     n, d = x.shape
-    f = np.empty((n, d), np.float32)
-    xhat = np.empty((n, d), np.float32)
-    inv = np.empty(n, np.float32)
-    if par:
-        _ln_fwd_par(x, lnw, lnb, eps, f, xhat, inv)
-    else:
-        _ln_fwd_ser(x, lnw, lnb, eps, f, xhat, inv)
+    f, xhat, inv = _layernorm_nt(x, lnw, lnb, eps, par)
     tag = _linear_nt(f, tagw, tagb, par)
     role = _linear_nt(f, rolew, roleb, par)
     colsum = np.empty((1, d), np.float32)
@@ -819,6 +803,6 @@ def heads_forward(x, p, eps, r: int, rscale):
     in one compiled call."""
     x = np.ascontiguousarray(x, F32)
     n, d = x.shape
-    par = pick((True, False), n, n * d * d)
+    par = nu.parallel_pays(n, n * d * d)
     w = [np.ascontiguousarray(p[k], F32) for k in _HEAD_TENSORS]
     return _heads_forward_body(x, w[0], w[1], F32(eps), *w[2:], r, F32(rscale), par)

@@ -278,10 +278,16 @@ def pick(kernels, rows: int, work: int):
     """The build to run of (parallel, serial): the parallel one for a large input, outside
     serial_kernels(). Threads never change a result: this choice is about speed only."""
     par, ser = kernels
+    return par if parallel_pays(rows, work) else ser
+
+
+def parallel_pays(rows: int, work: int) -> bool:
+    """pick's choice: a large input, outside serial_kernels(), and more than one Numba thread
+    (on one thread a parallel build still launches its thread pool's scheduler for every call,
+    a few µs each, 8% of a forward pass at 150 words). The compiled forward sections
+    (fused.block_forward, ...) take it to choose the builds they call."""
     big = rows > 1 and work >= PARALLEL_MIN_WORK
-    # on one thread the parallel build still launches its thread pool's scheduler for every
-    # call (a few µs each, 8% of a forward pass at 150 words): the serial build runs instead
-    return par if big and not getattr(_serial, "on", False) and numba.get_num_threads() > 1 else ser
+    return big and not getattr(_serial, "on", False) and numba.get_num_threads() > 1
 
 
 class serial_kernels:
