@@ -163,7 +163,8 @@ def _compiled_assembly() -> str:
     """The assembly of every compiled fast kernel (empty for builds loaded from the cache)."""
     kernels = [*nu._MM, *nu._MM_TN, *nu._MM_NT, *nu._PACK_T, *nu._ROWDOT, nu.fold16, nu.exp32_scalar,
                nu.tanh32_scalar, nu.exp32_vec, nu.tanh32_vec, nu.exp64_scalar,
-               nu.log64_scalar, *nu._MAP_EXP32, *nu._MAP_TANH32, nu._map_exp64, nu._map_log64]
+               nu.log64_scalar, *nu._MAP_EXP32, *nu._MAP_TANH32, nu._map_exp64, nu._map_log64,
+               nu.rows32_block, nu.transpose32]
     from dxstudio.engine import fused
 
     for pair in (fused._LAYERNORM_FWD, fused._LAYERNORM_BWD, fused._SOFTMAX_FWD, fused._SOFTMAX_BWD,

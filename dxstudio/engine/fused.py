@@ -370,57 +370,6 @@ def linear8_relu_forward(x, w, b):
     return y
 
 
-@njit(inline="always", **nu._jit)
-def _linear32_row(x, p, wt, b, y, q, m):
-    """y[q, j] = dot16(x[p, :], W[j, :]) + b[j] with 32 terms: lane l takes x[l]*w[l], then
-    x[l + 16]*w[l + 16] (each product rounded, each sum rounded, from +0), the fold in halves,
-    the bias: layers.linear_forward's operations, every lane in a register (the pair MLP's
-    second layer of the base model, over the n^2 pairs). m = wt.shape[1], passed so that a
-    literal 16 at the call makes the loop's trip count a constant (2.3x faster: one register)."""
-    z = np.float32(0.0)
-    for j in range(m):
-        a0 = (z + x[p, 0] * wt[0, j]) + x[p, 16] * wt[16, j]
-        a1 = (z + x[p, 1] * wt[1, j]) + x[p, 17] * wt[17, j]
-        a2 = (z + x[p, 2] * wt[2, j]) + x[p, 18] * wt[18, j]
-        a3 = (z + x[p, 3] * wt[3, j]) + x[p, 19] * wt[19, j]
-        a4 = (z + x[p, 4] * wt[4, j]) + x[p, 20] * wt[20, j]
-        a5 = (z + x[p, 5] * wt[5, j]) + x[p, 21] * wt[21, j]
-        a6 = (z + x[p, 6] * wt[6, j]) + x[p, 22] * wt[22, j]
-        a7 = (z + x[p, 7] * wt[7, j]) + x[p, 23] * wt[23, j]
-        a8 = (z + x[p, 8] * wt[8, j]) + x[p, 24] * wt[24, j]
-        a9 = (z + x[p, 9] * wt[9, j]) + x[p, 25] * wt[25, j]
-        a10 = (z + x[p, 10] * wt[10, j]) + x[p, 26] * wt[26, j]
-        a11 = (z + x[p, 11] * wt[11, j]) + x[p, 27] * wt[27, j]
-        a12 = (z + x[p, 12] * wt[12, j]) + x[p, 28] * wt[28, j]
-        a13 = (z + x[p, 13] * wt[13, j]) + x[p, 29] * wt[29, j]
-        a14 = (z + x[p, 14] * wt[14, j]) + x[p, 30] * wt[30, j]
-        a15 = (z + x[p, 15] * wt[15, j]) + x[p, 31] * wt[31, j]
-        a0 = a0 + a8
-        a1 = a1 + a9
-        a2 = a2 + a10
-        a3 = a3 + a11
-        a4 = a4 + a12
-        a5 = a5 + a13
-        a6 = a6 + a14
-        a7 = a7 + a15
-        a0 = a0 + a4
-        a1 = a1 + a5
-        a2 = a2 + a6
-        a3 = a3 + a7
-        a0 = a0 + a2
-        a1 = a1 + a3
-        y[q, j] = (a0 + a1) + b[j]
-
-
-def _linear32_body(x, wt, b, y):
-    if wt.shape[1] == 16:
-        for p in prange(x.shape[0]):
-            _linear32_row(x, p, wt, b, y, p, 16)
-    else:
-        for p in prange(x.shape[0]):
-            _linear32_row(x, p, wt, b, y, p, wt.shape[1])
-
-
 def _linear16_relu_bwd_body(d, wt, h, y):
     """y[p, j] = dot16(d[p, :], W[:, j]) where h[p, j] > 0, else +0, with 16 terms (one per lane,
     +0 + product), the fold in halves: layers.linear_backward's dx then relu_backward (the pair
@@ -464,16 +413,23 @@ def _linear16_relu_bwd_body(d, wt, h, y):
             y[p, j] = v if h[p, j] > z else z
 
 
-_LINEAR32 = _build(_linear32_body, "_linear32")
+_LINEAR32 = nu.ROWS32  # (x, xoff, ldx, n, wt, b, y, ldy, m): numerics.rows32_block over the rows
 _LINEAR16_RELU_BWD = _build(_linear16_relu_bwd_body, "_linear16_relu_bwd")
 
 
 def linear32_forward(x, w, b):
-    """x W^T + b for x (n, 32), W (m, 32), as layers.linear_forward."""
+    """x W^T + b for x (n, 32), W (m, 32), as layers.linear_forward: 16 outputs in a register's
+    lanes (numerics.rows32_block; the pair MLP's second layer over the n^2 pairs)."""
     x = np.ascontiguousarray(x, F32)
-    y = np.empty((x.shape[0], w.shape[0]), F32)
-    pick(_LINEAR32, x.shape[0], x.shape[0] * 32 * w.shape[0])(
-        x, np.ascontiguousarray(np.asarray(w, F32).T), np.ascontiguousarray(b, F32), y)
+    n = x.shape[0]
+    m = w.shape[0]
+    m16 = (m + 15) // 16 * 16
+    wt = np.zeros((32, m16), F32)
+    wt[:, :m] = np.asarray(w, F32).T
+    bp = np.zeros(m16, F32)
+    bp[:m] = b
+    y = np.empty((n, m), F32)
+    pick(_LINEAR32, n, n * 32 * m)(x.reshape(-1), 0, 32, n, wt, bp, y.reshape(-1), m, m)
     return y
 
 
@@ -539,6 +495,7 @@ def add_rows_skip0(table, ids, vals) -> None:
 # makes (dispatch, shape checks, the per-head copies) become one. `par` picks the kernels'
 # parallel builds (rows over the threads) or the serial ones, as pick() would.
 _mm_nt_par, _mm_nt_ser = nu._MM_NT
+_rows32_par, _rows32_ser = nu.ROWS32
 _ln_fwd_par, _ln_fwd_ser = _LAYERNORM_FWD
 _softmax_fwd_par, _softmax_fwd_ser = _SOFTMAX_FWD
 _gelu_fwd_par, _gelu_fwd_ser = _GELU_FWD
@@ -587,23 +544,30 @@ def _attention_heads_body(qkv, pbias_t, row0, heads, scale, probs, a):
     d = a.shape[1]
     dh = d // heads
     n16 = (n + 15) // 16 * 16
+    qkvf = qkv.reshape(n * 3 * d)
     for hd in prange(heads):
-        qh = np.empty((n, dh), np.float32)
-        kh = np.empty((n, dh), np.float32)
         vt = np.zeros((dh, n16), np.float32)
         raw = np.empty((n, n), np.float32)
         oh = np.empty((n, dh), np.float32)
-        zn = np.zeros((n + nu._NR - 1) // nu._NR * nu._NR, np.float32)  # no bias: +0 changes no bit
-        zd = np.zeros((dh + nu._NR - 1) // nu._NR * nu._NR, np.float32)
+        zd = np.zeros((dh + nu._NR - 1) // nu._NR * nu._NR, np.float32)  # no bias: +0 changes no bit
         c0 = hd * dh
         for i in range(n):
             for c in range(dh):
-                qh[i, c] = qkv[i, c0 + c]
-                kh[i, c] = qkv[i, d + c0 + c]
                 vt[c, i] = qkv[i, 2 * d + c0 + c]
+        if dh == 32:  # q read in place, k^T with the keys in the lanes (numerics.rows32_block)
+            kt = nu.transpose32(qkvf, d + c0, 3 * d, n)
+            nu.rows32_block(qkvf, c0, 3 * d, 0, n, kt, np.zeros(n16, np.float32), raw.reshape(n * n), n, n,
+                            np.empty(64, np.float32))
+        else:
+            qh = np.empty((n, dh), np.float32)
+            kh = np.empty((n, dh), np.float32)
+            for i in range(n):
+                for c in range(dh):
+                    qh[i, c] = qkv[i, c0 + c]
+                    kh[i, c] = qkv[i, d + c0 + c]
+            _mm_nt_ser(qh, kh, np.zeros((n + nu._NR - 1) // nu._NR * nu._NR, np.float32), raw)
         bias = pbias_t[row0 + hd, :n * n].reshape((n, n))
         p = probs[hd]
-        _mm_nt_ser(qh, kh, zn, raw)
         _softmax_fwd_ser(raw, bias, scale, True, p)
         _mm_nt_ser(p, vt, zd, oh)
         for i in range(n):
@@ -762,10 +726,22 @@ def embed_forward(pooled, p, buckets, feats, eps):
 
 
 @njit(**nu._jit)
-def _pointer_scores(q, k, scale, par):
-    """(q k^T) / scale, q and k (n, r) copied out of the wider rel_q / rel_k outputs."""
-    n = q.shape[0]
-    s = _linear_nt(q, k, np.zeros(n, np.float32), par)  # no bias: +0 changes no bit
+def _pointer_scores(rq, rk, c0, r, scale, par):
+    """(q k^T) / scale for q and k the columns c0 .. c0 + r - 1 of rel_q's and rel_k's outputs."""
+    n = rq.shape[0]
+    if r == 32:  # q read in place, k^T with the keys in the lanes (numerics.rows32_block)
+        n16 = (n + 15) // 16 * 16
+        s = np.empty((n, n), np.float32)
+        kt = nu.transpose32(rk.reshape(rk.size), c0, rk.shape[1], n)
+        args = (rq.reshape(rq.size), c0, rq.shape[1], n, kt, np.zeros(n16, np.float32), s.reshape(n * n), n, n)
+        if par:
+            _rows32_par(*args)
+        else:
+            _rows32_ser(*args)
+    else:
+        q = np.ascontiguousarray(rq[:, c0:c0 + r])
+        k = np.ascontiguousarray(rk[:, c0:c0 + r])
+        s = _linear_nt(q, k, np.zeros(n, np.float32), par)  # no bias: +0 changes no bit
     for i in range(n):
         for j in range(n):
             s[i, j] = s[i, j] / scale
@@ -788,8 +764,8 @@ def _heads_forward_body(x, lnw, lnb, eps, tagw, tagb, rolew, roleb, docw, docb, 
     doc = _linear_nt(mean, docw, docb, par)
     rq = _linear_nt(f, rqw, rqb, par)
     rk = _linear_nt(f, rkw, rkb, par)
-    items = _pointer_scores(np.ascontiguousarray(rq[:, :r]), np.ascontiguousarray(rk[:, :r]), rscale, par)
-    kvs = _pointer_scores(np.ascontiguousarray(rq[:, r:]), np.ascontiguousarray(rk[:, r:]), rscale, par)
+    items = _pointer_scores(rq, rk, 0, r, rscale, par)
+    kvs = _pointer_scores(rq, rk, r, r, rscale, par)
     return f, xhat, inv, tag, role, mean[0], doc[0], rq, rk, items, kvs
 
 
