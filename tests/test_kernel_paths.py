@@ -118,6 +118,39 @@ def test_attention(n, dh):
     assert_paths_agree(run, "attention")
 
 
+@pytest.mark.parametrize("n,m,ldx,xoff,threads", [(1, 16, 32, 0, 1), (3, 5, 32, 0, 1), (23, 150, 96, 32, 1),
+                                                  (130, 16, 64, 32, 2), (4, 33, 40, 8, 2)])
+def test_rows32_is_the_reference_product(n, m, ldx, xoff, threads):
+    """numerics.ROWS32 (16 outputs in a register's lanes, for k = 32): the reference's x W^T + b
+    on every shape it meets (rows past a multiple of 4, outputs past a multiple of 16, x read as
+    32 columns of a wider array) and on special values (-0, subnormals, infinities, NaN)."""
+    from dxstudio.engine import numerics as nu
+
+    rng = np.random.default_rng(n * 1000 + m)
+    wide = randn(rng, n, ldx, scale=2.0)
+    w, b = randn(rng, m, 32), randn(rng, m)
+    flat = wide.reshape(-1)
+    special = np.array([-0.0, 0.0, 1e-40, -1e-42, np.inf, -np.inf, 3e38, np.nan, 1.0], F32)
+    flat[xoff::7][:len(special)] = special[:len(flat[xoff::7])]
+    w.reshape(-1)[5::9][:3] = [-0.0, 1e-41, -2e38]
+    x = np.ascontiguousarray(wide[:, xoff:xoff + 32])
+    m16 = (m + 15) // 16 * 16
+    wt = np.zeros((32, m16), F32)
+    wt[:, :m] = w.T
+    bp = np.zeros(m16, F32)
+    bp[:m] = b
+    y = np.full((n, m), 7.0, F32)
+    old = nu.numba.get_num_threads()
+    nu.set_threads(threads)
+    try:
+        nu.ROWS32[0 if threads > 1 else 1](flat, xoff, ldx, n, wt, bp, y.reshape(-1), m, m)
+    finally:
+        nu.set_threads(old)
+    with np.errstate(all="ignore"):
+        want = L.linear_forward(PATHS[0], x, w, b)
+    assert_same_bits(y, want, f"rows32 {n} x 32 -> {m}")
+
+
 @pytest.mark.parametrize("n,r", [(1, 8), (11, 32), (6, 3)])
 def test_pointer(n, r):
     rng = np.random.default_rng(n * r)
@@ -342,10 +375,15 @@ def test_whole_backward_at_base_size(base_params):
         assert_same_bits(grads[1][name], grads[0][name], f"gradient of {name}")
 
 
-def test_forward_keep_gives_the_same_outputs(tiny_params):
-    inp = fake_window(CFG, 9, 4)
-    plain = forward(CFG, tiny_params, inp, Ops("fast"))
-    kept = forward(CFG, tiny_params, inp, Ops("fast"), keep=True)
+@pytest.mark.parametrize("size", ["tiny", "base"])
+def test_forward_keep_gives_the_same_outputs(tiny_params, base_params, size):
+    """keep=False (extract) runs the compiled sections' lean builds, which hand back only what
+    the outputs need: the same bytes as keep=True."""
+    cfg, params = (CFG, tiny_params) if size == "tiny" else (SIZES["base"], base_params)
+    inp = fake_window(cfg, 9, 4)
+    plain = forward(cfg, params, inp, Ops("fast"))
+    kept = forward(cfg, params, inp, Ops("fast"), keep=True)
+    assert plain.cache is None and kept.cache is not None
     for name in OUTPUT_NAMES:
         assert_same_bits(getattr(kept, name), getattr(plain, name), name)
 

@@ -606,14 +606,33 @@ def _block_forward_body(x, ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fc1
     return x2, h, xhat1, inv1, qkv, probs, a, h2, xhat2, inv2, f1, g, t
 
 
-def block_forward(x, p, prefix: str, pbias_t, row0: int, heads: int, scale, eps):
+@njit(**nu._jit)
+def _block_forward_lean(x, ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fc1w, fc1b, fc2w, fc2b,
+                        pbias_t, row0, heads, scale, eps, par):
+    """x out alone: the other arrays are freed here instead of going back to Python (each array
+    handed to Python costs a quarter of a microsecond)."""
+    return _block_forward_body(x, ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fc1w, fc1b, fc2w, fc2b,
+                               pbias_t, row0, heads, scale, eps, par)[0]
+
+
+def block_forward(x, p, prefix: str, pbias_t, row0: int, heads: int, scale, eps, keep: bool = True,
+                  allowed: bool | None = None):
     """Block `prefix`'s forward (model.forward's step 4 for one block) in one compiled call:
-    (x out, h, ln1 (xhat, inv), qkv, probs (heads, n, n), a, h2, ln2 (xhat, inv), f1, g, t)."""
+    (x out, h, ln1 (xhat, inv), qkv, probs (heads, n, n), a, h2, ln2 (xhat, inv), f1, g, t), or
+    x out alone when not keep. allowed: numerics.parallel_allowed(), when the caller has it."""
     x = np.ascontiguousarray(x, F32)
     n, d = x.shape
-    par = nu.parallel_pays(n, n * d * 3 * d)
+    par = _parallel(n, n * d * 3 * d, allowed)
     w = [np.ascontiguousarray(p[prefix + name], F32) for name in _BLOCK_TENSORS]
-    return _block_forward_body(x, *w, pbias_t, row0, heads, F32(scale), F32(eps), par)
+    body = _block_forward_body if keep else _block_forward_lean
+    return body(x, *w, pbias_t, row0, heads, F32(scale), F32(eps), par)
+
+
+def _parallel(rows: int, work: int, allowed: bool | None) -> bool:
+    """numerics.parallel_pays, with the thread test's answer when the caller has it."""
+    if allowed is None:
+        return nu.parallel_pays(rows, work)
+    return allowed and rows > 1 and work >= nu.PARALLEL_MIN_WORK
 
 
 _BLOCK_TENSORS = ("ln1.weight", "ln1.bias", "qkv.weight", "qkv.bias", "proj.weight", "proj.bias",
@@ -676,16 +695,23 @@ def _charconv_words_body(char_ids, char_len, emb, w_rt, b, par):
     return tap_ids, owners, pooled, u, h, arg
 
 
-def charconv_words_forward(char_ids, char_len, emb, w_rt, b, keep: bool):
-    """(tap_ids, owners, pooled, (u, h, arg) or None when not keep) as layers.char_windows then
-    layers.charconv_forward, in one compiled call."""
+@njit(**nu._jit)
+def _charconv_words_lean(char_ids, char_len, emb, w_rt, b, par):
+    return _charconv_words_body(char_ids, char_len, emb, w_rt, b, par)[2]  # pooled alone
+
+
+def charconv_words_forward(char_ids, char_len, emb, w_rt, b, keep: bool, allowed: bool | None = None):
+    """(tap_ids, owners, pooled, (u, h, arg)) as layers.char_windows then layers.charconv_forward,
+    in one compiled call; (None, None, pooled, None) when not keep."""
     char_len = np.ascontiguousarray(char_len, np.int64)
     rows = int(char_len.sum())
-    par = nu.parallel_pays(rows, rows * w_rt.shape[1] * w_rt.shape[0])
-    tap_ids, owners, pooled, u, h, arg = _charconv_words_body(
-        np.ascontiguousarray(char_ids, np.int64), char_len, np.ascontiguousarray(emb, F32),
-        np.ascontiguousarray(w_rt, F32), np.ascontiguousarray(b, F32), par)
-    return tap_ids, owners, pooled, ((u, h, arg) if keep else None)
+    par = _parallel(rows, rows * w_rt.shape[1] * w_rt.shape[0], allowed)
+    args = (np.ascontiguousarray(char_ids, np.int64), char_len, np.ascontiguousarray(emb, F32),
+            np.ascontiguousarray(w_rt, F32), np.ascontiguousarray(b, F32), par)
+    if not keep:
+        return None, None, _charconv_words_lean(*args), None
+    tap_ids, owners, pooled, u, h, arg = _charconv_words_body(*args)
+    return tap_ids, owners, pooled, (u, h, arg)
 
 
 # ----------------------------------------------------------------------------------------
@@ -713,12 +739,19 @@ def _embed_forward_body(pooled, cpw, cpb, pos_x0, pos_y0, pos_x1, pos_y1, bucket
 _EMBED_TENSORS = ("char_proj.weight", "char_proj.bias", "pos_x0", "pos_y0", "pos_x1", "pos_y1")
 
 
-def embed_forward(pooled, p, buckets, feats, eps):
-    """(x, emb_ln (xhat, inv)): model.forward's step 2 in one compiled call."""
+@njit(**nu._jit)
+def _embed_forward_lean(pooled, cpw, cpb, pos_x0, pos_y0, pos_x1, pos_y1, buckets, feats, fpw, fpb,
+                        lnw, lnb, eps, par):
+    return _embed_forward_body(pooled, cpw, cpb, pos_x0, pos_y0, pos_x1, pos_y1, buckets, feats, fpw, fpb,
+                               lnw, lnb, eps, par)[0]  # x alone
+
+
+def embed_forward(pooled, p, buckets, feats, eps, keep: bool = True, allowed: bool | None = None):
+    """(x, emb_ln (xhat, inv)): model.forward's step 2 in one compiled call; x alone when not keep."""
     n = pooled.shape[0]
-    par = nu.parallel_pays(n, n * pooled.shape[1] * p["char_proj.weight"].shape[0])
+    par = _parallel(n, n * pooled.shape[1] * p["char_proj.weight"].shape[0], allowed)
     w = [np.ascontiguousarray(p[k], F32) for k in _EMBED_TENSORS]
-    return _embed_forward_body(
+    return (_embed_forward_body if keep else _embed_forward_lean)(
         np.ascontiguousarray(pooled, F32), *w, np.ascontiguousarray(buckets, np.int64),
         np.ascontiguousarray(feats, F32), np.ascontiguousarray(p["feat_proj.weight"], F32),
         np.ascontiguousarray(p["feat_proj.bias"], F32), np.ascontiguousarray(p["emb_ln.weight"], F32),
@@ -774,11 +807,20 @@ _HEAD_TENSORS = ("final_ln.weight", "final_ln.bias", "tag_head.weight", "tag_hea
                  "rel_k.weight", "rel_k.bias")
 
 
-def heads_forward(x, p, eps, r: int, rscale):
+@njit(**nu._jit)
+def _heads_forward_lean(x, lnw, lnb, eps, tagw, tagb, rolew, roleb, docw, docb, rqw, rqb, rkw, rkb,
+                        r, rscale, par):
+    out = _heads_forward_body(x, lnw, lnb, eps, tagw, tagb, rolew, roleb, docw, docb, rqw, rqb, rkw, rkb,
+                              r, rscale, par)
+    return out[3], out[4], out[6], out[9], out[10]  # the outputs alone: tag, role, doc, items, kv
+
+
+def heads_forward(x, p, eps, r: int, rscale, keep: bool = True, allowed: bool | None = None):
     """(f, final_ln (xhat, inv), tag, role, mean, doc, rq, rk, items, kv): model.forward's step 5
-    in one compiled call."""
+    in one compiled call; (tag, role, doc, items, kv) when not keep."""
     x = np.ascontiguousarray(x, F32)
     n, d = x.shape
-    par = nu.parallel_pays(n, n * d * d)
+    par = _parallel(n, n * d * d, allowed)
     w = [np.ascontiguousarray(p[k], F32) for k in _HEAD_TENSORS]
-    return _heads_forward_body(x, w[0], w[1], F32(eps), *w[2:], r, F32(rscale), par)
+    body = _heads_forward_body if keep else _heads_forward_lean
+    return body(x, w[0], w[1], F32(eps), *w[2:], r, F32(rscale), par)

@@ -17,7 +17,7 @@ from . import fused
 from . import layers as L
 from .config import ModelConfig
 from .layers import CharConvSaved, LayerNormSaved, Ops
-from .numerics import pack_t
+from .numerics import pack_t, parallel_allowed
 
 F32 = np.float32
 
@@ -100,9 +100,11 @@ def forward(cfg: ModelConfig, params, inp, ops: Ops, keep: bool = False) -> Outp
 
     # 1. characters -> pooled channels
     w_rt = p["char_conv.weight"]
+    # the compiled sections: whether they may use the threads, asked once (numerics.parallel_pays)
+    allowed = parallel_allowed() if ops.compiled(p["char_emb"]) else None
     if ops.compiled(p["char_emb"], w_rt):  # the same operations in one compiled call
         tap_ids, owners, pooled, saved = fused.charconv_words_forward(
-            inp.char_ids, inp.char_len, p["char_emb"], w_rt, p["char_conv.bias"], keep)
+            inp.char_ids, inp.char_len, p["char_emb"], w_rt, p["char_conv.bias"], keep, allowed)
         conv_saved = CharConvSaved(*saved) if keep else None
     else:
         tap_ids, owners = L.char_windows(inp.char_ids, inp.char_len)
@@ -113,8 +115,12 @@ def forward(cfg: ModelConfig, params, inp, ops: Ops, keep: bool = False) -> Outp
     b = inp.buckets
     feats = inp.word_feats.astype(dt)
     if ops.compiled(pooled, p["char_proj.weight"]):  # the same operations in one compiled call
-        x, xh, inv = fused.embed_forward(pooled, p, b, feats, cfg.ln_eps)
-        emb_ln_saved = LayerNormSaved(xh, inv)
+        if keep:
+            x, xh, inv = fused.embed_forward(pooled, p, b, feats, cfg.ln_eps, True, allowed)
+            emb_ln_saved = LayerNormSaved(xh, inv)
+        else:  # x alone: what a backward would need is never handed back to Python
+            x = fused.embed_forward(pooled, p, b, feats, cfg.ln_eps, False, allowed)
+            emb_ln_saved = None
     else:
         e = L.linear_forward(ops, pooled, p["char_proj.weight"], p["char_proj.bias"])
         e = e + p["pos_x0"][b[:, 0]]
@@ -137,15 +143,18 @@ def forward(cfg: ModelConfig, params, inp, ops: Ops, keep: bool = False) -> Outp
     # 4. blocks
     d, heads, dh = cfg.d_model, cfg.heads, cfg.head_dim
     scale = _scale(dt, dh)
+    eps32 = dt.type(cfg.ln_eps)
     for l in range(cfg.layers):
         q = f"blocks.{l}."
         if ops.compiled(x, pbias_t, p[q + "qkv.weight"]):  # the same operations in one compiled call
+            if not keep:
+                x = fused.block_forward(x, p, q, pbias_t, l * heads, heads, scale, eps32, False, allowed)
+                continue
             x, h, xh1, inv1, qkv, probs3, a, h2, xh2, inv2, f1, g, t = fused.block_forward(
-                x, p, q, pbias_t, l * heads, heads, scale, cfg.ln_eps)
-            if keep:
-                cache.blocks.append(BlockActivations(
-                    ln1=LayerNormSaved(xh1, inv1), h=h, qkv=qkv, probs=list(probs3), a=a,
-                    ln2=LayerNormSaved(xh2, inv2), h2=h2, f1=f1, g=g, t=t))
+                x, p, q, pbias_t, l * heads, heads, scale, eps32, True, allowed)
+            cache.blocks.append(BlockActivations(
+                ln1=LayerNormSaved(xh1, inv1), h=h, qkv=qkv, probs=list(probs3), a=a,
+                ln2=LayerNormSaved(xh2, inv2), h2=h2, f1=f1, g=g, t=t))
             continue
         h, ln1 = L.layernorm_forward(ops, x, p[q + "ln1.weight"], p[q + "ln1.bias"], cfg.ln_eps)
         qkv = L.linear_forward(ops, h, p[q + "qkv.weight"], p[q + "qkv.bias"])
@@ -171,8 +180,12 @@ def forward(cfg: ModelConfig, params, inp, ops: Ops, keep: bool = False) -> Outp
     # 5. heads
     r = cfg.rel_dim
     rscale = _scale(dt, r)
-    if ops.compiled(x, p["tag_head.weight"]):  # the same operations in one compiled call
-        f, fxh, finv, tag, role, mean, doc, rq, rk, items, kvs = fused.heads_forward(x, p, cfg.ln_eps, r, rscale)
+    if ops.compiled(x, p["tag_head.weight"]) and not keep:  # the same operations in one compiled call
+        tag, role, doc, items, kvs = fused.heads_forward(x, p, cfg.ln_eps, r, rscale, False, allowed)
+        return Outputs(tag, role, doc, items, kvs, None)
+    if ops.compiled(x, p["tag_head.weight"]):
+        f, fxh, finv, tag, role, mean, doc, rq, rk, items, kvs = fused.heads_forward(
+            x, p, cfg.ln_eps, r, rscale, True, allowed)
         fin = LayerNormSaved(fxh, finv)
     else:
         f, fin = L.layernorm_forward(ops, x, p["final_ln.weight"], p["final_ln.bias"], cfg.ln_eps)

@@ -286,8 +286,13 @@ def parallel_pays(rows: int, work: int) -> bool:
     (on one thread a parallel build still launches its thread pool's scheduler for every call,
     a few µs each, 8% of a forward pass at 150 words). The compiled forward sections
     (fused.block_forward, ...) take it to choose the builds they call."""
-    big = rows > 1 and work >= PARALLEL_MIN_WORK
-    return big and not getattr(_serial, "on", False) and numba.get_num_threads() > 1
+    return rows > 1 and work >= PARALLEL_MIN_WORK and parallel_allowed()
+
+
+def parallel_allowed() -> bool:
+    """Outside serial_kernels() with more than one Numba thread: parallel_pays without the size
+    test. model.forward asks once (a microsecond) and hands the answer to its sections."""
+    return not getattr(_serial, "on", False) and numba.get_num_threads() > 1
 
 
 class serial_kernels:
