@@ -28,8 +28,10 @@ def _layernorm_fwd_body(x, w, b, eps, y, xhat, inv):
     n, d = x.shape
     df = np.float32(d)
     d16 = d // 16 * 16  # whole chunks of 16 in a register (nu.lanes_*), then the last columns
-    for blk in prange((n + 7) // 8):
-        acc = np.empty(16, np.float32)
+    nblk = (n + 7) // 8
+    accs = np.empty((nblk, 16), np.float32)  # each task's lanes: one allocation per call
+    for blk in prange(nblk):
+        acc = accs[blk]
         for i in range(blk * 8, min(n, blk * 8 + 8)):
             nu.lanes_sum(x, i * d, d16 // 16, acc, 0)
             for k in range(d16, d):
@@ -54,10 +56,13 @@ def _layernorm_bwd_body(dy, xhat, inv, w, dx, dw, db):
     n, d = dy.shape
     df = np.float32(d)
     d16 = d // 16 * 16
-    for blk in prange((n + 7) // 8):
-        acc_g = np.empty(16, np.float32)
-        acc_gx = np.empty(16, np.float32)
-        g = np.empty(d, np.float32)
+    nblk = (n + 7) // 8
+    accs = np.empty((nblk, 2, 16), np.float32)  # each task's lanes and row: one allocation per call
+    gs = np.empty((nblk, d), np.float32)
+    for blk in prange(nblk):
+        acc_g = accs[blk, 0]
+        acc_gx = accs[blk, 1]
+        g = gs[blk]
         for i in range(blk * 8, min(n, blk * 8 + 8)):
             for k in range(d):
                 g[k] = dy[i, k] * w[k]
@@ -112,15 +117,17 @@ def layernorm_backward(dy, saved, w):
 # ----------------------------------------------------------------------------------------
 # Softmax over rows of s (s = raw / scale + bias when scaled), and its backward
 # ----------------------------------------------------------------------------------------
-_SOFTMAX_ROWS = 8  # rows per task: the lane buffers are allocated once per task
+_SOFTMAX_ROWS = 8  # rows per task
 
 
 def _softmax_fwd_body(raw, bias, scale, scaled, p):
     n, m = raw.shape
     m16 = m // 16 * 16
-    for blk in prange((n + _SOFTMAX_ROWS - 1) // _SOFTMAX_ROWS):
-        acc = np.empty(16, np.float32)
-        tops = np.empty(16, np.float32)
+    nblk = (n + _SOFTMAX_ROWS - 1) // _SOFTMAX_ROWS
+    lanes = np.empty((nblk, 2, 16), np.float32)  # each task's lane buffers: one allocation per call
+    for blk in prange(nblk):
+        acc = lanes[blk, 0]
+        tops = lanes[blk, 1]
         i0 = blk * _SOFTMAX_ROWS
         i1 = min(n, i0 + _SOFTMAX_ROWS)
         for i in range(i0, i1):
@@ -167,8 +174,10 @@ def _softmax_fwd_body(raw, bias, scale, scaled, p):
 def _softmax_bwd_body(dp, p, scale, scaled, ds, dsc):
     n, m = p.shape
     m16 = m // 16 * 16
-    for blk in prange((n + _SOFTMAX_ROWS - 1) // _SOFTMAX_ROWS):
-        acc = np.empty(16, np.float32)
+    nblk = (n + _SOFTMAX_ROWS - 1) // _SOFTMAX_ROWS
+    accs = np.empty((nblk, 16), np.float32)
+    for blk in prange(nblk):
+        acc = accs[blk]
         for i in range(blk * _SOFTMAX_ROWS, min(n, blk * _SOFTMAX_ROWS + _SOFTMAX_ROWS)):
             nu.lanes_dot(p, i * m, dp, i * m, m16 // 16, acc, 0)  # whole chunks in a register
             for j in range(m16, m):
@@ -514,7 +523,7 @@ def _padded_bias(b, m):
 def _linear_nt(x, w, b, par):
     """x W^T + b on mm_nt (the bias in the tile's epilogue), as ops.mm_nt(x, w, b)."""
     y = np.empty((x.shape[0], w.shape[0]), np.float32)
-    bp = _padded_bias(b, w.shape[0])
+    bp = b if w.shape[0] % nu._NR == 0 else _padded_bias(b, w.shape[0])  # whole tiles: b as it is
     if par:
         _mm_nt_par(x, w, bp, y)
     else:
@@ -545,19 +554,25 @@ def _attention_heads_body(qkv, pbias_t, row0, heads, scale, probs, a):
     dh = d // heads
     n16 = (n + 15) // 16 * 16
     qkvf = qkv.reshape(n * 3 * d)
+    # every head's scratch, allocated once per call (v^T and k^T padded with +0 to whole chunks)
+    vts = np.zeros((heads, dh, n16), np.float32)
+    kts = np.empty((heads, 32 if dh == 32 else 0, n16), np.float32)
+    raws = np.empty((heads, n, n), np.float32)
+    ohs = np.empty((heads, n, dh), np.float32)
+    tbs = np.empty((heads, 64), np.float32)
+    zeros = np.zeros(max(n16, (dh + nu._NR - 1) // nu._NR * nu._NR), np.float32)  # no bias: +0 changes no bit
     for hd in prange(heads):
-        vt = np.zeros((dh, n16), np.float32)
-        raw = np.empty((n, n), np.float32)
-        oh = np.empty((n, dh), np.float32)
-        zd = np.zeros((dh + nu._NR - 1) // nu._NR * nu._NR, np.float32)  # no bias: +0 changes no bit
+        vt = vts[hd]
+        raw = raws[hd]
+        oh = ohs[hd]
         c0 = hd * dh
         for i in range(n):
             for c in range(dh):
                 vt[c, i] = qkv[i, 2 * d + c0 + c]
         if dh == 32:  # q read in place, k^T with the keys in the lanes (numerics.rows32_block)
-            kt = nu.transpose32(qkvf, d + c0, 3 * d, n)
-            nu.rows32_block(qkvf, c0, 3 * d, 0, n, kt, np.zeros(n16, np.float32), raw.reshape(n * n), n, n,
-                            np.empty(64, np.float32))
+            kt = kts[hd]
+            nu.transpose32_into(qkvf, d + c0, 3 * d, n, kt)
+            nu.rows32_block(qkvf, c0, 3 * d, 0, n, kt, zeros[:n16], raw.reshape(n * n), n, n, tbs[hd])
         else:
             qh = np.empty((n, dh), np.float32)
             kh = np.empty((n, dh), np.float32)
@@ -569,13 +584,22 @@ def _attention_heads_body(qkv, pbias_t, row0, heads, scale, probs, a):
         bias = pbias_t[row0 + hd, :n * n].reshape((n, n))
         p = probs[hd]
         _softmax_fwd_ser(raw, bias, scale, True, p)
-        _mm_nt_ser(p, vt, zd, oh)
+        _mm_nt_ser(p, vt, zeros[:(dh + nu._NR - 1) // nu._NR * nu._NR], oh)
         for i in range(n):
             for c in range(dh):
                 a[i, c0 + c] = oh[i, c]
 
 
 _attention_heads_par, _attention_heads_ser = _build(_attention_heads_body, "_attention_heads")
+
+
+@njit(**nu._jit)
+def _add_into(x, y):
+    """y = x + y elementwise (x's element first, as x + y)."""
+    xf = x.reshape(x.size)
+    yf = y.reshape(y.size)
+    for i in range(xf.size):
+        yf[i] = xf[i] + yf[i]
 
 
 @njit(**nu._jit)
@@ -593,7 +617,8 @@ def _block_forward_body(x, ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fc1
         _attention_heads_par(qkv, pbias_t, row0, heads, scale, probs, a)
     else:
         _attention_heads_ser(qkv, pbias_t, row0, heads, scale, probs, a)
-    x1 = x + _linear_nt(a, projw, projb, par)
+    x1 = _linear_nt(a, projw, projb, par)
+    _add_into(x, x1)  # x1 = x + x1: the residual, without another array
     h2, xhat2, inv2 = _layernorm_nt(x1, ln2w, ln2b, eps, par)
     f1 = _linear_nt(h2, fc1w, fc1b, par)
     g = np.empty(f1.shape, np.float32)
@@ -602,7 +627,8 @@ def _block_forward_body(x, ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fc1
         _gelu_fwd_par(f1.reshape(-1), g.reshape(-1), t.reshape(-1))
     else:
         _gelu_fwd_ser(f1.reshape(-1), g.reshape(-1), t.reshape(-1))
-    x2 = x1 + _linear_nt(g, fc2w, fc2b, par)
+    x2 = _linear_nt(g, fc2w, fc2b, par)
+    _add_into(x1, x2)
     return x2, h, xhat1, inv1, qkv, probs, a, h2, xhat2, inv2, f1, g, t
 
 

@@ -754,8 +754,10 @@ _ROWS32_TASK = 64  # rows of x per task of the parallel build
 
 
 def _rows32_body(x, xoff, ldx, n, wt, b, y, ldy, m):
-    for blk in prange((n + _ROWS32_TASK - 1) // _ROWS32_TASK):
-        tb = np.empty(_ROWS32 * 16, np.float32)
+    nblk = (n + _ROWS32_TASK - 1) // _ROWS32_TASK
+    tbs = np.empty((nblk, _ROWS32 * 16), np.float32)
+    for blk in prange(nblk):
+        tb = tbs[blk]
         rows32_block(x, xoff, ldx, blk * _ROWS32_TASK, min(n, blk * _ROWS32_TASK + _ROWS32_TASK), wt, b, y, ldy, m, tb)
 
 
@@ -763,13 +765,21 @@ ROWS32 = _build(_rows32_body, "_rows32")  # (parallel, serial): rows32_block ove
 
 
 @njit(**_jit)
-def transpose32(x, xoff, ldx, n):
-    """W^T for rows32_block from n rows of 32 at x[xoff + i*ldx + k] (flat): (32, n16), +0 past n."""
-    n16 = (n + 15) // 16 * 16
-    wt = np.zeros((32, n16), np.float32)
+def transpose32_into(x, xoff, ldx, n, wt):
+    """wt (32, n16) = W^T for rows32_block from n rows of 32 at x[xoff + i*ldx + k] (flat), +0 past n."""
     for i in range(n):
         for k in range(32):
             wt[k, i] = x[xoff + i * ldx + k]
+    for k in range(32):
+        for i in range(n, wt.shape[1]):
+            wt[k, i] = np.float32(0.0)
+
+
+@njit(**_jit)
+def transpose32(x, xoff, ldx, n):
+    """transpose32_into a new (32, n16) array."""
+    wt = np.empty((32, (n + 15) // 16 * 16), np.float32)
+    transpose32_into(x, xoff, ldx, n, wt)
     return wt
 
 _NT_ROWS = 16  # rows of a per task (a multiple of _MR)
@@ -797,9 +807,16 @@ def _mm_nt_body(a, bt, bias, out):
             btail[j - bfull, kk] = bt[j, kk]
     outf = out.reshape(m * n)  # flat views made once: a view per tile costs reference counts
     ntile = n // _NR * _NR  # columns in whole tiles
-    for blk in prange((m + _NT_ROWS - 1) // _NT_ROWS):
-        ap = np.zeros((_MR, k16), np.float32)
-        tb = np.empty(_MR * _NR, np.float32)
+    nblk = (m + _NT_ROWS - 1) // _NT_ROWS
+    # each task's scratch, allocated once per call: a panel of rows padded with +0 to k16 (with
+    # k a multiple of 16 only the last rows take one: a single panel, for the last task alone)
+    # and a tile's outputs
+    own = 1 if k16 != k else 0  # a panel per task, or the one panel
+    aps = np.zeros((nblk if own else 1, _MR, k16), np.float32)
+    tbs = np.empty((nblk, _MR * _NR), np.float32)
+    for blk in prange(nblk):
+        ap = aps[np.int64(blk) * own]
+        tb = tbs[blk]
         for i0 in range(blk * _NT_ROWS, min(m, blk * _NT_ROWS + _NT_ROWS), _MR):
             mr = min(_MR, m - i0)
             direct = mr == _MR and k16 == k
@@ -1182,8 +1199,10 @@ def rowdot_ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def _rowdot_body(a, b, out):
     m, k = a.shape
     k16 = k // 16 * 16
-    for blk in prange((m + 15) // 16):
-        acc = np.empty(16, np.float32)
+    nblk = (m + 15) // 16
+    accs = np.empty((nblk, 16), np.float32)
+    for blk in prange(nblk):
+        acc = accs[blk]
         for i in range(blk * 16, min(m, blk * 16 + 16)):
             lanes_dot(a, i * k, b, i * k, k16 // 16, acc, 0)  # whole chunks in a register
             for kk in range(k16, k):
