@@ -133,6 +133,11 @@ def test_rows32_is_the_reference_product(n, m, ldx, xoff, threads):
     special = np.array([-0.0, 0.0, 1e-40, -1e-42, np.inf, -np.inf, 3e38, np.nan, 1.0], F32)
     flat[xoff::7][:len(special)] = special[:len(flat[xoff::7])]
     w.reshape(-1)[5::9][:3] = [-0.0, 1e-41, -2e38]
+    # an output whose every product is -0, with a bias of -0: the spec's lanes start from +0, so
+    # its dot16 is +0 and the output +0 (a kernel that skipped that would give -0)
+    wide[0, xoff:xoff + 32] = -0.0
+    w[0] = np.abs(w[0])
+    b[0] = -0.0
     x = np.ascontiguousarray(wide[:, xoff:xoff + 32])
     m16 = (m + 15) // 16 * 16
     wt = np.zeros((32, m16), F32)
@@ -149,6 +154,7 @@ def test_rows32_is_the_reference_product(n, m, ldx, xoff, threads):
     with np.errstate(all="ignore"):
         want = L.linear_forward(PATHS[0], x, w, b)
     assert_same_bits(y, want, f"rows32 {n} x 32 -> {m}")
+    assert y.view(np.uint32)[0, 0] == 0, "-0 products, -0 bias: +0"
 
 
 @pytest.mark.parametrize("n,r", [(1, 8), (11, 32), (6, 3)])

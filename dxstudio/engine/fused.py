@@ -340,14 +340,16 @@ def _linear8_relu_row(x, p, wt, b, y, q, h):
     x0, x1, x2, x3 = x[p, 0], x[p, 1], x[p, 2], x[p, 3]
     x4, x5, x6, x7 = x[p, 4], x[p, 5], x[p, 6], x[p, 7]
     for j in range(h):
-        a0 = (z + x0 * wt[0, j]) + z
-        a1 = (z + x1 * wt[1, j]) + z
-        a2 = (z + x2 * wt[2, j]) + z
-        a3 = (z + x3 * wt[3, j]) + z
-        a4 = (z + x4 * wt[4, j]) + z
-        a5 = (z + x5 * wt[5, j]) + z
-        a6 = (z + x6 * wt[6, j]) + z
-        a7 = (z + x7 * wt[7, j]) + z
+        # lane l: (+0 + x*w), then the fold's + lane l + 8 (+0); written x*w + 0, which is the
+        # same bits (both give +0 for -0 and x*w for everything else): one add instead of two
+        a0 = x0 * wt[0, j] + z
+        a1 = x1 * wt[1, j] + z
+        a2 = x2 * wt[2, j] + z
+        a3 = x3 * wt[3, j] + z
+        a4 = x4 * wt[4, j] + z
+        a5 = x5 * wt[5, j] + z
+        a6 = x6 * wt[6, j] + z
+        a7 = x7 * wt[7, j] + z
         a0 = a0 + a4
         a1 = a1 + a5
         a2 = a2 + a6

@@ -691,14 +691,14 @@ def _make_rows32(rows):
 
             xrow = [offset(xoff_, r, ldx_) for r in range(rows)]
 
-            def lane(l):  # dot16's lane l of every row: (+0 + x[l] w[l]) + x[l + 16] w[l + 16]
+            def lane(l):  # dot16's lane l of every row: x[l] w[l] + x[l + 16] w[l + 16] (see below)
                 w_lo = builder.load(at(wp, offset(woff_, l, ldw_)), align=4)
                 w_hi = builder.load(at(wp, offset(woff_, l + 16, ldw_)), align=4)
                 out = []
                 for xr in xrow:
                     lo = builder.fmul(broadcast(builder.add(xr, _ir.Constant(i64, l))), w_lo)
                     hi = builder.fmul(broadcast(builder.add(xr, _ir.Constant(i64, l + 16))), w_hi)
-                    out.append(builder.fadd(builder.fadd(zero, lo), hi))
+                    out.append(builder.fadd(lo, hi))
                 return out
 
             def fold(step, l):  # the fold's value at lane l after the steps of `step` and wider
@@ -707,7 +707,11 @@ def _make_rows32(rows):
                 lo, hi = fold(step * 2, l), fold(step * 2, l + step)
                 return [builder.fadd(u, v) for u, v in zip(lo, hi)]
 
-            dots = fold(1, 0)
+            # A lane starts from +0 in the spec: (+0 + lo) + hi. lo + hi is the same bits but for
+            # lo = hi = -0, where it gives -0 for the spec's +0; a fold of such lanes stays the
+            # same bits or -0 for +0 (the spec's lanes and sums are never -0), so adding +0 once
+            # to the folded value gives the spec's dot16 exactly: one add an output instead of 16.
+            dots = [builder.fadd(v, zero) for v in fold(1, 0)]
             bias = builder.load(at(bp, boff_), align=4)
             for r, dot in enumerate(dots):
                 builder.store(builder.fadd(dot, bias), at(yp, offset(yoff_, r, ldy_)), align=4)
