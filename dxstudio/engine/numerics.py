@@ -957,6 +957,14 @@ def mm_nt_fast(a: np.ndarray, bt: np.ndarray, bias=None) -> np.ndarray:
     m, k = a.shape
     n = bt.shape[0]
     out = np.empty((m, n), F32)
+    if k == 32 and bt.shape[1] == 32 and n >= 16:  # 32 terms: the outputs in the lanes (rows32)
+        n16 = (n + 15) // 16 * 16
+        biasp = np.zeros(n16, F32)
+        if bias is not None:
+            biasp[:n] = bias
+        pick(ROWS32, m, m * k * n)(a.reshape(-1), 0, 32, m, transpose32(bt.reshape(-1), 0, 32, n), biasp,
+                                   out.reshape(-1), n, n)
+        return out
     biasp = np.zeros((n + _NR - 1) // _NR * _NR, F32)  # whole tiles read whole bias vectors
     if bias is not None:
         biasp[:n] = bias
