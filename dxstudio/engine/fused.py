@@ -370,6 +370,7 @@ def _linear8_relu_body(x, wt, b, y):
 
 
 _LINEAR8_RELU = _build(_linear8_relu_body, "_linear8_relu")
+_linear8_relu_par, _linear8_relu_ser = _LINEAR8_RELU
 
 
 def linear8_relu_forward(x, w, b):
@@ -444,6 +445,48 @@ def linear32_forward(x, w, b):
     return y
 
 
+@njit(**nu._jit)
+def _pair_bias_body(pf, w1, b1, w2, b2, par):
+    """The pair MLP in one call: ph = relu(pf W1^T + b1) (linear8_relu), pbias = ph W2^T + b2
+    (rows32), then pbias^T padded with +0 to whole chunks (numerics.pack_t)."""
+    npair = pf.shape[0]
+    hidden = w1.shape[0]
+    m = w2.shape[0]
+    m16 = (m + 15) // 16 * 16
+    w1t = np.empty((8, hidden), np.float32)
+    for j in range(hidden):
+        for k in range(8):
+            w1t[k, j] = w1[j, k]
+    w2t = np.zeros((32, m16), np.float32)
+    b2p = np.zeros(m16, np.float32)
+    for j in range(m):
+        b2p[j] = b2[j]
+        for k in range(32):
+            w2t[k, j] = w2[j, k]
+    ph = np.empty((npair, hidden), np.float32)
+    pbias = np.empty((npair, m), np.float32)
+    pbias_t = np.zeros((m, (npair + 15) // 16 * 16), np.float32)
+    if par:
+        _linear8_relu_par(pf, w1t, b1, ph)
+        _rows32_par(ph.reshape(npair * hidden), 0, 32, npair, w2t, b2p, pbias.reshape(npair * m), m, m)
+        _pack_t_par(pbias, pbias_t)
+    else:
+        _linear8_relu_ser(pf, w1t, b1, ph)
+        _rows32_ser(ph.reshape(npair * hidden), 0, 32, npair, w2t, b2p, pbias.reshape(npair * m), m, m)
+        _pack_t_ser(pbias, pbias_t)
+    return ph, pbias_t
+
+
+def pair_bias_forward(pf, w1, b1, w2, b2, allowed: bool | None = None):
+    """(ph, pbias_t): model.forward's step 3 for the base model's pair MLP (8 -> 32 -> L*heads)
+    in one compiled call; pbias_t as numerics.pack_t(pbias)."""
+    pf = np.ascontiguousarray(pf, F32)
+    npair = pf.shape[0]
+    par = _parallel(npair, npair * 8 * w1.shape[0], allowed)
+    return _pair_bias_body(pf, np.ascontiguousarray(w1, F32), np.ascontiguousarray(b1, F32),
+                           np.ascontiguousarray(w2, F32), np.ascontiguousarray(b2, F32), par)
+
+
 def linear16_relu_backward(dy, w, h):
     """relu_backward(dy W, h) for dy (n, 16), W (16, m), h (n, m) the ReLU's output."""
     dy = np.ascontiguousarray(dy, F32)
@@ -507,6 +550,7 @@ def add_rows_skip0(table, ids, vals) -> None:
 # parallel builds (rows over the threads) or the serial ones, as pick() would.
 _mm_nt_par, _mm_nt_ser = nu._MM_NT
 _rows32_par, _rows32_ser = nu.ROWS32
+_pack_t_par, _pack_t_ser = nu._PACK_T
 _ln_fwd_par, _ln_fwd_ser = _LAYERNORM_FWD
 _softmax_fwd_par, _softmax_fwd_ser = _SOFTMAX_FWD
 _gelu_fwd_par, _gelu_fwd_ser = _GELU_FWD

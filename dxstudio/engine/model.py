@@ -113,7 +113,7 @@ def forward(cfg: ModelConfig, params, inp, ops: Ops, keep: bool = False) -> Outp
 
     # 2. e = char_proj(pooled) + pos_x0 + pos_y0 + pos_x1 + pos_y1 + feat_proj(features), left to right
     b = inp.buckets
-    feats = inp.word_feats.astype(dt)
+    feats = np.asarray(inp.word_feats, dt)  # no copy when it is already dt (read only below)
     if ops.compiled(pooled, p["char_proj.weight"]):  # the same operations in one compiled call
         if keep:
             x, xh, inv = fused.embed_forward(pooled, p, b, feats, cfg.ln_eps, True, allowed)
@@ -131,11 +131,16 @@ def forward(cfg: ModelConfig, params, inp, ops: Ops, keep: bool = False) -> Outp
         x, emb_ln_saved = L.layernorm_forward(ops, e, p["emb_ln.weight"], p["emb_ln.bias"], cfg.ln_eps)
 
     # 3. pair bias over the n^2 pairs in row-major (i, j) order, once per window
-    pf = inp.pair_feats.astype(dt)
-    ph = L.linear_relu_forward(ops, pf, p["pair1.weight"], p["pair1.bias"])
-    pbias = L.linear_forward(ops, ph, p["pair2.weight"], p["pair2.bias"])  # (n*n, L*heads)
-    # one copy with each (layer, head)'s bias map contiguous, rather than a strided column per head
-    pbias_t = pack_t(pbias) if ops.compiled(pbias) else np.ascontiguousarray(pbias.T)
+    pf = np.asarray(inp.pair_feats, dt)
+    # pbias (n*n, L*heads) goes on as pbias_t: one copy with each (layer, head)'s bias map
+    # contiguous, rather than a strided column per head
+    if ops.compiled(pf) and pf.shape[1] == 8 and p["pair2.weight"].shape[1] == 32:  # one compiled call
+        ph, pbias_t = fused.pair_bias_forward(pf, p["pair1.weight"], p["pair1.bias"], p["pair2.weight"],
+                                              p["pair2.bias"], allowed)
+    else:
+        ph = L.linear_relu_forward(ops, pf, p["pair1.weight"], p["pair1.bias"])
+        pbias = L.linear_forward(ops, ph, p["pair2.weight"], p["pair2.bias"])
+        pbias_t = pack_t(pbias) if ops.compiled(pbias) else np.ascontiguousarray(pbias.T)
     if keep:
         cache = Activations(tap_ids=tap_ids, w_rt=w_rt, conv=conv_saved, pooled=pooled, feats=feats,
                             emb_ln=emb_ln_saved, pf=pf, ph=ph)
