@@ -175,8 +175,7 @@ def _compiled_assembly() -> str:
     # the forward's compiled sections (a block, the characters, the embedding sum, the heads)
     kernels += [fused._block_forward_body, fused._charconv_words_body, fused._embed_forward_body,
                 fused._heads_forward_body, fused._linear_nt, fused._layernorm_nt, fused._pointer_scores,
-                fused._block_forward_lean, fused._charconv_words_lean, fused._embed_forward_lean,
-                fused._heads_forward_lean, fused._pair_bias_body, fused._add_into]
+                fused._block_forward_lean, fused._heads_forward_lean, fused._pair_bias_body, fused._add_into]
     parts = []
     for kernel in kernels:
         for sig in kernel.signatures:

@@ -465,14 +465,15 @@ def _pair_bias_body(pf, w1, b1, w2, b2, par):
             w2t[k, j] = w2[j, k]
     ph = np.empty((npair, hidden), np.float32)
     pbias = np.empty((npair, m), np.float32)
+    at0 = np.int64(0)  # not a literal 0: a literal argument compiles the callee once more
     pbias_t = np.zeros((m, (npair + 15) // 16 * 16), np.float32)
     if par:
         _linear8_relu_par(pf, w1t, b1, ph)
-        _rows32_par(ph.reshape(npair * hidden), 0, 32, npair, w2t, b2p, pbias.reshape(npair * m), m, m)
+        _rows32_par(ph.reshape(npair * hidden), at0, hidden, npair, w2t, b2p, pbias.reshape(npair * m), m, m)
         _pack_t_par(pbias, pbias_t)
     else:
         _linear8_relu_ser(pf, w1t, b1, ph)
-        _rows32_ser(ph.reshape(npair * hidden), 0, 32, npair, w2t, b2p, pbias.reshape(npair * m), m, m)
+        _rows32_ser(ph.reshape(npair * hidden), at0, hidden, npair, w2t, b2p, pbias.reshape(npair * m), m, m)
         _pack_t_ser(pbias, pbias_t)
     return ph, pbias_t
 
@@ -618,7 +619,7 @@ def _attention_heads_body(qkv, pbias_t, row0, heads, scale, probs, a):
         if dh == 32:  # q read in place, k^T with the keys in the lanes (numerics.rows32_block)
             kt = kts[hd]
             nu.transpose32_into(qkvf, d + c0, 3 * d, n, kt)
-            nu.rows32_block(qkvf, c0, 3 * d, 0, n, kt, zeros[:n16], raw.reshape(n * n), n, n, tbs[hd])
+            nu.rows32_block(qkvf, c0, 3 * d, np.int64(0), n, kt, zeros[:n16], raw.reshape(n * n), n, n, tbs[hd])
         else:
             qh = np.empty((n, dh), np.float32)
             kh = np.empty((n, dh), np.float32)
@@ -767,22 +768,17 @@ def _charconv_words_body(char_ids, char_len, emb, w_rt, b, par):
     return tap_ids, owners, pooled, u, h, arg
 
 
-@njit(**nu._jit)
-def _charconv_words_lean(char_ids, char_len, emb, w_rt, b, par):
-    return _charconv_words_body(char_ids, char_len, emb, w_rt, b, par)[2]  # pooled alone
-
-
 def charconv_words_forward(char_ids, char_len, emb, w_rt, b, keep: bool, allowed: bool | None = None):
     """(tap_ids, owners, pooled, (u, h, arg)) as layers.char_windows then layers.charconv_forward,
     in one compiled call; (None, None, pooled, None) when not keep."""
     char_len = np.ascontiguousarray(char_len, np.int64)
     rows = int(char_len.sum())
     par = _parallel(rows, rows * w_rt.shape[1] * w_rt.shape[0], allowed)
-    args = (np.ascontiguousarray(char_ids, np.int64), char_len, np.ascontiguousarray(emb, F32),
-            np.ascontiguousarray(w_rt, F32), np.ascontiguousarray(b, F32), par)
-    if not keep:
-        return None, None, _charconv_words_lean(*args), None
-    tap_ids, owners, pooled, u, h, arg = _charconv_words_body(*args)
+    tap_ids, owners, pooled, u, h, arg = _charconv_words_body(
+        np.ascontiguousarray(char_ids, np.int64), char_len, np.ascontiguousarray(emb, F32),
+        np.ascontiguousarray(w_rt, F32), np.ascontiguousarray(b, F32), par)
+    if not keep:  # (no lean build here: 1 µs a forward against 1.4 s more of the first compile)
+        return None, None, pooled, None
     return tap_ids, owners, pooled, (u, h, arg)
 
 
@@ -811,23 +807,18 @@ def _embed_forward_body(pooled, cpw, cpb, pos_x0, pos_y0, pos_x1, pos_y1, bucket
 _EMBED_TENSORS = ("char_proj.weight", "char_proj.bias", "pos_x0", "pos_y0", "pos_x1", "pos_y1")
 
 
-@njit(**nu._jit)
-def _embed_forward_lean(pooled, cpw, cpb, pos_x0, pos_y0, pos_x1, pos_y1, buckets, feats, fpw, fpb,
-                        lnw, lnb, eps, par):
-    return _embed_forward_body(pooled, cpw, cpb, pos_x0, pos_y0, pos_x1, pos_y1, buckets, feats, fpw, fpb,
-                               lnw, lnb, eps, par)[0]  # x alone
-
-
 def embed_forward(pooled, p, buckets, feats, eps, keep: bool = True, allowed: bool | None = None):
-    """(x, emb_ln (xhat, inv)): model.forward's step 2 in one compiled call; x alone when not keep."""
+    """(x, emb_ln (xhat, inv)): model.forward's step 2 in one compiled call; x alone when not keep
+    (no lean build here: half a microsecond a forward against 2 s more of the first compile)."""
     n = pooled.shape[0]
     par = _parallel(n, n * pooled.shape[1] * p["char_proj.weight"].shape[0], allowed)
     w = [np.ascontiguousarray(p[k], F32) for k in _EMBED_TENSORS]
-    return (_embed_forward_body if keep else _embed_forward_lean)(
+    out = _embed_forward_body(
         np.ascontiguousarray(pooled, F32), *w, np.ascontiguousarray(buckets, np.int64),
         np.ascontiguousarray(feats, F32), np.ascontiguousarray(p["feat_proj.weight"], F32),
         np.ascontiguousarray(p["feat_proj.bias"], F32), np.ascontiguousarray(p["emb_ln.weight"], F32),
         np.ascontiguousarray(p["emb_ln.bias"], F32), F32(eps), par)
+    return out if keep else out[0]
 
 
 @njit(**nu._jit)
@@ -869,7 +860,7 @@ def _heads_forward_body(x, lnw, lnb, eps, tagw, tagb, rolew, roleb, docw, docb, 
     doc = _linear_nt(mean, docw, docb, par)
     rq = _linear_nt(f, rqw, rqb, par)
     rk = _linear_nt(f, rkw, rkb, par)
-    items = _pointer_scores(rq, rk, 0, r, rscale, par)
+    items = _pointer_scores(rq, rk, np.int64(0), r, rscale, par)  # not a literal 0 (another compile)
     kvs = _pointer_scores(rq, rk, r, r, rscale, par)
     return f, xhat, inv, tag, role, mean[0], doc[0], rq, rk, items, kvs
 
