@@ -342,21 +342,8 @@ def _linear8_relu_row(x, p, wt, b, y, q, h):
     for j in range(h):
         # lane l: (+0 + x*w), then the fold's + lane l + 8 (+0); written x*w + 0, which is the
         # same bits (both give +0 for -0 and x*w for everything else): one add instead of two
-        a0 = x0 * wt[0, j] + z
-        a1 = x1 * wt[1, j] + z
-        a2 = x2 * wt[2, j] + z
-        a3 = x3 * wt[3, j] + z
-        a4 = x4 * wt[4, j] + z
-        a5 = x5 * wt[5, j] + z
-        a6 = x6 * wt[6, j] + z
-        a7 = x7 * wt[7, j] + z
-        a0 = a0 + a4
-        a1 = a1 + a5
-        a2 = a2 + a6
-        a3 = a3 + a7
-        a0 = a0 + a2
-        a1 = a1 + a3
-        v = (a0 + a1) + b[j]
+        v = nu.fold8(x0 * wt[0, j] + z, x1 * wt[1, j] + z, x2 * wt[2, j] + z, x3 * wt[3, j] + z,
+                     x4 * wt[4, j] + z, x5 * wt[5, j] + z, x6 * wt[6, j] + z, x7 * wt[7, j] + z) + b[j]
         y[q, j] = v if v > z else z
 
 
@@ -407,21 +394,7 @@ def _linear16_relu_bwd_body(d, wt, h, y):
             a13 = z + d[p, 13] * wt[13, j]
             a14 = z + d[p, 14] * wt[14, j]
             a15 = z + d[p, 15] * wt[15, j]
-            a0 = a0 + a8
-            a1 = a1 + a9
-            a2 = a2 + a10
-            a3 = a3 + a11
-            a4 = a4 + a12
-            a5 = a5 + a13
-            a6 = a6 + a14
-            a7 = a7 + a15
-            a0 = a0 + a4
-            a1 = a1 + a5
-            a2 = a2 + a6
-            a3 = a3 + a7
-            a0 = a0 + a2
-            a1 = a1 + a3
-            v = a0 + a1
+            v = nu.fold8(a0 + a8, a1 + a9, a2 + a10, a3 + a11, a4 + a12, a5 + a13, a6 + a14, a7 + a15)
             y[p, j] = v if h[p, j] > z else z
 
 
@@ -432,17 +405,7 @@ _LINEAR16_RELU_BWD = _build(_linear16_relu_bwd_body, "_linear16_relu_bwd")
 def linear32_forward(x, w, b):
     """x W^T + b for x (n, 32), W (m, 32), as layers.linear_forward: 16 outputs in a register's
     lanes (numerics.rows32_block; the pair MLP's second layer over the n^2 pairs)."""
-    x = np.ascontiguousarray(x, F32)
-    n = x.shape[0]
-    m = w.shape[0]
-    m16 = (m + 15) // 16 * 16
-    wt = np.zeros((32, m16), F32)
-    wt[:, :m] = np.asarray(w, F32).T
-    bp = np.zeros(m16, F32)
-    bp[:m] = b
-    y = np.empty((n, m), F32)
-    pick(_LINEAR32, n, n * 32 * m)(x.reshape(-1), 0, 32, n, wt, bp, y.reshape(-1), m, m)
-    return y
+    return nu.rows32_product(x, w, b)
 
 
 @njit(**nu._jit)
@@ -457,15 +420,14 @@ def _pair_bias_body(pf, w1, b1, w2, b2, par):
     for j in range(hidden):
         for k in range(8):
             w1t[k, j] = w1[j, k]
-    w2t = np.zeros((32, m16), np.float32)
+    at0 = np.int64(0)  # not a literal 0: a literal argument compiles the callee once more
+    w2t = np.empty((32, m16), np.float32)
+    nu.transpose32_into(w2.reshape(w2.size), at0, w2.shape[1], m, w2t)
     b2p = np.zeros(m16, np.float32)
     for j in range(m):
         b2p[j] = b2[j]
-        for k in range(32):
-            w2t[k, j] = w2[j, k]
     ph = np.empty((npair, hidden), np.float32)
     pbias = np.empty((npair, m), np.float32)
-    at0 = np.int64(0)  # not a literal 0: a literal argument compiles the callee once more
     pbias_t = np.zeros((m, (npair + 15) // 16 * 16), np.float32)
     if par:
         _linear8_relu_par(pf, w1t, b1, ph)
@@ -483,7 +445,7 @@ def pair_bias_forward(pf, w1, b1, w2, b2, allowed: bool | None = None):
     in one compiled call; pbias_t as numerics.pack_t(pbias)."""
     pf = np.ascontiguousarray(pf, F32)
     npair = pf.shape[0]
-    par = _parallel(npair, npair * 8 * w1.shape[0], allowed)
+    par = nu.parallel_pays(npair, npair * 8 * w1.shape[0], allowed)
     return _pair_bias_body(pf, np.ascontiguousarray(w1, F32), np.ascontiguousarray(b1, F32),
                            np.ascontiguousarray(w2, F32), np.ascontiguousarray(b2, F32), par)
 
@@ -695,17 +657,10 @@ def block_forward(x, p, prefix: str, pbias_t, row0: int, heads: int, scale, eps,
     x out alone when not keep. allowed: numerics.parallel_allowed(), when the caller has it."""
     x = np.ascontiguousarray(x, F32)
     n, d = x.shape
-    par = _parallel(n, n * d * 3 * d, allowed)
+    par = nu.parallel_pays(n, n * d * 3 * d, allowed)
     w = [np.ascontiguousarray(p[prefix + name], F32) for name in _BLOCK_TENSORS]
     body = _block_forward_body if keep else _block_forward_lean
     return body(x, *w, pbias_t, row0, heads, F32(scale), F32(eps), par)
-
-
-def _parallel(rows: int, work: int, allowed: bool | None) -> bool:
-    """numerics.parallel_pays, with the thread test's answer when the caller has it."""
-    if allowed is None:
-        return nu.parallel_pays(rows, work)
-    return allowed and rows > 1 and work >= nu.PARALLEL_MIN_WORK
 
 
 _BLOCK_TENSORS = ("ln1.weight", "ln1.bias", "qkv.weight", "qkv.bias", "proj.weight", "proj.bias",
@@ -773,7 +728,7 @@ def charconv_words_forward(char_ids, char_len, emb, w_rt, b, keep: bool, allowed
     in one compiled call; (None, None, pooled, None) when not keep."""
     char_len = np.ascontiguousarray(char_len, np.int64)
     rows = int(char_len.sum())
-    par = _parallel(rows, rows * w_rt.shape[1] * w_rt.shape[0], allowed)
+    par = nu.parallel_pays(rows, rows * w_rt.shape[1] * w_rt.shape[0], allowed)
     tap_ids, owners, pooled, u, h, arg = _charconv_words_body(
         np.ascontiguousarray(char_ids, np.int64), char_len, np.ascontiguousarray(emb, F32),
         np.ascontiguousarray(w_rt, F32), np.ascontiguousarray(b, F32), par)
@@ -807,18 +762,17 @@ def _embed_forward_body(pooled, cpw, cpb, pos_x0, pos_y0, pos_x1, pos_y1, bucket
 _EMBED_TENSORS = ("char_proj.weight", "char_proj.bias", "pos_x0", "pos_y0", "pos_x1", "pos_y1")
 
 
-def embed_forward(pooled, p, buckets, feats, eps, keep: bool = True, allowed: bool | None = None):
-    """(x, emb_ln (xhat, inv)): model.forward's step 2 in one compiled call; x alone when not keep
-    (no lean build here: half a microsecond a forward against 2 s more of the first compile)."""
+def embed_forward(pooled, p, buckets, feats, eps, allowed: bool | None = None):
+    """(x, emb_ln (xhat, inv)): model.forward's step 2 in one compiled call (no lean build for
+    extract: half a microsecond a forward against 2 s more of the first compile)."""
     n = pooled.shape[0]
-    par = _parallel(n, n * pooled.shape[1] * p["char_proj.weight"].shape[0], allowed)
+    par = nu.parallel_pays(n, n * pooled.shape[1] * p["char_proj.weight"].shape[0], allowed)
     w = [np.ascontiguousarray(p[k], F32) for k in _EMBED_TENSORS]
-    out = _embed_forward_body(
+    return _embed_forward_body(
         np.ascontiguousarray(pooled, F32), *w, np.ascontiguousarray(buckets, np.int64),
         np.ascontiguousarray(feats, F32), np.ascontiguousarray(p["feat_proj.weight"], F32),
         np.ascontiguousarray(p["feat_proj.bias"], F32), np.ascontiguousarray(p["emb_ln.weight"], F32),
         np.ascontiguousarray(p["emb_ln.bias"], F32), F32(eps), par)
-    return out if keep else out[0]
 
 
 @njit(**nu._jit)
@@ -883,7 +837,7 @@ def heads_forward(x, p, eps, r: int, rscale, keep: bool = True, allowed: bool | 
     in one compiled call; (tag, role, doc, items, kv) when not keep."""
     x = np.ascontiguousarray(x, F32)
     n, d = x.shape
-    par = _parallel(n, n * d * d, allowed)
+    par = nu.parallel_pays(n, n * d * d, allowed)
     w = [np.ascontiguousarray(p[k], F32) for k in _HEAD_TENSORS]
     body = _heads_forward_body if keep else _heads_forward_lean
     return body(x, w[0], w[1], F32(eps), *w[2:], r, F32(rscale), par)

@@ -115,12 +115,8 @@ def forward(cfg: ModelConfig, params, inp, ops: Ops, keep: bool = False) -> Outp
     b = inp.buckets
     feats = np.asarray(inp.word_feats, dt)  # no copy when it is already dt (read only below)
     if ops.compiled(pooled, p["char_proj.weight"]):  # the same operations in one compiled call
-        if keep:
-            x, xh, inv = fused.embed_forward(pooled, p, b, feats, cfg.ln_eps, True, allowed)
-            emb_ln_saved = LayerNormSaved(xh, inv)
-        else:  # x alone: what a backward would need is never handed back to Python
-            x = fused.embed_forward(pooled, p, b, feats, cfg.ln_eps, False, allowed)
-            emb_ln_saved = None
+        x, xh, inv = fused.embed_forward(pooled, p, b, feats, cfg.ln_eps, allowed)
+        emb_ln_saved = LayerNormSaved(xh, inv) if keep else None
     else:
         e = L.linear_forward(ops, pooled, p["char_proj.weight"], p["char_proj.bias"])
         e = e + p["pos_x0"][b[:, 0]]

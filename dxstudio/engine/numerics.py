@@ -281,12 +281,15 @@ def pick(kernels, rows: int, work: int):
     return par if parallel_pays(rows, work) else ser
 
 
-def parallel_pays(rows: int, work: int) -> bool:
+def parallel_pays(rows: int, work: int, allowed: bool | None = None) -> bool:
     """pick's choice: a large input, outside serial_kernels(), and more than one Numba thread
     (on one thread a parallel build still launches its thread pool's scheduler for every call,
     a few µs each, 8% of a forward pass at 150 words). The compiled forward sections
-    (fused.block_forward, ...) take it to choose the builds they call."""
-    return rows > 1 and work >= PARALLEL_MIN_WORK and parallel_allowed()
+    (fused.block_forward, ...) take it to choose the builds they call; allowed: the answer of
+    parallel_allowed() when the caller already has it."""
+    if rows <= 1 or work < PARALLEL_MIN_WORK:
+        return False
+    return parallel_allowed() if allowed is None else allowed
 
 
 def parallel_allowed() -> bool:
@@ -323,17 +326,9 @@ def _fold_lanes_ref(acc: np.ndarray, axis: int) -> np.ndarray:
     return a[0] + a[1]
 
 
-@njit(**_jit)
-def fold16(acc):
-    """The 16 lanes folded in halves: l < 8, l < 4, l < 2, then a[0] + a[1]."""
-    a0 = acc[0] + acc[8]
-    a1 = acc[1] + acc[9]
-    a2 = acc[2] + acc[10]
-    a3 = acc[3] + acc[11]
-    a4 = acc[4] + acc[12]
-    a5 = acc[5] + acc[13]
-    a6 = acc[6] + acc[14]
-    a7 = acc[7] + acc[15]
+@njit(inline="always", **_jit)  # inlined: in a loop over outputs each lane stays a scalar LLVM vectorises
+def fold8(a0, a1, a2, a3, a4, a5, a6, a7):
+    """fold16's last three steps, on its 8 lanes after the first: l < 4, l < 2, then a[0] + a[1]."""
     a0 = a0 + a4
     a1 = a1 + a5
     a2 = a2 + a6
@@ -341,6 +336,13 @@ def fold16(acc):
     a0 = a0 + a2
     a1 = a1 + a3
     return a0 + a1
+
+
+@njit(**_jit)
+def fold16(acc):
+    """The 16 lanes folded in halves: l < 8, l < 4, l < 2, then a[0] + a[1]."""
+    return fold8(acc[0] + acc[8], acc[1] + acc[9], acc[2] + acc[10], acc[3] + acc[11],
+                 acc[4] + acc[12], acc[5] + acc[13], acc[6] + acc[14], acc[7] + acc[15])
 
 
 def dot16_ref(x: np.ndarray, y: np.ndarray) -> F32:
@@ -956,19 +958,29 @@ def mm_nt_fast(a: np.ndarray, bt: np.ndarray, bias=None) -> np.ndarray:
         raise ValueError(f"mm_nt: inner sizes differ ({a.shape} x {bt.shape}^T)")
     m, k = a.shape
     n = bt.shape[0]
+    if k == 32 and bt.shape[1] == 32 and n >= 16:  # 32 terms: the outputs in the lanes
+        return rows32_product(a, bt, bias)
     out = np.empty((m, n), F32)
-    if k == 32 and bt.shape[1] == 32 and n >= 16:  # 32 terms: the outputs in the lanes (rows32)
-        n16 = (n + 15) // 16 * 16
-        biasp = np.zeros(n16, F32)
-        if bias is not None:
-            biasp[:n] = bias
-        pick(ROWS32, m, m * k * n)(a.reshape(-1), 0, 32, m, transpose32(bt.reshape(-1), 0, 32, n), biasp,
-                                   out.reshape(-1), n, n)
-        return out
     biasp = np.zeros((n + _NR - 1) // _NR * _NR, F32)  # whole tiles read whole bias vectors
     if bias is not None:
         biasp[:n] = bias
     pick(_MM_NT, (m + _NT_ROWS - 1) // _NT_ROWS, m * k * n)(a, bt, biasp, out)
+    return out
+
+
+def rows32_product(a: np.ndarray, bt: np.ndarray, bias=None) -> np.ndarray:
+    """a bt^T (+ bias) for a (M, 32) and bt (N, 32) on ROWS32 (16 outputs in a register's lanes):
+    mm_nt_fast's bytes, any N."""
+    a = np.ascontiguousarray(a, F32)
+    bt = np.ascontiguousarray(bt, F32)
+    m = a.shape[0]
+    n = bt.shape[0]
+    out = np.empty((m, n), F32)
+    biasp = np.zeros((n + 15) // 16 * 16, F32)  # whole registers read whole bias vectors
+    if bias is not None:
+        biasp[:n] = bias
+    pick(ROWS32, m, m * 32 * n)(a.reshape(-1), 0, 32, m, transpose32(bt.reshape(-1), 0, 32, n), biasp,
+                                out.reshape(-1), n, n)
     return out
 
 
