@@ -1,0 +1,149 @@
+"""Documents (issue 28): pages of one file taken together as one record."""
+import io
+import json
+
+import pytest
+
+from dxstudio.documents import DocumentError, bind_document, group_documents
+from dxstudio.engine.page import MAX_PAGES_PER_DOCUMENT, Page, PageError, Word, page_from_dict
+from dxstudio.importers import import_pages, pdf_pages
+from dxstudio.project import Project, ProjectError
+from tests.test_importers import minimal_pdf
+
+
+def word_page(pid, texts, document=None, number=None, width=600.0, height=800.0):
+    words = tuple(Word(t, (10.0 + 60 * (i % 8), 10.0 + 20 * (i // 8), 60.0 + 60 * (i % 8), 25.0 + 20 * (i // 8)))
+                  for i, t in enumerate(texts))
+    return Page(pid, width, height, words, None, document, number)
+
+
+def pdf_of(pages_texts, sizes=None) -> bytes:
+    import pypdfium2 as pdfium
+
+    sizes = sizes or [(612, 792)] * len(pages_texts)
+    doc = pdfium.PdfDocument(minimal_pdf(pages_texts[0], sizes[0]))
+    for texts, size in zip(pages_texts[1:], sizes[1:]):
+        doc.import_pages(pdfium.PdfDocument(minimal_pdf(texts, size)))
+    buf = io.BytesIO()
+    doc.save(buf)
+    return buf.getvalue()
+
+
+@pytest.fixture
+def project(tmp_path):
+    return Project.create(tmp_path / "proj", "docs", ["total", "number"])
+
+
+# -- 1. the page JSON and the project ---------------------------------------------------------
+
+def test_page_json_names_its_document_and_round_trips():
+    d = word_page("inv-p2", ["Total", "9.00"], "inv", 2).to_dict()
+    assert d["document"] == "inv" and d["page_number"] == 2
+    p = page_from_dict(json.loads(json.dumps(d)), "x.json")
+    assert (p.document, p.page_number, p.document_id, p.number) == ("inv", 2, "inv", 2)
+    alone = page_from_dict(word_page("r1", ["a"]).to_dict())
+    assert "document" not in alone.to_dict() and alone.document_id == "r1" and alone.number == 1
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"document": "inv"}, "go together"),
+    ({"page_number": 2}, "go together"),
+    ({"document": "../etc", "page_number": 1}, "not a valid document id"),
+    ({"document": "inv", "page_number": 0}, "from 1 to"),
+    ({"document": "inv", "page_number": True}, "from 1 to"),
+    ({"document": "inv", "page_number": MAX_PAGES_PER_DOCUMENT + 1}, "MAX_PAGES_PER_DOCUMENT"),
+])
+def test_bad_document_fields_are_clear_errors(extra, message):
+    d = {**word_page("p", ["a"]).to_dict(), **extra}
+    with pytest.raises(PageError, match=message) as e:
+        page_from_dict(d, "pages/p.json")
+    assert "pages/p.json" in str(e.value)
+
+
+def test_group_documents_orders_pages_and_reports_problems():
+    pages = [word_page("b-2", ["x"], "b", 3), word_page("b-1", ["x"], "b", 1), word_page("a", ["x"]),
+             word_page("c-1", ["x"], "c", 1), word_page("c-2", ["x"], "c", 1),  # two pages numbered 1
+             word_page("d", ["x"]), word_page("d-p2", ["x"], "d", 2)]  # id "d" is a page of its own too
+    docs = group_documents(pages)
+    assert [(d.id, d.pages, d.numbers) for d in docs.documents] == [("a", ("a",), (1,)), ("b", ("b-1", "b-2"), (1, 3))]
+    problems = dict(docs.problems)
+    assert "c-1 and c-2 both have page number 1" in problems["c"]
+    assert "also the id of page d" in problems["d"]
+    assert docs.of_page == {"a": "a", "b-1": "b", "b-2": "b"}
+
+
+def test_old_projects_load_as_one_page_documents(receipts_project):
+    proj = Project.open(receipts_project)
+    docs = proj.documents()
+    ids = proj.page_ids()
+    assert [d.id for d in docs.documents] == ids and all(d.pages == (d.id,) for d in docs.documents)
+    assert docs.problems == []
+
+
+def test_project_documents_and_document_pages(project):
+    for p in (word_page("inv-p2", ["Total", "9.00"], "inv", 2), word_page("inv-p1", ["Invoice", "7"], "inv", 1),
+              word_page("r1", ["x"])):
+        project.add_page(p)
+    assert [p.id for p in project.document_pages("inv")] == ["inv-p1", "inv-p2"]
+    assert [p.id for p in project.document_pages("r1")] == ["r1"]
+    with pytest.raises(ProjectError, match="no document or page 'nope'"):
+        project.document_pages("nope")
+
+
+def test_pages_of_different_sizes_in_one_document_keep_their_own(project):
+    """Documented behaviour: each page keeps its own size and boxes; nothing is rescaled."""
+    project.add_page(word_page("c-p1", ["a"], "c", 1, 612, 792))
+    project.add_page(word_page("c-p2", ["b"], "c", 2, 1224, 792))  # a fold-out
+    pages = project.document_pages("c")
+    assert [(p.width, p.height) for p in pages] == [(612, 792), (1224, 792)]
+
+
+def test_bind_document_errors():
+    p = word_page("x", ["a"])
+    with pytest.raises(DocumentError, match="both have page number 1"):
+        bind_document("doc", [(1, p), (1, word_page("y", ["b"]))], 2, "f.pdf")
+    with pytest.raises(DocumentError, match="MAX_PAGES_PER_DOCUMENT"):
+        bind_document("doc", [(1, p)], MAX_PAGES_PER_DOCUMENT + 1, "f.pdf")
+    assert bind_document("doc", [(1, p)], 1) == [p]  # a one-page file: the page as it was
+
+
+def test_import_pdf_makes_one_document_per_file(project, tmp_path):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "inv.pdf").write_bytes(pdf_of([[(72, 700, "Invoice 7")], [], [(72, 100, "Total 9.00")]]))
+    (tmp_path / "in" / "one.pdf").write_bytes(minimal_pdf([(72, 700, "Receipt 1")]))
+    report = import_pages("pdf", tmp_path / "in", project)
+    assert report.added == ["inv-p1", "inv-p3", "one"] and not report.errors
+    docs = project.documents()
+    assert [(d.id, d.pages, d.numbers) for d in docs.documents] == [
+        ("inv", ("inv-p1", "inv-p3"), (1, 3)), ("one", ("one",), (1,))]
+    assert "document" not in json.loads(project.page_path("one").read_text())  # as before documents
+
+
+def test_import_pdf_tells_pages_imported_before_documents_their_document(project, tmp_path):
+    from dataclasses import replace
+
+    path = tmp_path / "inv.pdf"
+    path.write_bytes(pdf_of([[(72, 700, "Invoice 7")], [(72, 100, "Total 9.00")]]))
+    for p in pdf_pages(path):  # as an older version saved them: no document fields
+        project.add_page(replace(p, document=None, page_number=None))
+    project.save_labels("inv-p2", project.load_labels("inv-p2"))
+    report = import_pages("pdf", path, project)
+    assert sorted(report.unchanged) == ["inv-p1", "inv-p2"] and not report.errors
+    assert project.load_page("inv-p2").document == "inv"
+
+
+def test_a_5000_page_pdf_is_refused_naming_the_bound(project, tmp_path):
+    import pypdfium2 as pdfium
+
+    doc = pdfium.PdfDocument.new()
+    for _ in range(5000):
+        doc.new_page(100, 100)
+    buf = io.BytesIO()
+    doc.save(buf)
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "huge.pdf").write_bytes(buf.getvalue())
+    (tmp_path / "in" / "ok.pdf").write_bytes(minimal_pdf([(72, 700, "Receipt 1")]))
+    report = import_pages("pdf", tmp_path / "in", project)
+    assert report.added == ["ok"]  # the rest goes on
+    [(f, msg)] = report.errors
+    assert f.endswith("huge.pdf") and "5000 pages" in msg and "MAX_PAGES_PER_DOCUMENT" in msg
