@@ -35,7 +35,8 @@ _SAFE_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,119}")
 # A field name ends up in tag names (B-name) and in JSON keys asked of the labelling model.
 _FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
-GROUNDING_STATUSES = ("exact", "normalized", "computed", "absent", "null")
+# other_page: the value of the page's document is printed on another of its pages ("page" names it)
+GROUNDING_STATUSES = ("exact", "normalized", "computed", "absent", "null", "other_page")
 REVIEW_STATES = ("unreviewed", "accepted", "excluded")
 
 

@@ -147,3 +147,92 @@ def test_a_5000_page_pdf_is_refused_naming_the_bound(project, tmp_path):
     assert report.added == ["ok"]  # the rest goes on
     [(f, msg)] = report.errors
     assert f.endswith("huge.pdf") and "5000 pages" in msg and "MAX_PAGES_PER_DOCUMENT" in msg
+
+
+# -- 2. answers per document ------------------------------------------------------------------
+
+def invoice_document(project, doc="inv", total_on=(2, 3)):
+    """Three pages: the vendor on pages 1 and 3, the number on page 1, the total on `total_on`."""
+    texts = {1: ["ACME", "Ltd", "Invoice", "No", "4711", "Widget", "10.00"],
+             2: ["Carried", "forward", "Total", "30.00", "Gadget", "20.00"],
+             3: ["ACME", "Ltd", "Total", "30.00", "Thank", "you"]}
+    for n in (1, 2, 3):
+        t = list(texts[n])
+        if n not in total_on:
+            t = [w for w in t if w not in ("Total", "30.00")]
+        project.add_page(word_page(f"{doc}-p{n}", t, doc, n))
+
+
+def test_a_document_is_asked_once_with_page_markers_and_grounded_where_printed(project, tmp_path):
+    from dxstudio.grounding import project_targets
+    from dxstudio.labelling import LabelClient, label_project
+    from dxstudio.project import Field
+    from tests.test_labelling import FakeEndpoint
+
+    project.set_schema([Field("vendor"), Field("number"), Field("total")])
+    project.save()
+    invoice_document(project)
+    project.add_page(word_page("r1", ["Shop", "Total", "5.00"]))
+    server = FakeEndpoint(default=("good", {"vendor": "ACME Ltd", "number": "4711", "total": "30.00"}))
+    try:
+        client = LabelClient(server.url, "m", None, cache_dir=tmp_path / "cache", timeout=5, retries=0)
+        report = label_project(project, client)
+        assert len(server.requests) == 2 and report.documents == ["inv", "r1"] and not report.errors
+        prompt = server.requests[0]["body"]["messages"][1]["content"]
+        assert "=== Page 1 of 3 ===" in prompt and "=== Page 3 of 3 ===" in prompt
+        assert prompt.index("4711") < prompt.index("Carried") < prompt.index("Thank")
+        assert "=== Page" not in server.requests[1]["body"]["messages"][1]["content"]  # a page of its own
+        g = {p: project.load_labels(p).grounding for p in ("inv-p1", "inv-p2", "inv-p3")}
+        # a number printed on pages 2 and 3: the last; text on pages 1 and 3: the first
+        assert g["inv-p3"]["total"]["status"] == "exact" and g["inv-p3"]["total"]["words"] == [3]
+        assert g["inv-p2"]["total"] == {"status": "other_page", "words": [], "page": "inv-p3",
+                                        "reason": "printed on page 3 (inv-p3) of document inv"}
+        assert g["inv-p1"]["vendor"]["words"] == [0, 1] and g["inv-p3"]["vendor"]["status"] == "other_page"
+        assert g["inv-p1"]["number"]["status"] == "exact"
+        assert project.load_labels("inv-p2").extra["document"] == "inv"
+        pt = project_targets(project)
+        kept = {pid: t for pid, _, t in pt.kept}
+        assert set(kept) == {"inv-p1", "inv-p2", "inv-p3"}  # r1 does not print ACME Ltd
+        assert kept["inv-p2"].field_words["total"] == () and list(kept["inv-p2"].tags) == [0] * 6
+        again = label_project(project, client, force=True)
+        assert again.cached == 2 and len(server.requests) == 2  # the document's answer is cached
+    finally:
+        server.close()
+
+
+def test_a_value_printed_on_no_page_excludes_the_document(project):
+    from dxstudio.grounding import project_targets
+    from dxstudio.labelling import import_answers_jsonl
+
+    invoice_document(project)
+    project.add_page(word_page("r1", ["Total", "5.00"]))
+    path = project.root / "answers.jsonl"
+    path.write_text(json.dumps({"id": "inv", "answers": {"total": "99.00", "number": "4711"}}) + "\n"
+                    + json.dumps({"id": "r1", "answers": {"total": "5.00", "number": None}}) + "\n"
+                    + json.dumps({"id": "ghost", "answers": {"total": "1"}}) + "\n")
+    report = import_answers_jsonl(project, path)
+    assert report.documents == ["inv"] and report.labelled == ["inv-p1", "inv-p2", "inv-p3", "r1"]
+    assert "no page 'ghost' (nor a document of that id)" in report.errors[0][1]
+    pt = project_targets(project)
+    assert [p for p, _, _ in pt.kept] == ["r1"]
+    reasons = dict(pt.excluded)
+    assert all("'99.00' is not on any page of document inv" in reasons[f"inv-p{n}"] for n in (1, 2, 3))
+    assert pt.summary()["excluded_by_reason"] == {"total absent": 3}
+
+
+def test_a_long_document_is_asked_in_parts_of_whole_pages(project, tmp_path):
+    from dxstudio.labelling import LabelClient, document_parts
+    from tests.test_labelling import FakeEndpoint
+
+    invoice_document(project)
+    pages = project.document_pages("inv")
+    assert [[p.id for p in part] for part in document_parts(pages, 80)] == [["inv-p1", "inv-p2"], ["inv-p3"]]
+    server = FakeEndpoint(script=[("good", {"total": None, "number": "4711"}),
+                                  ("good", {"total": "30.00", "number": "9"})])
+    try:
+        client = LabelClient(server.url, "m", None, timeout=5, retries=0)
+        answers = client.ask_document(pages, project.schema, max_chars=80)
+        assert answers == {"total": "30.00", "number": "4711"}  # the first part's value that is not null
+        assert len(server.requests) == 2
+    finally:
+        server.close()
