@@ -236,3 +236,72 @@ def test_a_long_document_is_asked_in_parts_of_whole_pages(project, tmp_path):
         assert len(server.requests) == 2
     finally:
         server.close()
+
+
+# -- 3. training per page, the split per document -----------------------------------------------
+
+def labelled_documents(project, n_docs=6, pages_per_doc=3, singles=4):
+    from dxstudio.labelling import import_answers_jsonl
+
+    lines = []
+    for d in range(n_docs):
+        for n in range(1, pages_per_doc + 1):
+            words = [f"Doc{d}", "page", str(n)] + (["Total", f"{d + 1}0.00"] if n == pages_per_doc else ["Items"])
+            project.add_page(word_page(f"d{d}-p{n}", words, f"d{d}", n))
+        lines.append({"id": f"d{d}", "answers": {"total": f"{d + 1}0.00", "number": None}})
+    for s in range(singles):
+        project.add_page(word_page(f"s{s}", ["Shop", "Total", f"{s}.50"]))
+        lines.append({"id": f"s{s}", "answers": {"total": f"{s}.50", "number": None}})
+    path = project.root / "a.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    report = import_answers_jsonl(project, path)
+    assert not report.errors
+
+
+def test_the_split_keeps_a_documents_pages_together(project):
+    from dxstudio.tuning import schedule
+    from dxstudio.tuning.run import resolve_settings, usable_split
+
+    labelled_documents(project)
+    settings = resolve_settings(project.settings, {"heldout_fraction": 0.3, "seed": 5})
+    for fold in (None, (0, 3), (2, 3), (None, 3)):
+        pt, train, held = usable_split(project, settings, 512, "tuning", fold)
+        docs_of = lambda rows: {page.document_id for _, page, _ in rows}  # noqa: E731
+        assert not docs_of(train) & docs_of(held)
+        assert len(train) + len(held) == 22
+        for rows in (train, held):  # each document's pages together, in page order
+            ids = [pid for pid, _, _ in rows]
+            for d in docs_of(rows):
+                at = [i for i, (_, p, _) in enumerate(rows) if p.document_id == d]
+                assert at == list(range(at[0], at[0] + len(at)))
+                assert [rows[i][1].number for i in at] == sorted(rows[i][1].number for i in at)
+            assert len(ids) == len(set(ids))
+    # one-page documents: the split of pages, unchanged
+    docs = {d: [d] for d in ["a", "b", "c", "d", "e"]}
+    assert schedule.split_documents(docs, 7, 0.4) == schedule.split_pages(list(docs), 7, 0.4)
+    assert schedule.fold_split_documents(docs, 7, 3, 1) == schedule.fold_split(list(docs), 7, 3, 1)
+    assert schedule.document_pages_order(docs, 7) == schedule.hash_order(list(docs), 7)
+
+
+def test_pages_of_a_document_with_two_page_1s_are_left_out_of_training(project):
+    from dxstudio.tuning.run import resolve_settings, usable_split
+
+    labelled_documents(project, n_docs=2, pages_per_doc=2, singles=2)
+    project.add_page(word_page("d0-extra", ["Doc0", "Total", "10.00"], "d0", 1))
+    lf = project.load_labels("d0-p1")
+    lf.page = "d0-extra"
+    lf.grounding = {"total": {"status": "exact", "words": [2], "reason": ""}, "number": {"status": "null"}}
+    project.save_labels("d0-extra", lf)
+    pt, train, held = usable_split(project, resolve_settings(project.settings, {}), 512, "tuning")
+    used = {pid for pid, _, _ in train + held}
+    assert not used & {"d0-p1", "d0-p2", "d0-extra"}
+    reasons = dict(pt.excluded)
+    assert "both have page number 1" in reasons["d0-p1"] and "both have page number 1" in reasons["d0-extra"]
+
+
+def test_one_document_cannot_be_split(project):
+    from dxstudio.tuning.run import TuneError, resolve_settings, usable_split
+
+    labelled_documents(project, n_docs=1, pages_per_doc=3, singles=0)
+    with pytest.raises(TuneError, match="all of document d0; tuning needs at least 2 documents"):
+        usable_split(project, resolve_settings(project.settings, {}), 512, "tuning")

@@ -612,6 +612,7 @@ def usable_split(project, settings: dict, max_words: int, purpose: str, fold: tu
     pt = pt if pt is not None else project_targets(project, max_words=max_words, repeats=settings.get("repeats", "o"))
     if settings.get("accepted_only"):
         pt = accepted_only_filter(pt)
+    pt = _document_problems(pt)
     by_id = {pid: (pid, page, t) for pid, page, t in pt.kept}
     if len(by_id) < 2:
         accepted = " with accepted_only (accept pages in Review, or turn the setting off)" \
@@ -619,16 +620,41 @@ def usable_split(project, settings: dict, max_words: int, purpose: str, fold: tu
         raise TuneError(
             f"{project.root}: {len(by_id)} usable page(s){accepted}; {purpose} needs at least 2 "
             f"(one to train on, one held out). Excluded: {len(pt.excluded)}, unreadable: {len(pt.errors)}")
+    # a document's pages stay together: the split hashes document ids (a page of its own: its id)
+    documents = {}
+    for pid, page, _ in sorted(pt.kept, key=lambda r: (r[1].document_id, r[1].number, r[0])):
+        documents.setdefault(page.document_id, []).append(pid)
+    if len(documents) < 2:
+        raise TuneError(f"{project.root}: the {len(by_id)} usable pages are all of document "
+                        f"{next(iter(documents))}; {purpose} needs at least 2 documents (one to train on, "
+                        f"one held out: a document's pages are never split between the two)")
     if fold is None:
-        train_ids, held_ids = schedule.split_pages(list(by_id), settings["seed"], settings["heldout_fraction"])
+        train_ids, held_ids = schedule.split_documents(documents, settings["seed"], settings["heldout_fraction"])
     else:
         k, n_folds = fold
-        check_folds(n_folds, len(by_id), project)
+        check_folds(n_folds, len(documents), project)
         if k is None:
-            train_ids, held_ids = schedule.hash_order(list(by_id), settings["seed"]), []
+            train_ids, held_ids = schedule.document_pages_order(documents, settings["seed"]), []
         else:
-            train_ids, held_ids = schedule.fold_split(list(by_id), settings["seed"], n_folds, k)
+            train_ids, held_ids = schedule.fold_split_documents(documents, settings["seed"], n_folds, k)
     return pt, [by_id[i] for i in train_ids], [by_id[i] for i in held_ids]
+
+
+def _document_problems(pt):
+    """The targets without the pages of documents that have a problem (two pages with one
+    number, an id that is also a page's own): those pages move to `excluded` with the problem."""
+    from dxstudio.documents import group_documents
+    from dxstudio.grounding import ProjectTargets
+
+    docs = group_documents([page for _, page, _ in pt.kept])
+    if not docs.problems:
+        return pt
+    why = dict(docs.problems)
+    kept = [r for r in pt.kept if r[0] in docs.of_page]
+    moved = [(pid, why.get(page.document_id) or why.get(pid, "document problem")) for pid, page, _ in pt.kept
+             if pid not in docs.of_page]
+    return ProjectTargets(kept, pt.excluded + moved, pt.errors, {k: v for k, v in pt.sources.items()
+                                                                  if k in docs.of_page})
 
 
 def check_folds(n_folds, n_usable: int, project=None) -> int:
