@@ -305,3 +305,134 @@ def test_one_document_cannot_be_split(project):
     labelled_documents(project, n_docs=1, pages_per_doc=3, singles=0)
     with pytest.raises(TuneError, match="all of document d0; tuning needs at least 2 documents"):
         usable_split(project, resolve_settings(project.settings, {}), 512, "tuning")
+
+
+# -- 4. scores per document -----------------------------------------------------------------------
+
+def test_document_scores_take_the_most_confident_pages_value():
+    from dxstudio.tuning.scoring import HeldOutDocument, HeldOutPage, score_documents, score_pages
+
+    def doc(did, pages):
+        return HeldOutDocument(did, tuple(pages))
+
+    # total printed on page 2; the model reads it on page 2 (0.9) and wrongly on page 1 (0.6)
+    right = doc("a", [HeldOutPage("a1", {"total": ()}, {"total": ((4,), 0.6)}),
+                      HeldOutPage("a2", {"total": (3,)}, {"total": ((3,), 0.9)})])
+    # the wrong page's value is the more confident one
+    wrong = doc("b", [HeldOutPage("b1", {"total": ()}, {"total": ((4,), 0.95)}),
+                      HeldOutPage("b2", {"total": (3,)}, {"total": ((3,), 0.9)})])
+    missed = doc("c", [HeldOutPage("c1", {"total": (1,)}, {"total": None}), HeldOutPage("c2", {}, {})])
+    unscored = doc("d", [HeldOutPage("d1", {"total": (1,)}, {"total": ((1,), 0.9)}),
+                         HeldOutPage("d2", {"total": (2,)}, {}, frozenset({"total"}))])
+    rep = score_documents(["total"], [right, wrong, missed, unscored], share=0.5, min_values=1)
+    out = {d["id"]: d["outcomes"]["total"] for d in rep["documents"]}
+    assert out == {"a": "correct", "b": "wrong", "c": "missed", "d": "unscored"}
+    assert rep["documents"][0]["values"]["total"] == {"page": "a2", "words": [3], "confidence": 0.9}
+    assert rep["fields"]["total"]["agreement"] == 1 / 3 and rep["n_documents"] == 4 and rep["n_pages"] == 8
+    # per page the same pages score otherwise: the spurious page-1 values count against
+    pages = [p for d in (right, wrong, missed, unscored) for p in d.pages]
+    assert score_pages(["total"], pages, 0.5, 1)["fields"]["total"]["agreement"] == 3 / 6
+    with pytest.raises(Exception, match="appears twice"):
+        score_documents(["total"], [right, right])
+
+
+def test_one_page_documents_score_as_their_pages():
+    import random
+
+    from dxstudio.tuning.scoring import HeldOutDocument, HeldOutPage, score_documents, score_pages
+
+    rng = random.Random(3)
+    pages = []
+    for i in range(40):
+        label = {"a": (rng.randrange(5),) if rng.random() < 0.7 else (), "b": ()}
+        pred = {"a": ((rng.randrange(5),), rng.random()) if rng.random() < 0.8 else None,
+                "b": ((1,), rng.random()) if rng.random() < 0.2 else None}
+        pages.append(HeldOutPage(f"p{i}", label, pred))
+    by_page = score_pages(["a", "b"], pages, 0.8, 3)
+    by_doc = score_documents(["a", "b"], [HeldOutDocument(p.page_id, (p,)) for p in pages], 0.8, 3)
+    for k in ("fields", "overall", "threshold"):
+        assert by_doc[k] == by_page[k] or k == "overall"
+    assert {k: v for k, v in by_doc["overall"].items() if k != "threshold_statement"} == \
+        {k: v for k, v in by_page["overall"].items() if k != "threshold_statement"}
+
+
+# -- 5. extract and route per document ---------------------------------------------------------
+
+@pytest.fixture
+def doc_model(tmp_path):
+    from dxstudio import cli
+
+    path = tmp_path / "m.safetensors"
+    assert cli.main(["new-model", str(path), "--size", "tiny", "--fields", "total,number", "--seed", "3"]) == 0
+    return path
+
+
+def test_extract_gives_one_line_per_document_and_per_page_with_pages(doc_model, tmp_path, capsys):
+    from dxstudio import cli
+
+    pdf = tmp_path / "inv.pdf"
+    pdf.write_bytes(pdf_of([[(72, 700, "Invoice 4711 Widget 10.00")], [(72, 100, "Total 30.00 Gadget 20.00")]],
+                           sizes=[(612, 792), (842, 595)]))  # a landscape second page: documented, fine
+    single = tmp_path / "r1.json"
+    single.write_text(json.dumps(word_page("r1", ["Shop", "Total", "5.00"]).to_dict()))
+    capsys.readouterr()
+    assert cli.main(["extract", str(doc_model), str(pdf), str(single)]) == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [x["id"] for x in lines] == ["inv", "r1"]
+    doc, page = lines
+    assert doc["pages"] == ["inv-p1", "inv-p2"] and set(doc["fields"]) == {"total", "number"}
+    assert "pages" not in page and "page" not in page["fields"]["total"]  # a page of its own: as before
+    assert cli.main(["extract", str(doc_model), str(pdf), "--pages"]) == 0
+    per_page = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [(x["id"], x["document"], x["page_number"]) for x in per_page] == [("inv-p1", "inv", 1), ("inv-p2", "inv", 2)]
+    for name, v in doc["fields"].items():  # the document's value is its most confident page's
+        vals = [(x["fields"][name]["confidence"], x["id"], x["fields"][name]) for x in per_page
+                if x["fields"][name]["value"] is not None]
+        if not vals:
+            assert v["value"] is None and v["page"] is None
+            continue
+        conf, pid, best = max(vals, key=lambda t: t[0])
+        assert (v["page"], v["words"], v["confidence"], v["value"]) == (pid, best["words"], conf, best["value"])
+        assert v["page_number"] == int(pid[-1]) and v["route"] == "ask"  # a new model stores no threshold
+
+
+def test_extract_says_when_a_documents_pages_come_apart_or_repeat(doc_model, tmp_path, capsys):
+    from dxstudio import cli
+
+    paths = []
+    for name, page in (("1", word_page("a-p1", ["x"], "a", 1)), ("2", word_page("b", ["y"])),
+                       ("3", word_page("a-p2", ["z"], "a", 2)), ("4", word_page("a-p2b", ["w"], "a", 2))):
+        paths.append(tmp_path / f"{name}.json")
+        paths[-1].write_text(json.dumps(page.to_dict()))
+    capsys.readouterr()
+    assert cli.main(["extract", str(doc_model), *map(str, paths)]) == 0
+    out, err = capsys.readouterr()
+    assert [json.loads(x)["id"] for x in out.splitlines()] == ["a", "b", "a"]
+    assert "comes after another document's pages" in err and "page number 2 given twice; page a-p2b left out" in err
+
+
+def test_route_asks_a_documents_non_local_fields_once_with_its_pages(doc_model, tmp_path, capsys):
+    from dxstudio import cli
+    from tests.test_labelling import FakeEndpoint
+
+    proj = Project.create(tmp_path / "p", "p", ["total", "number"])
+    proj.labelling.update({"url": None, "model": "m"})
+    server = FakeEndpoint(default=("good", {"total": "30.00", "number": "4711"}))
+    try:
+        proj.labelling["url"] = server.url
+        proj.save()
+        pdf = tmp_path / "inv.pdf"
+        pdf.write_bytes(pdf_of([[(72, 700, "Invoice 4711")], [(72, 100, "Total 30.00")]]))
+        capsys.readouterr()
+        code = cli.main(["route", str(doc_model), str(pdf), "--project", str(proj.root), "--threshold", "1.0"])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        lines = [json.loads(x) for x in out.splitlines()]
+        assert lines[0]["id"] == "inv" and lines[0]["pages"] == ["inv-p1", "inv-p2"]
+        assert {f: v["value"] for f, v in lines[0]["fields"].items()} == {"total": "30.00", "number": "4711"}
+        assert len(server.requests) == 1  # one question for the document
+        prompt = server.requests[0]["body"]["messages"][1]["content"]
+        assert "=== Page 1 of 2 ===" in prompt and "=== Page 2 of 2 ===" in prompt
+        assert lines[1]["summary"]["pages_asked"] == 1
+    finally:
+        server.close()

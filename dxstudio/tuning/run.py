@@ -34,7 +34,7 @@ from dxstudio.fsutil import (JSONInputError, disk_full, is_disk_full, loads_json
                              write_json_atomic)
 from dxstudio.grounding import project_targets, value_key
 from dxstudio.tuning.rundir import RunDir
-from dxstudio.tuning.scoring import HeldOutPage, score_pages
+from dxstudio.tuning.scoring import HeldOutPage, score_documents, score_pages
 from dxstudio.tuning.settings import (  # noqa: F401  (DEFAULTS, TuneError: the run's names too)
     DEFAULTS, NOT_FINGERPRINTED, TuneError, effective_backbone_scale, fingerprinted, resolve_settings)
 
@@ -427,12 +427,43 @@ class TuneRun:
 
 
 def score_predictions(fields, preds, share, min_values, by: str = "words") -> dict:
+    """score_pages of the held-out pages, with "documents": score_documents of their documents."""
     pages = []
     for pid, page, t, pred in preds:
         prediction = {f: ((v.words, v.confidence) if v is not None else None) for f, v in pred.fields.items()}
         label = {f: tuple(t.field_words.get(f, ())) for f in fields}
         pages.append(HeldOutPage(pid, label, prediction, frozenset(t.unscored), value_matches(page, label, pred)))
-    return score_pages(fields, pages, share, min_values, by)
+    report = score_pages(fields, pages, share, min_values, by)
+    report["documents"] = score_documents(fields, held_out_documents(fields, preds, pages), share, min_values, by)
+    return report
+
+
+def held_out_documents(fields, preds, held_pages) -> list:
+    """HeldOutDocument of the held-out pages grouped by document (documents in the order their
+    first page comes, pages in page order), with the document value's value match: the most
+    confident page's value against the label's words' text on the page that holds them."""
+    from dxstudio.tuning.scoring import HeldOutDocument, document_label, document_value
+
+    by_doc: dict = {}
+    for (pid, page, t, pred), hp in zip(preds, held_pages):
+        by_doc.setdefault(page.document_id, []).append((page, pred, hp))
+    out = []
+    for doc_id, members in by_doc.items():
+        members.sort(key=lambda m: (m[0].number, m[0].id))
+        doc = HeldOutDocument(doc_id, tuple(hp for _, _, hp in members))
+        pages_by_id = {page.id: (page, pred) for page, pred, _ in members}
+        match = set()
+        for f in fields:
+            label, value = document_label(doc, f), document_value(doc, f)
+            if not label or value is None:
+                continue
+            lpage = pages_by_id[label[0][0]][0]
+            want = value_key(" ".join(lpage.words[i].text for i in sorted(label[0][1])))
+            vpage, vpred = pages_by_id[value[0]]
+            if want and value_key(vpred.fields[f].text) == want:
+                match.add(f)
+        out.append(HeldOutDocument(doc_id, doc.pages, frozenset(match)))
+    return out
 
 
 def value_matches(page, label: dict, pred) -> frozenset:
@@ -701,6 +732,7 @@ def evaluate_model(model_path, project, out_path=None, overrides: dict | None = 
     by = (loaded.thresholds or {}).get("by") or settings["threshold_by"]  # the model's own rule
     report = score_predictions(list(loaded.cfg.fields), preds, settings["share"], settings["min_values"], by)
     report["stored"] = at_stored_thresholds(report, loaded.thresholds)
+    report["documents"]["stored"] = at_stored_thresholds(report["documents"], loaded.thresholds)
     report["run"] = {"model": str(model_path), "heldout_pages": len(held),
                      "pages": "all usable pages" if all_pages else "the held-out pages of the split"}
     if out_path is not None:
