@@ -436,3 +436,25 @@ def test_route_asks_a_documents_non_local_fields_once_with_its_pages(doc_model, 
         assert lines[1]["summary"]["pages_asked"] == 1
     finally:
         server.close()
+
+
+def test_generated_invoices_print_the_total_on_the_last_page_only(tmp_path):
+    from bench.multipage_invoices import generate, write
+    from dxstudio.grounding import project_targets
+    from dxstudio.labelling import import_answers_jsonl
+
+    docs = generate(6, seed=4)
+    write(tmp_path / "gen", docs)
+    project = Project.create(tmp_path / "p", "gen", ["vendor", "invoice_number", "total"])
+    assert not import_pages("json", tmp_path / "gen" / "pages", project).errors
+    assert not import_answers_jsonl(project, tmp_path / "gen" / "answers.jsonl").errors
+    pt = project_targets(project)
+    assert not pt.excluded and len(pt.kept) == sum(len(p) for p, _ in docs)
+    for pages, answers in docs:
+        last = pages[-1].id
+        assert answers["total"] in " ".join(w.text for w in pages[-1].words)
+        assert all(answers["total"] not in " ".join(w.text for w in p.words) for p in pages[:-1])
+        for p in pages:
+            g = project.load_labels(p.id).grounding
+            assert g["total"]["status"] == ("exact" if p.id == last else "other_page")
+            assert g["vendor"]["status"] == ("exact" if p.number == 1 else "other_page")  # printed on every page
