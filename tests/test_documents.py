@@ -458,3 +458,40 @@ def test_generated_invoices_print_the_total_on_the_last_page_only(tmp_path):
             g = project.load_labels(p.id).grounding
             assert g["total"]["status"] == ("exact" if p.id == last else "other_page")
             assert g["vendor"]["status"] == ("exact" if p.number == 1 else "other_page")  # printed on every page
+
+
+def test_a_document_value_read_at_another_pages_printing_is_value_right():
+    from dxstudio.engine.extract import FieldValue, PagePrediction
+    from dxstudio.grounding import PageTargets
+    from dxstudio.tuning.run import score_predictions
+
+    p1 = word_page("v-p1", ["ACME", "Ltd", "Invoice"], "v", 1)
+    p2 = word_page("v-p2", ["ACME", "Ltd", "Total", "9.00"], "v", 2)
+    t1 = PageTargets("v-p1", None, {"vendor": (0, 1), "total": ()}, set())
+    t2 = PageTargets("v-p2", None, {"vendor": (), "total": (3,)}, set())
+    pr1 = PagePrediction("v-p1", {"vendor": FieldValue((0, 1), "ACME Ltd", 0.7), "total": None}, None, None)
+    pr2 = PagePrediction("v-p2", {"vendor": FieldValue((0, 1), "ACME Ltd", 0.8), "total": FieldValue((3,), "9.00", 0.9)},
+                         None, None)
+    rep = score_predictions(["vendor", "total"], [("v-p2", p2, t2, pr2), ("v-p1", p1, t1, pr1)], 0.9, 1)
+    d = rep["documents"]
+    assert d["documents"][0]["pages"] == ["v-p1", "v-p2"]  # page order, whatever the input order
+    assert d["documents"][0]["outcomes"] == {"vendor": "wrong", "total": "correct"}
+    assert d["fields"]["vendor"]["value_agreement"] == 1.0 and d["fields"]["vendor"]["agreement"] == 0.0
+
+
+def test_eval_all_reports_per_document_beside_per_page(doc_model, project, capsys):
+    from dxstudio import cli
+
+    labelled_documents(project, n_docs=3, pages_per_doc=2, singles=2)
+    capsys.readouterr()
+    assert cli.main(["eval", str(doc_model), str(project.root), "--all"]) == 0
+    out, err = capsys.readouterr()
+    report = json.loads(out)
+    docs = report["documents"]
+    assert docs["n_documents"] == 5 and docs["n_pages"] == 8
+    assert sorted(d["id"] for d in docs["documents"]) == ["d0", "d1", "d2", "s0", "s1"]
+    assert docs["stored"]["pooled"]["values"] == 0  # a new model stores no threshold: nothing local
+    assert "Per document (5 documents, 3 of several pages; 8 pages): agreement" in err
+    from dxstudio.ui.training_panel import documents_sentence
+
+    assert documents_sentence(report).startswith("Per document: 5 held-out documents (3 of several pages, 8 pages)")
