@@ -5,7 +5,8 @@ FieldPanel(session, actions) observes a dxstudio.review.ReviewSession. `actions`
 main window's {name: QAction} (accept, exclude, undo, redo, prev, next): the panel's buttons
 trigger the same actions as the keys, so there is one code path. The per-field buttons emit
 setFieldRequested(name) (assign the selected words), clearFieldRequested(name) and
-revertFieldRequested(name).
+revertFieldRequested(name); a field whose document value is printed on another page
+shows Go to page, which emits pageRequested(page id).
 
 With the model's answers (panel.answers, a dxstudio.ui.model_answers.ModelAnswers), each row
 also shows the model's value and confidence beside the label's, marked "agrees" or "differs",
