@@ -337,6 +337,65 @@ def ground_answers(page, answers: dict, field_names) -> dict:
     return {n: found[n][0].to_dict() for n in field_names}
 
 
+def _tier(g: dict) -> int:
+    """How exactly a grounded value was found: 0 as printed, 1 normalized, 2 ignoring punctuation."""
+    if g["status"] == "exact":
+        return 0
+    return 2 if g.get("reason", "").startswith("found ignoring punctuation") else 1
+
+
+def ground_document(pages, answers: dict, field_names, document_id: str | None = None) -> dict:
+    """The grounding reports {page id: {field: report}} of a document's pages (in page order)
+    for one set of answers, the document's.
+
+    Each field's value is looked for on every page and tagged where it is printed, by the rule
+    for repeated printings applied across pages: the most exact tier wins; then the printings
+    that follow the field's name; then the LAST page for a number (an invoice's total follows
+    the pages that carry subtotals forward) and the FIRST for text. Every other page gets status
+    "other_page" with "page" naming the page that holds the value: no value there, so a repeated
+    printing on another page is O, as a repeated printing on the same page is. A value printed on
+    no page is "absent" on every page (the document is excluded), "computed" where it is a sum or
+    product of one page's numbers. A document of one page is grounded exactly as a page."""
+    pages = list(pages)
+    names = list(field_names)
+    per_page = {p.id: ground_answers(p, answers, names) for p in pages}
+    if len(pages) < 2:
+        return per_page
+    numbers = {p.id: (p.page_number if p.page_number is not None else k + 1) for k, p in enumerate(pages)}
+    doc = document_id or pages[0].document_id
+    for name in names:
+        value = answers.get(name)
+        if value is None or not isinstance(value, str):
+            continue
+        gs = [(p, per_page[p.id][name]) for p in pages]
+        found = [(p, g) for p, g in gs if g["status"] in ("exact", "normalized")]
+        if found:
+            best = min(_tier(g) for _, g in found)
+            cands = [(p, g) for p, g in found if _tier(g) == best]
+            keyed = [(p, g) for p, g in cands if len(cands) > 1 and _ground(p, value, field=name)[2]]
+            cands = keyed or cands
+            is_number = canonical_number(value_key(value)) is not None
+            page, g = cands[-1] if is_number else cands[0]
+            note = f"; on page {numbers[page.id]} of document {doc}"
+            if len(found) > 1:
+                note += (f" (printed on {len(found)} pages, took the "
+                         f"{'last' if is_number else 'first'}{' after the field name' if keyed else ''})")
+            g["reason"] = g.get("reason", "") + note
+        else:
+            computed = [(p, g) for p, g in gs if g["status"] == "computed"]
+            if not computed:
+                for p, g in gs:
+                    if g["status"] == "absent":
+                        g["reason"] = f"{value!r} is not on any page of document {doc}"
+                continue
+            page, g = computed[0]
+        for p, other in gs:
+            if p.id != page.id:
+                per_page[p.id][name] = {"status": "other_page", "words": [], "page": page.id,
+                                        "reason": f"printed on page {numbers[page.id]} ({page.id}) of document {doc}"}
+    return per_page
+
+
 # ---------------------------------------------------------------------------------------
 # Targets for training and scoring
 
@@ -405,6 +464,8 @@ def field_words_of(page, labels: LabelFile, field_names) -> dict | Excluded:
         status = g.get("status")
         if status == "absent":
             absent.append(f"{name}: {g.get('reason') or 'the value is not on the page'}")
+        elif status == "other_page":  # the document's value is printed on another of its pages
+            out[name] = ()
         elif status in ("exact", "normalized"):
             out[name] = _check_indices(g.get("words", []), n, f"the grounding of {name!r}", labels)
         else:  # computed, null: no value on this page
@@ -513,7 +574,7 @@ def _reason_kind(reason: str) -> str:
     """A short class of an exclusion reason for summaries ('total: absent', 'not labelled yet')."""
     parts = []
     for piece in reason.split("; "):
-        if ": " in piece and "is not on the page" in piece:
+        if ": " in piece and ("is not on the page" in piece or "is not on any page" in piece):
             parts.append(piece.split(": ", 1)[0] + " absent")
         elif "not asked yet (" in piece:
             parts.append(piece.split(" (", 1)[0])

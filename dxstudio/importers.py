@@ -533,9 +533,15 @@ def pdf_pages(path: Path) -> list[Page]:
         pdf = pdfium.PdfDocument(data)
     except Exception as e:  # pypdfium2 raises PdfiumError (or OSError) for unreadable files
         raise SourceError(f"{path}: not a readable PDF ({e})") from None
+    from dxstudio.documents import DocumentError, bind_document, check_page_count
+
     pages = []
     try:
         n = len(pdf)
+        try:
+            check_page_count(n, str(path))
+        except DocumentError as e:
+            raise SourceError(str(e)) from None
         stem = safe_page_id(path.stem)
         for k in range(n):
             page = pdf[k]
@@ -563,7 +569,8 @@ def pdf_pages(path: Path) -> list[Page]:
         pdf.close()
     if not pages:
         raise SourceError(f"{path}: no text layer (a scanned PDF?): run OCR and import its words as page JSON")
-    return pages
+    # one document per file: document id <stem>, page_number the PDF page (a page without text is skipped)
+    return bind_document(stem, [(_pdf_page_number(p, n) + 1, p) for p in pages], n, str(path))
 
 
 PDF_IMAGE_DPI = 100.0  # page images of imported PDFs: 850 x 1100 pixels for a Letter page
@@ -649,6 +656,18 @@ def _import_pdf(src: Path, imp: _Importer) -> None:
             existing = _existing_page(imp.project, page.id)
             if existing is not None and replace(existing, image=None).to_dict() == page.to_dict():
                 imp.add(existing, path)  # already imported (with or without its image): unchanged
+                continue
+            if existing is not None and replace(existing, image=None, document=page.document,
+                                                page_number=page.page_number).to_dict() == page.to_dict():
+                # imported before documents: same words, now told its document (labels stay valid)
+                try:
+                    imp.project.set_document(page.id, page.document, page.page_number)
+                    imp.report.notes.append((str(path), f"page {page.id}: now page {page.page_number} of "
+                                                        f"document {page.document}"))
+                except (PageError, ProjectError, OSError) as e:
+                    imp.report.errors.append((str(path), f"page {page.id}: {e}"))
+                    continue
+                imp.report.unchanged.append(page.id)
                 continue
             index = _pdf_page_number(page, len(images))
             if index < len(images) and existing is None:

@@ -57,6 +57,16 @@ SYSTEM_PROMPT = (
 )
 
 
+DOCUMENT_SYSTEM_PROMPT = (
+    "You read fields from one document of several pages. Answer with a single JSON object and nothing else. "
+    "Copy every value exactly as it is printed in the document (same characters, same number format), from "
+    "whichever page shows it. Use null when no page shows a field. Never compute, translate or reformat a value."
+)
+# A document's prompt holds at most this many characters of page text (about 12k tokens, inside the
+# context of the small models people run locally); a longer document is asked in parts of whole pages.
+MAX_DOCUMENT_PROMPT_CHARS = 48_000
+
+
 class LabellingError(RuntimeError):
     """The labelling model could not give an answer; str() says where and why."""
 
@@ -80,6 +90,13 @@ def schema_hash(schema, model: str = "") -> str:
     """Changes whenever the question changes: field names, descriptions, model, prompt."""
     spec = {"fields": [[f.name, f.description] for f in _fields(schema)], "model": model,
             "prompt": PROMPT_VERSION, "system": SYSTEM_PROMPT}
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def document_schema_hash(schema, model: str = "") -> str:
+    """schema_hash for the document question (its own system prompt)."""
+    spec = {"fields": [[f.name, f.description] for f in _fields(schema)], "model": model,
+            "prompt": PROMPT_VERSION, "system": DOCUMENT_SYSTEM_PROMPT, "document": True}
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -114,6 +131,46 @@ def build_messages(page, schema) -> list[dict]:
             f"Return one JSON object with exactly these keys: {keys}. Each value is a string copied "
             f"from the page, or null.\n\nPage text:\n{page_text(page)}")
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+
+
+def document_text(pages) -> str:
+    """A document's pages as one text: each page's text (page_text) after a marker line
+    "=== Page N of M ===" (N the page's number in the document, M the last page's)."""
+    from dxstudio.documents import page_marker
+
+    last = max(p.number for p in pages)
+    return "\n".join(f"{page_marker(p.number, last)}\n{page_text(p)}" for p in pages)
+
+
+def build_document_messages(pages, schema) -> list[dict]:
+    """The question for a document: the page prompt's, with every page's text behind a page marker."""
+    fields = _fields(schema)
+    listing = "\n".join(f"- {f.name}: {f.description or f.name}" for f in fields)
+    keys = ", ".join(json.dumps(f.name) for f in fields)
+    user = (f"Fields:\n{listing}\n\n"
+            f"Return one JSON object with exactly these keys: {keys}. Each value is a string copied "
+            f"from the document, or null.\n\nDocument text ({len(pages)} pages):\n{document_text(pages)}")
+    return [{"role": "system", "content": DOCUMENT_SYSTEM_PROMPT}, {"role": "user", "content": user}]
+
+
+def document_parts(pages, max_chars: int = MAX_DOCUMENT_PROMPT_CHARS) -> list[list]:
+    """The pages split into consecutive parts whose text fits in max_chars (a page longer than
+    that is a part of its own: it is asked as it is, as a single page always was)."""
+    parts, cur, size = [], [], 0
+    for p in pages:
+        n = len(page_text(p)) + 32
+        if cur and size + n > max_chars:
+            parts.append(cur)
+            cur, size = [], 0
+        cur.append(p)
+        size += n
+    if cur:
+        parts.append(cur)
+    return parts
+
+
+def document_hash(pages) -> str:
+    return hashlib.sha256(json.dumps([p.to_dict() for p in pages], sort_keys=True).encode()).hexdigest()[:16]
 
 
 class _StrictDecoder(json.JSONDecoder):
@@ -275,8 +332,65 @@ class LabelClient:
         return answers
 
     def request(self, page, schema) -> dict:
+        return self._request(build_messages(page, schema), schema, f"page {page.id}")
+
+    # -- documents -----------------------------------------------------------------------
+    def document_cache_path(self, pages, schema) -> Path | None:
+        if self.cache_dir is None:
+            return None
+        return self.cache_dir / f"{pages[0].document_id}.document-{document_schema_hash(schema, self.model)}.json"
+
+    def cached_document(self, pages, schema) -> dict | None:
+        """A cached answer for the whole document (all its pages as they are now), or None."""
+        pages = list(pages)
+        if len(pages) == 1:
+            return self.cached(pages[0], schema)
+        path = self.document_cache_path(pages, schema)
+        if path is None or not path.is_file():
+            return None
+        try:
+            d = read_json(path)
+            if d.get("document_sha") != document_hash(pages):
+                return None
+            answers = d["answers"]
+            names = [f.name for f in _fields(schema)]
+            if not isinstance(answers, dict) or set(answers) != set(names):
+                return None
+            check_answers(answers, names, str(path))
+            return answers
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+    def ask_document(self, pages, schema, max_chars: int = MAX_DOCUMENT_PROMPT_CHARS) -> dict:
+        """Answers for a document, asked once with every page's text behind page markers
+        (build_document_messages). A document of one page is asked as a page (the same prompt
+        and cache as before documents). A document whose text passes max_chars is asked in
+        parts of whole pages (document_parts), in order; each field takes the first part's value
+        that is not null."""
+        pages = list(pages)
+        if len(pages) == 1:
+            return self.ask(pages[0], schema)
+        hit = self.cached_document(pages, schema)
+        if hit is not None:
+            return hit
         names = [f.name for f in _fields(schema)]
-        body = {"model": self.model, "messages": build_messages(page, schema), "temperature": 0}
+        answers = {n: None for n in names}
+        doc = pages[0].document_id
+        for part in document_parts(pages, max_chars):
+            what = f"document {doc}" + (f" pages {part[0].number}-{part[-1].number}" if len(part) < len(pages) else "")
+            got = self._request(build_document_messages(part, schema), schema, what)
+            for n in names:
+                if answers[n] is None and got.get(n) is not None:
+                    answers[n] = got[n]
+        path = self.document_cache_path(pages, schema)
+        if path is not None:
+            write_json_atomic(path, {"document": doc, "pages": [p.id for p in pages],
+                                     "document_sha": document_hash(pages), "model": self.model, "answers": answers})
+        return answers
+
+    def _request(self, messages, schema, what: str) -> dict:
+        names = [f.name for f in _fields(schema)]
+        body = {"model": self.model, "messages": messages, "temperature": 0}
         if self.json_mode:
             body["response_format"] = {"type": "json_object"}
         data = json.dumps(body).encode("utf-8")
@@ -294,7 +408,7 @@ class LabelClient:
                 return self._once(data, headers, names)
             except _Retryable as e:
                 last, wait = str(e), e.retry_after
-        raise LabellingError(f"labelling model at {self.endpoint}: page {page.id}: {last} "
+        raise LabellingError(f"labelling model at {self.endpoint}: {what}: {last} "
                              f"(gave up after {tries} tries)")
 
     def _proxy(self):
@@ -560,6 +674,48 @@ def apply_answers(project: Project, page_id: str, answers: dict, source: str, pa
     return labels
 
 
+def apply_document_answers(project: Project, pages, answers: dict, source: str, only=None) -> list:
+    """Store one document's answers on each of its pages (labels/<page id>.json, with
+    "document": its id) grounded across the pages (grounding.ground_document: each value is
+    tagged on the page where it is printed; the other pages say which page holds it). The
+    review of every page is kept, as apply_answers keeps it. `only`: the fields asked (the
+    others keep their answers and grounding). A document of one page is apply_answers.
+    Returns the label files saved, in page order."""
+    from dxstudio.grounding import ground_document
+
+    pages = list(pages)
+    if len(pages) == 1:
+        return [apply_answers(project, pages[0].id, answers, source, page=pages[0], only=only)]
+    names = project.field_names
+    doc = pages[0].document_id
+    answers = check_answers(answers, names, f"answers for document {doc!r}")
+    labels = [project.load_labels(p.id) for p in pages]  # every file first: one that does not load stops all
+    fresh = only is None or any(lf.answers is None for lf in labels)
+    if fresh:
+        merged = {n: answers.get(n) for n in names}
+    else:
+        only = [n for n in names if n in set(only)]
+        merged = {n: (answers.get(n) if n in only else labels[0].answers.get(n)) for n in names}
+    grounded = ground_document(pages, merged, names, doc)
+    for page, lf in zip(pages, labels):
+        g = grounded[page.id]
+        if fresh:
+            lf.answers = dict(merged)
+            lf.grounding = g
+        else:
+            lf.answers = {**lf.answers, **{n: answers.get(n) for n in only}}
+            lf.grounding = {**lf.grounding, **{n: g[n] for n in only}}
+            if lf.state == "accepted" and only:
+                lf.review["state"] = "unreviewed"
+                lf.review.setdefault("history", []).append(
+                    {"op": "new fields asked", "fields": list(only), "before": {"state": "accepted"},
+                     "after": {"state": "unreviewed"}, "at": time.strftime("%Y-%m-%dT%H:%M:%S")})
+        lf.answer_source = source
+        lf.extra["document"] = doc
+        project.save_labels(page.id, lf)
+    return labels
+
+
 @dataclass
 class LabelReport:
     labelled: list = field(default_factory=list)  # page ids that got answers
@@ -568,9 +724,11 @@ class LabelReport:
     errors: list = field(default_factory=list)  # [(page id or file:line, message)]
     grounding: Counter = field(default_factory=Counter)  # status -> count over fields
     stopped: str | None = None  # why the run stopped early
+    documents: list = field(default_factory=list)  # document ids asked (or given) as one document
 
     def to_dict(self) -> dict:
-        return {"labelled": len(self.labelled), "cached": self.cached, "skipped": self.skipped,
+        return {"labelled": len(self.labelled), "documents": len(self.documents), "cached": self.cached,
+                "skipped": self.skipped,
                 "errors": [{"where": w, "error": m} for w, m in self.errors],
                 "grounding": dict(sorted(self.grounding.items())), "stopped": self.stopped}
 
@@ -582,62 +740,75 @@ def needs_labels(labels: LabelFile, field_names) -> bool:
 
 def label_project(project: Project, client: LabelClient, limit: int | None = None, progress=None,
                   force: bool = False, stop_after_failures: int = 3) -> LabelReport:
-    """Ask the labelling model for every page that has no answers for the current schema
-    (every page with force). limit caps the pages asked. After `stop_after_failures` pages
-    fail in a row (the endpoint is down), the run stops and says so."""
+    """Ask the labelling model for every document that has a page without answers for the
+    current schema (every document with force): once per document, with all its pages' text
+    (LabelClient.ask_document; a page of its own is asked as before). limit caps the documents
+    asked. After `stop_after_failures` documents fail in a row (the endpoint is down), the run
+    stops and says so. `labelled` lists page ids, `documents` the documents asked."""
     from dxstudio.engine.page import PageError
 
     report = LabelReport()
     if not project.schema:
         raise ProjectError(f"{project.project_file}: the schema has no fields to ask for")
-    ids = project.page_ids()
+    docs = project.documents()
+    for where, message in docs.problems:
+        report.errors.append((where, message))
     todo = []
-    for pid in ids:
+    for doc in docs.documents:
         try:
-            labels = project.load_labels(pid)
+            labels = [project.load_labels(pid) for pid in doc.pages]
         except LabelError as e:
-            report.errors.append((pid, str(e)))
+            report.errors.append((doc.id, str(e)))
             continue
-        if force or needs_labels(labels, project.field_names):
-            todo.append(pid)
+        if force or any(needs_labels(lf, project.field_names) for lf in labels):
+            todo.append(doc)
         else:
-            report.skipped += 1
+            report.skipped += len(doc.pages)
     if limit is not None:
         todo = todo[:max(0, limit)]
     failures = 0
-    for k, pid in enumerate(todo):
+    for k, doc in enumerate(todo):
         if progress is not None:
             progress(k, len(todo))
         try:
-            page = project.load_page(pid)
-            labels = project.load_labels(pid)
-            missing = None if force else not_asked_fields(labels, project.field_names)
+            pages = [project.load_page(pid) for pid in doc.pages]
+            labels = [project.load_labels(pid) for pid in doc.pages]
+            missing = None
+            if not force:
+                missing = sorted({n for lf in labels for n in not_asked_fields(lf, project.field_names)},
+                                 key=project.field_names.index) or None
+                if any(lf.answers is None for lf in labels):
+                    missing = None
             schema = [f for f in project.schema if f.name in missing] if missing else project.schema
-            from_cache = client.cached(page, schema) is not None
-            answers = client.ask(page, schema)
-            labels = apply_answers(project, pid, answers, "llm", page=page, only=missing or None)
+            from_cache = client.cached_document(pages, schema) is not None
+            answers = client.ask_document(pages, schema)
+            saved = apply_document_answers(project, pages, answers, "llm", only=missing)
         except (PageError, LabelError) as e:
-            report.errors.append((pid, str(e)))
+            report.errors.append((doc.id, str(e)))
             continue
         except LabellingError as e:
-            report.errors.append((pid, str(e)))
+            report.errors.append((doc.id, str(e)))
             failures += 1
             if failures >= stop_after_failures:
-                report.stopped = f"stopped after {failures} pages failed in a row: {e}"
+                report.stopped = f"stopped after {failures} {'pages' if len(doc) == 1 else 'documents'} failed in a row: {e}"
                 break
             continue
         failures = 0
-        report.labelled.append(pid)
+        report.labelled += list(doc.pages)
+        report.documents.append(doc.id)
         report.cached += from_cache
-        report.grounding.update(g["status"] for g in labels.grounding.values())
+        for lf in saved:
+            report.grounding.update(g["status"] for g in lf.grounding.values())
     if progress is not None:
         progress(len(todo), len(todo))
     return report
 
 
 def import_answers_jsonl(project: Project, path, source: str = "import") -> LabelReport:
-    """Answers from a JSONL file, one {"id": page id, "answers": {field: text or null}} per
-    line. A bad line (not JSON, unknown page, a field the schema lacks) is reported with its
+    """Answers from a JSONL file, one {"id": page id or document id, "answers": {field: text or
+    null}} per line. A document id gives the answers of the whole document, grounded across its
+    pages (apply_document_answers); a page id gives that page's own answers, as before. A bad
+    line (not JSON, unknown page or document, a field the schema lacks) is reported with its
     line number and the other lines are imported."""
     from dxstudio.engine.page import PageError
 
@@ -647,6 +818,7 @@ def import_answers_jsonl(project: Project, path, source: str = "import") -> Labe
         lines = read_regular_file(path, MAX_SOURCE_BYTES, LabelError).decode("utf-8-sig").splitlines()
     except UnicodeDecodeError as e:
         raise LabelError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    docs = None  # read on the first id that is not a page of its own
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -661,13 +833,25 @@ def import_answers_jsonl(project: Project, path, source: str = "import") -> Labe
             continue
         pid = d["id"]
         try:
-            if not project.has_page(pid):
-                raise LabelError(f"{where}: no page {pid!r} in the project")
-            labels = apply_answers(project, pid, d["answers"], source)
+            if project.has_page(pid):
+                saved = [apply_answers(project, pid, d["answers"], source)]
+                ids = [pid]
+            else:
+                if docs is None:
+                    docs = project.documents()
+                doc = docs.get(pid)
+                if doc is None:
+                    why = [m for i, m in docs.problems if i == pid]
+                    raise LabelError(f"{where}: {why[0]}" if why else f"{where}: no page {pid!r} (nor a document of that id) in the project")
+                pages = [project.load_page(i) for i in doc.pages]
+                saved = apply_document_answers(project, pages, d["answers"], source)
+                ids = list(doc.pages)
+                report.documents.append(pid)
         except (LabelError, PageError, ProjectError) as e:
             msg = str(e)
             report.errors.append((where, msg if msg.startswith(str(path)) else f"{where}: {msg}"))
             continue
-        report.labelled.append(pid)
-        report.grounding.update(g["status"] for g in labels.grounding.values())
+        report.labelled += ids
+        for labels in saved:
+            report.grounding.update(g["status"] for g in labels.grounding.values())
     return report

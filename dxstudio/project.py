@@ -35,7 +35,8 @@ _SAFE_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,119}")
 # A field name ends up in tag names (B-name) and in JSON keys asked of the labelling model.
 _FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
-GROUNDING_STATUSES = ("exact", "normalized", "computed", "absent", "null")
+# other_page: the value of the page's document is printed on another of its pages ("page" names it)
+GROUNDING_STATUSES = ("exact", "normalized", "computed", "absent", "null", "other_page")
 REVIEW_STATES = ("unreviewed", "accepted", "excluded")
 
 
@@ -451,6 +452,45 @@ class Project:
             # the saved file is unreadable: replacing it loses nothing usable
         write_json_atomic(path, new)
         return "added"
+
+    def set_document(self, page_id: str, document: str | None, page_number: int | None) -> Page:
+        """Rewrite a saved page with another document and page number, nothing else changed (its
+        words, hence its label file's word indices, stay as they are). Returns the new page."""
+        from dataclasses import replace
+
+        page = self.load_page(page_id)
+        new = replace(page, document=document, page_number=page_number)
+        new = page_from_dict(new.to_dict(), str(self.page_path(page_id)))  # the same checks as a read
+        write_json_atomic(self.page_path(page_id), new.to_dict())
+        return new
+
+    # -- documents -----------------------------------------------------------------------
+    def documents(self):
+        """The project's documents (dxstudio.documents.Documents): each document's pages in
+        page order, documents sorted by id; a page that names no document is a document of one
+        page under its own id. Pages that do not load, and documents with a problem (two pages
+        with one number, an id that is another page's), are in `problems` and left out."""
+        from dxstudio.documents import group_documents
+
+        pages, errors = [], []
+        for pid in self.page_ids():
+            try:
+                pages.append(self.load_page(pid))
+            except PageError as e:
+                errors.append((pid, str(e)))
+        docs = group_documents(pages)
+        docs.problems = errors + docs.problems
+        return docs
+
+    def document_pages(self, document_id: str) -> list:
+        """The pages (Page objects) of one document in page order. A page id of a page of its
+        own is a document id too. ProjectError when no document has this id, or it has a problem."""
+        docs = self.documents()
+        doc = docs.get(document_id)
+        if doc is None:
+            why = [m for d, m in docs.problems if d == document_id]
+            raise ProjectError(why[0] if why else f"{self.root}: no document or page {document_id!r} in the project")
+        return [self.load_page(pid) for pid in doc.pages]
 
     # -- labels --------------------------------------------------------------------------
     def load_labels(self, page_id: str) -> LabelFile:

@@ -64,6 +64,7 @@ class FieldRow:
     text: str  # those words' texts joined by spaces
     reason: str = ""
     unscored: bool = False  # not one run, or shares a word: ignored by the loss
+    page: str | None = None  # status other_page: the page of the document that holds the value
 
 
 @dataclass
@@ -230,7 +231,8 @@ class ReviewSession:
                 status, reason = g.get("status", "null"), g.get("reason", "")
             rows.append(FieldRow(name, c, answers.get(name), status, words,
                                  " ".join(self.page.words[i].text for i in words), reason,
-                                 name in self.targets.unscored))
+                                 name in self.targets.unscored,
+                                 g.get("page") if status == "other_page" else None))
         return rows
 
     def field_of_word(self, index: int) -> str | None:

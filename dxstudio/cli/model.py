@@ -31,7 +31,11 @@ def configure(name, p):
     else:
         p.add_argument("model", help="model file (.safetensors)")
         p.add_argument("pages", nargs="+", help="page JSON files, folders of them, JSON-lines files "
-                       "(.jsonl, one page a line), or - for JSON lines on standard input")
+                       "(.jsonl, one page a line), PDF files (their text layer; one document each), "
+                       "or - for JSON lines on standard input")
+        p.add_argument("--pages", dest="per_page", action="store_true",
+                       help="one line per page, not per document (the pages of a multi-page document "
+                       "give one line by default)")
         p.add_argument("--kernels", choices=["reference", "fast"], default="fast", help="(default fast)")
         add_scale_arguments(p)
 
@@ -115,7 +119,8 @@ def _extract(args) -> int:
     from dxstudio.engine.model import to_runtime
     from dxstudio.scale import ScaleError
     from dxstudio.scale.ordered import ordered_map
-    from dxstudio.scale.pages import chunks, count_pages, extract_chunk, page_items
+    from dxstudio.engine.extract import document_json
+    from dxstudio.scale.pages import DocumentGroups, chunks, count_pages, extract_chunk, page_items
 
     try:
         model = load_model(args.model)
@@ -126,19 +131,34 @@ def _extract(args) -> int:
     backend, close = open_backend(args, extract_chunk, shared, args.kernels)
     done = failed = 0
     routes = {"local": 0, "ask": 0, "empty": 0}
+    groups = DocumentGroups()
+
+    def emit(finished):
+        for doc, items in finished:
+            records = [r for r, _ in items]
+            line = records[0] if doc is None else document_json(doc, records)
+            for v in line["fields"].values():
+                routes["empty" if v["value"] is None else v["route"]] += 1
+            emit_json(line)
+        for problem in groups.problems:
+            warn(problem)
+        groups.problems.clear()
+
     try:
         with progress(total or 0, "extract", show=total is None or total > 1) as bar, backend:
             for results in ordered_map(backend, chunks(page_items(args.pages), args.chunk)):
                 for kind, value in results:
                     if kind == "ok":
-                        for v in value["fields"].values():
-                            routes["empty" if v["value"] is None else v["route"]] += 1
-                        emit_json(value)
+                        if getattr(args, "per_page", False):
+                            emit([(None, [(value, None)])])
+                        else:
+                            emit(groups.add(value))
                     else:
                         warn(value)
                         failed += 1
                     done += 1
                 bar.show(done)
+            emit(groups.close())
     except ScaleError as e:
         fail(e)
     finally:

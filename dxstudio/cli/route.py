@@ -9,6 +9,10 @@ on a Ray cluster (--ray), as `dxstudio extract` does.
 
 Standard output: one JSON line per page, in input order,
     {"id", "fields": {name: {"value", "source": "local" | "labelling model", "confidence"}}}
+or, for the pages of a multi-page document (consecutive in the input; a PDF's pages), one line
+per document {"id": document, "pages": [...], "fields": {name: {..., "page"}}} whose fields are
+the document's (the most confident page's value): only the fields not local are asked, once,
+with all the document's pages (LabelClient.ask_document); "pages_asked" counts documents then.
 (a page whose asked fields could not be answered also has "error" and those fields have
 "source": null), then one line {"summary": {...}}: values and pages answered locally, values
 and pages asked, labelling requests made (retries included) and answers taken from the cache.
@@ -55,7 +59,8 @@ def run(name, args) -> int:
     from dxstudio.project import Project, ProjectError
     from dxstudio.scale import ScaleError
     from dxstudio.scale.ordered import ordered_map
-    from dxstudio.scale.pages import chunks, count_pages, extract_chunk, load_item, page_items
+    from dxstudio.engine.extract import document_json
+    from dxstudio.scale.pages import DocumentGroups, chunks, count_pages, extract_chunk, load_item, page_items
 
     if args.concurrency < 1:
         fail(f"--concurrency must be at least 1, not {args.concurrency}")
@@ -91,6 +96,10 @@ def run(name, args) -> int:
         hit = client.cached(page, ask_schema) is not None
         return hit, client.ask(page, ask_schema)
 
+    def ask_document(pages):  # the document's pages, asked once (labelling.LabelClient.ask_document)
+        hit = client.cached_document(pages, ask_schema) is not None
+        return hit, client.ask_document(pages, ask_schema)
+
     def finish(record, asked, future):
         fields = {}
         error = None
@@ -108,7 +117,11 @@ def run(name, args) -> int:
                 fields[f] = {"value": answers.get(f), "source": LABELLING, "confidence": v["confidence"]}
             else:
                 fields[f] = {"value": None, "source": None, "confidence": v["confidence"]}
+            if "pages" in record:  # a document's line: the page of a local value
+                fields[f]["page"] = v["page"] if f not in asked else None
         out = {"id": record["id"], "fields": fields}
+        if "pages" in record:
+            out = {"id": record["id"], "pages": record["pages"], "fields": fields}
         if error:
             out["error"] = error
             warn(error)
@@ -120,6 +133,32 @@ def run(name, args) -> int:
     backend, close = open_backend(args, extract_chunk, shared, args.kernels)
     done = bad = 0
     pending = deque()  # (record, asked fields, future or None), in input order
+    groups = DocumentGroups()
+
+    def queue(finished):
+        """Route each finished document (a page of its own: as before): its fields below the
+        threshold are asked of the labelling model once, with all the document's pages."""
+        for doc, items in finished:
+            if doc is None:
+                record, (label, raw) = items[0]
+                load = (ask, load_item(label, raw))
+            else:
+                record = document_json(doc, [r for r, _ in items])
+                load = (ask_document, [load_item(label, raw) for _, (label, raw) in items])
+            asked = [f for f, v in record["fields"].items() if not is_local(f, v, thresholds)]
+            counts["values_local"] += len(record["fields"]) - len(asked)
+            counts["values_asked"] += len(asked)
+            future = None
+            if asked:
+                counts["pages_asked"] += 1
+                future = pool.submit(*load)
+            else:
+                counts["pages_local"] += 1
+            pending.append((record, asked, future))
+        for problem in groups.problems:
+            warn(problem)
+        groups.problems.clear()
+
     try:
         with progress(total or 0, "route", show=total is None or total > 1) as bar, backend, \
                 ThreadPoolExecutor(args.concurrency) as pool:
@@ -130,20 +169,12 @@ def run(name, args) -> int:
                         warn(record)
                         bad += 1
                         continue
-                    asked = [f for f, v in record["fields"].items() if not is_local(f, v, thresholds)]
-                    counts["values_local"] += len(record["fields"]) - len(asked)
-                    counts["values_asked"] += len(asked)
-                    future = None
-                    if asked:
-                        counts["pages_asked"] += 1
-                        future = pool.submit(ask, load_item(label, raw))
-                    else:
-                        counts["pages_local"] += 1
-                    pending.append((record, asked, future))
+                    queue(groups.add(record, (label, raw)))
                     while len(pending) > 2 * args.concurrency or (pending and (
                             pending[0][2] is None or pending[0][2].done())):
                         finish(*pending.popleft())
                         bar.show(done - len(pending))
+            queue(groups.close())
             while pending:
                 finish(*pending.popleft())
                 bar.show(done - len(pending))

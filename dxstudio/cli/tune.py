@@ -76,6 +76,29 @@ def _print_report(report: dict) -> None:
         print(f"Warning: {report['warning']}", file=sys.stderr)
 
 
+def _print_documents(report: dict) -> None:
+    """Per document beside per page (issue 28): agreement of each field both ways, and the
+    stored thresholds' check on documents. Nothing when every held-out document is one page."""
+    import sys
+
+    from dxstudio.tuning.scoring import document_summary
+
+    s = document_summary(report)
+    if not s or not s["multi_page"]:
+        return
+    fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
+    print(f"Per document ({s['documents']} documents, {s['multi_page']} of several pages; {s['pages']} pages): "
+          f"agreement {fmt(s['per_document']['agreement'])} per document, {fmt(s['per_page']['agreement'])} per page",
+          file=sys.stderr)
+    for name, f in s["fields"].items():
+        print(f"  {name}: {fmt(f['document_agreement'])} per document, {fmt(f['page_agreement'])} per page",
+              file=sys.stderr)
+    stored = report["documents"].get("stored")
+    if stored is not None:
+        print(f"  At the stored thresholds, per document: {stored['pooled']['bound_statement']} "
+              f"Coverage {fmt(stored['pooled']['coverage'])}.", file=sys.stderr)
+
+
 def run(name, args) -> int:
     from dxstudio.project import Project, ProjectError
     from dxstudio.tuning import TuneError
@@ -94,6 +117,7 @@ def run(name, args) -> int:
         except OSError as e:
             fail(f"{args.out}: cannot write the report ({e.strerror or e})")
         _print_report(report)
+        _print_documents(report)
         emit_json(report)
         return 0
     return _tune(project, args)

@@ -145,3 +145,27 @@ def prediction_json(pred: PagePrediction, thresholds: dict | None = None) -> dic
             for f, v in pred.fields.items()
         },
     }
+
+
+def document_json(document_id: str, records: list) -> dict:
+    """One document's line from its pages' records (prediction_json's, in page order): each
+    field's value is the most confident of the pages' values (ties: the earlier page), with
+    the page that holds it; its route is that value's route (the rule per field is the page's,
+    on the value the document keeps). {"id", "pages": [page ids], "fields": {name: {"value",
+    "page", "page_number", "words", "confidence", "route"}}}."""
+    fields = {}
+    names = list(records[0]["fields"]) if records else []
+    for name in names:
+        best = None
+        for k, r in enumerate(records):
+            v = r["fields"][name]
+            if v["value"] is not None and (best is None or v["confidence"] > best[1]["confidence"]):
+                best = (r, v)
+        if best is None:
+            fields[name] = {"value": None, "page": None, "page_number": None, "words": [], "confidence": None,
+                            "route": "ask"}
+        else:
+            r, v = best
+            fields[name] = {"value": v["value"], "page": r["id"], "page_number": r.get("page_number", 1),
+                            "words": v["words"], "confidence": v["confidence"], "route": v["route"]}
+    return {"id": document_id, "pages": [r["id"] for r in records], "fields": fields}

@@ -2,9 +2,14 @@
 
 The page JSON (pages/<id>.json in a project, and what `dxstudio extract` reads):
     {"id": str, "width": number, "height": number,
-     "words": [{"text": str, "box": [x0, y0, x1, y1]}, ...], "image": optional str}
+     "words": [{"text": str, "box": [x0, y0, x1, y1]}, ...], "image": optional str,
+     "document": optional str, "page_number": optional int}
 Boxes are in the page's own units (pixels or points), y growing downwards. Every problem
 is a PageError whose message names the file and what is wrong.
+
+`document` and `page_number` (both or neither) say which document the page belongs to and
+where in it (1 = first page, at most MAX_PAGES_PER_DOCUMENT). A page without them is a
+document of one page whose document id is the page id (dxstudio/documents.py).
 """
 from __future__ import annotations
 
@@ -19,6 +24,9 @@ from pathlib import Path
 MAX_COORD = 1e7
 MAX_WORDS_PER_PAGE = 1_000_000
 MAX_WORD_CHARS = 10_000
+# The most pages one document may have (a PDF of more is refused at import, naming this bound):
+# a 5,000-page scan is a batch of documents, not one record.
+MAX_PAGES_PER_DOCUMENT = 1000
 
 
 class PageError(ValueError):
@@ -38,12 +46,27 @@ class Page:
     height: float
     words: tuple  # of Word
     image: str | None = None
+    document: str | None = None  # the document's id; None: a document of one page (this page)
+    page_number: int | None = None  # 1-based place in the document; None with document None
+
+    @property
+    def document_id(self) -> str:
+        """The id of the page's document: `document`, or the page id for a page of its own."""
+        return self.document if self.document is not None else self.id
+
+    @property
+    def number(self) -> int:
+        """The page's number in its document (1 for a page of its own)."""
+        return self.page_number if self.page_number is not None else 1
 
     def to_dict(self) -> dict:
         d = {"id": self.id, "width": self.width, "height": self.height,
              "words": [{"text": w.text, "box": list(w.box)} for w in self.words]}
         if self.image is not None:
             d["image"] = self.image
+        if self.document is not None:
+            d["document"] = self.document
+            d["page_number"] = self.page_number
         return d
 
 
@@ -107,7 +130,27 @@ def page_from_dict(d, source: str = "<page>") -> Page:
     image = d.get("image")
     if image is not None and not isinstance(image, str):
         raise PageError(f"{source}: 'image' must be a file name")
-    return Page(pid, width, height, tuple(out), image)
+    document, number = _document_fields(d, source)
+    return Page(pid, width, height, tuple(out), image, document, number)
+
+
+def _document_fields(d: dict, source: str) -> tuple:
+    """(document id, page number) of a page JSON object, or (None, None)."""
+    document, number = d.get("document"), d.get("page_number")
+    if document is None and number is None:
+        return None, None
+    if document is None or number is None:
+        raise PageError(f"{source}: 'document' and 'page_number' go together (the page's document "
+                        f"and its number in it); this page has only {'document' if number is None else 'page_number'}")
+    from dxstudio.project import is_safe_page_id
+
+    if not is_safe_page_id(document):
+        raise PageError(f"{source}: 'document' {str(document)[:60]!r} is not a valid document id (letters, "
+                        f"digits, '.', '_', '-'; at most 120 characters; not starting with '.' or '-')")
+    if isinstance(number, bool) or not isinstance(number, int) or not 1 <= number <= MAX_PAGES_PER_DOCUMENT:
+        raise PageError(f"{source}: 'page_number' must be an integer from 1 to {MAX_PAGES_PER_DOCUMENT} "
+                        f"(MAX_PAGES_PER_DOCUMENT), not {str(number)[:40]}")
+    return document, number
 
 
 def load_page(path) -> Page:

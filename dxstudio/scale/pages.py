@@ -39,13 +39,33 @@ def _file(path: Path):
         return (str(path), None, str(e))
 
 
+def _pdf(path: Path):
+    """The pages of a PDF's text layer as page JSON items, one document (dxstudio.importers
+    pdf_pages: ids <stem>-p<n>, "document": <stem>, "page_number": n)."""
+    import json
+
+    from dxstudio.importers import SourceError, pdf_pages
+
+    try:
+        pages = pdf_pages(path)
+    except SourceError as e:
+        yield (str(path), None, str(e))
+        return
+    for p in pages:
+        yield (f"{path} page {p.number}", json.dumps(p.to_dict()).encode(), None)
+
+
 def page_items(args, stdin=None):
-    """(label, raw bytes or None, error or None) for every page named by `args`, in order."""
+    """(label, raw bytes or None, error or None) for every page named by `args`, in order. A
+    .pdf file gives its pages (read from its text layer), which make one document."""
     for arg in args:
         if arg == "-":
             yield from _jsonl(stdin if stdin is not None else sys.stdin.buffer, "<stdin>")
             continue
         path = Path(arg)
+        if path.suffix.lower() == ".pdf" and path.is_file():
+            yield from _pdf(path)
+            continue
         if path.is_dir():
             files = sorted(p for p in path.iterdir() if p.suffix in (".json", ".jsonl") and p.is_file())
             if not files:
@@ -68,6 +88,9 @@ def count_pages(args) -> int | None:
         if arg == "-":
             return None
         path = Path(arg)
+        if path.suffix.lower() == ".pdf" and path.is_file():
+            n += _pdf_page_count(path)
+            continue
         files = sorted(p for p in path.iterdir() if p.suffix in (".json", ".jsonl") and p.is_file()) \
             if path.is_dir() else [path]
         n += 0 if files else 1
@@ -81,6 +104,21 @@ def count_pages(args) -> int | None:
             except OSError:
                 n += 1
     return n
+
+
+def _pdf_page_count(path: Path) -> int:
+    try:
+        import pypdfium2 as pdfium
+
+        from dxstudio.fsutil import MAX_SOURCE_BYTES, read_regular_file
+
+        pdf = pdfium.PdfDocument(read_regular_file(path, MAX_SOURCE_BYTES, ValueError))
+        try:
+            return len(pdf)
+        finally:
+            pdf.close()
+    except Exception:  # an unreadable PDF is one error line
+        return 1
 
 
 def chunks(items, size: int):
@@ -109,11 +147,58 @@ def extract_one(model, label: str, raw, error, kernels: str):
         return ("error", error)
     cfg, params, thresholds = model
     try:
-        pred = predict_page(cfg, params, load_item(label, raw), kernels)
+        page = load_item(label, raw)
+        pred = predict_page(cfg, params, page, kernels)
     except PageError as e:
         return ("error", str(e))
-    return ("ok", prediction_json(pred, thresholds))
+    record = prediction_json(pred, thresholds)
+    if page.document is not None:
+        record["document"], record["page_number"] = page.document, page.page_number
+    return ("ok", record)
 
 
 def extract_chunk(model, chunk, kernels: str) -> list:
     return [extract_one(model, label, raw, error, kernels) for label, raw, error in chunk]
+
+
+class DocumentGroups:
+    """Page records (extract_one's) gathered into documents as they stream in, in input order:
+    consecutive records naming the same "document" are one document; a record naming none is a
+    document of its own. add() and close() return the documents finished, each
+    (document id or None, [(record, payload)]). A document's pages must come one after another
+    (a PDF's do; in a folder they sort by name): one that comes back after another document,
+    or a page number given twice, is said in `problems` ("FILE: ..." lines for stderr): the
+    page coming back starts a new document line; a repeated page number is left out."""
+
+    def __init__(self):
+        self.current, self.items, self.numbers = None, [], set()
+        self.finished: set = set()
+        self.problems: list = []
+
+    def add(self, record: dict, payload=None) -> list:
+        doc = record.get("document")
+        out = []
+        if doc is None or doc != self.current:
+            out += self.close()
+        if doc is None:
+            return out + [(None, [(record, payload)])]
+        if doc != self.current:
+            if doc in self.finished:
+                self.problems.append(f"document {doc}: page {record['id']} comes after another document's pages; "
+                                     f"its pages are given as a second line (put a document's pages together)")
+            self.current = doc
+        if record.get("page_number") in self.numbers:
+            self.problems.append(f"document {doc}: page number {record.get('page_number')} given twice; "
+                                 f"page {record['id']} left out")
+            return out
+        self.numbers.add(record.get("page_number"))
+        self.items.append((record, payload))
+        return out
+
+    def close(self) -> list:
+        if self.current is None:
+            return []
+        out = [(self.current, self.items)]
+        self.finished.add(self.current)
+        self.current, self.items, self.numbers = None, [], set()
+        return out

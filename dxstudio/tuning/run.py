@@ -34,7 +34,7 @@ from dxstudio.fsutil import (JSONInputError, disk_full, is_disk_full, loads_json
                              write_json_atomic)
 from dxstudio.grounding import project_targets, value_key
 from dxstudio.tuning.rundir import RunDir
-from dxstudio.tuning.scoring import HeldOutPage, score_pages
+from dxstudio.tuning.scoring import HeldOutPage, score_documents, score_pages
 from dxstudio.tuning.settings import (  # noqa: F401  (DEFAULTS, TuneError: the run's names too)
     DEFAULTS, NOT_FINGERPRINTED, TuneError, effective_backbone_scale, fingerprinted, resolve_settings)
 
@@ -427,12 +427,43 @@ class TuneRun:
 
 
 def score_predictions(fields, preds, share, min_values, by: str = "words") -> dict:
+    """score_pages of the held-out pages, with "documents": score_documents of their documents."""
     pages = []
     for pid, page, t, pred in preds:
         prediction = {f: ((v.words, v.confidence) if v is not None else None) for f, v in pred.fields.items()}
         label = {f: tuple(t.field_words.get(f, ())) for f in fields}
         pages.append(HeldOutPage(pid, label, prediction, frozenset(t.unscored), value_matches(page, label, pred)))
-    return score_pages(fields, pages, share, min_values, by)
+    report = score_pages(fields, pages, share, min_values, by)
+    report["documents"] = score_documents(fields, held_out_documents(fields, preds, pages), share, min_values, by)
+    return report
+
+
+def held_out_documents(fields, preds, held_pages) -> list:
+    """HeldOutDocument of the held-out pages grouped by document (documents in the order their
+    first page comes, pages in page order), with the document value's value match: the most
+    confident page's value against the label's words' text on the page that holds them."""
+    from dxstudio.tuning.scoring import HeldOutDocument, document_label, document_value
+
+    by_doc: dict = {}
+    for (pid, page, t, pred), hp in zip(preds, held_pages):
+        by_doc.setdefault(page.document_id, []).append((page, pred, hp))
+    out = []
+    for doc_id, members in by_doc.items():
+        members.sort(key=lambda m: (m[0].number, m[0].id))
+        doc = HeldOutDocument(doc_id, tuple(hp for _, _, hp in members))
+        pages_by_id = {page.id: (page, pred) for page, pred, _ in members}
+        match = set()
+        for f in fields:
+            label, value = document_label(doc, f), document_value(doc, f)
+            if not label or value is None:
+                continue
+            lpage = pages_by_id[label[0][0]][0]
+            want = value_key(" ".join(lpage.words[i].text for i in sorted(label[0][1])))
+            vpage, vpred = pages_by_id[value[0]]
+            if want and value_key(vpred.fields[f].text) == want:
+                match.add(f)
+        out.append(HeldOutDocument(doc_id, doc.pages, frozenset(match)))
+    return out
 
 
 def value_matches(page, label: dict, pred) -> frozenset:
@@ -612,6 +643,7 @@ def usable_split(project, settings: dict, max_words: int, purpose: str, fold: tu
     pt = pt if pt is not None else project_targets(project, max_words=max_words, repeats=settings.get("repeats", "o"))
     if settings.get("accepted_only"):
         pt = accepted_only_filter(pt)
+    pt = _document_problems(pt)
     by_id = {pid: (pid, page, t) for pid, page, t in pt.kept}
     if len(by_id) < 2:
         accepted = " with accepted_only (accept pages in Review, or turn the setting off)" \
@@ -619,16 +651,41 @@ def usable_split(project, settings: dict, max_words: int, purpose: str, fold: tu
         raise TuneError(
             f"{project.root}: {len(by_id)} usable page(s){accepted}; {purpose} needs at least 2 "
             f"(one to train on, one held out). Excluded: {len(pt.excluded)}, unreadable: {len(pt.errors)}")
+    # a document's pages stay together: the split hashes document ids (a page of its own: its id)
+    documents = {}
+    for pid, page, _ in sorted(pt.kept, key=lambda r: (r[1].document_id, r[1].number, r[0])):
+        documents.setdefault(page.document_id, []).append(pid)
+    if len(documents) < 2:
+        raise TuneError(f"{project.root}: the {len(by_id)} usable pages are all of document "
+                        f"{next(iter(documents))}; {purpose} needs at least 2 documents (one to train on, "
+                        f"one held out: a document's pages are never split between the two)")
     if fold is None:
-        train_ids, held_ids = schedule.split_pages(list(by_id), settings["seed"], settings["heldout_fraction"])
+        train_ids, held_ids = schedule.split_documents(documents, settings["seed"], settings["heldout_fraction"])
     else:
         k, n_folds = fold
-        check_folds(n_folds, len(by_id), project)
+        check_folds(n_folds, len(documents), project)
         if k is None:
-            train_ids, held_ids = schedule.hash_order(list(by_id), settings["seed"]), []
+            train_ids, held_ids = schedule.document_pages_order(documents, settings["seed"]), []
         else:
-            train_ids, held_ids = schedule.fold_split(list(by_id), settings["seed"], n_folds, k)
+            train_ids, held_ids = schedule.fold_split_documents(documents, settings["seed"], n_folds, k)
     return pt, [by_id[i] for i in train_ids], [by_id[i] for i in held_ids]
+
+
+def _document_problems(pt):
+    """The targets without the pages of documents that have a problem (two pages with one
+    number, an id that is also a page's own): those pages move to `excluded` with the problem."""
+    from dxstudio.documents import group_documents
+    from dxstudio.grounding import ProjectTargets
+
+    docs = group_documents([page for _, page, _ in pt.kept])
+    if not docs.problems:
+        return pt
+    why = dict(docs.problems)
+    kept = [r for r in pt.kept if r[0] in docs.of_page]
+    moved = [(pid, why.get(page.document_id) or why.get(pid, "document problem")) for pid, page, _ in pt.kept
+             if pid not in docs.of_page]
+    return ProjectTargets(kept, pt.excluded + moved, pt.errors, {k: v for k, v in pt.sources.items()
+                                                                  if k in docs.of_page})
 
 
 def check_folds(n_folds, n_usable: int, project=None) -> int:
@@ -675,6 +732,7 @@ def evaluate_model(model_path, project, out_path=None, overrides: dict | None = 
     by = (loaded.thresholds or {}).get("by") or settings["threshold_by"]  # the model's own rule
     report = score_predictions(list(loaded.cfg.fields), preds, settings["share"], settings["min_values"], by)
     report["stored"] = at_stored_thresholds(report, loaded.thresholds)
+    report["documents"]["stored"] = at_stored_thresholds(report["documents"], loaded.thresholds)
     report["run"] = {"model": str(model_path), "heldout_pages": len(held),
                      "pages": "all usable pages" if all_pages else "the held-out pages of the split"}
     if out_path is not None:

@@ -105,6 +105,28 @@ def fold_split(page_ids, seed: int, n_folds: int, fold: int) -> tuple[list[str],
     return ([p for i, p in enumerate(ordered) if i % n_folds != fold], ordered[fold::n_folds])
 
 
+def document_pages_order(documents: dict, seed: int) -> list[str]:
+    """Page ids of `documents` ({document id: [page ids in page order]}): the documents in the
+    hash order of their ids, each document's pages together in page order. A document of one
+    page has its page's id, so for one-page documents this is hash_order of the pages."""
+    return [pid for d in hash_order(list(documents), seed) for pid in documents[d]]
+
+
+def split_documents(documents: dict, seed: int, fraction: float) -> tuple[list[str], list[str]]:
+    """split_pages over documents: the first heldout_count(documents) documents of the hash
+    order of document ids are held out, with all their pages, so no document is both trained
+    on and scored. One-page documents give split_pages exactly."""
+    ordered = hash_order(list(documents), seed)
+    k = heldout_count(len(ordered), fraction)
+    return ([p for d in ordered[k:] for p in documents[d]], [p for d in ordered[:k] for p in documents[d]])
+
+
+def fold_split_documents(documents: dict, seed: int, n_folds: int, fold: int) -> tuple[list[str], list[str]]:
+    """fold_split over documents (every document held out by exactly one fold, all its pages)."""
+    train, held = fold_split(list(documents), seed, n_folds, fold)
+    return [p for d in train for p in documents[d]], [p for d in held for p in documents[d]]
+
+
 # --------------------------------------------------------------------------------------
 # Batch stream
 # --------------------------------------------------------------------------------------

@@ -449,3 +449,131 @@ def score_pages(fields, pages, share: float = DEFAULT_SHARE, min_values: int = D
 def write_report(path, report: dict) -> None:
     """Save a scores report atomically as JSON."""
     write_json_atomic(path, report)
+
+
+# ---------------------------------------------------------------------------------------
+# Per document (issue 28), beside the per-page scores above: a document's field is right when
+# the value read from its pages, the most confident of its pages' values (ties: the earlier
+# page), has exactly the label's words on the label's page.
+
+@dataclass(frozen=True)
+class HeldOutDocument:
+    """One held-out document: its pages as the page scorer sees them, in page order.
+    value_match: fields whose document value (the most confident page's) equals the label's
+    value after the grounding normalizer, wherever either is printed."""
+
+    document_id: str
+    pages: tuple  # of HeldOutPage
+    value_match: frozenset = field(default_factory=frozenset)
+
+
+def document_value(doc: HeldOutDocument, name: str):
+    """(page id, word indices, confidence) of the document's value for a field: the most
+    confident of its pages' predictions (ties: the earlier page), or None."""
+    best = None
+    for page in doc.pages:
+        pred = _prediction(page.prediction.get(name), f"document {doc.document_id}, page {page.page_id}, field {name}")
+        if pred is not None and (best is None or pred[1] > best[2]):
+            best = (page.page_id, pred[0], pred[1])
+    return best
+
+
+def document_label(doc: HeldOutDocument, name: str):
+    """The (page id, word indices) of the label's value of a field across the document's pages
+    ([] for no value), or None when the field is unscored on one of its pages."""
+    out = []
+    for page in doc.pages:
+        if name in page.unscored:
+            return None
+        words = _words(page.label.get(name, ()), f"document {doc.document_id}, page {page.page_id}, label {name}")
+        if words:
+            out.append((page.page_id, words))
+    return out
+
+
+def document_outcome(doc: HeldOutDocument, name: str) -> tuple[str, float | None, tuple | None]:
+    """(outcome, confidence, (page id, words) of the document's value or None) of one field."""
+    label = document_label(doc, name)
+    if label is None:
+        return UNSCORED, None, None
+    pred = document_value(doc, name)
+    if pred is None:
+        return (MISSED if label else BOTH_NULL), None, None
+    page_id, words, conf = pred
+    if not label:
+        return SPURIOUS, conf, (page_id, words)
+    return (CORRECT if (page_id, words) in label else WRONG), conf, (page_id, words)
+
+
+def score_documents(fields, documents, share: float = DEFAULT_SHARE, min_values: int = DEFAULT_MIN_VALUES,
+                    by: str = "words") -> dict:
+    """The scores report of held-out documents, shaped as score_pages's ("fields", "overall",
+    "pooled", "threshold", "threshold_statement", "warning", "share", "min_values",
+    "threshold_by") with "n_documents", "n_pages" and "documents": [{"id", "pages",
+    "outcomes": {NAME: outcome}, "values": {NAME: {"page", "words", "confidence"} or None}}].
+    Documents of one page score exactly as score_pages scores their pages."""
+    fields = list(fields)
+    if not fields or len(set(fields)) != len(fields) or not all(isinstance(f, str) and f for f in fields):
+        raise ScoringError(f"fields must be distinct non-empty names, not {fields!r}")
+    _exact_share(share)
+    _check_min_values(min_values)
+    if by not in THRESHOLD_BY:
+        raise ScoringError(f"by must be one of {', '.join(THRESHOLD_BY)}, not {by!r}")
+    per_field = {name: _Tally() for name in fields}
+    pooled = _Tally()
+    rows, seen, n_pages = [], set(), 0
+    for doc in documents:
+        if doc.document_id in seen:
+            raise ScoringError(f"held-out document {doc.document_id!r} appears twice")
+        seen.add(doc.document_id)
+        if not doc.pages:
+            raise ScoringError(f"held-out document {doc.document_id!r} has no pages")
+        n_pages += len(doc.pages)
+        outcomes, values = {}, {}
+        for name in fields:
+            outcome, conf, value = document_outcome(doc, name)
+            if outcome == UNSCORED:
+                per_field[name].outcomes[UNSCORED] += 1
+                pooled.outcomes[UNSCORED] += 1
+            else:
+                per_field[name].add(outcome, conf, name in doc.value_match)
+                pooled.add(outcome, conf, name in doc.value_match)
+            outcomes[name] = outcome
+            values[name] = None if value is None else {"page": value[0], "words": sorted(value[1]), "confidence": conf}
+        rows.append({"id": doc.document_id, "pages": [p.page_id for p in doc.pages], "outcomes": outcomes,
+                     "values": values})
+    overall = pooled.summary(share, min_values, "the tuned model", by)
+    overall["threshold_statement"] = overall["threshold_statement"].replace("held-out pages", "held-out documents")
+    pooled_part = {k: overall[k] for k in POOLED_KEYS}
+    warning = too_few_warning(pooled_part, len(rows), share, overall["n_values"])
+    return {
+        "fields": {name: per_field[name].summary(share, min_values, f"field {name}", by) for name in fields},
+        "overall": overall,
+        "pooled": pooled_part,
+        "threshold": overall["threshold"],
+        "threshold_statement": overall["threshold_statement"],
+        "warning": warning.replace("held-out page", "held-out document") if warning else None,
+        "share": float(share),
+        "min_values": min_values,
+        "threshold_by": by,
+        "n_documents": len(rows),
+        "n_pages": n_pages,
+        "documents": rows,
+    }
+
+
+def document_summary(report: dict) -> dict:
+    """Per document beside per page, for the command line and the Results tab: {"documents",
+    "pages", "multi_page", "per_page": {agreement, value_agreement}, "per_document": {...},
+    "fields": {NAME: {"page_agreement", "document_agreement"}}} of a scores report that has
+    "documents" (run.score_predictions adds it)."""
+    docs = report.get("documents")
+    if not docs:
+        return {}
+    return {"documents": docs["n_documents"], "pages": docs["n_pages"],
+            "multi_page": sum(1 for d in docs["documents"] if len(d["pages"]) > 1),
+            "per_page": {k: report["overall"].get(k) for k in ("agreement", "value_agreement", "recall")},
+            "per_document": {k: docs["overall"].get(k) for k in ("agreement", "value_agreement", "recall")},
+            "fields": {name: {"page_agreement": f.get("agreement"),
+                              "document_agreement": docs["fields"][name].get("agreement")}
+                       for name, f in report["fields"].items()}}

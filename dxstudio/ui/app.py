@@ -261,6 +261,7 @@ class MainWindow(QMainWindow):
         self.field_panel.clearFieldRequested.connect(lambda name: self._do(self.session.clear_field, name))
         self.field_panel.revertFieldRequested.connect(lambda name: self._do(self.session.revert_field, name))
         self.field_panel.useModelRequested.connect(self.use_model_answer)
+        self.field_panel.pageRequested.connect(self.goto)
         self.model_answers.changed.connect(self._on_answers)
         self.model_bar.toggled.connect(lambda _: self._draw_answers())
         self.schema_panel.endpointMissing.connect(lambda: self.tabs.setCurrentIndex(1))

@@ -5,7 +5,8 @@ FieldPanel(session, actions) observes a dxstudio.review.ReviewSession. `actions`
 main window's {name: QAction} (accept, exclude, undo, redo, prev, next): the panel's buttons
 trigger the same actions as the keys, so there is one code path. The per-field buttons emit
 setFieldRequested(name) (assign the selected words), clearFieldRequested(name) and
-revertFieldRequested(name).
+revertFieldRequested(name); a field whose document value is printed on another page
+shows Go to page, which emits pageRequested(page id).
 
 With the model's answers (panel.answers, a dxstudio.ui.model_answers.ModelAnswers), each row
 also shows the model's value and confidence beside the label's, marked "agrees" or "differs",
@@ -32,12 +33,13 @@ GROUNDING_HELP = {
     "computed": "not printed (a sum or product of printed numbers): never labelled",
     "absent": "not on the page: the page is left out of training until fixed",
     "null": "no value on this page",
+    "other_page": "the document's value is printed on another of its pages (Go to page shows it)",
     "fixed": "set by a person",
     "none": "not labelled yet",
     "not asked": "added to the schema after this page was labelled: left out of training until asked or set",
 }
 GROUNDING_COLOURS = {"exact": "#2B9348", "normalized": "#3A86FF", "computed": "#8D99AE", "absent": "#D7191C",
-                     "null": "#8D99AE", "fixed": "#7B2CBF", "none": "#ADB5BD",
+                     "null": "#8D99AE", "other_page": "#5E60CE", "fixed": "#7B2CBF", "none": "#ADB5BD",
                      "not asked": "#F4A300"}
 
 
@@ -83,6 +85,11 @@ class FieldRowWidget(QFrame):
         self.use_button.setToolTip(f"Take the model's answer as the value of {name} (undo with Ctrl+Z)")
         self.use_button.hide()
         self.use_button.clicked.connect(lambda: panel.useModelRequested.emit(name))
+        self.goto_button = QToolButton()  # a document's value printed on another page: jump there
+        self.goto_button.setText("Go to page")
+        self.goto_button.hide()
+        self.goto_button.clicked.connect(lambda: self.target_page and panel.pageRequested.emit(self.target_page))
+        self.target_page = None
         self.panel = panel
         self.colour = colour
         self.current = False
@@ -91,7 +98,7 @@ class FieldRowWidget(QFrame):
         self.revert_button.clicked.connect(lambda: panel.revertFieldRequested.emit(name))
         buttons = QHBoxLayout()
         buttons.setSpacing(4)
-        for b in (self.set_button, self.clear_button, self.revert_button, self.use_button):
+        for b in (self.set_button, self.clear_button, self.revert_button, self.use_button, self.goto_button):
             buttons.addWidget(b)
         buttons.addStretch(1)
         layout = QVBoxLayout(self)
@@ -154,10 +161,15 @@ class FieldRowWidget(QFrame):
         self.detail.setText(" · ".join(p for p in parts if p))
         self.setToolTip(GROUNDING_HELP.get(row.status, ""))
         self.revert_button.setEnabled(row.status == "fixed")
+        self.target_page = getattr(row, "page", None)
+        self.goto_button.setVisible(self.target_page is not None)
+        if self.target_page is not None:
+            self.goto_button.setToolTip(f"Show page {self.target_page}, which holds the document's {row.name}")
 
 
 class FieldPanel(QWidget):
     setFieldRequested = Signal(str)
+    pageRequested = Signal(str)  # a page id to show (the page of the document holding a value)
     clearFieldRequested = Signal(str)
     revertFieldRequested = Signal(str)
     useModelRequested = Signal(str)

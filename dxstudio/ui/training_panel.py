@@ -772,6 +772,21 @@ OUTCOME_WORDS = {"correct": "right", "wrong": "wrong", "missed": "missed", "spur
                  "both_null": "no value", "unscored": "not scored"}
 
 
+def documents_sentence(report: dict) -> str:
+    """Per document beside per page (issue 28): "" when every held-out document is one page."""
+    from dxstudio.tuning.scoring import document_summary
+
+    s = document_summary(report)
+    if not s or not s["multi_page"]:
+        return ""
+    fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
+    per = ", ".join(f"{n} {fmt(f['document_agreement'])}" for n, f in s["fields"].items())
+    return (f"Per document: {s['documents']} held-out documents ({s['multi_page']} of several pages, "
+            f"{s['pages']} pages). Agreement {fmt(s['per_document']['agreement'])} per document against "
+            f"{fmt(s['per_page']['agreement'])} per page; a document's field is right when its most confident "
+            f"page's value is the label's ({per}).")
+
+
 def threshold_sentence(report: dict) -> str:
     """The suggested LocalFirst threshold and what it means, in plain words; never at odds with
     the table's per-field thresholds."""
@@ -880,6 +895,9 @@ class ResultsPanel(QWidget):
         self.caveat_label.setWordWrap(True)
         self.caveat_label.setStyleSheet("color: #8a5a00;")
         self.caveat_label.hide()
+        self.documents_label = QLabel("")
+        self.documents_label.setObjectName("documents")
+        self.documents_label.setWordWrap(True)
         self.help_label = QLabel(
             "<b>Recall</b>: labelled values found. <b>Agreement</b>: exact matches among values on either "
             "side. <b>Threshold</b>: the confidence from which values are used without asking. "
@@ -956,6 +974,7 @@ class ResultsPanel(QWidget):
         layout.addWidget(self.threshold_label)
         layout.addWidget(self.bound_label)
         layout.addWidget(self.caveat_label)
+        layout.addWidget(self.documents_label)
         layout.addWidget(self.table)
         layout.addWidget(self.help_label)
         layout.addLayout(self.curves_row)
@@ -1000,6 +1019,8 @@ class ResultsPanel(QWidget):
             self.caveat_label.show()
         else:
             self.caveat_label.hide()
+        self.documents_label.setText(documents_sentence(report))
+        self.documents_label.setVisible(bool(self.documents_label.text()))
         self.bound_label.setText(bound_sentences(report))
         self.bound_label.setStyleSheet("color: #b2182b;" if report.get("warning") else "")
         self._fill_table(report)
