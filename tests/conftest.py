@@ -68,6 +68,59 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             f"(pytest -rs lists them)", yellow=True)
 
 
+# -- a hung test ends, with its name -----------------------------------------------------------
+@pytest.hookimpl(tryfirst=True)
+def pytest_timeout_set_timer(item, settings):
+    """pytest-timeout's thread method (pyproject: timeout_method = "thread"; a SIGALRM does not
+    reach a process asleep in Qt's event loop), with the test's name first: the thread method
+    dumps every thread's stack and ends the run, and under -q nothing else would name it."""
+    import threading
+
+    if settings.method != "thread" or not settings.timeout:
+        return None  # pytest-timeout's own handling
+
+    def expired():
+        import pytest_timeout
+        capman = item.config.pluginmanager.getplugin("capturemanager")
+        if capman:  # past the output capture, to the terminal (timeout_timer then shows the captured)
+            capman.suspend_global_capture(item)
+        terminal = item.config.get_terminal_writer()
+        terminal.line(f"\nTIMEOUT: {item.nodeid} ran over {settings.timeout:g} s; its output and the "
+                      "stacks of every thread follow", red=True)
+        terminal.flush()
+        pytest_timeout.timeout_timer(item, settings)
+
+    timer = threading.Timer(settings.timeout, expired)
+    timer.name = f"pytest_timeout {item.nodeid}"
+    timer.daemon = True
+
+    item._dx_timer = timer
+    timer.start()
+    return True
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_timeout_cancel_timer(item):
+    """Cancel only once the test's teardown is over. pytest-timeout also cancels when a test
+    fails (pytest_exception_interact, meant for pdb), which left the teardown unguarded: the
+    hang seen in CI was a failed test's teardown, pytest-qt closing a window that asked a
+    question nobody answered."""
+    timer = getattr(item, "_dx_timer", None)
+    if timer is None:
+        return None
+    if getattr(item, "_dx_torn_down", False):
+        timer.cancel()
+        timer.join()
+        item._dx_timer = None
+    return True
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item):
+    yield
+    item._dx_torn_down = True
+
+
 # -- the receipts project --------------------------------------------------------------------
 def first_item(page) -> str | None:
     """The page's first run of two or three words made only of letters (on most receipts the
