@@ -145,6 +145,8 @@ def _extract(args) -> int:
         close()
     if done == 0:
         fail("no pages given")
+    if failed == done:
+        return FAILED  # each page's error is said; no "0 values answered" line after them
     warn(f"{routes['local']} value{'s' if routes['local'] != 1 else ''} answered locally, "
          f"{routes['ask']} to ask (below the threshold), {routes['empty']} field{'s' if routes['empty'] != 1 else ''} "
          f"with no value (ask){'' if model.thresholds else '; the model stores no LocalFirst threshold, so every value is asked'}")

@@ -14,7 +14,8 @@ def configure(name, p):
     from dxstudio.tuning.settings import add_arguments  # light: the table is plain Python
 
     if name == "tune":
-        p.add_argument("project", help="project folder")
+        p.add_argument("project", nargs="?", help="project folder (for the bundled sample: dxstudio sample DIR, then "
+                                                  "dxstudio tune DIR)")
         p.add_argument("--model", help="starting model file (default: the project's, else as --start says: the "
                                        "shipped base model, or a new one)")
         p.add_argument("--stop-after", type=int, metavar="STEPS", help="stop (with a checkpoint) after this many steps in all")
@@ -80,10 +81,15 @@ def run(name, args) -> int:
     from dxstudio.project import Project, ProjectError
     from dxstudio.tuning import TuneError
 
+    if args.project is None:
+        fail("no project given: dxstudio tune PROJECT (a folder with dxproject.json); to try the bundled "
+             "sample, copy it first: dxstudio sample DIR, then dxstudio tune DIR")
     try:
         project = Project.open(args.project)
     except (ProjectError, OSError) as e:
         fail(e)
+    if name == "tune":
+        _refuse_installed(project, args)
     if name == "eval":
         from dxstudio.tuning import evaluate_model
 
@@ -97,6 +103,16 @@ def run(name, args) -> int:
         emit_json(report)
         return 0
     return _tune(project, args)
+
+
+def _refuse_installed(project, args) -> None:
+    """A project inside the installed package is read-only: a run would be written into
+    site-packages (PROJECT/runs/...)."""
+    from dxstudio.bundled import inside_package
+
+    if inside_package(project.root) and (not args.out or inside_package(args.out)):
+        fail(f"{project.root}: this project is inside the installed dxstudio package, which is read-only; "
+             f"copy it first (dxstudio sample DIR, then dxstudio tune DIR), or give --out RUN outside it")
 
 
 class _FirstInterruptCancels:
