@@ -60,12 +60,32 @@ def pytest_collection_modifyitems(config, items):
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     for note in config.summary_notes:
         terminalreporter.write_line(note)
-    ran = {r.nodeid for r in terminalreporter.stats.get("skipped", [])}
+    reports = terminalreporter.stats.get("skipped", [])
+    ran = {r.nodeid for r in reports}
     skipped = [s for s in config._shared_data_skipped if s in ran]  # those selected and skipped
     if skipped:
         terminalreporter.write_line(
             f"shared_data: {len(skipped)} test(s) skipped because data in {SHARED} is missing "
             f"(pytest -rs lists them)", yellow=True)
+    for reason, count in skip_reasons(reports):
+        terminalreporter.write_line(f"skipped {count}: {reason}", yellow=True)
+
+
+def skip_reasons(reports) -> list[tuple[str, int]]:
+    """Every reason a test was skipped, with how many (most first): a missing optional package
+    (Ray without the cluster extra) is counted as plainly as missing data. A shared_data skip
+    names the folder missing; they are counted together."""
+    from collections import Counter
+
+    counts = Counter()
+    for r in reports:
+        longrepr = r.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        if reason.startswith("shared_data: "):
+            reason = f"shared_data: data in {SHARED} is missing"
+        counts[reason] += 1
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
 # -- a hung test ends, with its name -----------------------------------------------------------

@@ -35,6 +35,11 @@ def configure(name, p):
                        help="score every usable page of PROJECT (a separate test project, no split), with "
                             "precision and coverage at the model's stored thresholds")
     add_arguments(p, name)
+    if name == "tune":
+        p.description = (f"{p.description}. The defaults shown are dxstudio's own: a project's settings "
+                         f"(dxproject.json \"settings\"; the bundled sample sets size, epochs, batch, warmup, lr "
+                         f"and backbone_scale) come before them, and an option given here before both (the run folder's "
+                         f"settings.json holds those a run used).")
 
 
 def _overrides(args) -> dict:
