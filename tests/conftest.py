@@ -17,6 +17,11 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# The tests compile the engine's kernels on first need, as before, on the kernel path they ask
+# for (dxstudio.engine.readiness; tests/test_first_use.py runs the first-use path itself), and
+# no test leaves a detached compile behind.
+os.environ.setdefault("DXSTUDIO_ENGINE_PREPARED", "1")
+os.environ.setdefault("DXSTUDIO_BACKGROUND_PREPARE", "0")
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data"

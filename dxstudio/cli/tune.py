@@ -213,6 +213,9 @@ def _prepare_and_train(project, args, runner) -> int:
              f"on all of them" if folds else
              f"{len(run.train_pages)} training and {len(run.heldout_pages)} held-out pages")
     warn(f"{split}, {len(run.excluded)} excluded, {run.total_steps} steps, from {run.start_source}, into {out}")
+    if run.settings.get("kernels", "fast") == "fast":
+        from dxstudio.cli.model import engine_ready
+        engine_ready("fast", None)  # on a first use: prepare the compiled kernels, saying so, with progress
     with progress(run.total_steps, "tune") as bar, _FirstInterruptCancels() as interrupt:
         def on_event(ev):
             if ev.kind == "step":
