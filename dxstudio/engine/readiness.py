@@ -21,9 +21,10 @@ import sys
 import time
 from pathlib import Path
 
-# measured: the first `dxstudio extract` of one page on the fast kernels with an empty cache,
+# measured: the first `dxstudio extract` of one page on the fast kernels with an empty cache
+# (114 s of CPU at load 20 on 2 cores, 77 s in the issue on a quieter machine),
 # AMD EPYC (znver3, AVX2), Numba 0.68.1 (docs/numerics.md "First use")
-PREPARE_CPU_SECONDS = 80
+PREPARE_CPU_SECONDS = 100
 
 
 def _cache_dir() -> Path | None:
