@@ -17,6 +17,11 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# The tests compile the engine's kernels on first need, as before, on the kernel path they ask
+# for (dxstudio.engine.readiness; tests/test_first_use.py runs the first-use path itself), and
+# no test leaves a detached compile behind.
+os.environ.setdefault("DXSTUDIO_ENGINE_PREPARED", "1")
+os.environ.setdefault("DXSTUDIO_BACKGROUND_PREPARE", "0")
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data"
@@ -60,12 +65,85 @@ def pytest_collection_modifyitems(config, items):
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     for note in config.summary_notes:
         terminalreporter.write_line(note)
-    ran = {r.nodeid for r in terminalreporter.stats.get("skipped", [])}
+    reports = terminalreporter.stats.get("skipped", [])
+    ran = {r.nodeid for r in reports}
     skipped = [s for s in config._shared_data_skipped if s in ran]  # those selected and skipped
     if skipped:
         terminalreporter.write_line(
             f"shared_data: {len(skipped)} test(s) skipped because data in {SHARED} is missing "
             f"(pytest -rs lists them)", yellow=True)
+    for reason, count in skip_reasons(reports):
+        terminalreporter.write_line(f"skipped {count}: {reason}", yellow=True)
+
+
+def skip_reasons(reports) -> list[tuple[str, int]]:
+    """Every reason a test was skipped, with how many (most first): a missing optional package
+    (Ray without the cluster extra) is counted as plainly as missing data. A shared_data skip
+    names the folder missing; they are counted together."""
+    from collections import Counter
+
+    counts = Counter()
+    for r in reports:
+        longrepr = r.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        if reason.startswith("shared_data: "):
+            reason = f"shared_data: data in {SHARED} is missing"
+        counts[reason] += 1
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+# -- a hung test ends, with its name -----------------------------------------------------------
+@pytest.hookimpl(tryfirst=True)
+def pytest_timeout_set_timer(item, settings):
+    """pytest-timeout's thread method (pyproject: timeout_method = "thread"; a SIGALRM does not
+    reach a process asleep in Qt's event loop), with the test's name first: the thread method
+    dumps every thread's stack and ends the run, and under -q nothing else would name it."""
+    import threading
+
+    if settings.method != "thread" or not settings.timeout:
+        return None  # pytest-timeout's own handling
+
+    def expired():
+        import pytest_timeout
+        capman = item.config.pluginmanager.getplugin("capturemanager")
+        if capman:  # past the output capture, to the terminal (timeout_timer then shows the captured)
+            capman.suspend_global_capture(item)
+        terminal = item.config.get_terminal_writer()
+        terminal.line(f"\nTIMEOUT: {item.nodeid} ran over {settings.timeout:g} s; its output and the "
+                      "stacks of every thread follow", red=True)
+        terminal.flush()
+        pytest_timeout.timeout_timer(item, settings)
+
+    timer = threading.Timer(settings.timeout, expired)
+    timer.name = f"pytest_timeout {item.nodeid}"
+    timer.daemon = True
+
+    item._dx_timer = timer
+    timer.start()
+    return True
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_timeout_cancel_timer(item):
+    """Cancel only once the test's teardown is over. pytest-timeout also cancels when a test
+    fails (pytest_exception_interact, meant for pdb), which left the teardown unguarded: the
+    hang seen in CI was a failed test's teardown, pytest-qt closing a window that asked a
+    question nobody answered."""
+    timer = getattr(item, "_dx_timer", None)
+    if timer is None:
+        return None
+    if getattr(item, "_dx_torn_down", False):
+        timer.cancel()
+        timer.join()
+        item._dx_timer = None
+    return True
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item):
+    yield
+    item._dx_torn_down = True
 
 
 # -- the receipts project --------------------------------------------------------------------

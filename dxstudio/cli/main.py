@@ -16,6 +16,8 @@ from dxstudio.cli.common import EXIT_CODES, FAILED, CliError, report_error, set_
 
 # (command, module, one-line help)
 COMMANDS = [
+    ("sample", "dxstudio.cli.sample", "copy the bundled sample project to a folder and print where it is"),
+    ("schema", "dxstudio.cli.sample", "show, set or add to a project's fields (--field NAME[:DESCRIPTION])"),
     ("new-model", "dxstudio.cli.model", "write a new docextract-v0 model from a seed"),
     ("extract", "dxstudio.cli.model", "extract fields from page JSON files, one JSON line per page"),
     ("route", "dxstudio.cli.route", "LocalFirst: values at or above the threshold locally, the rest from the labelling model"),
@@ -59,9 +61,29 @@ def _has_display() -> bool:
     return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
+def _is_path(arg: str) -> bool:
+    """`dxstudio PROJECT` opens the app: an argument that names an existing file or folder, or
+    looks like a path (a separator in it), is a project, anything else a command."""
+    import os
+
+    return os.path.exists(arg) or os.sep in arg or (os.altsep or os.sep) in arg
+
+
+def _unknown(word: str, commands) -> int:
+    import difflib
+
+    near = difflib.get_close_matches(word, commands, n=1, cutoff=0.6)
+    hint = f"did you mean `dxstudio {near[0]}`? " if near else ""
+    print(f"dxstudio: unknown command {word!r}, and no project folder by that name; {hint}"
+          f"(dxstudio --help lists the commands)", file=sys.stderr)
+    return 2
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     names = {c[0] for c in COMMANDS}
+    if argv and argv[0] not in names and not argv[0].startswith("-") and not _is_path(argv[0]):
+        return _unknown(argv[0], [c[0] for c in COMMANDS])
     if not argv or (argv[0] not in names and not argv[0].startswith("-")):
         # `dxstudio [PROJECT]` opens the app
         if not _has_display():

@@ -114,6 +114,38 @@ def open_backend(args, fn, shared, *fn_args):
     return Serial(fn, shared, *fn_args), (lambda: None)
 
 
+SMALL_JOB_PAGES = 4  # up to this many pages, a first use runs on the reference kernels
+
+
+def engine_ready(kernels: str, total: int | None, small: int = SMALL_JOB_PAGES) -> str:
+    """The kernel path to use now. With the compiled kernels not yet prepared on this machine
+    (docs/numerics.md "First use"): a small job (a few pages) runs on the reference kernels, the
+    same bytes with nothing to compile, while a detached process prepares the compiled ones;
+    a larger one prepares them first, saying so, with progress. Either way it is said on stderr."""
+    if kernels != "fast":
+        return kernels
+    from dxstudio.engine import readiness
+
+    if readiness.is_prepared():
+        return kernels
+    if total is not None and total <= small:
+        background = readiness.start_background_prepare()
+        warn(f"the engine's compiled kernels are not prepared on this machine yet; "
+             f"{total} page{'s' if total != 1 else ''} on the reference kernels (the same bytes)"
+             + ("; preparing the compiled ones in the background, once: about "
+                f"{readiness.PREPARE_CPU_SECONDS} s of CPU" if background else ""))
+        return "reference"
+    warn(readiness.preparing_message() + " (then the pages)")
+    with progress(len(readiness.STAGES), "preparing the engine") as bar:
+        def step(done, total_stages, label):
+            bar.show(done, suffix=label)
+            if not bar.enabled:
+                warn(f"prepared {label} ({done}/{total_stages})")
+        seconds = readiness.prepare(step)
+    warn(f"the engine is prepared for this CPU ({seconds:.0f} s of CPU); it is not asked again")
+    return kernels
+
+
 def _extract(args) -> int:
     from dxstudio.engine.container import ModelFileError, load_model
     from dxstudio.engine.model import to_runtime
@@ -128,7 +160,8 @@ def _extract(args) -> int:
         fail(e)
     shared = (model.cfg, to_runtime(model.params), model.thresholds)
     total = count_pages(args.pages)
-    backend, close = open_backend(args, extract_chunk, shared, args.kernels)
+    kernels = engine_ready(args.kernels, total)
+    backend, close = open_backend(args, extract_chunk, shared, kernels)
     done = failed = 0
     routes = {"local": 0, "ask": 0, "empty": 0}
     groups = DocumentGroups()
@@ -165,6 +198,11 @@ def _extract(args) -> int:
         close()
     if done == 0:
         fail("no pages given")
+    if kernels == "fast" and failed < done:
+        from dxstudio.engine.readiness import mark_prepared
+        mark_prepared()  # the kernels a page needs were compiled (and cached) on the way
+    if failed == done:
+        return FAILED  # each page's error is said; no "0 values answered" line after them
     warn(f"{routes['local']} value{'s' if routes['local'] != 1 else ''} answered locally, "
          f"{routes['ask']} to ask (below the threshold), {routes['empty']} field{'s' if routes['empty'] != 1 else ''} "
          f"with no value (ask){'' if model.thresholds else '; the model stores no LocalFirst threshold, so every value is asked'}")

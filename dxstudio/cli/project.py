@@ -18,6 +18,9 @@ def configure(name: str, parser) -> None:
         parser.add_argument("src", help="source file or folder")
         parser.add_argument("project", help="project folder (created if needed)")
         parser.add_argument("--name", help="project name when creating it (default: the folder name)")
+        parser.add_argument("--schema", metavar="FILE", help='the fields to extract, from a JSON file: a list of '
+                            'names or {"name", "description", "weight"} (or a dxproject.json); added to the '
+                            "project's (dxstudio schema sets them later)")
     elif name == "label":
         parser.add_argument("project", help="project folder")
         parser.add_argument("--jsonl", metavar="FILE", help="import answers from a JSONL file instead of asking the model")
@@ -41,6 +44,10 @@ def _run_import(args) -> int:
     root_existed, is_new = root.exists(), not (root / PROJECT_FILE).exists()
     if is_new and not Path(args.src).exists():  # said before anything is created
         fail(f"{args.src}: no such file or folder")
+    fields = None
+    if args.schema:
+        from dxstudio.cli.sample import read_schema_file
+        fields = read_schema_file(args.schema)  # before anything is created
     try:
         project = Project.open_or_create(root, args.name)
     except (ProjectError, OSError) as e:
@@ -52,8 +59,19 @@ def _run_import(args) -> int:
         if is_new:  # a project made for this import only: leave nothing behind
             project.discard_new(root_existed)
         fail(e)
-    if is_new and report.errors and not (report.added or report.unchanged):  # failed: nothing left
-        project.discard_new(root_existed)
+    if not (report.added or report.unchanged):  # nothing imported: a new project is not left behind
+        if is_new:
+            project.discard_new(root_existed)
+        if not report.errors:
+            fail(f"{args.src}: no {args.format} pages found there; nothing imported"
+                 + ("" if not is_new else f" and no project made at {root}"))
+    elif fields:
+        from dxstudio.cli.sample import merge_fields
+        try:
+            merge_fields(project, fields, replace=False)
+            project.save()
+        except (ProjectError, OSError) as e:
+            fail(f"{args.schema}: {e}")
     summary = report.to_dict()
     summary["project"] = str(project.root)
     summary["pages_in_project"] = len(project.page_ids())

@@ -130,7 +130,8 @@ def run(name, args) -> int:
 
     total = count_pages(args.pages)
     shared = (model.cfg, to_runtime(model.params), None)
-    backend, close = open_backend(args, extract_chunk, shared, args.kernels)
+    from dxstudio.cli.model import engine_ready
+    backend, close = open_backend(args, extract_chunk, shared, engine_ready(args.kernels, total))
     done = bad = 0
     pending = deque()  # (record, asked fields, future or None), in input order
     groups = DocumentGroups()

@@ -14,7 +14,8 @@ def configure(name, p):
     from dxstudio.tuning.settings import add_arguments  # light: the table is plain Python
 
     if name == "tune":
-        p.add_argument("project", help="project folder")
+        p.add_argument("project", nargs="?", help="project folder (for the bundled sample: dxstudio sample DIR, then "
+                                                  "dxstudio tune DIR)")
         p.add_argument("--model", help="starting model file (default: the project's, else as --start says: the "
                                        "shipped base model, or a new one)")
         p.add_argument("--stop-after", type=int, metavar="STEPS", help="stop (with a checkpoint) after this many steps in all")
@@ -34,6 +35,11 @@ def configure(name, p):
                        help="score every usable page of PROJECT (a separate test project, no split), with "
                             "precision and coverage at the model's stored thresholds")
     add_arguments(p, name)
+    if name == "tune":
+        p.description = (f"{p.description}. The defaults shown are dxstudio's own: a project's settings "
+                         f"(dxproject.json \"settings\"; the bundled sample sets size, epochs, batch, warmup, lr "
+                         f"and backbone_scale) come before them, and an option given here before both (the run folder's "
+                         f"settings.json holds those a run used).")
 
 
 def _overrides(args) -> dict:
@@ -103,10 +109,15 @@ def run(name, args) -> int:
     from dxstudio.project import Project, ProjectError
     from dxstudio.tuning import TuneError
 
+    if args.project is None:
+        fail("no project given: dxstudio tune PROJECT (a folder with dxproject.json); to try the bundled "
+             "sample, copy it first: dxstudio sample DIR, then dxstudio tune DIR")
     try:
         project = Project.open(args.project)
     except (ProjectError, OSError) as e:
         fail(e)
+    if name == "tune":
+        _refuse_installed(project, args)
     if name == "eval":
         from dxstudio.tuning import evaluate_model
 
@@ -121,6 +132,16 @@ def run(name, args) -> int:
         emit_json(report)
         return 0
     return _tune(project, args)
+
+
+def _refuse_installed(project, args) -> None:
+    """A project inside the installed package is read-only: a run would be written into
+    site-packages (PROJECT/runs/...)."""
+    from dxstudio.bundled import inside_package
+
+    if inside_package(project.root) and (not args.out or inside_package(args.out)):
+        fail(f"{project.root}: this project is inside the installed dxstudio package, which is read-only; "
+             f"copy it first (dxstudio sample DIR, then dxstudio tune DIR), or give --out RUN outside it")
 
 
 class _FirstInterruptCancels:
@@ -216,6 +237,9 @@ def _prepare_and_train(project, args, runner) -> int:
              f"on all of them" if folds else
              f"{len(run.train_pages)} training and {len(run.heldout_pages)} held-out pages")
     warn(f"{split}, {len(run.excluded)} excluded, {run.total_steps} steps, from {run.start_source}, into {out}")
+    if run.settings.get("kernels", "fast") == "fast":
+        from dxstudio.cli.model import engine_ready
+        engine_ready("fast", None)  # on a first use: prepare the compiled kernels, saying so, with progress
     with progress(run.total_steps, "tune") as bar, _FirstInterruptCancels() as interrupt:
         def on_event(ev):
             if ev.kind == "step":

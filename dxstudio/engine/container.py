@@ -232,6 +232,13 @@ def _read_metadata(path: Path, header: dict) -> tuple[ModelConfig, dict | None, 
     if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
         raise ModelFileError(path, "__metadata__ must map names to strings")
     unknown = sorted(set(meta) - set(METADATA_KEYS))
+    if "checkpoint" in unknown:  # a fine-tuning run's checkpoint.safetensors (weights and optimizer state)
+        model = Path(path).parent / "model.safetensors"
+        where = (f"the run's model is {model}" if model.is_file() else
+                 f"the run's model will be {model} when the run finishes (continue it with "
+                 f"dxstudio tune PROJECT --resume --out {Path(path).parent})")
+        raise ModelFileError(path, f"this is a fine-tuning checkpoint (what --resume continues from), not a "
+                                   f"model; {where}")
     if unknown:
         raise ModelFileError(path, f"__metadata__ has unknown keys {unknown}")
     fmt = meta.get("format")

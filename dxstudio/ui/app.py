@@ -172,7 +172,15 @@ def accept_note(page_id: str, status) -> str:
     return ""
 
 
+HEADLESS_PLATFORMS = ("offscreen", "minimal", "vnc")  # no one at a screen to answer a question
+
+
 class MainWindow(QMainWindow):
+    # Ask before closing during a fine-tuning run: True always, False never (the tests' fixture),
+    # None (the default) when a person can answer, i.e. not on a headless platform (offscreen,
+    # minimal), where a modal question would wait forever: there the run is stopped and closed.
+    confirm_close: bool | None = None
+
     def __init__(self, project_path, parent=None, remember: bool = True):
         """remember: open on the page shown last and write it back (the screenshot command,
         which must leave the project as it was, turns it off)."""
@@ -183,7 +191,6 @@ class MainWindow(QMainWindow):
         self.setWindowTitle(f"dxstudio — {self.session.project.name}")
         self.setStyleSheet(STYLE)
         self.actions: dict[str, QAction] = {}
-        self.confirm_close = True  # ask before closing during a run (tests may turn it off)
         self._jobs = []  # import dialogs and other windows kept alive
         self._build_actions()
 
@@ -776,7 +783,10 @@ class MainWindow(QMainWindow):
         """Stop background work cleanly: a training run keeps its checkpoint. During a run,
         ask first."""
         panel = self.training_panel
-        if self.confirm_close and panel is not None and getattr(panel, "is_running", False):
+        ask = self.confirm_close
+        if ask is None:
+            ask = QApplication.platformName() not in HEADLESS_PLATFORMS
+        if ask and panel is not None and getattr(panel, "is_running", False):
             answer = QMessageBox.question(
                 self, "A fine-tuning run is going on",
                 "Fine-tuning is still running. Stop it and close? It stops after the current step and "

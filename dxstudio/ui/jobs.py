@@ -16,6 +16,7 @@ When succeeded or failed is handled, the thread is about to return: `join()` wai
 from __future__ import annotations
 
 import threading
+import weakref
 
 from PySide6.QtCore import QObject, Qt, Signal
 
@@ -43,6 +44,7 @@ class Job(QObject):
         return self
 
     def start(self) -> "Job":
+        _started.add(self)
         self.thread.start()
         return self
 
@@ -75,6 +77,18 @@ class Job(QObject):
             self.failed.emit(f"unexpected error: {type(e).__name__}: {e}")
         else:
             self.succeeded.emit(result)
+
+
+_started: "weakref.WeakSet[Job]" = weakref.WeakSet()  # every job started and not yet collected
+
+
+def stop_all(timeout: float = 60.0) -> list[str]:
+    """Cancel every job still running and wait for each (tests' teardown): the names of those
+    that did not end within timeout seconds."""
+    jobs = [j for j in list(_started) if j.running]
+    for job in jobs:
+        job.cancel()
+    return [job.thread.name for job in jobs if not job.wait(timeout)]
 
 
 def process_events_while(busy, timeout: float) -> bool:

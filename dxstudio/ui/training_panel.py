@@ -154,6 +154,28 @@ class Prepared:
     folds: int | None = None  # a cross-validated run's K
 
 
+@dataclass(frozen=True)
+class EnginePreparing:
+    """The engine's compiled kernels are being prepared (first run on this machine): done of
+    total stages, the one finished last ('' at the start), about how many CPU seconds in all."""
+    done: int
+    total: int
+    label: str
+    seconds: float
+
+
+def prepare_engine(report, kernels: str = "fast") -> None:
+    """Before a run's first step: on the first use on this machine, compile the engine's kernels
+    with progress (EnginePreparing events) instead of a silent wait at step 0."""
+    from dxstudio.engine import readiness
+
+    if kernels != "fast" or readiness.is_prepared():
+        return
+    total = len(readiness.STAGES)
+    report(EnginePreparing(0, total, "", readiness.PREPARE_CPU_SECONDS))
+    readiness.prepare(lambda d, t, label: report(EnginePreparing(d, t, label, readiness.PREPARE_CPU_SECONDS)))
+
+
 def tune_work(project_root: Path, run_dir: Path, overrides: dict, resume: bool):
     """The Train tab's job: prepare, train, finish. Returns ("finished", report, run_dir) or
     ("stopped", run_dir, step, total); reports a Prepared, then every dxstudio.tuning.Event."""
@@ -167,6 +189,7 @@ def tune_work(project_root: Path, run_dir: Path, overrides: dict, resume: bool):
                             len(run.train_pages), len(run.heldout_pages), len(run.excluded),
                             [e for _, e in run.errors], list(run.cfg.fields), run.start_source,
                             run.settings.get("folds")))
+        prepare_engine(job.report, run.settings.get("kernels", "fast"))
         if not run.train(job.report, cancel=job.cancelled, resume=resume):
             return ("stopped", str(run_dir), run.step, run.total_steps)
         return ("finished", run.finish(), str(run_dir))
@@ -606,6 +629,10 @@ class TrainingPanel(QWidget):
     def _on_job_event(self, obj) -> None:
         if isinstance(obj, Prepared):
             self._on_prepared(obj)
+        elif isinstance(obj, EnginePreparing):
+            self.status_label.setText(
+                f"Preparing the engine (first run on this machine, once: about {obj.seconds:.0f} s of CPU): "
+                f"{obj.done} of {obj.total} parts compiled" + (f", the last {obj.label}." if obj.label else "."))
         else:
             self._on_event(obj)
 

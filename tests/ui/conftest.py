@@ -8,6 +8,23 @@ import pytest
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 
+@pytest.fixture(autouse=True)
+def no_modal_close_and_no_leftover_jobs(monkeypatch):
+    """No test waits in a modal or outlives its background work. A window closes without asking
+    (MainWindow.confirm_close off; the question a person gets is tested with it on), and
+    whatever fine-tuning, labelling or extracting a test started is cancelled and joined when
+    the test ends, after pytest-qt has closed its windows (an autouse fixture is torn down after
+    the ones a test names). Under load a run can outlive its test; left alone it kept the next
+    test's window waiting."""
+    from dxstudio.ui import jobs
+    from dxstudio.ui.app import MainWindow
+
+    monkeypatch.setattr(MainWindow, "confirm_close", False)
+    yield
+    stuck = jobs.stop_all(timeout=120)
+    assert not stuck, f"background work still running 120 s after it was cancelled: {stuck}"
+
+
 def show_active(qtbot, w):
     """Show a window and make it the active one: window shortcuts (A, J, 1-9) need that."""
     qtbot.addWidget(w)

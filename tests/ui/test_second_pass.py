@@ -293,6 +293,7 @@ def test_closing_during_training_asks_first(window, qtbot, monkeypatch):
     if panel is None:
         pytest.skip("no training panel")
     monkeypatch.setattr(type(panel), "is_running", property(lambda self: True))
+    window.confirm_close = True  # a person at a screen (the tests' fixture turns it off)
     stopped = []
     monkeypatch.setattr(panel, "shutdown", lambda *a, **k: stopped.append(1) or True)
     asked = []

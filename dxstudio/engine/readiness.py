@@ -1,0 +1,165 @@
+"""Whether the engine's compiled (Numba) kernels are ready on this machine, and preparing them.
+
+    is_prepared() -> bool              this engine's kernels were compiled and cached for this CPU
+    prepare(progress=None) -> float    compile (or load) them now; the CPU seconds it took
+    PREPARE_CPU_SECONDS                about how long a first preparation takes (measured)
+    preparing_message()                the one line every command and the app show meanwhile
+    start_background_prepare() -> bool a detached process that prepares them (the CLI's small jobs)
+
+The first use on a machine compiles every kernel for this CPU (about a minute of CPU, cached
+afterwards: Numba's cache, in the package's __pycache__ or NUMBA_CACHE_DIR). The reference
+kernels (NumPy) compute the same bytes with nothing to compile, so a small first job runs on
+them while the compiled ones are prepared (docs/numerics.md "First use"). A marker beside
+Numba's cache of the engine, named for the engine's source digest, Numba's version and the
+CPU, says a preparation finished; an edit of the engine, an upgrade or another CPU asks again.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+# measured: the first `dxstudio extract` of one page on the fast kernels with an empty cache
+# (114 s of CPU at load 20 on 2 cores, 77 s in the issue on a quieter machine),
+# AMD EPYC (znver3, AVX2), Numba 0.68.1 (docs/numerics.md "First use")
+PREPARE_CPU_SECONDS = 100
+
+
+def _cache_dir() -> Path | None:
+    """Where Numba caches the engine's kernels (None: caching is off or unknown)."""
+    from dxstudio.engine import numerics
+
+    if not numerics._NUMBA_CACHE:
+        return None
+    try:
+        return Path(numerics._map_exp64._cache._cache_path)
+    except AttributeError:  # another Numba's internals
+        return None
+
+
+def _marker() -> Path | None:
+    directory = _cache_dir()
+    if directory is None:
+        return None
+    import llvmlite.binding as llvm
+    import numba
+
+    from dxstudio.engine.numerics import engine_source_digest
+
+    cpu = os.environ.get("NUMBA_CPU_NAME") or llvm.get_host_cpu_name()
+    return directory / f"dxstudio-prepared-{engine_source_digest()[:16]}-numba{numba.__version__}-{cpu}"
+
+
+def is_prepared() -> bool:
+    """DXSTUDIO_ENGINE_PREPARED=1 says yes without looking (the test suite: its tests compile
+    on first need, as before, and keep the kernel path they ask for)."""
+    if os.environ.get("DXSTUDIO_ENGINE_PREPARED") == "1":
+        return True
+    marker = _marker()
+    return marker is None or marker.is_file()  # no cache: nothing to prepare ahead of time
+
+
+def mark_prepared() -> None:
+    marker = _marker()
+    if marker is None:
+        return
+    try:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text("the engine's kernels are compiled and cached for this CPU\n")
+    except OSError:  # a read-only cache: the kernels compile again next time, nothing worse
+        pass
+
+
+def preparing_message(seconds: float = PREPARE_CPU_SECONDS) -> str:
+    return f"preparing the engine for this CPU, once: about {seconds:.0f} s of CPU"
+
+
+def _window(cfg, n, seed):
+    """Random inputs shaped as the model reads them (every kernel sees its types)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    char_len = rng.integers(0, cfg.max_chars + 1, n).astype(np.int32)
+    char_ids = np.zeros((n, cfg.max_chars), np.int32)
+    for i in range(n):
+        char_ids[i, : char_len[i]] = rng.integers(1, cfg.vocab, char_len[i])
+    return SimpleNamespace(
+        n=n, char_ids=char_ids, char_len=char_len,
+        buckets=rng.integers(0, cfg.pos_buckets, (n, 4)).astype(np.int32),
+        word_feats=rng.random((n, cfg.word_features)).astype(np.float32),
+        pair_feats=rng.standard_normal((n * n, cfg.pair_features)).astype(np.float32))
+
+
+STAGES = ("the forward pass", "the base size's forward pass", "the answers' confidences", "a training step")
+
+
+def prepare(progress=None) -> float:
+    """Run every compiled kernel once on small random inputs (compiling and caching those not
+    cached), then mark the engine prepared. progress(done, total, label) after each stage.
+    Returns the CPU seconds it took."""
+    import numpy as np
+
+    from dxstudio.engine.config import SIZES
+    from dxstudio.engine.extract import tag_confidence, tags_and_probs
+    from dxstudio.engine.layers import Ops
+    from dxstudio.engine.model import forward, to_runtime
+    from dxstudio.engine.params import new_params
+    from dxstudio.engine.training import Example, Targets, TrainSettings, TrainState, train_step
+
+    start = time.process_time()
+    ops = Ops("fast")
+    tiny, base = SIZES["tiny"], SIZES["base"]
+    tiny_params = new_params(tiny, 7)
+    step = 0
+
+    def done():
+        nonlocal step
+        step += 1
+        if progress is not None:
+            progress(step, len(STAGES), STAGES[step - 1])
+
+    out = forward(tiny, to_runtime(tiny_params), _window(tiny, 9, 1), ops)
+    done()
+    forward(base, to_runtime(new_params(base, 3)), _window(base, 7, 2), ops)
+    done()
+    tags, _ = tags_and_probs(ops, out.tag_logits)
+    tag_confidence(out.tag_logits, tags, "fast")
+    done()
+    rng = np.random.default_rng(5)
+    examples = [Example(_window(tiny, n, seed), Targets(
+        tags=rng.integers(-1, tiny.n_tags, n), roles=rng.integers(0, len(tiny.roles), n), doc=2,
+        items=rng.integers(-1, n, n), kv=rng.integers(-1, n, n))) for n, seed in ((6, 11), (9, 12))]
+    settings = TrainSettings(backbone_scale=0.5, loss_role=1.0, loss_doc=1.0, loss_items=0.5, loss_kv=0.5,
+                             clip=0.5, kernels="fast", tag_class_weights=(1.0,) + (3.0,) * (tiny.n_tags - 1))
+    train_step(TrainState.start(tiny, tiny_params, settings), examples, 1e-3)
+    done()
+    mark_prepared()
+    return time.process_time() - start
+
+
+def start_background_prepare() -> bool:
+    """Prepare the kernels in a detached process (its own session, no output), so the next
+    command finds them ready; False when it could not be started or is turned off
+    (DXSTUDIO_BACKGROUND_PREPARE=0)."""
+    if os.environ.get("DXSTUDIO_BACKGROUND_PREPARE", "1") == "0":
+        return False
+    try:
+        subprocess.Popen([sys.executable, "-m", "dxstudio.engine.readiness"], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                         close_fds=True)
+    except OSError:
+        return False
+    return True
+
+
+if __name__ == "__main__":  # python -m dxstudio.engine.readiness: prepare now
+    try:
+        os.nice(10)  # a background job: after the person's own work
+    except OSError:
+        pass
+    seconds = prepare(lambda d, t, label: print(f"prepared {label} ({d}/{t})", file=sys.stderr))
+    print(f"the engine is prepared for this CPU ({seconds:.1f} s of CPU)", file=sys.stderr)

@@ -1,0 +1,83 @@
+"""The first use on a new machine (issue 24): with the compiled kernels not prepared, a small
+extract runs on the reference kernels at once and says so, giving the bytes the compiled ones
+give; a larger job prepares them first, saying so, with progress; the marker says when they
+are ready."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dxstudio.cli.main import main as cli_entry
+from dxstudio.engine import readiness
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "resources" / "sample"
+BASE = REPO / "resources" / "models" / "docextract-v0-base.safetensors"
+PAGE = SAMPLE / "pages" / "receipt_00000.json"
+
+
+@pytest.fixture
+def unprepared(tmp_path, monkeypatch):
+    """This process's engine as on a new machine: no marker in its (temporary) cache folder."""
+    monkeypatch.delenv("DXSTUDIO_ENGINE_PREPARED", raising=False)
+    monkeypatch.setenv("DXSTUDIO_BACKGROUND_PREPARE", "0")
+    monkeypatch.setattr(readiness, "_cache_dir", lambda: tmp_path / "cache")
+    return tmp_path / "cache"
+
+
+def test_the_marker_says_when_the_engine_is_prepared(unprepared):
+    assert not readiness.is_prepared()
+    readiness.mark_prepared()
+    assert readiness.is_prepared()
+    (marker,) = unprepared.iterdir()
+    from dxstudio.engine.numerics import engine_source_digest
+    assert engine_source_digest()[:16] in marker.name  # an edit of the engine asks again
+
+
+@pytest.mark.skipif(not BASE.is_file(), reason="no shipped base model")
+def test_a_first_extract_in_a_fresh_cache_runs_at_once_with_the_same_bytes(tmp_path, capsys):
+    env = {k: v for k, v in os.environ.items() if k != "DXSTUDIO_ENGINE_PREPARED"}
+    env.update(NUMBA_CACHE_DIR=str(tmp_path / "empty-cache"), DXSTUDIO_BACKGROUND_PREPARE="0",
+               PYTHONPATH=str(REPO))
+    r = subprocess.run([sys.executable, "-m", "dxstudio.cli", "extract", str(BASE), str(PAGE)],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "not prepared on this machine yet; 1 page on the reference kernels (the same bytes)" in r.stderr
+    # nothing was compiled: no kernel in the empty cache
+    assert not list((tmp_path / "empty-cache").rglob("*.nbc"))
+    assert cli_entry(["extract", "--kernels", "fast", str(BASE), str(PAGE)]) == 0  # this tree's prepared kernels
+    assert json.loads(r.stdout) == json.loads(capsys.readouterr().out)
+
+
+def test_a_larger_first_job_prepares_first_with_progress(unprepared, monkeypatch, capsys):
+    from dxstudio.cli.model import engine_ready
+
+    calls = []
+
+    def fake_prepare(progress=None):
+        for i, label in enumerate(readiness.STAGES, 1):
+            progress(i, len(readiness.STAGES), label)
+        calls.append(1)
+        readiness.mark_prepared()
+        return 12.0
+
+    monkeypatch.setattr(readiness, "prepare", fake_prepare)
+    assert engine_ready("fast", 40) == "fast"
+    err = capsys.readouterr().err
+    assert "preparing the engine for this CPU, once: about" in err
+    assert f"prepared a training step ({len(readiness.STAGES)}/{len(readiness.STAGES)})" in err
+    assert calls == [1] and readiness.is_prepared()
+    assert engine_ready("fast", 40) == "fast" and capsys.readouterr().err == ""  # not asked again
+    assert engine_ready("reference", 1) == "reference"
+
+
+def test_a_small_first_job_takes_the_reference_kernels(unprepared, capsys):
+    from dxstudio.cli.model import engine_ready
+
+    assert engine_ready("fast", 2) == "reference"
+    assert "2 pages on the reference kernels (the same bytes)" in capsys.readouterr().err

@@ -1,0 +1,68 @@
+"""The test suite's own safety nets: a test asleep in Qt's event loop ends the run with its name
+(pytest-timeout's thread method, named by tests/conftest.py), and the README's test command is
+CI's."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+HUNG = '''
+def test_sleeps_in_qt():
+    from PySide6.QtCore import QCoreApplication, QEventLoop
+    app = QCoreApplication.instance() or QCoreApplication([])
+    QEventLoop().exec()  # nothing will ever wake it: a modal question nobody answers
+'''
+
+
+def test_timeout_uses_the_thread_method():
+    ini = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    assert ini["timeout_method"] == "thread" and 0 < int(ini["timeout"]) <= 600
+
+
+def test_a_test_hung_in_the_qt_event_loop_ends_with_its_name(tmp_path):
+    (tmp_path / "test_hung.py").write_text(HUNG)
+    env = dict(os.environ, PYTHONPATH=str(REPO), QT_QPA_PLATFORM="offscreen")
+    start = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c", str(REPO / "pyproject.toml"),
+                        "--rootdir", str(tmp_path), "-p", "tests.conftest", "-o", "timeout=2", "test_hung.py"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    took = time.monotonic() - start
+    out = r.stdout + r.stderr
+    assert r.returncode != 0, out
+    assert "TIMEOUT: test_hung.py::test_sleeps_in_qt ran over 2 s" in out, out
+    assert "QEventLoop().exec()" in out  # the stacks show where it slept
+    assert took < 100
+
+
+def test_the_summary_names_every_skip_reason_with_counts(tmp_path):
+    (tmp_path / "test_skips.py").write_text(
+        "import pytest\n"
+        "def test_a():\n    pytest.importorskip('no_such_module_dx')\n"
+        "def test_b():\n    pytest.importorskip('no_such_module_dx')\n"
+        "@pytest.mark.skip(reason='not on this platform')\ndef test_c():\n    pass\n"
+        "def test_d():\n    pass\n")
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c", str(REPO / "pyproject.toml"),
+                        "--rootdir", str(tmp_path), "-p", "tests.conftest", "test_skips.py"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    out = r.stdout
+    assert r.returncode == 0, out + r.stderr
+    assert "skipped 2: could not import 'no_such_module_dx'" in out, out
+    assert "skipped 1: not on this platform" in out, out
+
+
+def test_readme_test_command_is_ci_s():
+    """The README's test command, word for word, is the one .ci/run runs (extras and all)."""
+    import re
+
+    ci = (REPO / ".ci" / "run").read_text()
+    command = re.search(r"python3 -m venv \.venv && .*pytest -q", ci)
+    assert command, "no test command in .ci/run"
+    assert '".[test,cluster]"' in command.group(0)
+    assert command.group(0) in (REPO / "README.md").read_text()
