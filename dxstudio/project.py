@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dxstudio.engine.page import Page, PageError, load_page as _load_page_file, page_from_dict
-from dxstudio.fsutil import parse_json, read_file_bytes, read_json, write_json_atomic
+from dxstudio.fsutil import parse_json, read_file_bytes, read_json, remove_orphan_tmp, write_json_atomic
 
 PROJECT_FILE = "dxproject.json"
 DEFAULT_WEIGHT = 3.0
@@ -308,7 +308,17 @@ class Project:
         model = d.get("model")
         if model is not None and not isinstance(model, str):
             raise ProjectError(f"{src}: 'model' must be a file path")
-        return cls(root, d, schema)
+        project = cls(root, d, schema)
+        project.remove_orphan_tmp()
+        return project
+
+    def remove_orphan_tmp(self) -> list[Path]:
+        """Remove the temp files that writers killed mid-save left in pages/, labels/ and the
+        label cache (fsutil.remove_orphan_tmp: only those whose writer is gone)."""
+        removed = []
+        for folder in (self.pages_dir, self.labels_dir, self.cache_dir / "labels"):
+            removed += remove_orphan_tmp(folder)
+        return removed
 
     @classmethod
     def open_or_create(cls, path, name: str | None = None) -> "Project":
