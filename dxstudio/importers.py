@@ -229,10 +229,7 @@ def _import_json(src: Path, imp: _Importer) -> None:
         if imp.outside(path):
             continue
         try:
-            page = page_from_dict(_read_json(path), str(path))
-            if not is_safe_page_id(page.id):
-                raise SourceError(f"{path}: page id {page.id!r} is not a safe file name "
-                                  f"(letters, digits, '.', '_', '-')")
+            page = page_from_dict(_read_json(path), str(path))  # the page id rule included
         except (SourceError, PageError) as e:
             imp.report.errors.append((str(path), str(e)))
             continue

@@ -23,15 +23,15 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dxstudio.engine.page import Page, PageError, load_page as _load_page_file, page_from_dict
+from dxstudio.engine.page import PAGE_ID, PAGE_ID_RULE, Page, PageError, is_page_id, load_page as _load_page_file, page_from_dict
 from dxstudio.fsutil import parse_json, read_file_bytes, read_json, remove_orphan_tmp, write_json_atomic
 
 PROJECT_FILE = "dxproject.json"
 DEFAULT_WEIGHT = 3.0
 DEFAULT_API_KEY_ENV = "DXSTUDIO_LABEL_API_KEY"
 
-# A page id is its file name: letters, digits, '.', '_', '-', not starting with '.' or '-'.
-_SAFE_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,119}")
+# A page id is its file name: the one rule of dxstudio.engine.page (PAGE_ID), for every command.
+_SAFE_ID = PAGE_ID
 # A field name ends up in tag names (B-name) and in JSON keys asked of the labelling model.
 _FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
@@ -48,7 +48,7 @@ class LabelError(ValueError):
 
 
 def is_safe_page_id(page_id) -> bool:
-    return isinstance(page_id, str) and bool(_SAFE_ID.fullmatch(page_id)) and ".." not in page_id
+    return is_page_id(page_id)
 
 
 def safe_page_id(text: str) -> str:
@@ -60,8 +60,8 @@ def safe_page_id(text: str) -> str:
 
 def check_page_id(page_id, source: str = "page id") -> str:
     if not is_safe_page_id(page_id):
-        raise ProjectError(f"{source}: {page_id!r} is not a valid page id (letters, digits, '.', '_', '-'; "
-                           f"at most 120 characters; not starting with '.' or '-')")
+        shown = repr(page_id[:60]) + ("..." if len(page_id) > 60 else "") if isinstance(page_id, str) else repr(page_id)
+        raise ProjectError(f"{source}: {shown} is not a valid page id ({PAGE_ID_RULE})")
     return page_id
 
 

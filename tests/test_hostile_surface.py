@@ -138,3 +138,204 @@ def test_a_tune_killed_before_its_first_checkpoint_starts_again(small_project, t
     # a folder with no run at all is still refused by --resume
     code, _, err = run_cli(["tune", str(small_project), "--out", str(tmp_path / "nothing"), "--resume"], capsys)
     assert code == 2 and "no checkpoint" in err
+
+
+# -- route against local endpoints (4 to 7) -----------------------------------------------------
+
+from test_labelling import FakeEndpoint  # noqa: E402  (the label tests' server, on 127.0.0.1)
+
+
+class Server:
+    """A handler class on 127.0.0.1 in a thread; .url, .requests (bodies and headers seen)."""
+
+    def __init__(self, respond):
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        seen = self.requests = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                seen.append({"headers": dict(self.headers), "body": body})
+                respond(self)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def send(handler, code, body: bytes):
+    handler.send_response(code)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    try:
+        handler.wfile.write(body)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+
+
+def chat(answers) -> bytes:
+    return json.dumps({"choices": [{"message": {"content": json.dumps(answers)}}]}).encode()
+
+
+def make_route_project(tmp_path, url):
+    proj = tmp_path / "project"
+    (proj / "pages").mkdir(parents=True)
+    d = json.loads((SAMPLE / "dxproject.json").read_text())
+    d["labelling"] = {"url": url, "model": "test-model"}
+    (proj / "dxproject.json").write_text(json.dumps(d))
+    return proj
+
+
+ANSWERS = {"total": "9.99", "subtotal": "9.00", "tax": "0.99", "cash": None, "change": None}
+
+
+def files_under(root: Path) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file()]
+
+
+# 4. a page id is a file name, checked in one place for every command
+
+HOSTILE_IDS = {"absolute": None, "dotdot": "../../escaped", "nul": "a\x00b", "long": "x" * 300,
+               "slash": "a/b", "space": "my page"}
+
+
+def test_route_and_extract_refuse_a_page_id_that_is_not_a_file_name(model, tmp_path, capsys):
+    server = FakeEndpoint([], default=("good", ANSWERS))
+    try:
+        proj = make_route_project(tmp_path, server.url)
+        good = json.loads(sample_pages(1)[0].read_text())
+        outside = tmp_path / "outside" / "evil"
+        pages = []
+        for name, pid in HOSTILE_IDS.items():
+            path = tmp_path / "in" / f"{name}.json"
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(json.dumps(dict(good, id=pid if pid is not None else str(outside))))
+            pages.append(str(path))
+        pages.append(str(sample_pages(1)[0]))
+        for cmd in (["route", str(model), *pages, "--project", str(proj), "--threshold", "1.0"],
+                    ["extract", str(model), *pages]):
+            code, out, err = run_cli(cmd, capsys)
+            assert code == 1, err  # partial: the good page went through
+            assert "Traceback" not in err
+            for name in HOSTILE_IDS:
+                assert f"{name}.json: 'id' " in err and "is not a valid page id" in err
+            ids = [json.loads(l).get("id") for l in out.splitlines() if '"summary"' not in l]
+            assert ids == [good["id"]]
+        assert not (tmp_path / "outside").exists() and not (tmp_path / "escaped").exists()
+        assert all(p.resolve().is_relative_to(proj.resolve()) for p in files_under(proj))
+    finally:
+        server.close()
+
+
+def test_the_label_cache_never_uses_an_unsafe_id_as_a_path(tmp_path):
+    from dxstudio.engine.page import Page, Word
+    from dxstudio.labelling import LabelClient
+
+    client = LabelClient("http://127.0.0.1:9/v1", "m", cache_dir=tmp_path / "cache")
+    for pid in ("/etc/passwd", "../../x", "a\x00b", "y" * 300):
+        path = client.cache_path(Page(pid, 10, 10, (Word("a", (0, 0, 1, 1)),)), ["total"])
+        assert path.parent == tmp_path / "cache" and len(path.name.encode()) < 255 and "\x00" not in path.name
+
+
+# 5. the key is cut out of every message and file, whatever the server sends back
+
+KEY = "sk-test-" + "0123456789abcdef" * 2
+
+
+@pytest.mark.parametrize("status", [401, 500, 200])
+def test_a_server_echoing_the_key_never_gets_it_shown_or_stored(model, tmp_path, capsys, monkeypatch, status):
+    def respond(h):
+        auth = h.headers.get("Authorization", "")
+        if status == 200:  # a reply whose answer and a malformed second object carry the key
+            send(h, 200, chat({"total": auth, "subtotal": f"x {auth} y", "tax": None, "cash": None, "change": None}))
+        else:  # the key just past the 200 characters a message quotes, and again in full
+            send(h, status, (f'{{"echo": "{auth}", "error": "' + "p" * 150 + f' bad header {auth}"}}').encode())
+
+    server = Server(respond)
+    monkeypatch.setenv("DXSTUDIO_LABEL_API_KEY", KEY)
+    try:
+        proj = make_route_project(tmp_path, server.url)
+        pages = [str(p) for p in sample_pages(2)]
+        code, out, err = run_cli(["route", str(model), *pages, "--project", str(proj), "--threshold", "1.0",
+                                  "--retries", "0"], capsys)
+        for p in sample_pages(2):
+            shutil.copy(p, proj / "pages")
+        code2, out2, err2 = run_cli(["label", str(proj), "--retries", "0"], capsys)
+    finally:
+        server.close()
+    assert server.requests and all(r["headers"]["Authorization"] == f"Bearer {KEY}" for r in server.requests)
+    for text in (out, err, out2, err2):
+        assert KEY[8:20] not in text  # not the key, nor a piece of it
+    if status != 200:
+        assert "[redacted]" in err
+    for f in files_under(proj):
+        assert KEY[8:20].encode() not in f.read_bytes(), f
+
+
+def test_an_api_key_with_a_line_break_is_refused_without_showing_it(tmp_path):
+    from dxstudio.labelling import LabelClient, LabellingError
+
+    with pytest.raises(LabellingError) as e:
+        LabelClient("http://127.0.0.1:9/v1", "m", api_key="sk-secret\r\nX-Evil: 1")
+    assert "sk-secret" not in str(e.value)
+
+
+# 6. route grounds the labelling model's answers as label does
+
+def test_route_grounds_answers_and_an_answer_not_on_the_page_is_no_answer(model, tmp_path, capsys):
+    page_path = sample_pages(1)[0]
+    labels = json.loads((SAMPLE / "labels" / page_path.name).read_text())
+    on_page = labels["answers"]["total"]
+    assert on_page
+    server = FakeEndpoint([], default=("good", {"total": on_page, "subtotal": "987654.32", "tax": None,
+                                               "cash": None, "change": None}))
+    try:
+        proj = make_route_project(tmp_path, server.url)
+        code, out, err = run_cli(["route", str(model), str(page_path), "--project", str(proj),
+                                  "--threshold", "1.0"], capsys)
+    finally:
+        server.close()
+    assert code == 0, err
+    line, summary = (json.loads(l) for l in out.splitlines())
+    f = line["fields"]
+    assert f["total"]["grounding"] in ("exact", "normalized") and f["total"]["value"] == on_page
+    assert f["subtotal"] == {"value": None, "source": "labelling model", "grounding": "absent",
+                             "confidence": f["subtotal"]["confidence"], "model_value": "987654.32"}
+    assert f["tax"]["grounding"] == "null" and f["tax"]["value"] is None
+    assert summary["summary"]["values_not_on_page"] == 1
+
+
+# 7. route stops asking a stalled endpoint after three pages fail in a row
+
+def test_route_against_a_stalled_endpoint_stops_after_three_failures_and_lists_the_rest(model, tmp_path, capsys):
+    release = threading.Event()
+    server = Server(lambda h: release.wait(10))  # accepts, then never answers
+    try:
+        proj = make_route_project(tmp_path, server.url)
+        pages = [str(p) for p in sample_pages(8)]
+        t0 = time.monotonic()
+        code, out, err = run_cli(["route", str(model), *pages, "--project", str(proj), "--threshold", "1.0",
+                                  "--timeout", "0.3", "--retries", "0", "--concurrency", "1"], capsys)
+        took = time.monotonic() - t0
+    finally:
+        release.set()
+        server.close()
+    lines = [json.loads(l) for l in out.splitlines()]
+    summary = lines.pop()["summary"]
+    assert code == 2  # nothing answered
+    assert len(server.requests) == 3 and summary["requests"] == 3
+    ids = [l["id"] for l in lines]
+    assert summary["not_asked"] == ids[3:] and summary["pages_not_asked"] == 5
+    assert all("not asked" in l["error"] for l in lines[3:])
+    assert all(v["source"] is None for l in lines for v in l["fields"].values() if v["value"] is None)
+    assert "failed in a row" in err and took < 8 * 0.3 + 20

@@ -9,9 +9,14 @@ on a Ray cluster (--ray), as `dxstudio extract` does.
 
 Standard output: one JSON line per page, in input order,
     {"id", "fields": {name: {"value", "source": "local" | "labelling model", "confidence"}}}
-(a page whose asked fields could not be answered also has "error" and those fields have
-"source": null), then one line {"summary": {...}}: values and pages answered locally, values
-and pages asked, labelling requests made (retries included) and answers taken from the cache.
+An asked field also has "grounding" ("exact", "normalized", "computed", "absent", "null": the
+labelling model's answer grounded on the page as `label` grounds it); an "absent" answer is
+not on the page and is no answer: "value" is null and the model's text is in "model_value".
+A page whose asked fields could not be answered also has "error" and those fields have
+"source": null. After STOP_AFTER_FAILURES (3) pages fail in a row the endpoint is not asked
+again (as `label` stops): the pages left are not asked, listed in the summary's "not_asked".
+Then one line {"summary": {...}}: values and pages answered locally, values and pages asked,
+labelling requests made (retries included) and answers taken from the cache.
 """
 from __future__ import annotations
 
@@ -46,12 +51,52 @@ def is_local(field: str, value: dict, thresholds) -> bool:
     return value["value"] is not None and t is not None and value["confidence"] >= t
 
 
+GROUNDED = ("exact", "normalized", "computed")  # an answer found on the page (as label grounds it)
+
+
+def grounded_field(answer, status: str, confidence) -> dict:
+    """An asked field's output: the labelling model's answer where it is on the page (or
+    computed from printed numbers), grounded as `label` grounds it; an answer that is not on
+    the page ("absent") is no answer: value null, the model's text kept apart as "model_value"."""
+    out = {"value": answer if status in GROUNDED else None, "source": LABELLING, "grounding": status,
+           "confidence": confidence}
+    if status == "absent":
+        out["model_value"] = answer
+    return out
+
+
+class NotAsked(Exception):
+    """A page the circuit breaker kept from the endpoint; str() says why."""
+
+
+class Breaker:
+    """Stops asking after `limit` pages fail in a row (in the order they fail), as label does;
+    thread-safe (the asks run on --concurrency threads)."""
+
+    def __init__(self, limit: int):
+        import threading
+
+        self.limit, self.in_row, self.tripped = limit, 0, None
+        self._lock = threading.Lock()
+
+    def failed(self, e) -> None:
+        with self._lock:
+            self.in_row += 1
+            if self.in_row >= self.limit and self.tripped is None:
+                self.tripped = f"stopped asking the labelling model after {self.in_row} pages failed in a row ({e})"
+
+    def succeeded(self) -> None:
+        with self._lock:
+            self.in_row = 0
+
+
 def run(name, args) -> int:
     from concurrent.futures import ThreadPoolExecutor
 
     from dxstudio.engine.container import ModelFileError, load_model
     from dxstudio.engine.model import to_runtime
-    from dxstudio.labelling import LabelClient, LabellingError
+    from dxstudio.grounding import ground_answers
+    from dxstudio.labelling import STOP_AFTER_FAILURES, LabelClient, LabellingError
     from dxstudio.project import Project, ProjectError
     from dxstudio.scale import ScaleError
     from dxstudio.scale.ordered import ordered_map
@@ -85,27 +130,41 @@ def run(name, args) -> int:
         fail(e)
 
     counts = {"values_local": 0, "values_asked": 0, "pages_local": 0, "pages_asked": 0,
-              "pages_failed": 0, "cache_hits": 0}
+              "pages_failed": 0, "cache_hits": 0, "values_not_on_page": 0}
+    not_asked = []  # ids of pages the circuit breaker kept from the endpoint
+    breaker = Breaker(STOP_AFTER_FAILURES)
 
     def ask(page):
+        if breaker.tripped:
+            raise NotAsked(breaker.tripped)
         hit = client.cached(page, ask_schema) is not None
-        return hit, client.ask(page, ask_schema)
+        try:
+            answers = client.ask(page, ask_schema)
+        except LabellingError as e:
+            breaker.failed(e)
+            raise
+        breaker.succeeded()
+        return hit, answers, ground_answers(page, answers, [f.name for f in ask_schema])
 
     def finish(record, asked, future):
         fields = {}
         error = None
-        answers = None
+        answers = grounding = None
         if future is not None:
             try:
-                hit, answers = future.result()
+                hit, answers, grounding = future.result()
                 counts["cache_hits"] += hit
+            except NotAsked as e:
+                error = f"{record['id']}: not asked: {e}"
+                not_asked.append(record["id"])
             except LabellingError as e:
                 error = str(e)
         for f, v in record["fields"].items():
             if f not in asked:
                 fields[f] = {"value": v["value"], "source": "local", "confidence": v["confidence"]}
             elif answers is not None:
-                fields[f] = {"value": answers.get(f), "source": LABELLING, "confidence": v["confidence"]}
+                fields[f] = grounded_field(answers.get(f), grounding[f]["status"], v["confidence"])
+                counts["values_not_on_page"] += fields[f]["grounding"] == "absent"
             else:
                 fields[f] = {"value": None, "source": None, "confidence": v["confidence"]}
         out = {"id": record["id"], "fields": fields}
@@ -136,7 +195,7 @@ def run(name, args) -> int:
                     future = None
                     if asked:
                         counts["pages_asked"] += 1
-                        future = pool.submit(ask, load_item(label, raw))
+                        future = pool.submit(ask, load_item(label, raw))  # after a trip: NotAsked at once
                     else:
                         counts["pages_local"] += 1
                     pending.append((record, asked, future))
@@ -156,6 +215,12 @@ def run(name, args) -> int:
     counts["requests"] = client.requests
     counts["pages"] = done
     counts["pages_bad"] = bad
+    counts["pages_not_asked"] = len(not_asked)
+    counts["not_asked"] = not_asked
+    if not_asked:
+        counts["stopped"] = breaker.tripped
+        warn(f"{breaker.tripped}; {len(not_asked)} pages were not asked: {', '.join(not_asked[:20])}"
+             f"{' ...' if len(not_asked) > 20 else ''}")
     emit_json({"summary": counts})
     warn(f"{counts['values_local']} values answered locally, {counts['values_asked']} asked; "
          f"{counts['pages_local']} pages wholly local, {counts['pages_asked']} asked "
