@@ -339,3 +339,45 @@ def test_route_against_a_stalled_endpoint_stops_after_three_failures_and_lists_t
     assert all("not asked" in l["error"] for l in lines[3:])
     assert all(v["source"] is None for l in lines for v in l["fields"].values() if v["value"] is None)
     assert "failed in a row" in err and took < 8 * 0.3 + 20
+
+
+# -- 8. extract streams a pipe: counting never consumes it -------------------------------------
+
+def test_extract_on_a_fifo_reads_every_line_once(model, tmp_path, capsys):
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    lines = [json.dumps(json.loads(p.read_text())) + "\n" for p in sample_pages(3)]
+    result = {}
+
+    def extract():
+        result["code"] = cli.main(["extract", str(model), str(fifo)])
+
+    t = threading.Thread(target=extract, daemon=True)
+    t.start()
+    with open(fifo, "w") as w:  # opens once the command opens the pipe for reading
+        w.writelines(lines)
+    t.join(60)
+    if t.is_alive():  # the command opened the pipe a second time: let it see the end
+        with open(fifo, "w"):
+            pass
+        t.join(60)
+    out, err = capsys.readouterr()
+    assert result.get("code") == 0, err
+    assert [json.loads(l)["id"] for l in out.splitlines()] == [p.stem for p in sample_pages(3)]
+
+
+def test_a_device_named_as_jsonl_is_refused_and_a_huge_line_is_not_held(tmp_path, monkeypatch):
+    import io
+
+    from dxstudio.scale import pages as sp
+
+    dev = tmp_path / "zero.jsonl"
+    os.symlink("/dev/zero", dev)
+    items = list(sp.page_items([str(dev)]))
+    assert len(items) == 1 and items[0][1] is None and "not a regular file or a pipe" in items[0][2]
+    assert sp.count_pages([str(dev)]) is None
+    monkeypatch.setattr(sp, "MAX_JSON_BYTES", 100)
+    stream = io.BytesIO(b"x" * 5000 + b"\n" + b'{"id": "a"}\n')
+    got = list(sp.page_items(["-"], stdin=stream))
+    assert [g[0] for g in got] == ["<stdin> line 1", "<stdin> line 2"]
+    assert got[0][1] is None and "longer than 100 bytes" in got[0][2] and got[1][1] == b'{"id": "a"}\n'
