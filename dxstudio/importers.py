@@ -520,21 +520,21 @@ def _import_cord(src: Path, imp: _Importer) -> None:
 # ---------------------------------------------------------------------------------------
 # PDF
 
-def pdf_pages(path: Path) -> list[Page]:
+def pdf_pages(path: Path, budget=None) -> list[Page]:
     """One page per PDF page, words and boxes from the text layer, in points with y growing
-    downwards. A PDF without any text raises SourceError (a scan needs OCR first)."""
-    import pypdfium2 as pdfium
+    downwards. A PDF without any text raises SourceError (a scan needs OCR first). The file's
+    streams and time are bounded (dxstudio.pdflimits; `budget`: the file's PdfBudget)."""
+    from dxstudio.pdflimits import PdfBudget, open_pdf
 
     data = _read_source(path)  # a regular file of bounded size; pdfium reads from memory
-    try:
-        pdf = pdfium.PdfDocument(data)
-    except Exception as e:  # pypdfium2 raises PdfiumError (or OSError) for unreadable files
-        raise SourceError(f"{path}: not a readable PDF ({e})") from None
+    pdf = open_pdf(path, data, SourceError)
+    budget = budget if budget is not None else PdfBudget(path, SourceError)
     pages = []
     try:
         n = len(pdf)
         stem = safe_page_id(path.stem)
         for k in range(n):
+            budget.check_time(k)
             page = pdf[k]
             width, height = page.get_size()
             textpage = page.get_textpage()
@@ -586,22 +586,28 @@ def png_gray(pixels) -> bytes:
             + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
 
 
-def render_pdf_images(path: Path, dpi: float = PDF_IMAGE_DPI) -> list[bytes]:
-    """Each page of a PDF rendered in grey at `dpi`, as PNG bytes (pypdfium2). SourceError
-    naming the file when it does not render."""
-    import pypdfium2 as pdfium
+def render_pdf_images(path: Path, dpi: float = PDF_IMAGE_DPI, budget=None, notes=None) -> list:
+    """Each page of a PDF rendered in grey at `dpi`, as PNG bytes (pypdfium2); None for a page
+    over the pixel limits or past the file's time (dxstudio.pdflimits), the reason appended to
+    `notes`. SourceError naming the file when it does not render."""
+    from dxstudio.pdflimits import PdfBudget, open_pdf
 
     data = _read_source(path)
-    try:
-        pdf = pdfium.PdfDocument(data)
-    except Exception as e:
-        raise SourceError(f"{path}: not a readable PDF ({e})") from None
+    pdf = open_pdf(path, data, SourceError, check=budget is None)  # a budget: pdf_pages checked the streams
+    budget = budget if budget is not None else PdfBudget(path, SourceError)
+    notes = notes if notes is not None else []
     out = []
     try:
         for k in range(len(pdf)):
             page = pdf[k]
             try:
-                bitmap = page.render(scale=dpi / 72.0, grayscale=True)
+                try:
+                    scale = budget.render_scale(k, *page.get_size(), dpi)
+                except SourceError as e:
+                    notes.append(str(e))
+                    out.append(None)
+                    continue
+                bitmap = page.render(scale=scale, grayscale=True)
                 pixels = bitmap.to_numpy()
                 out.append(png_gray(pixels.reshape(pixels.shape[0], pixels.shape[1])))
             except Exception as e:
@@ -623,6 +629,7 @@ def _pdf_page_number(page: Page, n_pages: int) -> int:
 def _import_pdf(src: Path, imp: _Importer) -> None:
     from dataclasses import replace
 
+    from dxstudio.pdflimits import PdfBudget
     from dxstudio.fsutil import write_bytes_atomic
 
     files = _files(src, "*.pdf")
@@ -632,23 +639,27 @@ def _import_pdf(src: Path, imp: _Importer) -> None:
         imp.step(k, len(files))
         if imp.outside(path):
             continue
+        budget = PdfBudget(path, SourceError)  # the file's pixels and time (dxstudio.pdflimits)
         try:
-            pages = pdf_pages(path)
+            pages = pdf_pages(path, budget)
         except SourceError as e:
             imp.report.errors.append((str(path), str(e)))
             continue
+        limits = []
         try:
-            images = render_pdf_images(path)
+            images = render_pdf_images(path, budget=budget, notes=limits)
         except SourceError as e:  # the words are what trains: the pages come in without images
             imp.report.notes.append((str(path), f"{e}; its pages show their words' boxes"))
             images = []
+        for note in limits:
+            imp.report.notes.append((str(path), f"{note}; the page shows its words' boxes"))
         for page in pages:
             existing = _existing_page(imp.project, page.id)
             if existing is not None and replace(existing, image=None).to_dict() == page.to_dict():
                 imp.add(existing, path)  # already imported (with or without its image): unchanged
                 continue
             index = _pdf_page_number(page, len(images))
-            if index < len(images) and existing is None:
+            if index < len(images) and images[index] is not None and existing is None:
                 name = f"images/{page.id}.png"
                 try:  # the image first: a page file never names an image that is not there
                     (imp.project.pages_dir / "images").mkdir(parents=True, exist_ok=True)

@@ -381,3 +381,106 @@ def test_a_device_named_as_jsonl_is_refused_and_a_huge_line_is_not_held(tmp_path
     got = list(sp.page_items(["-"], stdin=stream))
     assert [g[0] for g in got] == ["<stdin> line 1", "<stdin> line 2"]
     assert got[0][1] is None and "longer than 100 bytes" in got[0][2] and got[1][1] == b'{"id": "a"}\n'
+
+
+# -- 9. import pdf: pixels per page and per file, time, inflate bombs, zero pages ----------------
+
+def blank_pdf(path: Path, sizes) -> Path:
+    import io
+
+    import pypdfium2 as pdfium
+
+    pdf = pdfium.PdfDocument.new()
+    for w, h in sizes:
+        pdf.new_page(w, h)
+    buf = io.BytesIO()
+    pdf.save(buf)
+    path.write_bytes(buf.getvalue())
+    return path
+
+
+def text_pdf(path: Path, content: bytes, compress: bool = False, size=(612, 792)) -> Path:
+    """A one-page PDF whose content stream is `content` (Helvetica), written out by hand."""
+    import zlib
+
+    stream = zlib.compress(content) if compress else content
+    filt = b"/Filter/FlateDecode" if compress else b""
+    objs = [b"<</Type/Catalog/Pages 2 0 R>>", b"<</Type/Pages/Kids[3 0 R]/Count 1>>",
+            b"<</Type/Page/Parent 2 0 R/MediaBox[0 0 %d %d]/Resources<</Font<</F1 5 0 R>>>>/Contents 4 0 R>>" % size,
+            b"<</Length %d%s>>stream\n" % (len(stream), filt) + stream + b"\nendstream",
+            b"<</Type/Font/Subtype/Type1/BaseFont/Helvetica>>"]
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for i, o in enumerate(objs, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % i + o + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objs) + 1)
+    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<</Size %d/Root 1 0 R>>\nstartxref\n%d\n%%%%EOF\n" % (len(objs) + 1, xref)
+    path.write_bytes(bytes(out))
+    return path
+
+
+HELLO = b"BT /F1 24 Tf 72 700 Td (Total 12.50) Tj ET"
+
+
+def test_pdf_pages_past_the_pixel_limit_come_without_images_and_the_note_names_the_limit(tmp_path):
+    from dxstudio.importers import import_pages
+    from dxstudio.pdflimits import MAX_PDF_PAGE_PIXELS
+
+    text_pdf(tmp_path / "huge.pdf", HELLO, size=(14400, 14400))
+    p = Project.create(tmp_path / "proj", "x", [])
+    t0 = time.monotonic()
+    report = import_pages("pdf", tmp_path / "huge.pdf", p)
+    assert time.monotonic() - t0 < 10
+    assert report.added == ["huge"]
+    note = " ".join(m for _, m in report.notes)
+    assert "huge.pdf: page 1" in note and f"{MAX_PDF_PAGE_PIXELS:,}" in note
+    assert p.load_page("huge").image is None
+    assert not (p.pages_dir / "images" / "huge.png").exists()
+
+
+def test_pdf_file_pixel_and_time_budgets_name_the_file_and_the_limit(tmp_path):
+    from dxstudio.importers import SourceError, render_pdf_images
+    from dxstudio.pdflimits import PdfBudget
+
+    path = blank_pdf(tmp_path / "many.pdf", [(612, 792)] * 5)
+    notes = []
+    budget = PdfBudget(path, SourceError, max_file_pixels=3 * 850 * 1100)
+    images = render_pdf_images(path, budget=budget, notes=notes)
+    assert [i is not None for i in images] == [True, True, True, False, False]
+    assert all("many.pdf: page" in n and "pixels allowed for one PDF file" in n for n in notes)
+    budget = PdfBudget(path, SourceError, max_seconds=0.0)
+    with pytest.raises(SourceError, match=r"many.pdf: page 1: stopped after 0 s \(the limit for one PDF file\)"):
+        budget.check_time(0)
+
+
+def test_a_pdf_stream_that_inflates_past_the_limit_is_refused_before_pdfium_reads_it(tmp_path, monkeypatch):
+    import zlib
+
+    from dxstudio import pdflimits
+    from dxstudio.importers import import_pages
+
+    monkeypatch.setattr(pdflimits, "MAX_PDF_STREAM_BYTES", 4 << 20)
+    bomb = HELLO + b"\n" + b" " * (16 << 20)  # 16 MB of spaces inflates from 16 kB
+    text_pdf(tmp_path / "bomb.pdf", bomb, compress=True)
+    double = tmp_path / "double.pdf"  # Flate inside Flate: the outer layer alone is small
+    text_pdf(double, zlib.compress(bomb), compress=True)
+    text_pdf(tmp_path / "fine.pdf", HELLO, compress=True)
+    p = Project.create(tmp_path / "proj", "x", [])
+    src = tmp_path
+    report = import_pages("pdf", src, p)
+    errors = dict(report.errors)
+    assert report.added == ["fine"]
+    for name in ("bomb.pdf", "double.pdf"):
+        assert "inflates to more than 4 MB (the limit for one stream of a PDF)" in errors[str(src / name)]
+
+
+def test_a_zero_page_pdf_says_so(tmp_path):
+    from dxstudio.importers import import_pages
+
+    blank_pdf(tmp_path / "empty.pdf", [])
+    p = Project.create(tmp_path / "proj", "x", [])
+    report = import_pages("pdf", tmp_path / "empty.pdf", p)
+    assert report.errors == [(str(tmp_path / "empty.pdf"), f"{tmp_path / 'empty.pdf'}: the PDF has no pages")]
