@@ -17,6 +17,7 @@ Formats (docs/project.md has the details):
 from __future__ import annotations
 
 import csv
+import math
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -467,6 +468,8 @@ def cord_line_words(line: dict, k: int, path: Path, width: float, height: float,
             ys = [float(q[f"y{i}"]) for i in range(1, 5)]
         except (KeyError, TypeError, ValueError, OverflowError):
             raise error(f"{path}: line {k}: word {text!r} has no quad x1..y4") from None
+        if not all(math.isfinite(v) for v in xs + ys):  # min/max would drop a NaN silently
+            raise error(f"{path}: line {k}: word {text!r} has a quad value that is not a finite number")
         box = _clamp_box((min(xs), min(ys), max(xs), max(ys)), width, height)
         out.append((Word(" ".join(text.split()), box), bool(w.get("is_key"))))
     return out

@@ -484,3 +484,60 @@ def test_a_zero_page_pdf_says_so(tmp_path):
     p = Project.create(tmp_path / "proj", "x", [])
     report = import_pages("pdf", tmp_path / "empty.pdf", p)
     assert report.errors == [(str(tmp_path / "empty.pdf"), f"{tmp_path / 'empty.pdf'}: the PDF has no pages")]
+
+
+# -- 11. pretrain's corpus reader: the hardened reader, one bad file named, the rest goes on -----
+
+def cord_receipt(quad_x1=10):
+    q = {"x1": quad_x1, "y1": 10, "x2": 40, "y2": 10, "x3": 40, "y3": 20, "x4": 10, "y4": 20}
+    return {"meta": {"image_size": {"width": 100, "height": 100}}, "valid_line": [
+        {"category": "total.total_price", "group_id": 1, "words": [{"text": "9.00", "quad": q}]}]}
+
+
+def test_corpus_reader_names_each_hostile_cord_file_and_keeps_the_rest(tmp_path):
+    from dxstudio.corpus.sources import read_source
+
+    root = tmp_path / "cord"
+    (root / "json").mkdir(parents=True)
+    (root / "json" / "receipt_00000.json").write_text(json.dumps(cord_receipt()))
+    (root / "json" / "receipt_00001.json").write_text('{"valid_line": ' + "[" * 100000 + "]" * 100000 + "}")
+    (root / "json" / "receipt_00002.json").write_text(json.dumps(cord_receipt("NaN")))
+    os.mkfifo(root / "json" / "receipt_00003.json")
+    os.symlink("/dev/zero", root / "json" / "receipt_00004.json")
+    secret = tmp_path / "elsewhere.json"
+    secret.write_text(json.dumps(cord_receipt()))
+    os.symlink(secret, root / "json" / "receipt_00005.json")
+    (root / "json" / "receipt_00006.json").write_text(json.dumps(cord_receipt()))
+    result = {}
+    t = threading.Thread(target=lambda: result.update(rep=read_source(str(root))), daemon=True)
+    t.start()
+    t.join(60)
+    if t.is_alive():  # the FIFO was opened and waited on: let it go
+        with open(root / "json" / "receipt_00003.json", "w"):
+            pass
+        t.join(10)
+    rep = result.get("rep")
+    assert rep is not None and rep.kind == "cord"
+    assert [d.page.id for d in rep.docs] == ["receipt_00000", "receipt_00006"]
+    errors = {Path(f).name: m for f, m in rep.errors}
+    assert sorted(errors) == [f"receipt_0000{k}.json" for k in (1, 2, 3, 4, 5)]
+    assert "nested more than" in errors["receipt_00001.json"]
+    assert "not a finite number" in errors["receipt_00002.json"]
+    assert "not a regular file" in errors["receipt_00003.json"]  # a FIFO: never waited on
+    assert "outside the corpus source" in errors["receipt_00004.json"]  # /dev/zero: a link out, never read
+    assert "outside the corpus source" in errors["receipt_00005.json"]
+    for name, m in errors.items():
+        assert m.startswith(str(root / "json" / name)), m
+
+
+def test_corpus_reader_names_a_docbank_file_with_a_nan_box(tmp_path):
+    from dxstudio.corpus.sources import read_source
+
+    root = tmp_path / "docbank"
+    (root / "txt").mkdir(parents=True)
+    good = "Title\t100\t50\t200\t70\t0\t0\t0\tF\ttitle\ntext\t100\t80\t140\t90\t0\t0\t0\tF\tparagraph\n"
+    (root / "txt" / "a.txt").write_text(good)
+    (root / "txt" / "b.txt").write_text(good.replace("\t200\t", "\tnan\t"))
+    rep = read_source(str(root))
+    assert [d.page.id for d in rep.docs] == ["a"]
+    assert [Path(f).name for f, _ in rep.errors] == ["b.txt"] and "not four finite numbers" in rep.errors[0][1]
