@@ -541,3 +541,35 @@ def test_corpus_reader_names_a_docbank_file_with_a_nan_box(tmp_path):
     rep = read_source(str(root))
     assert [d.page.id for d in rep.docs] == ["a"]
     assert [Path(f).name for f, _ in rep.errors] == ["b.txt"] and "not four finite numbers" in rep.errors[0][1]
+
+
+# -- 10. extract holds one window's inputs at a time ---------------------------------------------
+
+def test_extract_builds_a_long_page_s_windows_one_at_a_time(model, monkeypatch):
+    import weakref
+
+    from dxstudio.engine import inputs
+    from dxstudio.engine.container import load_model
+    from dxstudio.engine.extract import predict_page
+    from dxstudio.engine.model import to_runtime
+    from dxstudio.engine.page import Page, Word
+
+    m = load_model(model)
+    n = 6 * m.cfg.max_words
+    words = tuple(Word(["Total", "12.50", "Date"][i % 3], (float(i % 50) * 20, float(i // 50) * 10,
+                                                          float(i % 50) * 20 + 18, float(i // 50) * 10 + 8))
+                  for i in range(n))
+    page = Page("long", 1000.0, float(n // 50 + 1) * 10, words)
+    live, most = weakref.WeakSet(), [0]
+    real = inputs.window_inputs
+
+    def counted(*a, **kw):
+        w = real(*a, **kw)
+        live.add(w)
+        most[0] = max(most[0], len(live))
+        return w
+
+    monkeypatch.setattr(inputs, "window_inputs", counted)
+    pred = predict_page(m.cfg, to_runtime(m.params), page)
+    assert len(pred.tags) == n
+    assert most[0] <= 2  # the window in use and the next one being built; not all six
