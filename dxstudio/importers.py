@@ -253,7 +253,10 @@ def funsd_page(path: Path, root: Path | None = None) -> Page:
         for w in ent["words"]:
             try:
                 text = w["text"]
-                box = tuple(float(v) for v in w["box"])
+                box = w["box"]  # a list of numbers: a string "1234" would give (1, 2, 3, 4)
+                if not isinstance(box, list) or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in box):
+                    raise TypeError
+                box = tuple(float(v) for v in box)
             except (KeyError, TypeError, ValueError):
                 raise SourceError(f"{path}: entity {k}: a word without text or box ({w!r})") from None
             if len(box) != 4:
@@ -404,6 +407,11 @@ def _import_sroie(src: Path, imp: _Importer) -> None:
                 if unknown:
                     raise SourceError(f"{key_path}: unknown field(s) {sorted(unknown)}; "
                                       f"SROIE keys are {sorted(names)}")
+                bad = [n for n in key if key[n] is not None and (isinstance(key[n], (bool, list, dict))
+                                                                   or not isinstance(key[n], (str, int, float)))]
+                if bad:
+                    raise SourceError(f"{key_path}: the value of {bad[0]!r} is {type(key[bad[0]]).__name__}, "
+                                      f"not text (a SROIE key value is the text printed on the receipt)")
                 answers = {n: (None if key.get(n) is None else str(key[n])) for n in key}
                 missing = names - set(key)
                 if missing:

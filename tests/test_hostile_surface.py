@@ -573,3 +573,40 @@ def test_extract_builds_a_long_page_s_windows_one_at_a_time(model, monkeypatch):
     pred = predict_page(m.cfg, to_runtime(m.params), page)
     assert len(pred.tags) == n
     assert most[0] <= 2  # the window in use and the next one being built; not all six
+
+
+# -- 12. import sroie / funsd refuse values of the wrong kind, naming the file -----------------
+
+def test_import_sroie_refuses_a_nested_key_value(tmp_path):
+    from dxstudio.importers import import_pages
+
+    root = tmp_path / "sroie"
+    (root / "box").mkdir(parents=True)
+    (root / "key").mkdir()
+    for stem in ("a", "b"):
+        (root / "box" / f"{stem}.csv").write_text("10,10,60,10,60,20,10,20,TOTAL 9.00\n")
+    (root / "key" / "a.json").write_text(json.dumps({"company": "Shop", "total": {"a": [1, 2]}}))
+    (root / "key" / "b.json").write_text(json.dumps({"company": "Shop", "total": "9.00"}))
+    p = Project.create(tmp_path / "proj", "x", [])
+    report = import_pages("sroie", root, p)
+    errors = dict(report.errors)
+    assert "value of 'total' is dict, not text" in errors[str(root / "key" / "a.json")]
+    assert p.load_labels("a").answers is None  # nothing of the bad key stored
+    assert p.load_labels("b").answers["total"] == "9.00"
+
+
+def test_import_funsd_refuses_a_box_given_as_a_string(tmp_path):
+    from dxstudio.importers import import_pages
+
+    ann = tmp_path / "funsd" / "annotations"
+    ann.mkdir(parents=True)
+    word = {"text": "Date", "box": [10, 10, 40, 20]}
+    (ann / "good.json").write_text(json.dumps({"form": [{"words": [word]}]}))
+    (ann / "bad.json").write_text(json.dumps({"form": [{"words": [dict(word, box="1234")]}]}))
+    (ann / "flag.json").write_text(json.dumps({"form": [{"words": [dict(word, box=[True, 1, 2, 3])]}]}))
+    p = Project.create(tmp_path / "proj", "x", [])
+    report = import_pages("funsd", tmp_path / "funsd", p)
+    assert report.added == ["good"]
+    errors = dict(report.errors)
+    for name in ("bad.json", "flag.json"):
+        assert "a word without text or box" in errors[str(ann / name)]
