@@ -610,3 +610,52 @@ def test_import_funsd_refuses_a_box_given_as_a_string(tmp_path):
     errors = dict(report.errors)
     for name in ("bad.json", "flag.json"):
         assert "a word without text or box" in errors[str(ann / name)]
+
+
+# -- 13, 14. --ray local: only results on stdout; no usage report; what listens where is documented --
+
+def ray_listeners(psutil):
+    """(process name, where it listens) of every Ray process this one started, and its own."""
+    procs = {p.pid: p.name() for p in psutil.Process().children(recursive=True)}
+    procs[os.getpid()] = "driver"
+    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True).stdout
+    found = set()
+    for line in out.splitlines():
+        for pid, name in procs.items():
+            if f"pid={pid}," in line:
+                host = line.split()[3].rsplit(":", 1)[0]
+                kind = ("all interfaces" if host in ("*", "0.0.0.0", "[::]") else
+                        "loopback" if host.startswith("127.") or host == "[::1]" else "the machine's address")
+                found.add((name.replace("ray::", ""), kind))
+    return found, procs
+
+
+def test_ray_local_prints_only_results_on_stdout_and_says_what_listens_where(capsys):
+    ray = pytest.importorskip("ray")
+    psutil = pytest.importorskip("psutil")
+    if ray.is_initialized() or shutil.which("ss") is None:
+        pytest.skip("needs a process without Ray running, and ss")
+    from dxstudio.cli.common import emit_json
+    from dxstudio.scale import cluster
+
+    assert cluster.connect("local", 1)
+    try:
+        from ray._private.worker import print_to_stdstream
+
+        # what the driver prints after a worker dies: a coloured raylet line
+        print_to_stdstream({"is_err": False, "pid": "raylet", "ip": "127.0.0.1",
+                            "lines": ["\x1b[33mA worker died or was killed while executing a task\x1b[0m"]}, False)
+        emit_json({"id": "a"})
+        listeners, procs = ray_listeners(psutil)
+        envs = [psutil.Process(pid).environ().get("RAY_USAGE_STATS_ENABLED") for pid, name in procs.items()
+                if name in ("raylet", "gcs_server")]
+    finally:
+        cluster.shutdown()
+    out, err = capsys.readouterr()
+    assert out == '{"id": "a"}\n'  # only results
+    assert "A worker died" in err
+    assert envs and all(e == "0" for e in envs)  # no usage report, so no cloud metadata lookups
+    section = (REPO / "docs" / "security.md").read_text().split("## Ray", 1)[1].split("\n## ", 1)[0]
+    documented = {tuple(cell.strip(" `") for cell in row.split("|")[1:3])
+                  for row in section.splitlines() if row.startswith("| `")}
+    assert listeners and listeners <= documented, listeners - documented
