@@ -15,8 +15,10 @@ import errno
 import json
 import math
 import os
+import re
 import stat
 import tempfile
+import time
 from pathlib import Path
 
 # Limits on what is read (docs/security.md, "Limits on inputs").
@@ -65,7 +67,8 @@ def write_bytes_atomic(path, data: bytes) -> None:
 
 def _write_bytes_atomic(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    # the writer's pid in the name: a killed writer's file is told from a live one's (remove_orphan_tmp)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}-", suffix=".tmp", dir=path.parent)
     try:
         # mkstemp makes the file private (0600); give it the mode a plain open() would
         os.fchmod(fd, 0o666 & ~_UMASK)
@@ -88,6 +91,57 @@ def _write_bytes_atomic(path: Path, data: bytes) -> None:
             os.close(dfd)
     except OSError:  # some file systems refuse fsync on a folder; the rename is still atomic
         pass
+
+
+ORPHAN_TMP_AGE = 3600.0  # seconds: a temp file without a writer's pid in its name is an orphan after this
+_TMP_NAME = re.compile(r"\..+\.(\d+)-[^.]+\.tmp")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return pid > 0  # another user's process, or a pid no signal can reach: keep its file
+    return True
+
+
+def remove_orphan_tmp(folder, now: float | None = None) -> list[Path]:
+    """Remove the temp files (.NAME.PID-XXXX.tmp) that atomic writes killed before their rename
+    left in `folder`: those whose writer (the pid in the name) no longer runs here, and those
+    named without a pid (older versions) once older than ORPHAN_TMP_AGE. A live writer's file,
+    a link and anything not named so are left alone. Returns what was removed."""
+    folder = Path(folder)
+    now = time.time() if now is None else now
+    removed = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    for e in entries:
+        name = e.name
+        if not (name.startswith(".") and name.endswith(".tmp")):
+            continue
+        try:
+            st = os.lstat(e.path)
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            continue
+        m = _TMP_NAME.fullmatch(name)
+        if m is not None:
+            pid = int(m.group(1)[:12])
+            orphan = pid != os.getpid() and not _pid_alive(pid)
+        else:
+            orphan = now - st.st_mtime > ORPHAN_TMP_AGE
+        if orphan:
+            try:
+                os.unlink(e.path)
+                removed.append(Path(e.path))
+            except OSError:
+                pass
+    return removed
 
 
 def _read_umask() -> int:

@@ -17,6 +17,7 @@ Formats (docs/project.md has the details):
 from __future__ import annotations
 
 import csv
+import math
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -229,10 +230,7 @@ def _import_json(src: Path, imp: _Importer) -> None:
         if imp.outside(path):
             continue
         try:
-            page = page_from_dict(_read_json(path), str(path))
-            if not is_safe_page_id(page.id):
-                raise SourceError(f"{path}: page id {page.id!r} is not a safe file name "
-                                  f"(letters, digits, '.', '_', '-')")
+            page = page_from_dict(_read_json(path), str(path))  # the page id rule included
         except (SourceError, PageError) as e:
             imp.report.errors.append((str(path), str(e)))
             continue
@@ -255,7 +253,10 @@ def funsd_page(path: Path, root: Path | None = None) -> Page:
         for w in ent["words"]:
             try:
                 text = w["text"]
-                box = tuple(float(v) for v in w["box"])
+                box = w["box"]  # a list of numbers: a string "1234" would give (1, 2, 3, 4)
+                if not isinstance(box, list) or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in box):
+                    raise TypeError
+                box = tuple(float(v) for v in box)
             except (KeyError, TypeError, ValueError):
                 raise SourceError(f"{path}: entity {k}: a word without text or box ({w!r})") from None
             if len(box) != 4:
@@ -406,6 +407,11 @@ def _import_sroie(src: Path, imp: _Importer) -> None:
                 if unknown:
                     raise SourceError(f"{key_path}: unknown field(s) {sorted(unknown)}; "
                                       f"SROIE keys are {sorted(names)}")
+                bad = [n for n in key if key[n] is not None and (isinstance(key[n], (bool, list, dict))
+                                                                   or not isinstance(key[n], (str, int, float)))]
+                if bad:
+                    raise SourceError(f"{key_path}: the value of {bad[0]!r} is {type(key[bad[0]]).__name__}, "
+                                      f"not text (a SROIE key value is the text printed on the receipt)")
                 answers = {n: (None if key.get(n) is None else str(key[n])) for n in key}
                 missing = names - set(key)
                 if missing:
@@ -470,6 +476,8 @@ def cord_line_words(line: dict, k: int, path: Path, width: float, height: float,
             ys = [float(q[f"y{i}"]) for i in range(1, 5)]
         except (KeyError, TypeError, ValueError, OverflowError):
             raise error(f"{path}: line {k}: word {text!r} has no quad x1..y4") from None
+        if not all(math.isfinite(v) for v in xs + ys):  # min/max would drop a NaN silently
+            raise error(f"{path}: line {k}: word {text!r} has a quad value that is not a finite number")
         box = _clamp_box((min(xs), min(ys), max(xs), max(ys)), width, height)
         out.append((Word(" ".join(text.split()), box), bool(w.get("is_key"))))
     return out
@@ -523,18 +531,17 @@ def _import_cord(src: Path, imp: _Importer) -> None:
 # ---------------------------------------------------------------------------------------
 # PDF
 
-def pdf_pages(path: Path) -> list[Page]:
+def pdf_pages(path: Path, budget=None) -> list[Page]:
     """One page per PDF page, words and boxes from the text layer, in points with y growing
-    downwards. A PDF without any text raises SourceError (a scan needs OCR first)."""
-    import pypdfium2 as pdfium
+    downwards. A PDF without any text raises SourceError (a scan needs OCR first). The file's
+    streams and time are bounded (dxstudio.pdflimits; `budget`: the file's PdfBudget)."""
+    from dxstudio.pdflimits import PdfBudget, open_pdf
 
     data = _read_source(path)  # a regular file of bounded size; pdfium reads from memory
-    try:
-        pdf = pdfium.PdfDocument(data)
-    except Exception as e:  # pypdfium2 raises PdfiumError (or OSError) for unreadable files
-        raise SourceError(f"{path}: not a readable PDF ({e})") from None
     from dxstudio.documents import DocumentError, bind_document, check_page_count
 
+    pdf = open_pdf(path, data, SourceError)
+    budget = budget if budget is not None else PdfBudget(path, SourceError)
     pages = []
     try:
         n = len(pdf)
@@ -544,6 +551,7 @@ def pdf_pages(path: Path) -> list[Page]:
             raise SourceError(str(e)) from None
         stem = safe_page_id(path.stem)
         for k in range(n):
+            budget.check_time(k)
             page = pdf[k]
             width, height = page.get_size()
             textpage = page.get_textpage()
@@ -596,22 +604,28 @@ def png_gray(pixels) -> bytes:
             + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
 
 
-def render_pdf_images(path: Path, dpi: float = PDF_IMAGE_DPI) -> list[bytes]:
-    """Each page of a PDF rendered in grey at `dpi`, as PNG bytes (pypdfium2). SourceError
-    naming the file when it does not render."""
-    import pypdfium2 as pdfium
+def render_pdf_images(path: Path, dpi: float = PDF_IMAGE_DPI, budget=None, notes=None) -> list:
+    """Each page of a PDF rendered in grey at `dpi`, as PNG bytes (pypdfium2); None for a page
+    over the pixel limits or past the file's time (dxstudio.pdflimits), the reason appended to
+    `notes`. SourceError naming the file when it does not render."""
+    from dxstudio.pdflimits import PdfBudget, open_pdf
 
     data = _read_source(path)
-    try:
-        pdf = pdfium.PdfDocument(data)
-    except Exception as e:
-        raise SourceError(f"{path}: not a readable PDF ({e})") from None
+    pdf = open_pdf(path, data, SourceError, check=budget is None)  # a budget: pdf_pages checked the streams
+    budget = budget if budget is not None else PdfBudget(path, SourceError)
+    notes = notes if notes is not None else []
     out = []
     try:
         for k in range(len(pdf)):
             page = pdf[k]
             try:
-                bitmap = page.render(scale=dpi / 72.0, grayscale=True)
+                try:
+                    scale = budget.render_scale(k, *page.get_size(), dpi)
+                except SourceError as e:
+                    notes.append(str(e))
+                    out.append(None)
+                    continue
+                bitmap = page.render(scale=scale, grayscale=True)
                 pixels = bitmap.to_numpy()
                 out.append(png_gray(pixels.reshape(pixels.shape[0], pixels.shape[1])))
             except Exception as e:
@@ -633,6 +647,7 @@ def _pdf_page_number(page: Page, n_pages: int) -> int:
 def _import_pdf(src: Path, imp: _Importer) -> None:
     from dataclasses import replace
 
+    from dxstudio.pdflimits import PdfBudget
     from dxstudio.fsutil import write_bytes_atomic
 
     files = _files(src, "*.pdf")
@@ -642,16 +657,20 @@ def _import_pdf(src: Path, imp: _Importer) -> None:
         imp.step(k, len(files))
         if imp.outside(path):
             continue
+        budget = PdfBudget(path, SourceError)  # the file's pixels and time (dxstudio.pdflimits)
         try:
-            pages = pdf_pages(path)
+            pages = pdf_pages(path, budget)
         except SourceError as e:
             imp.report.errors.append((str(path), str(e)))
             continue
+        limits = []
         try:
-            images = render_pdf_images(path)
+            images = render_pdf_images(path, budget=budget, notes=limits)
         except SourceError as e:  # the words are what trains: the pages come in without images
             imp.report.notes.append((str(path), f"{e}; its pages show their words' boxes"))
             images = []
+        for note in limits:
+            imp.report.notes.append((str(path), f"{note}; the page shows its words' boxes"))
         for page in pages:
             existing = _existing_page(imp.project, page.id)
             if existing is not None and replace(existing, image=None).to_dict() == page.to_dict():
@@ -670,7 +689,7 @@ def _import_pdf(src: Path, imp: _Importer) -> None:
                 imp.report.unchanged.append(page.id)
                 continue
             index = _pdf_page_number(page, len(images))
-            if index < len(images) and existing is None:
+            if index < len(images) and images[index] is not None and existing is None:
                 name = f"images/{page.id}.png"
                 try:  # the image first: a page file never names an image that is not there
                     (imp.project.pages_dir / "images").mkdir(parents=True, exist_ok=True)

@@ -49,6 +49,9 @@ KEY_ENV_PATTERN = re.compile(r"DXSTUDIO_[A-Z0-9_]{1,64}")
 MAX_REPLY_BYTES = 4 * 1024 * 1024  # a reply holds a few short values; real ones are kB
 MAX_RETRY_AFTER = 60.0  # seconds: a longer Retry-After is cut to this
 MAX_ANSWER_CHARS = 10_000  # one field's value
+STOP_AFTER_FAILURES = 3  # label and route stop asking after this many pages fail in a row
+REDACTED = "[redacted]"
+MIN_SECRET_IN_ANSWERS = 8  # a key this long or longer is also cut out of answer values
 
 SYSTEM_PROMPT = (
     "You read fields from one document page. Answer with a single JSON object and nothing else. "
@@ -272,6 +275,29 @@ class LabelClient:
         self.max_retry_after = float(max_retry_after)
         self.requests = 0  # HTTP requests made (for tests and reports)
         self.sleep = time.sleep
+        if api_key is not None and (not isinstance(api_key, str) or any(ord(c) < 32 or ord(c) == 127 for c in api_key)):
+            raise LabellingError("the API key holds a line break or another control character; "
+                                 "it cannot be sent in a header (check the variable that holds it)")
+
+    def secrets(self) -> list[str]:
+        """What is never shown or stored, whatever the server sends back: the key (and the
+        password of a proxy URL in the environment)."""
+        out = [self.api_key] if self.api_key else []
+        for proxy in urllib.request.getproxies().values():
+            try:
+                pw = urllib.parse.urlsplit(proxy if "://" in proxy else "http://" + proxy).password
+            except ValueError:
+                pw = None
+            if pw:
+                out.append(pw)
+        return out
+
+    def redact(self, text: str, min_len: int = 1) -> str:
+        """`text` with every secret (secrets()) replaced by [redacted]; longest first."""
+        for secret in sorted(self.secrets(), key=len, reverse=True):
+            if len(secret) >= min_len and secret in text:
+                text = text.replace(secret, REDACTED)
+        return text
 
     @classmethod
     def from_project(cls, project: Project, env=None, **kw) -> "LabelClient":
@@ -300,7 +326,12 @@ class LabelClient:
     def cache_path(self, page, schema) -> Path | None:
         if self.cache_dir is None:
             return None
-        return self.cache_dir / f"{page.id}-{schema_hash(schema, self.model)}.json"
+        from dxstudio.engine.page import is_page_id
+
+        # a page id is a safe file name (page_from_dict); a Page made in code with another id
+        # is cached under a hash of it, never under a path it names
+        name = page.id if is_page_id(page.id) else "id-" + hashlib.sha256(str(page.id).encode("utf-8", "replace")).hexdigest()[:32]
+        return self.cache_dir / f"{name}-{schema_hash(schema, self.model)}.json"
 
     def cached(self, page, schema) -> dict | None:
         path = self.cache_path(page, schema)
@@ -405,11 +436,16 @@ class LabelClient:
                 backoff = min(self.max_backoff, self.backoff * 2 ** (attempt - 1))
                 self.sleep(backoff if wait is None else min(self.max_retry_after, max(wait, backoff)))
             try:
-                return self._once(data, headers, names)
+                answers = self._once(data, headers, names)
             except _Retryable as e:
                 last, wait = str(e), e.retry_after
-        raise LabellingError(f"labelling model at {self.endpoint}: {what}: {last} "
-                             f"(gave up after {tries} tries)")
+            except LabellingError as e:
+                raise LabellingError(self.redact(str(e))) from None
+            else:  # an answer that echoes the key is stored without it
+                return {k: (self.redact(v, MIN_SECRET_IN_ANSWERS) if isinstance(v, str) else v)
+                        for k, v in answers.items()}
+        raise LabellingError(self.redact(f"labelling model at {self.endpoint}: {what}: {last} "
+                                         f"(gave up after {tries} tries)"))
 
     def _proxy(self):
         """(host, port) of the proxy the environment names for this URL (HTTPS_PROXY,
@@ -472,7 +508,7 @@ class LabelClient:
                 resp = conn.getresponse()
                 status = resp.status
                 if 300 <= status < 400:
-                    where = resp.getheader("Location") or "no Location"
+                    where = self.redact(resp.getheader("Location") or "no Location")
                     raise LabellingError(
                         f"labelling model at {self.endpoint}: HTTP {status}, a redirect to {where[:200]!r}; "
                         f"redirects are not followed (the key stays with the endpoint): set labelling.url "
@@ -491,20 +527,30 @@ class LabelClient:
                 watchdog.cancel()
             conn.close()
         if status == 429 or status >= 500:
-            detail = raw[:200].decode("utf-8", "replace").strip()
+            detail = self._excerpt(raw, 200)
             raise _Retryable(f"HTTP {status} {detail}", _retry_after(resp.getheader("Retry-After")))
         if not 200 <= status < 300:
-            detail = raw[:200].decode("utf-8", "replace").strip()
+            detail = self._excerpt(raw, 200)
             raise LabellingError(f"labelling model at {self.endpoint}: HTTP {status} {detail}")
         try:
             reply = loads_json(raw)
             content = reply["choices"][0]["message"]["content"]
         except (JSONInputError, KeyError, IndexError, TypeError):
-            raise _Retryable(f"malformed response ({raw[:80]!r})") from None
+            raise _Retryable(f"malformed response ({self._excerpt(raw, 80)!r})") from None
         try:
             return parse_answers(content, names)
+        except ValueError:
+            pass
+        try:  # the message quotes the reply: quote it with the secrets cut out first
+            parse_answers(self.redact(content), names)
         except ValueError as e:
             raise _Retryable(f"malformed answer: {e}") from None
+        raise _Retryable("malformed answer")
+
+    def _excerpt(self, raw: bytes, n: int) -> str:
+        """The first n characters of a reply body, the secrets cut out first (a key the server
+        echoes is never shown, not even the part of it before the cut)."""
+        return self.redact(raw.decode("utf-8", "replace")).strip()[:n]
 
     def _read_body(self, resp, deadline: float, expired: threading.Event) -> bytes:
         length = (resp.getheader("Content-Length") or "").strip()
@@ -739,7 +785,7 @@ def needs_labels(labels: LabelFile, field_names) -> bool:
 
 
 def label_project(project: Project, client: LabelClient, limit: int | None = None, progress=None,
-                  force: bool = False, stop_after_failures: int = 3) -> LabelReport:
+                  force: bool = False, stop_after_failures: int = STOP_AFTER_FAILURES) -> LabelReport:
     """Ask the labelling model for every document that has a page without answers for the
     current schema (every document with force): once per document, with all its pages' text
     (LabelClient.ask_document; a page of its own is asked as before). limit caps the documents

@@ -23,15 +23,15 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dxstudio.engine.page import Page, PageError, load_page as _load_page_file, page_from_dict
-from dxstudio.fsutil import parse_json, read_file_bytes, read_json, write_json_atomic
+from dxstudio.engine.page import PAGE_ID, PAGE_ID_RULE, Page, PageError, is_page_id, load_page as _load_page_file, page_from_dict
+from dxstudio.fsutil import parse_json, read_file_bytes, read_json, remove_orphan_tmp, write_json_atomic
 
 PROJECT_FILE = "dxproject.json"
 DEFAULT_WEIGHT = 3.0
 DEFAULT_API_KEY_ENV = "DXSTUDIO_LABEL_API_KEY"
 
-# A page id is its file name: letters, digits, '.', '_', '-', not starting with '.' or '-'.
-_SAFE_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,119}")
+# A page id is its file name: the one rule of dxstudio.engine.page (PAGE_ID), for every command.
+_SAFE_ID = PAGE_ID
 # A field name ends up in tag names (B-name) and in JSON keys asked of the labelling model.
 _FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
@@ -49,7 +49,7 @@ class LabelError(ValueError):
 
 
 def is_safe_page_id(page_id) -> bool:
-    return isinstance(page_id, str) and bool(_SAFE_ID.fullmatch(page_id)) and ".." not in page_id
+    return is_page_id(page_id)
 
 
 def safe_page_id(text: str) -> str:
@@ -61,8 +61,8 @@ def safe_page_id(text: str) -> str:
 
 def check_page_id(page_id, source: str = "page id") -> str:
     if not is_safe_page_id(page_id):
-        raise ProjectError(f"{source}: {page_id!r} is not a valid page id (letters, digits, '.', '_', '-'; "
-                           f"at most 120 characters; not starting with '.' or '-')")
+        shown = repr(page_id[:60]) + ("..." if len(page_id) > 60 else "") if isinstance(page_id, str) else repr(page_id)
+        raise ProjectError(f"{source}: {shown} is not a valid page id ({PAGE_ID_RULE})")
     return page_id
 
 
@@ -309,7 +309,17 @@ class Project:
         model = d.get("model")
         if model is not None and not isinstance(model, str):
             raise ProjectError(f"{src}: 'model' must be a file path")
-        return cls(root, d, schema)
+        project = cls(root, d, schema)
+        project.remove_orphan_tmp()
+        return project
+
+    def remove_orphan_tmp(self) -> list[Path]:
+        """Remove the temp files that writers killed mid-save left in pages/, labels/ and the
+        label cache (fsutil.remove_orphan_tmp: only those whose writer is gone)."""
+        removed = []
+        for folder in (self.pages_dir, self.labels_dir, self.cache_dir / "labels"):
+            removed += remove_orphan_tmp(folder)
+        return removed
 
     @classmethod
     def open_or_create(cls, path, name: str | None = None) -> "Project":

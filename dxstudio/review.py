@@ -130,6 +130,7 @@ class ReviewSession:
         self.current: str | None = None
         self.page: Page | None = None
         self.labels: LabelFile | None = None
+        self._labels_raw: bytes | None = None  # the label file's bytes as this session last read or wrote them
         self.targets = None  # PageTargets of the current page (display rules)
         self.error: str | None = None  # why the current page cannot be shown
         self._undo: list[_Decision] = []
@@ -249,11 +250,11 @@ class ReviewSession:
         if page_id not in self.statuses:
             raise ReviewError(f"no page {page_id!r} in {self.project.root}")
         self.current = page_id
-        self.page = self.labels = self.targets = None
+        self.page = self.labels = self.targets = self._labels_raw = None
         self.error = None
         try:
             self.page = self.project.load_page(page_id)
-            self.labels = self.project.load_labels(page_id)
+            self.labels, self._labels_raw = self.project.read_labels(page_id)
             self._refresh_current()
         except (PageError, LabelError, ProjectError, ReviewError) as e:
             self.page = self.labels = self.targets = None
@@ -347,13 +348,33 @@ class ReviewSession:
         entry = {"op": op, "before": before, "after": after, "at": time.strftime("%Y-%m-%dT%H:%M:%S")}
         if field_name is not None:
             entry["field"] = field_name
+        self._check_unchanged(page_id)
         history = labels.review.setdefault("history", [])
         history.append(entry)
         del history[:-HISTORY_LIMIT]
         self.project.save_labels(page_id, labels)
+        self._labels_raw = self._disk_bytes(page_id)
         self.labels = labels
         self._refresh_current()
         self._notify("labels", page_id)
+
+    def _disk_bytes(self, page_id: str) -> bytes | None:
+        path = self.project.label_path(page_id)
+        try:
+            return path.read_bytes() if path.is_file() else b""
+        except OSError:
+            return None
+
+    def _check_unchanged(self, page_id: str) -> None:
+        """Refuse to write over a label file that changed on disk since this session read it
+        (`label --jsonl`, a re-import or another window wrote new answers): the page is reloaded
+        with what is on disk now and ReviewError says so; nothing is overwritten."""
+        if page_id == self.current and self._labels_raw is not None and self._disk_bytes(page_id) == self._labels_raw:
+            return
+        path = self.project.label_path(page_id)
+        self.goto(page_id)
+        raise ReviewError(f"{path}: changed on disk since this page was shown (another command or window "
+                          f"wrote it); the page was reloaded with what is there now: check it and decide again")
 
     def set_field(self, name: str, word_indices) -> None:
         """A person's fix: the field's value is exactly these words ([] = no value)."""

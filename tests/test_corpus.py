@@ -189,7 +189,7 @@ def test_a_bad_file_is_named_and_the_rest_is_kept(tmp_path):
     rep = read_source(str(root))
     assert rep.kind == "cord" and [d.page.id for d in rep.docs] == ["receipt_00001"]
     assert [Path(f).name for f, _ in rep.errors] == ["receipt_00000.json", "receipt_00002.json"]
-    assert "receipt_00002.json: not readable JSON" in rep.errors[1][1]
+    assert "receipt_00002.json: not JSON" in rep.errors[1][1]  # the hardened reader (issue 27)
 
 
 # -- the generator --------------------------------------------------------------------------

@@ -88,7 +88,7 @@ def test_json_import_reports_bad_files_and_goes_on(project, tmp_path):
     errors = dict(report.errors)
     assert set(errors) == {str(src / n) for n in ("broken.json", "noid.json", "evil.json")}
     assert "not JSON" in errors[str(src / "broken.json")]
-    assert "not a safe file name" in errors[str(src / "evil.json")]
+    assert "not a valid page id" in errors[str(src / "evil.json")]  # the one rule of engine/page.py
     again = import_pages("json", src / "invoice-1.json", project)
     assert again.unchanged == ["invoice-1"] and not again.errors
 

@@ -92,7 +92,7 @@ def test_cli_pretrain_names_a_bad_file_and_goes_on(tmp_path, capsys):
             "--window", "64", "--out", str(out)]
     assert cli_main(args + ["--stop-after", "1"]) == 0
     cap = capsys.readouterr()
-    assert "receipt_0.json: not readable JSON" in cap.err and json.loads(cap.out)["finished"] is False
+    assert "receipt_0.json: not JSON" in cap.err and json.loads(cap.out)["finished"] is False
     assert cli_main(args + ["--resume", "--degree", "2"]) == 1  # done, but a file was skipped
     res = json.loads(capsys.readouterr().out)
     assert res["skipped_files"] == 1

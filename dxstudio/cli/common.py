@@ -56,10 +56,21 @@ def report_error(error: CliError) -> int:
     return error.code
 
 
+_results = [None]  # the stream results go to while sys.stdout is lent to stderr (results_stream)
+
+
+def results_stream(stream) -> None:
+    """Send emit_json's lines to `stream` (None: sys.stdout again). A Ray session points
+    sys.stdout at stderr, so what Ray prints (its raylet and worker lines) never mixes with
+    the results (dxstudio.scale.cluster)."""
+    _results[0] = stream
+
+
 def emit_json(obj) -> None:
     """A command's result on stdout: one compact JSON object, one line."""
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
-    sys.stdout.flush()
+    out = _results[0] or sys.stdout
+    out.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    out.flush()
 
 
 def progress(total: int = 0, label: str = "", show: bool = True) -> ProgressBar:

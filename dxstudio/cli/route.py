@@ -13,9 +13,15 @@ or, for the pages of a multi-page document (consecutive in the input; a PDF's pa
 per document {"id": document, "pages": [...], "fields": {name: {..., "page"}}} whose fields are
 the document's (the most confident page's value): only the fields not local are asked, once,
 with all the document's pages (LabelClient.ask_document); "pages_asked" counts documents then.
-(a page whose asked fields could not be answered also has "error" and those fields have
-"source": null), then one line {"summary": {...}}: values and pages answered locally, values
-and pages asked, labelling requests made (retries included) and answers taken from the cache.
+An asked field also has "grounding" ("exact", "normalized", "computed", "absent", "null": the
+labelling model's answer grounded on the page, or on the document's pages, as `label` grounds
+it); an "absent" answer is not printed there and is no answer: "value" is null and the model's
+text is in "model_value". A page whose asked fields could not be answered also has "error" and
+those fields have "source": null. After STOP_AFTER_FAILURES (3) pages or documents fail in a
+row the endpoint is not asked again (as `label` stops): those left are not asked, listed in
+the summary's "not_asked". Then one line {"summary": {...}}: values and pages answered
+locally, values and pages asked, labelling requests made (retries included) and answers taken
+from the cache.
 """
 from __future__ import annotations
 
@@ -50,12 +56,52 @@ def is_local(field: str, value: dict, thresholds) -> bool:
     return value["value"] is not None and t is not None and value["confidence"] >= t
 
 
+GROUNDED = ("exact", "normalized", "computed")  # an answer found on the page (as label grounds it)
+
+
+def grounded_field(answer, status: str, confidence) -> dict:
+    """An asked field's output: the labelling model's answer where it is on the page (or
+    computed from printed numbers), grounded as `label` grounds it; an answer that is not on
+    the page ("absent") is no answer: value null, the model's text kept apart as "model_value"."""
+    out = {"value": answer if status in GROUNDED else None, "source": LABELLING, "grounding": status,
+           "confidence": confidence}
+    if status == "absent":
+        out["model_value"] = answer
+    return out
+
+
+class NotAsked(Exception):
+    """A page the circuit breaker kept from the endpoint; str() says why."""
+
+
+class Breaker:
+    """Stops asking after `limit` pages fail in a row (in the order they fail), as label does;
+    thread-safe (the asks run on --concurrency threads)."""
+
+    def __init__(self, limit: int):
+        import threading
+
+        self.limit, self.in_row, self.tripped = limit, 0, None
+        self._lock = threading.Lock()
+
+    def failed(self, e) -> None:
+        with self._lock:
+            self.in_row += 1
+            if self.in_row >= self.limit and self.tripped is None:
+                self.tripped = f"stopped asking the labelling model after {self.in_row} pages failed in a row ({e})"
+
+    def succeeded(self) -> None:
+        with self._lock:
+            self.in_row = 0
+
+
 def run(name, args) -> int:
     from concurrent.futures import ThreadPoolExecutor
 
     from dxstudio.engine.container import ModelFileError, load_model
     from dxstudio.engine.model import to_runtime
-    from dxstudio.labelling import LabelClient, LabellingError
+    from dxstudio.grounding import ground_answers, ground_document
+    from dxstudio.labelling import STOP_AFTER_FAILURES, LabelClient, LabellingError
     from dxstudio.project import Project, ProjectError
     from dxstudio.scale import ScaleError
     from dxstudio.scale.ordered import ordered_map
@@ -90,31 +136,61 @@ def run(name, args) -> int:
         fail(e)
 
     counts = {"values_local": 0, "values_asked": 0, "pages_local": 0, "pages_asked": 0,
-              "pages_failed": 0, "cache_hits": 0}
+              "pages_failed": 0, "cache_hits": 0, "values_not_on_page": 0}
+    not_asked = []  # ids of pages the circuit breaker kept from the endpoint
+    breaker = Breaker(STOP_AFTER_FAILURES)
 
     def ask(page):
+        if breaker.tripped:
+            raise NotAsked(breaker.tripped)
         hit = client.cached(page, ask_schema) is not None
-        return hit, client.ask(page, ask_schema)
+        try:
+            answers = client.ask(page, ask_schema)
+        except LabellingError as e:
+            breaker.failed(e)
+            raise
+        breaker.succeeded()
+        return hit, answers, ground_answers(page, answers, [f.name for f in ask_schema])
 
     def ask_document(pages):  # the document's pages, asked once (labelling.LabelClient.ask_document)
+        if breaker.tripped:
+            raise NotAsked(breaker.tripped)
         hit = client.cached_document(pages, ask_schema) is not None
-        return hit, client.ask_document(pages, ask_schema)
+        try:
+            answers = client.ask_document(pages, ask_schema)
+        except LabellingError as e:
+            breaker.failed(e)
+            raise
+        breaker.succeeded()
+        names = [f.name for f in ask_schema]
+        reports = ground_document(pages, answers, names)
+        # a field's grounding in the document: where it is printed (other_page elsewhere)
+        grounding = {}
+        for n in names:
+            statuses = [r[n]["status"] for r in reports.values()]
+            best = next((s for s in GROUNDED if s in statuses), statuses[0] if statuses else "null")
+            grounding[n] = {"status": "absent" if best == "other_page" else best}
+        return hit, answers, grounding
 
     def finish(record, asked, future):
         fields = {}
         error = None
-        answers = None
+        answers = grounding = None
         if future is not None:
             try:
-                hit, answers = future.result()
+                hit, answers, grounding = future.result()
                 counts["cache_hits"] += hit
+            except NotAsked as e:
+                error = f"{record['id']}: not asked: {e}"
+                not_asked.append(record["id"])
             except LabellingError as e:
                 error = str(e)
         for f, v in record["fields"].items():
             if f not in asked:
                 fields[f] = {"value": v["value"], "source": "local", "confidence": v["confidence"]}
             elif answers is not None:
-                fields[f] = {"value": answers.get(f), "source": LABELLING, "confidence": v["confidence"]}
+                fields[f] = grounded_field(answers.get(f), grounding[f]["status"], v["confidence"])
+                counts["values_not_on_page"] += fields[f]["grounding"] == "absent"
             else:
                 fields[f] = {"value": None, "source": None, "confidence": v["confidence"]}
             if "pages" in record:  # a document's line: the page of a local value
@@ -170,7 +246,7 @@ def run(name, args) -> int:
                         warn(record)
                         bad += 1
                         continue
-                    queue(groups.add(record, (label, raw)))
+                    queue(groups.add(record, (label, raw)))  # after a trip: NotAsked at once
                     while len(pending) > 2 * args.concurrency or (pending and (
                             pending[0][2] is None or pending[0][2].done())):
                         finish(*pending.popleft())
@@ -188,6 +264,12 @@ def run(name, args) -> int:
     counts["requests"] = client.requests
     counts["pages"] = done
     counts["pages_bad"] = bad
+    counts["pages_not_asked"] = len(not_asked)
+    counts["not_asked"] = not_asked
+    if not_asked:
+        counts["stopped"] = breaker.tripped
+        warn(f"{breaker.tripped}; {len(not_asked)} pages were not asked: {', '.join(not_asked[:20])}"
+             f"{' ...' if len(not_asked) > 20 else ''}")
     emit_json({"summary": counts})
     warn(f"{counts['values_local']} values answered locally, {counts['values_asked']} asked; "
          f"{counts['pages_local']} pages wholly local, {counts['pages_asked']} asked "

@@ -181,6 +181,8 @@ def _tune(project, args) -> int:
             rundir.check_resumable() if args.resume else rundir.check_new(args.overwrite)
         except TuneError as e:
             fail(e)
+        if rundir.never_started():
+            warn(f"{rundir.path}: the run there stopped before its first checkpoint; it starts again from step 0")
     runner, close = _ray_runner(args)  # before anything is made: a wrong --ray is said at once
     try:
         return _prepare_and_train(project, args, runner)

@@ -19,14 +19,18 @@ cannot be converted is reported (file and reason) and the rest goes on.
 """
 from __future__ import annotations
 
-import json
+import math
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from datetime import date as Date
 from pathlib import Path
 
 from dxstudio.engine.page import Page, PageError, Word, page_from_dict
-from dxstudio.importers import _clamp_box, cord_image_size, cord_line_words, reading_order, split_line
+from dxstudio.fsutil import MAX_SOURCE_BYTES, read_json, read_regular_file
+from dxstudio.importers import _clamp_box, _inside, cord_image_size, cord_line_words, reading_order, split_line
+from dxstudio.project import safe_page_id
 
 from .document import CorpusDoc, CorpusError
 from .generic import tag_of
@@ -42,11 +46,41 @@ REFUSED = {"funsd": "FUNSD", "sroie": "SROIE"}
 
 
 def _json(path: Path):
+    """The hardened reader of every other JSON file (fsutil.read_json): a regular file of at
+    most 64 MB (never a FIFO or a device), depth, numbers and text checked; CorpusError naming it."""
+    return read_json(path, CorpusError)
+
+
+def _text(path: Path) -> str:
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CorpusError(f"{path}: not readable JSON ({e})") from None
+        return read_regular_file(path, MAX_SOURCE_BYTES, CorpusError).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CorpusError(f"{path}: not UTF-8 text (byte {e.start})") from None
+
+
+def _head(path: Path, n: int = 4000) -> str:
+    """The first n bytes of a regular file as text ("" for anything else: never blocks on a FIFO)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return ""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return ""
+        return os.pread(fd, n, 0).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
+
+
+def _checked_page(doc: CorpusDoc, path: Path) -> CorpusDoc:
+    """The document's page through the page JSON checks (finite boxes inside the page, bounded
+    sizes): a NaN in a CORD quad or a DocBank box is this file's error, not the whole run's."""
+    d = doc.page.to_dict()
+    d["id"] = safe_page_id(d["id"])
+    page_from_dict(d, str(path))
+    return doc
 
 
 def _span_tags(fields: list) -> tuple:
@@ -207,10 +241,7 @@ DOCBANK_HEADERS = {"title", "section", "author"}
 
 def docbank_doc(path: Path) -> CorpusDoc:
     words, roles = [], []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise CorpusError(f"{path}: not readable text ({e})") from None
+    lines = _text(path).splitlines()
     for k, line in enumerate(lines):
         parts = line.split("\t")
         if len(parts) != 10:
@@ -220,8 +251,10 @@ def docbank_doc(path: Path) -> CorpusDoc:
             continue
         try:
             x0, y0, x1, y1 = (float(v) for v in parts[1:5])
+            if not all(math.isfinite(v) for v in (x0, y0, x1, y1)):
+                raise ValueError
         except ValueError:
-            raise CorpusError(f"{path}: line {k + 1}: the box is not four numbers") from None
+            raise CorpusError(f"{path}: line {k + 1}: the box is not four finite numbers") from None
         box = _clamp_box((min(x0, x1), min(y0, y1), max(x0, x1), max(y0, y1)), 1000.0, 1000.0)
         words.append(Word(text.replace(" ", ""), box))
         roles.append("header" if parts[9].strip() in DOCBANK_HEADERS else "other")
@@ -270,7 +303,7 @@ def invoice2data_docs(path: Path) -> list[CorpusDoc]:
     docs = []
     for k, p in enumerate(d["pages"]):
         try:
-            page = page_from_dict({"id": f"{path.stem}-p{k + 1}", "width": p.get("width"), "height": p.get("height"),
+            page = page_from_dict({"id": safe_page_id(f"{path.stem}-p{k + 1}"), "width": p.get("width"), "height": p.get("height"),
                                    "words": [{"text": w.get("text"), "box": w.get("box")} for w in p.get("words") or []]},
                                   f"{path}: page {k + 1}")
         except (PageError, AttributeError, TypeError) as e:
@@ -318,10 +351,9 @@ def detect_kind(root: Path) -> str:
         return "docbank"
     if (root / "json").is_dir():
         for path in sorted((root / "json").glob("*.json"))[:5]:  # a broken first file does not hide the kind
-            try:
-                head = path.read_text(encoding="utf-8", errors="replace")[:4000]
-            except OSError:
+            if not _inside(path, root.resolve()):
                 continue
+            head = _head(path)
             if "valid_line" in head:
                 return "cord"
             if '"pages"' in head:
@@ -358,11 +390,15 @@ def read_source(spec: str, progress=None) -> SourceReport:
         files, conv = sorted((root / "txt").glob("*.txt")), lambda p: [docbank_doc(p)]
     else:
         files, conv = sorted((root / "json").glob("*.json")), invoice2data_docs
+    inside = root.resolve()
     for k, path in enumerate(files):
         if progress is not None:
             progress(k, len(files))
+        if not _inside(path, inside):  # as the importers: a link out of the source is not followed
+            rep.errors.append((str(path), f"{path}: a link that leads outside the corpus source {inside}; not followed"))
+            continue
         try:
-            rep.docs.extend(d.validate() for d in conv(path))
+            rep.docs.extend(_checked_page(d.validate(), path) for d in conv(path))
         except CorpusError as e:
             rep.errors.append((str(path), str(e)))
         except (PageError, ValueError, TypeError, KeyError, AttributeError) as e:

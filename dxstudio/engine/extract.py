@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .config import ModelConfig
-from .inputs import page_inputs
+from .inputs import iter_page_inputs
 from .layers import Ops, softmax_forward
 from .model import forward
 from .numerics import exp64
@@ -104,7 +104,7 @@ def predict_page(cfg: ModelConfig, params_rt, page: Page, kernels: str = "fast")
     all_tags = np.zeros(len(page.words), np.int64)
     all_probs = np.zeros(len(page.words), np.float32)
     all_conf = np.zeros(len(page.words), np.float64)
-    for inp in page_inputs(page, cfg):
+    for inp in iter_page_inputs(page, cfg):  # one window's inputs at a time
         out = forward(cfg, params_rt, inp, ops)
         tags, probs = tags_and_probs(ops, out.tag_logits)
         conf = tag_confidence(out.tag_logits, tags, kernels)

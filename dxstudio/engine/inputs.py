@@ -485,7 +485,13 @@ def window_inputs(page: Page, cfg: ModelConfig, start: int, stop: int) -> Window
 
 def page_inputs(page: Page, cfg: ModelConfig) -> list[WindowInputs]:
     """Inputs of every window of the page, in page order (training uses only the first)."""
+    return list(iter_page_inputs(page, cfg))
+
+
+def iter_page_inputs(page: Page, cfg: ModelConfig):
+    """The windows' inputs one at a time, in page order: extraction holds one window's pair
+    features (max_words^2 x 8 floats) at a time, not every window's (docs/security.md)."""
     if not isinstance(page, Page):
         raise TypeError(f"page_inputs: expected a Page, not {type(page).__name__}")
-    return [window_inputs(page, cfg, start, stop)
-            for start, stop in window_ranges(len(page.words), cfg.max_words)]
+    for start, stop in window_ranges(len(page.words), cfg.max_words):
+        yield window_inputs(page, cfg, start, stop)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +28,25 @@ MAX_WORD_CHARS = 10_000
 # The most pages one document may have (a PDF of more is refused at import, naming this bound):
 # a 5,000-page scan is a batch of documents, not one record.
 MAX_PAGES_PER_DOCUMENT = 1000
+
+
+# A page id is a file name (pages/<id>.json, labels/<id>.json, the label cache): letters,
+# digits, '.', '_', '-', not starting with '.' or '-', no '..', at most 120 characters. The
+# importers make ids of this form; every page read by any command is held to it here.
+PAGE_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,119}")
+PAGE_ID_RULE = "letters, digits, '.', '_', '-'; at most 120 characters; not starting with '.' or '-'; no '..'"
+
+
+def is_page_id(page_id) -> bool:
+    return isinstance(page_id, str) and bool(PAGE_ID.fullmatch(page_id)) and ".." not in page_id
+
+
+def page_id_problem(page_id) -> str:
+    """Why `page_id` is not a valid page id (short: a hostile id is cut), "" when it is."""
+    if is_page_id(page_id):
+        return ""
+    shown = repr(page_id[:60]) + ("..." if len(page_id) > 60 else "") if isinstance(page_id, str) else repr(page_id)
+    return f"{shown} is not a valid page id ({PAGE_ID_RULE})"
 
 
 class PageError(ValueError):
@@ -93,6 +113,8 @@ def page_from_dict(d, source: str = "<page>") -> Page:
     pid = d.get("id")
     if not isinstance(pid, str) or not pid.strip():
         raise PageError(f"{source}: missing or empty 'id'")
+    if not is_page_id(pid):
+        raise PageError(f"{source}: 'id' {page_id_problem(pid)}")
     if "width" not in d or "height" not in d:
         raise PageError(f"{source}: missing 'width' or 'height'")
     width = _num(d["width"], "width", source)

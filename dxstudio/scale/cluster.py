@@ -12,6 +12,7 @@ A task whose worker dies (killed, out of memory, its node lost) is run again by 
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from dxstudio.scale import ScaleError, import_ray
@@ -30,6 +31,10 @@ def connect(address: str, num_cpus: int | None = None) -> bool:
     quiet = dict(include_dashboard=False, log_to_driver=False, logging_level="ERROR",
                  configure_logging=True)
     _probe(address)
+    # no usage report, and with it no cloud metadata lookups (169.254.169.254 and the like);
+    # set before the first Ray process starts, so every one of them inherits it
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    _lend_stdout()
     try:
         if address == "local":
             ray.init(address="local", num_cpus=num_cpus, _node_ip_address="127.0.0.1", **quiet)
@@ -38,9 +43,36 @@ def connect(address: str, num_cpus: int | None = None) -> bool:
             pkg = str(Path(__file__).resolve().parents[1])
             ray.init(address=address, runtime_env={"py_modules": [pkg]}, **quiet)
     except Exception as e:  # ConnectionError, ValueError, RuntimeError, TimeoutError ...
+        _restore_stdout()
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ScaleError(f"cannot connect to the Ray cluster at {address!r}: {first}") from None
     return True
+
+
+_saved_stdout = []
+
+
+def _lend_stdout() -> None:
+    """While Ray runs, sys.stdout is stderr: the lines Ray prints (a dead worker's raylet
+    message, coloured) go there; the command's JSON lines keep the real stdout (emit_json)."""
+    import sys
+
+    from dxstudio.cli.common import results_stream
+
+    if not _saved_stdout:
+        _saved_stdout.append(sys.stdout)
+        results_stream(sys.stdout)
+        sys.stdout = sys.stderr
+
+
+def _restore_stdout() -> None:
+    import sys
+
+    from dxstudio.cli.common import results_stream
+
+    if _saved_stdout:
+        sys.stdout = _saved_stdout.pop()
+        results_stream(None)
 
 
 def _probe(address: str, timeout: float = 5.0) -> None:
@@ -59,7 +91,10 @@ def _probe(address: str, timeout: float = 5.0) -> None:
 
 
 def shutdown() -> None:
-    ray.shutdown()
+    try:
+        ray.shutdown()
+    finally:
+        _restore_stdout()
 
 
 def cluster_cpus() -> int:

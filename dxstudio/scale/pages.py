@@ -9,6 +9,8 @@ needs no access to the driver's files.
 """
 from __future__ import annotations
 
+import os
+import stat
 import sys
 from pathlib import Path
 
@@ -17,14 +19,41 @@ from dxstudio.fsutil import MAX_JSON_BYTES, parse_json, read_file_bytes
 
 
 def _jsonl(stream, name: str):
-    for n, line in enumerate(stream, 1):
+    """The lines of a stream, each read with a bound: a line longer than a page file may be is
+    reported and skipped without being held in memory (the rest of it is read and dropped)."""
+    n = 0
+    while True:
+        line = stream.readline(MAX_JSON_BYTES + 1)
+        if not line:
+            return
+        n += 1
         if len(line) > MAX_JSON_BYTES:  # the cap of a page file holds for a line too
+            while line and not line.endswith(b"\n"):
+                line = stream.readline(1 << 20)
             yield (f"{name} line {n}", None, f"{name} line {n}: longer than {MAX_JSON_BYTES} bytes")
         elif line.strip():
             yield (f"{name} line {n}", line, None)
 
 
+def _streamable(path: Path) -> str | None:
+    """Why a JSON-lines path is not read ("" when it is): a regular file, or a FIFO (a pipe is
+    read as a stream, once); never a device such as /dev/zero, a socket or a folder."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return f"{path}: no such file"
+    except OSError as e:
+        return f"{path}: cannot read ({e.strerror or e})"
+    if stat.S_ISREG(mode) or stat.S_ISFIFO(mode):
+        return ""
+    return f"{path}: not a regular file or a pipe (a device, socket or folder is never read)"
+
+
 def _jsonl_file(path: Path):
+    problem = _streamable(path)
+    if problem:
+        yield (str(path), None, problem)
+        return
     try:
         with open(path, "rb") as f:
             yield from _jsonl(f, str(path))
@@ -82,7 +111,9 @@ def page_items(args, stdin=None):
 
 
 def count_pages(args) -> int | None:
-    """How many items page_items will give (a cheap pass counting lines), None with stdin."""
+    """How many items page_items will give (a cheap pass counting lines), None with stdin or
+    any input that is not a regular file (a pipe is read once, as the pages stream in: the
+    progress then shows no total)."""
     n = 0
     for arg in args:
         if arg == "-":
@@ -99,8 +130,14 @@ def count_pages(args) -> int | None:
                 n += 1
                 continue
             try:
+                if not stat.S_ISREG(os.stat(p).st_mode):
+                    return None  # counting would consume a pipe, or never end on a device
+            except OSError:
+                n += 1
+                continue
+            try:
                 with open(p, "rb") as f:
-                    n += sum(1 for line in f if line.strip())
+                    n += sum(1 for _, raw, _ in _jsonl(f, str(p)))
             except OSError:
                 n += 1
     return n

@@ -257,6 +257,8 @@ class TuneRun:
         A folder that holds a run is refused unless resume or overwrite; nothing is created
         when resume finds no checkpoint."""
         rd = self.rundir
+        if resume and rd.never_started():  # killed before its first checkpoint: start again from step 0
+            resume, overwrite = False, True
         rd.check_resumable() if resume else rd.check_new(overwrite)
         if not resume and self.snapshot is not None:  # a fresh run reads the project's labels, not an old snapshot
             self.snapshot = None

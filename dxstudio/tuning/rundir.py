@@ -137,7 +137,7 @@ class RunDir:
         never silently replaced. Also refuses a path that is a file."""
         if self.path.exists() and not self.path.is_dir():
             raise TuneError(f"{self.path}: exists and is not a folder")
-        if self.has_run() and not overwrite:
+        if self.has_run() and not overwrite and not self.never_started():
             raise TuneError(f"{self.path}: already holds a run; continue it with --resume, "
                             f"replace it with --overwrite, or choose another --out")
         if not self.path.exists():
@@ -146,7 +146,17 @@ class RunDir:
                 raise TuneError(f"{self.path}: cannot create the run folder "
                                 f"({parent} is not a folder this user may write)")
 
+    def never_started(self) -> bool:
+        """A run folder whose run was stopped (killed) before its first checkpoint: it holds
+        run files but nothing to resume or lose (no checkpoint, model or report), and no
+        process writes it now. Such a run starts again from step 0, with or without resume."""
+        return (self.path.is_dir() and self.has_run() and not self.is_locked_elsewhere()
+                and not any((self.path / f).exists() for f in (CHECKPOINT, MODEL, REPORT))
+                and self.checkpoint_step() is None)
+
     def check_resumable(self) -> None:
+        if self.never_started():
+            return  # nothing to resume: it starts again from step 0 (TuneRun.start_state)
         if not self.checkpoint_path.is_file() and self.checkpoint_step() is None:  # the latter: folded runs
             raise TuneError(f"{self.path}: no checkpoint to resume from "
                             f"({'no such run folder' if not self.path.is_dir() else 'no ' + CHECKPOINT})")
@@ -173,8 +183,11 @@ class RunDir:
             return
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = _open_lock(self.lock_path, os.O_RDWR | os.O_CREAT)
         except OSError as e:
+            if e.errno == errno.ELOOP or os.path.islink(self.lock_path):
+                raise TuneError(f"{self.lock_path}: is a link; a run folder's lock is never followed "
+                                f"(remove it, or choose another --out)") from None
             raise TuneError(f"{self.path}: cannot write the run folder ({e.strerror or e})") from None
         if fcntl is not None:
             try:
@@ -215,7 +228,7 @@ class RunDir:
         if fcntl is None or self.locked_here or not self.lock_path.exists():
             return False
         try:
-            fd = os.open(self.lock_path, os.O_RDONLY)
+            fd = _open_lock(self.lock_path, os.O_RDONLY)
         except OSError:
             return False
         try:
@@ -366,6 +379,20 @@ class RunDir:
             if info.status == STOPPED and (info.path / SETTINGS).exists():
                 return RunDir(info.path)
         return None
+
+
+def _open_lock(path: Path, flags: int) -> int:
+    """The lock file's descriptor, never through a link (O_NOFOLLOW: a .lock that is a link
+    raises ELOOP, so its target is neither created, truncated nor written), and only a regular
+    file (O_NONBLOCK: a FIFO put there does not block)."""
+    fd = os.open(path, flags | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+                 | getattr(os, "O_CLOEXEC", 0), 0o644)
+    import stat
+
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    return fd
 
 
 def _read_holder(fd: int) -> str:
