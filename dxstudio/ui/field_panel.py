@@ -41,6 +41,20 @@ GROUNDING_COLOURS = {"exact": "#2B9348", "normalized": "#3A86FF", "computed": "#
                      "not asked": "#F4A300"}
 
 
+def same_value_pairs(rows) -> list:
+    """[(field, field, value)] of two fields with the same value on the page (total and
+    subtotal): easily swapped, whatever their grounding says."""
+    out = []
+    for k, a in enumerate(rows):
+        if not a.words or not a.text.strip():
+            continue
+        key = " ".join(a.text.split()).casefold()
+        for b in rows[k + 1:]:
+            if b.words and " ".join(b.text.split()).casefold() == key:
+                out.append((a.name, b.name, a.text))
+    return out
+
+
 def _badge(text: str, colour: str) -> str:
     return (f"<span style='background:{colour}; color:white; border-radius:3px; padding:1px 4px;'>"
             f"&nbsp;{text}&nbsp;</span>")
@@ -119,7 +133,9 @@ class FieldRowWidget(QFrame):
             return
         a = compare.answer
         value = f"“{escape(a.text)}” {a.confidence:.2f}" if a is not None else "<i>no value</i>"
-        if compare.agrees:
+        if compare.elsewhere:
+            mark = "<span style='color:#1B9E3A'><b>same value</b></span> (printed at other words)"
+        elif compare.agrees:
             mark = "<span style='color:#1B9E3A'><b>agrees</b></span>"
         else:
             mark = "<span style='color:#D7191C'><b>differs</b></span>"
@@ -132,10 +148,13 @@ class FieldRowWidget(QFrame):
         self.panel.set_current_field(self.name)
         super().mousePressEvent(event)
 
-    def show_row(self, row) -> None:
+    def show_row(self, row, same_as: str | None = None) -> None:
         colour = GROUNDING_COLOURS.get(row.status, "#6C757D")
         key = f"<span style='color:#6C757D'>[{self.key}]</span> " if self.key <= 9 else ""
         extra = " " + _badge("not scored", "#F4A300") if row.unscored else ""
+        if same_as:
+            extra += " " + _badge(f"same as {same_as}: check", "#D55E00")
+        self.same_as = same_as
         self.title.setText(f"{key}<b>{row.name}</b> &nbsp;{_badge(row.status, colour)}{extra}")
         empty = "not asked" if row.status == "not asked" else "no value"
         self.value.setText(row.text if row.words else f"<i style='color:#ADB5BD'>{empty}</i>")
@@ -244,11 +263,15 @@ class FieldPanel(QWidget):
             text += f"<br><span style='color:#495057'>{st.message}</span>"
         self.state.setText(text)
         rows = s.field_rows()
+        same = {}
+        for a, b, _ in same_value_pairs(rows):
+            same.setdefault(a, b)
+            same.setdefault(b, a)
         for w in self.rows.values():
             w.setEnabled(bool(rows))
         for row in rows:
             if row.name in self.rows:
-                self.rows[row.name].show_row(row)
+                self.rows[row.name].show_row(row, same.get(row.name))
         self.show_model()
 
     def show_model(self) -> None:

@@ -53,7 +53,13 @@ class FieldCompare:
     name: str
     label_words: tuple
     answer: Answer | None  # None: the model found no value
-    agrees: bool  # the model's words are exactly the label's (both empty counts as agreeing)
+    agrees: bool  # the model's words are the label's (both empty counts), or the same value elsewhere
+    elsewhere: bool = False  # the same value as the label's, printed at other words ("5.000" twice)
+
+
+def same_text(a: str, b: str) -> bool:
+    """Two values read the same (spaces and case aside)."""
+    return " ".join(a.split()).casefold() == " ".join(b.split()).casefold()
 
 
 def sha256_file(path) -> str:
@@ -175,6 +181,7 @@ class ModelAnswers(QObject):
         self.last_run: tuple | None = None  # (computed, reused, cancelled) of the last job
         self._by_sha: dict[str, dict] = {}  # every model read in this window: switching back is instant
         self._labels: dict[str, dict] = {}  # page id -> {field: label words}
+        self._texts: dict[str, dict] = {}  # page id -> {field: the label's text}
         self._job: Job | None = None
         self._cursor: tuple | None = None  # the queue key of the last page the queue opened
         session.subscribe(self._on_session)
@@ -263,8 +270,10 @@ class ModelAnswers(QObject):
     def _on_session(self, kind: str, pid) -> None:
         if kind in ("labels", "history") and pid is not None:
             self._labels.pop(pid, None)
+            self._texts.pop(pid, None)
         elif kind == "statuses" and pid is None:  # reload, new schema: every page again
             self._labels.clear()
+            self._texts.clear()
 
     def label_words(self, pid: str) -> dict | None:
         """{field: label words after review} of a page (None when it cannot be read)."""
@@ -276,20 +285,37 @@ class ModelAnswers(QObject):
 
             try:
                 project = s.project
-                targets, _ = display_targets(project.load_page(pid), project.load_labels(pid), s.field_names,
-                                             s.max_words)
+                page = project.load_page(pid)
+                targets, _ = display_targets(page, project.load_labels(pid), s.field_names, s.max_words)
             except (ValueError, OSError):
                 return None
             self._labels[pid] = {name: tuple(targets.field_words.get(name, ())) for name in s.field_names}
+            self._texts[pid] = {name: " ".join(page.words[i].text for i in w) for name, w in self._labels[pid].items()}
         return self._labels[pid]
 
+    def label_text(self, pid: str, name: str) -> str:
+        s = self.session
+        if pid == s.current and s.page is not None and s.targets is not None:
+            return " ".join(s.page.words[i].text for i in s.targets.field_words.get(name, ()))
+        return self._texts.get(pid, {}).get(name, "")
+
+    def _renamed(self, answers: dict | None) -> dict | None:
+        """A model's answers under the schema's names now (a model from before a rename)."""
+        if answers is None or not self.model_fields:
+            return answers
+        names = self.session.project.model_field_names(self.model_fields)
+        if names == self.model_fields:
+            return answers
+        m = dict(zip(self.model_fields, names))
+        return {m.get(k, k): v for k, v in answers.items()}
+
     def for_page(self, pid: str) -> dict | None:
-        return self.answers.get(pid)
+        return self._renamed(self.answers.get(pid))
 
     def comparison(self, pid: str) -> dict:
         """{field: FieldCompare} for the fields both the schema and the model have ({} when
         the page has no answers yet)."""
-        answers = self.answers.get(pid)
+        answers = self.for_page(pid)
         labels = self.label_words(pid) if answers is not None else None
         if answers is None or labels is None:
             return {}
@@ -298,8 +324,10 @@ class ModelAnswers(QObject):
             if name not in answers:
                 continue
             a = answers[name]
-            got = a.words if a is not None else ()
-            out[name] = FieldCompare(name, labels.get(name, ()), a, tuple(got) == tuple(labels.get(name, ())))
+            got = tuple(a.words if a is not None else ())
+            want = tuple(labels.get(name, ()))
+            elsewhere = bool(got != want and got and want and same_text(self.label_text(pid, name), a.text))
+            out[name] = FieldCompare(name, want, a, got == want or elsewhere, elsewhere)
         return out
 
     def disagreements(self, pid: str) -> list[str]:

@@ -13,6 +13,7 @@ import os
 import re
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QDoubleSpinBox, QFileDialog, QFormLayout,
                                QGroupBox, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QMessageBox,
                                QProgressBar, QPushButton, QSpinBox, QTableWidget, QTableWidgetItem,
@@ -52,6 +53,7 @@ def label_work(project_root, limit=None, force=False, client_factory=None):
 class SchemaPanel(QWidget):
     labellingFinished = Signal(dict)
     endpointMissing = Signal()  # Label pages without an endpoint: the window shows this tab
+    schemaChanged = Signal()  # a schema edit was saved or undone: the Train tab's counts follow
 
     def __init__(self, session, parent=None):
         super().__init__(parent)
@@ -70,23 +72,36 @@ class SchemaPanel(QWidget):
         add = QPushButton("Add field")
         remove = QPushButton("Remove field")
         up = QPushButton("Move up")
+        self.add_button, self.remove_button = add, remove
         self.save_schema_button = QPushButton("Save schema")
-        self.save_schema_button.setToolTip("Write the schema into dxproject.json")
+        self.save_schema_button.setToolTip("Write the schema into dxproject.json (a renamed field keeps its "
+                                           "labels; removing a field asks first)")
+        self.undo_schema_button = QPushButton("Undo schema edit")
+        self.undo_schema_button.setToolTip("Put the schema (and the labels of a renamed field) back as they were "
+                                           "before the last saved schema edit  [Ctrl+Z]")
+        self.undo_schema_button.setShortcut(QKeySequence("Ctrl+Z"))
+        self.undo_schema_button.setEnabled(False)
         add.clicked.connect(self.add_field)
         remove.clicked.connect(self.remove_field)
         up.clicked.connect(self.move_up)
         self.save_schema_button.clicked.connect(self.save_schema)
+        self.undo_schema_button.clicked.connect(self.undo_schema)
         row = QHBoxLayout()
         for b in (add, remove, up):
             row.addWidget(b)
         row.addStretch(1)
+        row.addWidget(self.undo_schema_button)
         row.addWidget(self.save_schema_button)
+        self.schema_note = QLabel()
+        self.schema_note.setWordWrap(True)
+        self.schema_note.setTextInteractionFlags(Qt.TextSelectableByMouse)
         schema_box = QGroupBox("Schema: the fields to read off each page")
         sl = QVBoxLayout(schema_box)
         sl.addWidget(QLabel("A field's name becomes its tags (B-name, I-name); the weight scales its words "
                             "in the loss against O (default 3). Keys 1–9 in Review follow this order."))
         sl.addWidget(self.table)
         sl.addLayout(row)
+        sl.addWidget(self.schema_note)
 
         # -- labelling model ----------------------------------------------------------------
         self.url = QLineEdit()
@@ -154,17 +169,22 @@ class SchemaPanel(QWidget):
         project = self.session.project
         self.table.setRowCount(0)
         for f in project.schema:
-            self._append_row(f.name, f.description, f.weight)
+            self._append_row(f.name, f.description, f.weight, f.name)
+        self._refresh_undo()
         cfg = project.labelling
         self.url.setText(cfg.get("url") or "")
         self.model.setText(cfg.get("model") or "")
         self.key_env.setText(cfg.get("api_key_env") or DEFAULT_API_KEY_ENV)
         self._show_key_state()
 
-    def _append_row(self, name: str, description: str, weight: float) -> None:
+    def _append_row(self, name: str, description: str, weight: float, saved_as: str | None = None) -> None:
+        """saved_as: the field's name in the saved schema (None for a new row): a row whose name
+        is edited is a rename, whose labels go with it."""
         r = self.table.rowCount()
         self.table.insertRow(r)
-        self.table.setItem(r, 0, QTableWidgetItem(name))
+        item = QTableWidgetItem(name)
+        item.setData(Qt.UserRole, saved_as)
+        self.table.setItem(r, 0, item)
         self.table.setItem(r, 1, QTableWidgetItem(description))
         spin = QDoubleSpinBox()
         spin.setRange(0.1, 100.0)
@@ -190,11 +210,54 @@ class SchemaPanel(QWidget):
         if r <= 0:
             return
         fields = self.fields()
+        saved = self._saved_names()
         fields[r - 1], fields[r] = fields[r], fields[r - 1]
+        saved[r - 1], saved[r] = saved[r], saved[r - 1]
         self.table.setRowCount(0)
-        for f in fields:
-            self._append_row(f["name"], f["description"], f["weight"])
+        for f, was in zip(fields, saved):
+            self._append_row(f["name"], f["description"], f["weight"], was)
         self.table.selectRow(r - 1)
+
+    def _saved_names(self) -> list:
+        return [self.table.item(r, 0).data(Qt.UserRole) if self.table.item(r, 0) else None
+                for r in range(self.table.rowCount())]
+
+    def renames(self) -> dict:
+        """{saved name: new name} of the rows whose name was edited."""
+        out = {}
+        for was, f in zip(self._saved_names(), self.fields()):
+            if was and f["name"] and f["name"] != was:
+                out[was] = f["name"]
+        return out
+
+    def is_dirty(self) -> bool:
+        """The table differs from the saved schema (unsaved edits)."""
+        saved = [f.to_dict() for f in self.session.project.schema]
+        try:
+            return [dict(f, weight=float(f["weight"])) for f in self.fields()] != saved
+        except (TypeError, ValueError):
+            return True
+
+    def _refresh_undo(self) -> None:
+        from dxstudio.review import _SchemaEdit
+        u = getattr(self.session, "_undo", [])
+        self.undo_schema_button.setEnabled(bool(u) and isinstance(u[-1], _SchemaEdit))
+
+    def undo_schema(self) -> bool:
+        """Undo the last saved schema edit (only when it is the last decision of the session)."""
+        from dxstudio.review import _SchemaEdit
+        u = self.session._undo
+        if not u or not isinstance(u[-1], _SchemaEdit):
+            return False
+        try:
+            self.session.undo()
+        except (ProjectError, LabelError, OSError, ValueError) as e:
+            QMessageBox.warning(self, "Schema edit not undone", str(e))
+            return False
+        self.load()
+        self.schemaChanged.emit()
+        self.schema_note.setText(f"Undone: the schema is {', '.join(self.session.field_names)} again.")
+        return True
 
     def fields(self) -> list[dict]:
         out = []
@@ -205,13 +268,40 @@ class SchemaPanel(QWidget):
         return out
 
     def save_schema(self) -> bool:
-        """Write the table into dxproject.json; a bad field name is shown and nothing is saved."""
+        """Write the table into dxproject.json; a bad field name is shown and nothing is saved.
+        A renamed row carries its labels; removing a field asks first, saying what is lost."""
+        from dxstudio.review import ReviewError, schema_change
+        fields, renames = self.fields(), self.renames()
         try:
-            self.session.set_schema(self.fields())
-        except ProjectError as e:
+            change = schema_change(self.session.project, fields, renames)
+        except (ProjectError, ReviewError) as e:
             QMessageBox.warning(self, "Schema not saved", str(e))
             return False
-        self.result.setText(f"Schema saved: {', '.join(self.session.field_names) or 'no fields'}.")
+        if change.removed:
+            answer = QMessageBox.question(
+                self, "Remove field" + ("s" if len(change.removed) > 1 else ""),
+                f"Remove {', '.join(change.removed)}? {change.removal_text()}. The values stay in the label "
+                f"files: Undo schema edit (Ctrl+Z here) brings the field back with them.",
+                QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, QMessageBox.StandardButton.No)
+            if answer != QMessageBox.StandardButton.Yes:
+                self.schema_note.setText("Not saved: the fields stay as they were saved.")
+                return False
+        try:
+            change = self.session.set_schema(fields, renames)
+        except (ProjectError, ReviewError, LabelError, OSError) as e:
+            QMessageBox.warning(self, "Schema not saved", str(e))
+            return False
+        self.load()
+        text = f"Schema saved: {', '.join(self.session.field_names) or 'no fields'}."
+        if change.any:
+            text += " " + change.summary()
+        problems = getattr(self.session, "rename_problems", [])
+        if problems:
+            text += f" {len(problems)} label file(s) not renamed: " + "; ".join(f"{f}: {m}" for f, m in problems[:3])
+            self.session.rename_problems = []
+        self.schema_note.setText(text)
+        self.result.setText(text)
+        self.schemaChanged.emit()
         return True
 
     # -- labelling -------------------------------------------------------------------------
