@@ -229,7 +229,8 @@ class MainWindow(QMainWindow):
             self.results_panel = ResultsPanel(self)
             self.training_panel.finished.connect(self._run_finished)
             self.tabs.addTab(self.training_panel, "Train")
-            self.tabs.addTab(self.results_panel, "Results")
+            self.results_area = _scrolled(self.results_panel)  # a small screen scrolls, never squeezes
+            self.tabs.addTab(self.results_area, "Results")
             self.results_panel.show_latest(self.project_root)  # results survive a restart
             from dxstudio.ui.runs_panel import RunsPanel
 
@@ -685,13 +686,13 @@ class MainWindow(QMainWindow):
 
     def _show_results(self, report: dict, run_dir: str) -> None:
         self.results_panel.show_run(report, run_dir, self.project_root)
-        self.tabs.setCurrentIndex(3)
+        self.tabs.setCurrentIndex(self.tabs.indexOf(self.results_area))
 
     def _run_finished(self, report: dict, run_dir: str) -> None:
         """A run ended: its results go into the Results tab, which is offered, not switched to
         (the person may be in the middle of a page)."""
         self.results_panel.show_run(report, run_dir, self.project_root)
-        k = self.tabs.indexOf(self.results_panel)
+        k = self.tabs.indexOf(self.results_area)
         if self.tabs.currentIndex() != k:
             self.tabs.setTabText(k, "Results •")
             self.show_results_button.setText(f"Run {Path(run_dir).name} finished: show its results")
@@ -699,7 +700,7 @@ class MainWindow(QMainWindow):
 
     def _open_offered_results(self) -> None:
         self.show_results_button.hide()
-        self.tabs.setCurrentIndex(self.tabs.indexOf(self.results_panel))
+        self.tabs.setCurrentIndex(self.tabs.indexOf(self.results_area))
 
     def _on_model_chosen(self, path: str) -> None:
         """Runs' Use this model: Review reads with it, and Extract follows it at once."""
@@ -886,7 +887,7 @@ class MainWindow(QMainWindow):
                 self._last_tab = schema_tab
                 QTimer.singleShot(0, lambda: self.tabs.setCurrentIndex(schema_tab))
                 return
-        if self.results_panel is not None and self.tabs.widget(index) is self.results_panel:
+        if self.results_panel is not None and self.tabs.widget(index) is self.results_area:
             self.tabs.setTabText(index, "Results")
             self.show_results_button.hide()
         if self.tabs.widget(index) is self.extract_panel.parentWidget().parentWidget():

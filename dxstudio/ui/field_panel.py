@@ -105,16 +105,21 @@ class FieldRowWidget(QFrame):
         self.revert_button.clicked.connect(lambda: panel.revertFieldRequested.emit(name))
         buttons = QHBoxLayout()
         buttons.setSpacing(4)
-        for b in (self.set_button, self.clear_button, self.revert_button, self.use_button):
+        for b in (self.set_button, self.clear_button, self.revert_button):
             buttons.addWidget(b)
         buttons.addStretch(1)
+        # Use model sits on the model's own line: a narrow panel (1024 px screens) never hides it
+        model_row = QHBoxLayout()
+        model_row.setSpacing(4)
+        model_row.addWidget(self.model_line, 1)
+        model_row.addWidget(self.use_button, 0, Qt.AlignTop)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(10, 6, 6, 6)
         layout.setSpacing(3)
         layout.addWidget(self.title)
         layout.addWidget(self.value)
         layout.addWidget(self.detail)
-        layout.addWidget(self.model_line)
+        layout.addLayout(model_row)
         layout.addLayout(buttons)
         self.key = key
 

@@ -435,9 +435,13 @@ class ModelBar(QWidget):
             return
         queue = a.queue()
         differ = sum(1 for pid in queue if a.queue_key(pid)[0] == 0)
-        text = (f"<b>Model</b> {escape(str(shown))} · {len(a.answers)} page(s) read · queue {len(queue)}: "
-                f"{differ} where it differs from the labels, then the least sure · <b>Q</b> next · "
-                f"<b>M</b> take its answer")
+        # short (two lines at most in a 1024 px window): the model's run folder, not its whole path
+        name = shown.parent.name if shown.name == "model.safetensors" and shown.parent.name else shown.name
+        text = (f"<b>Model</b> {escape(name)} · queue {len(queue)} ({differ} differ) · "
+                f"<b>Q</b> next · <b>M</b> / <b>Shift+M</b> take its answer(s)")
         if a.problems:
-            text += f" · <span style='color:#D7191C'>{len(a.problems)} page(s) not read</span>"
+            text += f" · <span style='color:#D7191C'>{len(a.problems)} not read</span>"
         self.label.setText(text)
+        self.label.setToolTip(f"{shown}: {len(a.answers)} page(s) read; the queue is the {len(queue)} page(s) still "
+                              f"to review, {differ} where the model differs from the labels first, then the "
+                              f"least sure")
