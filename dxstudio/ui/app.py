@@ -470,7 +470,7 @@ class MainWindow(QMainWindow):
         if not a.answers:
             self.statusBar().showMessage(
                 "The model is still reading the pages" if a.running else
-                "No model answers yet: fine-tune a model (Train tab) or press “Read pages with the model”", 5000)
+                "No model answers yet: fine-tune a model (Train tab) or press “Read again”", 5000)
             return False
         pid = a.next_in_queue(self.session.current)
         if pid is None:

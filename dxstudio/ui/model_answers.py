@@ -381,7 +381,7 @@ class ModelBar(QWidget):
         self.progress.setMaximumHeight(16)
         self.progress.hide()
         self.read_button = QToolButton()
-        self.read_button.setText("Read pages with the model")
+        self.read_button.setText("Read again")
         self.read_button.setToolTip("Read every page of the project with the project's model, in the background "
                                     "(answers are cached per model file: pages read before are not read again)")
         self.read_button.clicked.connect(lambda: self.answers.start())
@@ -437,8 +437,7 @@ class ModelBar(QWidget):
         differ = sum(1 for pid in queue if a.queue_key(pid)[0] == 0)
         # short (two lines at most in a 1024 px window): the model's run folder, not its whole path
         name = shown.parent.name if shown.name == "model.safetensors" and shown.parent.name else shown.name
-        text = (f"<b>Model</b> {escape(name)} · queue {len(queue)} ({differ} differ) · "
-                f"<b>Q</b> next · <b>M</b> / <b>Shift+M</b> take its answer(s)")
+        text = f"<b>Model</b> {escape(name)} · queue {len(queue)} ({differ} differ) · <b>Q</b> · <b>M</b>"
         if a.problems:
             text += f" · <span style='color:#D7191C'>{len(a.problems)} not read</span>"
         self.label.setText(text)

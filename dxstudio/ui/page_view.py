@@ -530,8 +530,9 @@ class PageView(QGraphicsView):
         self.selectionChanged.emit(self.selected_words())
 
     def clear_selection(self) -> None:
+        """No word selected; the arrow keys go on from the word they were at (set a field from
+        the keyboard, then move on)."""
         self._anchor = None
-        self._cursor = None
         self.set_selection([])
 
     def word_at(self, viewport_pos: QPoint) -> int:

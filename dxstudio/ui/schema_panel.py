@@ -79,8 +79,12 @@ class SchemaPanel(QWidget):
         self.undo_schema_button = QPushButton("Undo schema edit")
         self.undo_schema_button.setToolTip("Put the schema (and the labels of a renamed field) back as they were "
                                            "before the last saved schema edit  [Ctrl+Z]")
-        self.undo_schema_button.setShortcut(QKeySequence("Ctrl+Z"))
         self.undo_schema_button.setEnabled(False)
+        # Ctrl+Z on this tab (the window's Undo acts on Review only): a shortcut of this panel
+        from PySide6.QtGui import QShortcut
+        self._undo_key = QShortcut(QKeySequence("Ctrl+Z"), self)
+        self._undo_key.setContext(Qt.WidgetWithChildrenShortcut)
+        self._undo_key.activated.connect(self.undo_schema)
         add.clicked.connect(self.add_field)
         remove.clicked.connect(self.remove_field)
         up.clicked.connect(self.move_up)
@@ -284,7 +288,8 @@ class SchemaPanel(QWidget):
                 f"files: Undo schema edit (Ctrl+Z here) brings the field back with them.",
                 QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, QMessageBox.StandardButton.No)
             if answer != QMessageBox.StandardButton.Yes:
-                self.schema_note.setText("Not saved: the fields stay as they were saved.")
+                self.load()
+                self.schema_note.setText("Not saved: the fields are as they were saved.")
                 return False
         try:
             change = self.session.set_schema(fields, renames)
