@@ -182,6 +182,7 @@ class ModelAnswers(QObject):
         self._by_sha: dict[str, dict] = {}  # every model read in this window: switching back is instant
         self._labels: dict[str, dict] = {}  # page id -> {field: label words}
         self._texts: dict[str, dict] = {}  # page id -> {field: the label's text}
+        self._keys: dict[str, tuple | None] = {}  # page id -> its queue key (queue_key)
         self._job: Job | None = None
         self._cursor: tuple | None = None  # the queue key of the last page the queue opened
         session.subscribe(self._on_session)
@@ -210,6 +211,7 @@ class ModelAnswers(QObject):
         model_path = Path(model_path)
         if model_path != self.model_path:
             self.answers, self.model_sha, self.model_fields = {}, None, []
+            self._keys.clear()
         self.model_path = model_path
         self.problems, self.error = [], None
         self._job = Job(answers_work(self.session.project.root, model_path), "dxstudio-model-answers",
@@ -239,9 +241,11 @@ class ModelAnswers(QObject):
             _, sha, fields = event
             self.model_sha, self.model_fields = sha, list(fields)
             self.answers = self._by_sha.setdefault(sha, {})
+            self._keys.clear()
             self.changed.emit()
         elif kind == "page":
             self.answers[event[1]] = event[2]
+            self._keys.pop(event[1], None)
             if event[1] == self.session.current:
                 self.changed.emit()
         elif kind == "progress":
@@ -268,12 +272,14 @@ class ModelAnswers(QObject):
 
     # -- comparing with the labels -----------------------------------------------------------
     def _on_session(self, kind: str, pid) -> None:
-        if kind in ("labels", "history") and pid is not None:
+        if kind in ("labels", "history", "statuses") and pid is not None:
             self._labels.pop(pid, None)
             self._texts.pop(pid, None)
+            self._keys.pop(pid, None)
         elif kind == "statuses" and pid is None:  # reload, new schema: every page again
             self._labels.clear()
             self._texts.clear()
+            self._keys.clear()
 
     def label_words(self, pid: str) -> dict | None:
         """{field: label words after review} of a page (None when it cannot be read)."""
@@ -334,6 +340,13 @@ class ModelAnswers(QObject):
         return [name for name, c in self.comparison(pid).items() if not c.agrees]
 
     def queue_key(self, pid: str) -> tuple | None:
+        """queue_key_now, kept per page until its labels, its status or its answers change
+        (moving between pages changes none of them: the queue is not recomputed per page)."""
+        if pid not in self._keys:
+            self._keys[pid] = self.queue_key_now(pid)
+        return self._keys[pid]
+
+    def queue_key_now(self, pid: str) -> tuple | None:
         """(0 when the model disagrees with a label else 1, the lowest confidence of the model's
         values on the page, the page's place in the project), or None for a page not queued."""
         st = self.session.statuses.get(pid)

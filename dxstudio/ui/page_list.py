@@ -101,6 +101,20 @@ class PageList(QWidget):
         session.subscribe(self._on_session)
         self.hits.hide()
         self.rebuild()
+        # the pages' text for the search, read a few pages at a time while the window is idle,
+        # so the first letter typed does not read every page at once
+        from PySide6.QtCore import QTimer
+        self._warm = QTimer(self)
+        self._warm.setInterval(0)
+        self._warm.timeout.connect(self._warm_texts)
+        self._warm.start()
+
+    def _warm_texts(self) -> None:
+        todo = [pid for pid in self.session.page_ids if pid not in self._text_cache][:10]
+        for pid in todo:
+            self._page_text(pid)
+        if not todo:
+            self._warm.stop()
 
     # -- building ---------------------------------------------------------------------------
     def rebuild(self) -> None:
@@ -108,6 +122,8 @@ class PageList(QWidget):
         self.list.clear()
         self._items.clear()
         self._text_cache.clear()
+        if hasattr(self, "_warm"):
+            self._warm.start()
         for pid in self.session.page_ids:
             item = QListWidgetItem(pid)
             item.setData(Qt.UserRole, pid)

@@ -168,6 +168,7 @@ def test_2_adding_a_field_leaves_it_out_and_training_goes_on(win, qtbot):
     assert s.statuses[pid].status == "accepted" and s.counts()["accepted"] == s.reviewed_count() == 1
     # Train: the same pages train; the left-out field is named with its fix
     click_tab(qtbot, w, w.training_panel)
+    qtbot.waitUntil(lambda: not w.training_panel.counting(), timeout=WAIT_MS)  # counted off the GUI thread
     text = w.training_panel.breakdown_label.text()
     assert text.split(":")[0] == train_text_before.split(":")[0]  # "Trains on N pages"
     assert "date (not asked on 16 pages)" in text and "Label pages" in text
@@ -482,7 +483,8 @@ def test_14_failed_start_stale_error_and_model_in_use(win, qtbot, receipts_proje
         win.goto(first_with(win, "unreviewed", plain=True))
         qtbot.keyClick(win.view, Qt.Key_A)
     click_tab(qtbot, win, t)
-    assert not t.error_label.isVisible() and t.last_error is None
+    qtbot.waitUntil(lambda: not t.counting() and t.last_error is None, timeout=WAIT_MS)
+    assert not t.error_label.isVisible()
     # Runs says which model Review uses when none was chosen: the newest run's
     tiny_model(receipts_project, win.session.field_names)
     click_tab(qtbot, win, runs)
