@@ -427,6 +427,70 @@ class ReviewSession:
         self._notify("history", self.current)
         return change
 
+    # -- a schema edit in two halves: the files on a background thread, the session on the GUI's
+    def stage_schema(self, fields, renames=None, undo: bool | None = None) -> dict:
+        """The slow half of set_schema (or of undo / redo of a schema edit with undo=True/False),
+        safe on a worker thread: it rewrites the label files and dxproject.json and reads every
+        page's status afresh, touching nothing of this session. commit_schema(staged) then makes
+        it current on the session's thread. Raises ProjectError / ReviewError like set_schema."""
+        project = Project.open(self.project.root)
+        if undo is None:
+            change = schema_change(project, fields, renames)
+            before = [f.to_dict() for f in project.schema]
+            after = _field_dicts(fields)
+            edit = _SchemaEdit(before, after, dict(change.renamed), project.field_renames, {}, self.current)
+            if before == after and not change.renamed:
+                return {"change": change, "edit": None}
+            target, moves, fmap = after, change.renamed, None
+        else:
+            edit = self._undo[-1] if undo else self._redo[-1]
+            change = None
+            target = edit.before if undo else edit.after
+            moves = {n: o for o, n in edit.renames.items()} if undo else edit.renames
+            fmap = edit.map_before if undo else edit.map_after
+        problems = []
+        if moves:
+            _, problems = project.rename_fields_in_labels(moves)
+        project.set_schema(target)
+        if fmap is None:
+            project.record_renames(moves)
+        else:
+            project.field_renames = fmap
+        project.save()
+        if undo is None:
+            edit.map_after = project.field_renames
+        shadow = ReviewSession.__new__(ReviewSession)  # reads statuses with the new schema, nothing else
+        shadow.project, shadow._states = project, {}
+        shadow.max_words = shadow._model_max_words()
+        ids = project.page_ids()
+        statuses = {pid: shadow._compute_status(pid) for pid in ids}
+        return {"change": change, "edit": edit, "undo": undo, "project": project, "max_words": shadow.max_words,
+                "page_ids": ids, "statuses": statuses, "states": shadow._states, "problems": problems}
+
+    def commit_schema(self, staged: dict):
+        """The quick half: the staged project and statuses become the session's; the edit goes
+        on the undo stack (or moves between the stacks for an undo / redo). Returns the change."""
+        if staged.get("edit") is None:
+            return staged["change"]
+        self.project, self.max_words = staged["project"], staged["max_words"]
+        self.page_ids, self.statuses = staged["page_ids"], staged["statuses"]
+        self._states = dict(staged["states"])
+        self.rename_problems = staged["problems"]
+        undo, edit = staged["undo"], staged["edit"]
+        if undo is None:
+            self._undo.append(edit)
+            self._redo.clear()
+        elif undo:
+            self._redo.append(self._undo.pop())
+        else:
+            self._undo.append(self._redo.pop())
+        current = self.current if self.current in self.statuses else (self.page_ids[0] if self.page_ids else None)
+        self._notify("statuses", None)
+        if current is not None:
+            self.goto(current)
+        self._notify("history", self.current)
+        return staged["change"]
+
     def _apply_schema(self, project, fields, renames: dict, field_map: dict | None) -> None:
         """Labels renamed first (each file atomic), then dxproject.json: a failure between the two
         leaves labels under names the schema does not have yet, which a retry renames again."""

@@ -424,6 +424,9 @@ class MainWindow(QMainWindow):
         """Run a session operation; a problem goes to the status bar and the banner, never a crash.
         Decisions wait while "Label pages" runs: its worker rewrites label files, and a decision
         saved between its read and its write of the same file would be lost."""
+        if fn is not self.session.goto and fn is not self.session.reload and self.schema_panel.schema_busy:
+            self.statusBar().showMessage("The schema is being saved: decisions wait a moment", 4000)
+            return False
         if fn is not self.session.goto and fn is not self.session.reload and self.schema_panel.running:
             self.statusBar().showMessage("Labelling is running: decisions are paused until it ends "
                                          "(Schema & labels tab, Cancel to stop it)", 6000)
@@ -908,7 +911,7 @@ class MainWindow(QMainWindow):
         box.button(QMessageBox.Cancel).setText("Stay")
         answer = box.exec()
         if answer == QMessageBox.Save:
-            return self.schema_panel.save_schema()
+            return self.schema_panel.save_schema()  # (finishes in the background)
         if answer == QMessageBox.Discard:
             self.schema_panel.load()
             return True

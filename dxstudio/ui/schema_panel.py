@@ -248,20 +248,68 @@ class SchemaPanel(QWidget):
         self.undo_schema_button.setEnabled(bool(u) and isinstance(u[-1], _SchemaEdit))
 
     def undo_schema(self) -> bool:
-        """Undo the last saved schema edit (only when it is the last decision of the session)."""
+        """Undo the last saved schema edit (only when it is the last decision of the session), on
+        a background job like Save schema."""
         from dxstudio.review import _SchemaEdit
         u = self.session._undo
-        if not u or not isinstance(u[-1], _SchemaEdit):
+        if self.schema_busy or not u or not isinstance(u[-1], _SchemaEdit):
             return False
-        try:
-            self.session.undo()
-        except (ProjectError, LabelError, OSError, ValueError) as e:
-            QMessageBox.warning(self, "Schema edit not undone", str(e))
-            return False
-        self.load()
-        self.schemaChanged.emit()
-        self.schema_note.setText(f"Undone: the schema is {', '.join(self.session.field_names)} again.")
+        self._stage(None, None, undo=True)
         return True
+
+    # -- the slow half of a schema edit off the GUI thread (every label file and status) ----------
+    @property
+    def schema_busy(self) -> bool:
+        return getattr(self, "_schema_job", None) is not None
+
+    def wait_schema(self, timeout: float = 60.0) -> bool:
+        from dxstudio.ui.jobs import process_events_while
+        return process_events_while(lambda: self.schema_busy, timeout)
+
+    def _run_schema_job(self, work, on_done) -> None:
+        from dxstudio.review import ReviewError
+        self._schema_job = Job(work, "dxstudio-schema", expected=(ProjectError, ReviewError, LabelError, OSError,
+                                                                  ValueError), parent=self)
+        self._schema_job.connect(None, lambda r: self._schema_job_done(on_done, r),
+                                 lambda m: self._schema_job_done(None, m))
+        for b in (self.save_schema_button, self.undo_schema_button):
+            b.setEnabled(False)
+        self.schema_note.setText("Saving the schema: reading every page's labels…")
+        self._schema_job.start()
+
+    def _schema_job_done(self, on_done, result) -> None:
+        job, self._schema_job = self._schema_job, None
+        job.join()
+        job.deleteLater()
+        self.save_schema_button.setEnabled(True)
+        if on_done is None:
+            QMessageBox.warning(self, "Schema not saved", str(result))
+            self.schema_note.setText(f"Not saved: {result}")
+            self._refresh_undo()
+            return
+        on_done(result)
+
+    def _stage(self, fields, renames, undo=None) -> None:
+        session = self.session
+        self._run_schema_job(lambda job: session.stage_schema(fields, renames, undo), self._committed)
+
+    def _committed(self, staged) -> None:
+        undo = staged.get("undo")
+        change = self.session.commit_schema(staged)
+        self.load()
+        if undo is not None:
+            text = f"{'Undone' if undo else 'Redone'}: the schema is {', '.join(self.session.field_names)}."
+        else:
+            text = f"Schema saved: {', '.join(self.session.field_names) or 'no fields'}."
+            if change is not None and change.any:
+                text += " " + change.summary()
+        problems = getattr(self.session, "rename_problems", [])
+        if problems:
+            text += f" {len(problems)} label file(s) not renamed: " + "; ".join(f"{f}: {m}" for f, m in problems[:3])
+            self.session.rename_problems = []
+        self.schema_note.setText(text)
+        self.result.setText(text)
+        self.schemaChanged.emit()
 
     def fields(self) -> list[dict]:
         out = []
@@ -273,14 +321,26 @@ class SchemaPanel(QWidget):
 
     def save_schema(self) -> bool:
         """Write the table into dxproject.json; a bad field name is shown and nothing is saved.
-        A renamed row carries its labels; removing a field asks first, saying what is lost."""
-        from dxstudio.review import ReviewError, schema_change
+        A renamed row carries its labels; removing a field asks first, saying what is lost. The
+        work (every label file and page status) runs on background jobs: what the edit does is
+        counted first, then, once confirmed, it is made (schema_busy meanwhile; wait_schema).
+        False when the table cannot be saved as it is."""
+        from dxstudio.project import parse_schema
+        if self.schema_busy:
+            return False
         fields, renames = self.fields(), self.renames()
         try:
-            change = schema_change(self.session.project, fields, renames)
-        except (ProjectError, ReviewError) as e:
+            parse_schema(fields, str(self.session.project.project_file))
+        except ProjectError as e:
             QMessageBox.warning(self, "Schema not saved", str(e))
             return False
+        from dxstudio.review import schema_change
+        project = self.session.project
+        self._run_schema_job(lambda job: schema_change(project, fields, renames),
+                             lambda change: self._confirm_and_stage(change, fields, renames))
+        return True
+
+    def _confirm_and_stage(self, change, fields, renames) -> None:
         if change.removed:
             answer = QMessageBox.question(
                 self, "Remove field" + ("s" if len(change.removed) > 1 else ""),
@@ -290,24 +350,8 @@ class SchemaPanel(QWidget):
             if answer != QMessageBox.StandardButton.Yes:
                 self.load()
                 self.schema_note.setText("Not saved: the fields are as they were saved.")
-                return False
-        try:
-            change = self.session.set_schema(fields, renames)
-        except (ProjectError, ReviewError, LabelError, OSError) as e:
-            QMessageBox.warning(self, "Schema not saved", str(e))
-            return False
-        self.load()
-        text = f"Schema saved: {', '.join(self.session.field_names) or 'no fields'}."
-        if change.any:
-            text += " " + change.summary()
-        problems = getattr(self.session, "rename_problems", [])
-        if problems:
-            text += f" {len(problems)} label file(s) not renamed: " + "; ".join(f"{f}: {m}" for f, m in problems[:3])
-            self.session.rename_problems = []
-        self.schema_note.setText(text)
-        self.result.setText(text)
-        self.schemaChanged.emit()
-        return True
+                return
+        self._stage(fields, renames)
 
     # -- labelling -------------------------------------------------------------------------
     def _show_key_state(self) -> None:

@@ -719,6 +719,7 @@ class TrainingPanel(QWidget):
     def showEvent(self, event):
         super().showEvent(event)
         if not self.is_running:
+            self.update_start()  # Runs may have chosen another model (one small file read)
             self.update_breakdown_later()  # review may have changed the counts meanwhile
 
     # -- events from the job (GUI thread) ------------------------------------------------

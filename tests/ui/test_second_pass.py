@@ -98,6 +98,7 @@ def test_a_new_field_is_not_asked_until_labelled(window, qtbot, monkeypatch):
     qtbot.keyClicks(editor, "vendor")
     qtbot.keyClick(editor, Qt.Key_Return)
     qtbot.mouseClick(panel.save_schema_button, Qt.LeftButton)
+    qtbot.waitUntil(lambda: not panel.schema_busy, timeout=60000)
     assert s.field_names[-1] == "vendor"
     # pages show it as not asked; the accepted page stays accepted (issue 23), with a note
     click_tab(qtbot, window, 0)

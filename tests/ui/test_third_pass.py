@@ -162,6 +162,7 @@ def test_2_adding_a_field_leaves_it_out_and_training_goes_on(win, qtbot):
     qtbot.keyClicks(editor, "date")
     qtbot.keyClick(editor, Qt.Key_Return)
     qtbot.mouseClick(panel.save_schema_button, Qt.LeftButton)
+    qtbot.waitUntil(lambda: not panel.schema_busy, timeout=WAIT_MS)
     assert s.field_names[-1] == "date"
     assert "left out of training and scoring" in panel.schema_note.text()
     # the accepted page stays accepted and the bar agrees with the counts
@@ -203,6 +204,7 @@ def test_3_rename_carries_labels_and_model_answers_delete_asks_undo_restores(qtb
     qtbot.keyClick(editor, Qt.Key_Return)
     qtbot.waitUntil(lambda: panel.renames() == {"cash": "cash_paid"})
     qtbot.mouseClick(panel.save_schema_button, Qt.LeftButton)
+    qtbot.waitUntil(lambda: not panel.schema_busy, timeout=WAIT_MS)
     assert "cash_paid" in s.field_names and "Renamed cash → cash_paid" in panel.schema_note.text()
     new = next(r for r in s.field_rows() if r.name == "cash_paid")
     assert new.status == cash_before.status != "not asked" and new.words == cash_before.words
@@ -211,6 +213,7 @@ def test_3_rename_carries_labels_and_model_answers_delete_asks_undo_restores(qtb
     # Undo (its button, Ctrl+Z on this tab) puts the name and the labels back
     assert panel.undo_schema_button.isEnabled()
     qtbot.keyClick(panel.table, Qt.Key_Z, Qt.ControlModifier)
+    qtbot.waitUntil(lambda: not panel.schema_busy, timeout=WAIT_MS)
     assert "cash" in s.field_names and "cash" in on_disk(receipts_project, pid)["answers"]
     # a delete asks first and says what is lost; No keeps it
     table.selectRow(s.field_names.index("tax"))
@@ -218,13 +221,16 @@ def test_3_rename_carries_labels_and_model_answers_delete_asks_undo_restores(qtb
     seen = []
     answer_next_box(QMessageBox.StandardButton.No, seen)
     qtbot.mouseClick(panel.save_schema_button, Qt.LeftButton)
+    qtbot.waitUntil(lambda: not panel.schema_busy, timeout=WAIT_MS)
     assert "tax" in s.field_names and "no longer shown, trained or scored" in seen[0] and "page(s)" in seen[0]
     table.selectRow([f["name"] for f in panel.fields()].index("tax"))
     qtbot.mouseClick(panel.remove_button, Qt.LeftButton)
     answer_next_box(QMessageBox.StandardButton.Yes, seen)
     qtbot.mouseClick(panel.save_schema_button, Qt.LeftButton)
+    qtbot.waitUntil(lambda: not panel.schema_busy, timeout=WAIT_MS)
     assert "tax" not in s.field_names
     qtbot.mouseClick(panel.undo_schema_button, Qt.LeftButton)
+    qtbot.waitUntil(lambda: not panel.schema_busy, timeout=WAIT_MS)
     assert "tax" in s.field_names and [f["name"] for f in panel.fields()] == s.field_names
     w.model_answers.shutdown()
 
