@@ -760,13 +760,16 @@ class MainWindow(QMainWindow):
     def _show_banner(self, text: str, kind: str) -> None:
         colours = {"error": ("#F8D7DA", "#842029"), "warn": ("#FFF3CD", "#664D03"), "info": ("#E2E3E5", "#41464B")}
         bg, fg = colours[kind]
-        self.banner.setStyleSheet(f"background: {bg}; color: {fg}; padding: 4px 10px; font-size: 13px;")
+        sheet = f"background: {bg}; color: {fg}; padding: 4px 10px; font-size: 13px;"
+        if self.banner.styleSheet() != sheet:  # a re-polish costs milliseconds: only on a change
+            self.banner.setStyleSheet(sheet)
         self.banner.setText(text)
         self.banner.setToolTip(text)
         self.banner.show()
 
     def _clear_banner(self) -> None:
-        self.banner.setStyleSheet("background: transparent; padding: 4px 10px;")
+        if self.banner.styleSheet() != "background: transparent; padding: 4px 10px;":
+            self.banner.setStyleSheet("background: transparent; padding: 4px 10px;")
         self.banner.setText("")
         self.banner.setToolTip("")
 
