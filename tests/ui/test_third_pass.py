@@ -136,13 +136,14 @@ def test_1_model_button_clears_the_red_error(win, qtbot, tmp_path):
 
     panel = win.extract_panel
     click_tab(qtbot, win, tab_of(win, "Extract"))
-    qtbot.mouseClick(panel.open_button, Qt.LeftButton) if False else panel.extract_files(["x.json"])
+    page = win.project_root / "pages" / f"{win.session.page_ids[0]}.json"
+    drop_files(panel, [page])  # no model yet: the red note, the file kept
     assert "D7191C" in panel.note.text()
     cfg = size_config("tiny", win.session.field_names)
     save_model(tmp_path / "m.safetensors", cfg, new_params(cfg, 2))
     assert panel.choose_model(tmp_path / "m.safetensors")  # what Model…'s file dialog calls
     assert "D7191C" not in panel.note.text()
-    panel.wait(60)
+    qtbot.waitUntil(lambda: not panel.running and len(panel.results) == 1, timeout=WAIT_MS)  # the kept file read
 
 
 # -- 2: adding a field does not stop training --------------------------------------------------
