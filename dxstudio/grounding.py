@@ -440,8 +440,10 @@ def not_asked_reason(names) -> str:
             f"Label pages asks for {'it' if len(names) == 1 else 'them'})")
 
 
-def field_words_of(page, labels: LabelFile, field_names) -> dict | Excluded:
-    """{field: (word indices)} after the review's fixes, or Excluded(reason)."""
+def field_words_of(page, labels: LabelFile, field_names, leave_out=()) -> dict | Excluded:
+    """{field: (word indices)} after the review's fixes, or Excluded(reason). A field in
+    `leave_out` (not asked yet on some page of the project: left out of the run) never
+    excludes the page; its words are what a fix or the grounding says, else ()."""
     n = len(page.words)
     review = labels.review or {}
     if review.get("state") == "excluded":
@@ -449,12 +451,16 @@ def field_words_of(page, labels: LabelFile, field_names) -> dict | Excluded:
     fixes = review.get("fixes", {}) or {}
     if labels.answers is None and not fixes and review.get("state") != "accepted":
         return Excluded("not labelled yet")
-    missing = not_asked_fields(labels, field_names)
+    leave_out = set(leave_out)
+    missing = [m for m in not_asked_fields(labels, field_names) if m not in leave_out]
     if missing:
         return Excluded(not_asked_reason(missing))
     answers = labels.answers or {}
     out, absent = {}, []
     for name in field_names:
+        if name in leave_out and name not in fixes and name not in answers and name not in labels.grounding:
+            out[name] = ()
+            continue
         if name in fixes:  # a person's fix overrides whatever the model said
             out[name] = _check_indices(fixes[name], n, f"the fix of {name!r}", labels)
             continue
@@ -462,7 +468,9 @@ def field_words_of(page, labels: LabelFile, field_names) -> dict | Excluded:
         if g is None:
             g = ground_value(page, answers.get(name), field=name).to_dict() if name in answers else {"status": "null"}
         status = g.get("status")
-        if status == "absent":
+        if status == "absent" and name in leave_out:
+            out[name] = ()
+        elif status == "absent":
             absent.append(f"{name}: {g.get('reason') or 'the value is not on the page'}")
         elif status == "other_page":  # the document's value is printed on another of its pages
             out[name] = ()
@@ -496,7 +504,7 @@ def repeated_runs(page, labels: LabelFile, name: str, chosen) -> list[tuple]:
 
 
 def page_targets(page, labels: LabelFile, field_names, max_words: int | None = None,
-                 repeats: str = "o") -> PageTargets | Excluded:
+                 repeats: str = "o", leave_out=()) -> PageTargets | Excluded:
     """Tag targets of one page.
 
     A field's words, if one run of consecutive words, are B then I; every other word is O.
@@ -504,19 +512,22 @@ def page_targets(page, labels: LabelFile, field_names, max_words: int | None = N
     has a word past the first window of max_words words, is not scored and its words get -1.
     Words past the window get -1 too. repeats="ignore": the words of the other runs where a
     grounded value is printed again (same tier, repeated_runs) get -1 where they would be O;
-    "o" (the seed's rule) leaves them O."""
+    "o" (the seed's rule) leaves them O. leave_out: fields left out of the run (not asked yet on
+    some page, left_out_fields): unscored on every page, their words (where a person set them)
+    ignored by the loss, so the other fields train and score as if the field were not there."""
     if repeats not in REPEATS:
         raise ValueError(f"repeats must be one of {', '.join(REPEATS)}, not {repeats!r}")
     field_names = list(field_names)
-    fw = field_words_of(page, labels, field_names)
+    leave_out = [n for n in field_names if n in set(leave_out)]
+    fw = field_words_of(page, labels, field_names, leave_out)
     if isinstance(fw, Excluded):
         return fw
     n = len(page.words)
     tags = np.zeros(n, dtype=np.int64)
     claims = Counter(i for words in fw.values() for i in words)
-    unscored = set()
+    unscored = set(leave_out)
     for name, words in fw.items():
-        if not words:
+        if not words or name in unscored:
             continue
         contiguous = words[-1] - words[0] == len(words) - 1
         shared = any(claims[i] > 1 for i in words)
@@ -549,6 +560,12 @@ class ProjectTargets:
     errors: list  # [(page id, message)] pages or label files that did not load
     # {page id: (page file bytes, label file bytes or b"")} of the kept pages: what was read
     sources: dict = field(default_factory=dict)
+    # {field: pages where it is not asked yet}: fields left out of training and scoring
+    left_out: dict = field(default_factory=dict)
+
+    def left_out_note(self) -> str:
+        """What a run does with the fields not asked yet, naming each and the fix ("" for none)."""
+        return left_out_note(self.left_out)
 
     def not_trainable_reason(self) -> str | None:
         """A clear message when the project cannot be trained on (no usable page, or only
@@ -583,18 +600,52 @@ def _reason_kind(reason: str) -> str:
     return ", ".join(parts)
 
 
+def left_out_fields(labels_list, field_names) -> dict:
+    """{field: number of pages} of the schema fields not asked yet on some page that would
+    otherwise train (labelled, not excluded by a person): a field added to the schema after the
+    pages were labelled. Such a field is left out of training and scoring (page_targets'
+    leave_out) until Label pages asks for it or a person sets it on every such page; the other
+    fields go on training on every page."""
+    out: dict = {}
+    for labels in labels_list:
+        if (labels.review or {}).get("state") == "excluded":
+            continue
+        for name in not_asked_fields(labels, field_names):
+            out[name] = out.get(name, 0) + 1
+    return {n: out[n] for n in field_names if n in out}
+
+
+def left_out_note(left_out: dict) -> str:
+    if not left_out:
+        return ""
+    names = ", ".join(f"{n} (not asked on {k} page{'s' if k != 1 else ''})" for n, k in left_out.items())
+    one = len(left_out) == 1
+    return (f"Left out of training and scoring: {names}. The other fields train on every page. "
+            f"To train {'it' if one else 'them'}: Label pages (Schema & labels) asks for "
+            f"{'it' if one else 'them'}, or set {'it' if one else 'them'} in Review.")
+
+
 def project_targets(project, max_words: int | None = None, field_names=None, repeats: str = "o") -> ProjectTargets:
     """Targets of every page of a project. A page or label file that does not load is
-    reported in `errors` and the rest goes on."""
+    reported in `errors` and the rest goes on. Fields not asked yet on some page are left
+    out of training and scoring (left_out_fields), not the pages."""
     from dxstudio.engine.page import PageError
 
     names = list(field_names) if field_names is not None else project.field_names
     kept, excluded, errors, sources = [], [], [], {}
+    read = []
     for pid in project.page_ids():
         try:
             page, page_raw = project.read_page(pid)
             labels, label_raw = project.read_labels(pid)
-            t = page_targets(page, labels, names, max_words, repeats)
+        except (PageError, LabelError) as e:
+            errors.append((pid, str(e)))
+            continue
+        read.append((pid, page, page_raw, labels, label_raw))
+    left_out = left_out_fields([r[3] for r in read], names)
+    for pid, page, page_raw, labels, label_raw in read:
+        try:
+            t = page_targets(page, labels, names, max_words, repeats, leave_out=left_out)
         except (PageError, LabelError) as e:
             errors.append((pid, str(e)))
             continue
@@ -603,4 +654,5 @@ def project_targets(project, max_words: int | None = None, field_names=None, rep
         else:
             kept.append((pid, page, t))
             sources[pid] = (page_raw, label_raw)
-    return ProjectTargets(kept, excluded, errors, sources)
+    errors.sort(key=lambda e: e[0])
+    return ProjectTargets(kept, excluded, errors, sources, left_out)

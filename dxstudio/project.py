@@ -368,6 +368,106 @@ class Project:
         self.schema = parse_schema(self.schema + new, str(self.project_file))
         return [f.name for f in new]
 
+    # -- renamed fields: the model head mapping -----------------------------------------------
+    @property
+    def field_renames(self) -> dict:
+        """{a model's field name: the schema's name now} for fields renamed in the schema
+        (dxproject.json "field_renames"): a model trained before a rename still reads the field."""
+        m = self._data.get("field_renames")
+        return dict(m) if isinstance(m, dict) else {}
+
+    @field_renames.setter
+    def field_renames(self, mapping: dict) -> None:
+        m = {str(k): str(v) for k, v in (mapping or {}).items() if k != v}
+        if m:
+            self._data["field_renames"] = m
+        else:
+            self._data.pop("field_renames", None)
+
+    def record_renames(self, renames: dict) -> None:
+        """Note renames {old: new} (applied together) in field_renames, chains folded."""
+        m = {k: renames.get(v, v) for k, v in self.field_renames.items()}
+        for old, new in renames.items():
+            if old not in m:
+                m[old] = new
+        self.field_renames = m
+
+    def model_field_names(self, model_fields) -> list[str]:
+        """A model's field names as the schema calls them now: the model's own names when they
+        are the schema's, else with the renames applied (a model from before a rename)."""
+        model_fields = list(model_fields)
+        if model_fields == self.field_names:
+            return model_fields
+        m = self.field_renames
+        return [m.get(f, f) for f in model_fields]
+
+    def rename_fields_in_labels(self, renames: dict) -> tuple[int, list]:
+        """Rename fields {old: new} (together, so a swap works) in every label file: the
+        labelling model's answers, their grounding and a person's fixes move to the new name.
+        Each file is written atomically. Returns (files changed, [(file, problem)] of label files
+        that could not be read or written: they are named and the rest go on)."""
+        if not renames:
+            return 0, []
+        changed, problems = 0, []
+
+        def moved(d):
+            if not isinstance(d, dict):
+                return d
+            kept = {k: v for k, v in d.items() if k not in renames and k not in renames.values()}
+            out = dict(kept)
+            for k, v in d.items():
+                if k in renames:
+                    out[renames[k]] = v
+            # a value left under a new name by a field deleted earlier gives way to the renamed field
+            for k, v in d.items():
+                if k in renames.values() and k not in out:
+                    out[k] = v
+            return out
+
+        for pid in self.page_ids():
+            path = self.label_path(pid)
+            if not path.is_file():
+                continue
+            try:
+                labels = self.load_labels(pid)
+            except (LabelError, OSError) as e:
+                problems.append((str(path), str(e)))
+                continue
+            touched = set(renames) & (set(labels.answers or {}) | set(labels.grounding) | set(labels.fixes))
+            if not touched:
+                continue
+            if labels.answers is not None:
+                labels.answers = moved(labels.answers)
+            labels.grounding = moved(labels.grounding)
+            labels.review["fixes"] = moved(labels.fixes)
+            try:
+                self.save_labels(pid, labels)
+            except OSError as e:
+                problems.append((str(path), f"not written: {e.strerror or e}"))
+                continue
+            changed += 1
+        return changed, problems
+
+    def field_usage(self, name: str) -> dict:
+        """What the project holds for a field: {"answers": pages with the labelling model's
+        answer, "values": pages with a value (answer or fix), "fixes": pages a person set it on,
+        "accepted": accepted pages with it}. Unreadable label files are skipped."""
+        c = {"answers": 0, "values": 0, "fixes": 0, "accepted": 0}
+        for pid in self.page_ids():
+            try:
+                labels = self.load_labels(pid)
+            except (LabelError, OSError):
+                continue
+            ans = (labels.answers or {}).get(name)
+            has_ans = name in (labels.answers or {})
+            fix = labels.fixes.get(name)
+            c["answers"] += has_ans
+            c["fixes"] += fix is not None
+            if fix or (fix is None and ans is not None):
+                c["values"] += 1
+                c["accepted"] += labels.state == "accepted"
+        return c
+
     @property
     def settings(self) -> dict:
         """Plain dict, saved as is (the tuner owns its keys)."""

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dxstudio.engine.page import Page, PageError
-from dxstudio.grounding import Excluded, not_asked_fields, not_asked_reason, page_targets
+from dxstudio.grounding import Excluded, not_asked_fields, page_targets
 from dxstudio.project import LabelError, LabelFile, Project, ProjectError
 
 STATUSES = ("unreviewed", "accepted", "excluded", "conflicts", "error")
@@ -45,6 +45,14 @@ HISTORY_LIMIT = 200
 
 class ReviewError(ValueError):
     """An operation the current page does not allow; str() says why."""
+
+
+def not_asked_note(names) -> str:
+    """A page's note for fields not asked yet: what the trainer does with them and the fix."""
+    one = len(names) == 1
+    return (f"{', '.join(names)} not asked yet on this page: left out of training and scoring until "
+            f"Label pages asks for {'it' if one else 'them'}, or you set {'it' if one else 'them'} here "
+            f"(select words and press {'its' if one else 'the'} key, or Ctrl+key for no value)")
 
 
 @dataclass
@@ -74,6 +82,95 @@ class _Decision:
     field: str | None
     before: dict
     after: dict
+
+
+@dataclass
+class _SchemaEdit:
+    """A schema edit on the undo stack: the schema and the rename map before and after, and
+    the renames {old: new} it made in the label files."""
+    before: list
+    after: list
+    renames: dict
+    map_before: dict
+    map_after: dict
+    page_id: str | None = None
+    op: str = "schema"
+
+
+@dataclass
+class SchemaChange:
+    """What saving a schema edit does, for the person to confirm (schema_change)."""
+    added: list  # new field names
+    removed: dict  # {name: Project.field_usage(name)}
+    renamed: dict  # {old: new}
+    renamed_usage: dict  # {old: Project.field_usage(old)}
+    labelled_pages: int  # pages with the labelling model's answers (a new field is not asked there)
+
+    @property
+    def any(self) -> bool:
+        return bool(self.added or self.removed or self.renamed)
+
+    def removal_text(self) -> str:
+        """What a delete loses, in words ("" when nothing is removed)."""
+        parts = []
+        for name, u in self.removed.items():
+            parts.append(f"“{name}”: its values on {u['values']} page(s) ({u['fixes']} set by a person, "
+                         f"{u['accepted']} on accepted pages) are no longer shown, trained or scored, and the "
+                         f"model's answers for it are no longer used")
+        return "; ".join(parts)
+
+    def summary(self) -> str:
+        out = []
+        if self.renamed:
+            out.append("Renamed " + ", ".join(
+                f"{o} → {n} (its labels on {self.renamed_usage[o]['values']} page(s), the labelling model's "
+                f"answers and the model's answers go with it)" for o, n in self.renamed.items()))
+        if self.added:
+            names = ", ".join(self.added)
+            one = len(self.added) == 1
+            out.append(f"Added {names}: not asked yet on the {self.labelled_pages} labelled page(s), so "
+                       f"{'it is' if one else 'they are'} left out of training and scoring (the other fields "
+                       f"still train) until Label pages asks for {'it' if one else 'them'} or you set "
+                       f"{'it' if one else 'them'} in Review")
+        if self.removed:
+            out.append("Removed " + self.removal_text())
+        return ". ".join(out) + ("." if out else "")
+
+
+def _field_dicts(fields) -> list:
+    from dxstudio.project import field_from
+    return [field_from(f).to_dict() for f in fields]
+
+
+def schema_change(project, fields, renames=None) -> SchemaChange:
+    """What replacing the schema by `fields` with renames {old: new} would do (nothing saved).
+    Raises ProjectError for a bad schema, ReviewError for a rename that does not fit it."""
+    from dxstudio.project import parse_schema
+
+    new = parse_schema([f if not isinstance(f, dict) else dict(f) for f in fields], str(project.project_file))
+    renames = dict(renames or {})
+    old_names = project.field_names
+    new_names = [f.name for f in new]
+    for o, n in renames.items():
+        if o not in old_names:
+            raise ReviewError(f"cannot rename {o!r}: it is not a field of the schema ({', '.join(old_names)})")
+        if n not in new_names:
+            raise ReviewError(f"cannot rename {o!r} to {n!r}: {n!r} is not in the new schema")
+    if len(set(renames.values())) != len(renames):
+        raise ReviewError("two fields cannot be renamed to the same name")
+    renamed_to = set(renames.values())
+    kept_old = [n for n in old_names if n not in renames]
+    added = [n for n in new_names if n not in renamed_to and n not in kept_old]
+    removed = [n for n in kept_old if n not in new_names]
+    labelled = 0
+    for pid in project.page_ids():
+        try:
+            labelled += project.load_labels(pid).labelled
+        except (LabelError, OSError):
+            pass
+    return SchemaChange(added, {n: project.field_usage(n) for n in removed},
+                        {o: n for o, n in renames.items() if o != n},
+                        {o: project.field_usage(o) for o, n in renames.items() if o != n}, labelled)
 
 
 def _snapshot(labels: LabelFile) -> dict:
@@ -136,6 +233,7 @@ class ReviewSession:
         self._undo: list[_Decision] = []
         self._redo: list[_Decision] = []
         self._observers: list = []
+        self.rename_problems: list = []  # label files a rename could not rewrite: [(file, problem)]
         for pid in self.page_ids:
             self.statuses[pid] = self._compute_status(pid)
         if self.page_ids:
@@ -193,10 +291,10 @@ class ReviewSession:
         if conflicts:
             return PageStatus("conflicts", "; ".join(conflicts))
         missing = not_asked_fields(labels, self.field_names)
+        if state == "accepted":  # a field added since does not undo a person's decision
+            return PageStatus("accepted", not_asked_note(missing) if missing else "")
         if missing:
-            return PageStatus("unreviewed", not_asked_reason(missing))
-        if state == "accepted":
-            return PageStatus("accepted")
+            return PageStatus("unreviewed", not_asked_note(missing))
         if not labels.labelled and not labels.fixes:
             return PageStatus("unreviewed", "not labelled yet")
         return PageStatus("unreviewed")
@@ -311,14 +409,114 @@ class ReviewSession:
         self.max_words = self._model_max_words()
         self.reload()
 
-    def set_schema(self, fields) -> None:
-        """Replace the schema (names, descriptions, weights), save dxproject.json and re-read.
-        dxproject.json is read afresh first, so settings another panel saved are kept."""
+    def set_schema(self, fields, renames=None) -> SchemaChange:
+        """Replace the schema (names, descriptions, weights), save dxproject.json and re-read;
+        an undoable edit (undo / redo). renames {old: new}: fields renamed, whose labels (the
+        labelling model's answers, their grounding, a person's fixes) move to the new name in
+        every label file, and whose model answers follow (Project.field_renames). A field
+        removed keeps its data in the label files (undo brings it back). dxproject.json is read
+        afresh first, so settings another panel saved are kept. Returns the SchemaChange."""
         project = Project.open(self.project.root)
+        change = schema_change(project, fields, renames)
+        before = [f.to_dict() for f in project.schema]
+        after = _field_dicts(fields)
+        if before == after and not change.renamed:
+            return change
+        edit = _SchemaEdit(before, after, dict(change.renamed), project.field_renames, {}, self.current)
+        self._apply_schema(project, after, change.renamed, None)
+        edit.map_after = self.project.field_renames
+        self._undo.append(edit)
+        self._redo.clear()
+        self._notify("history", self.current)
+        return change
+
+    # -- a schema edit in two halves: the files on a background thread, the session on the GUI's
+    def stage_schema(self, fields, renames=None, undo: bool | None = None) -> dict:
+        """The slow half of set_schema (or of undo / redo of a schema edit with undo=True/False),
+        safe on a worker thread: it rewrites the label files and dxproject.json and reads every
+        page's status afresh, touching nothing of this session. commit_schema(staged) then makes
+        it current on the session's thread. Raises ProjectError / ReviewError like set_schema."""
+        project = Project.open(self.project.root)
+        if undo is None:
+            change = schema_change(project, fields, renames)
+            before = [f.to_dict() for f in project.schema]
+            after = _field_dicts(fields)
+            edit = _SchemaEdit(before, after, dict(change.renamed), project.field_renames, {}, self.current)
+            if before == after and not change.renamed:
+                return {"change": change, "edit": None}
+            target, moves, fmap = after, change.renamed, None
+        else:
+            edit = self._undo[-1] if undo else self._redo[-1]
+            change = None
+            target = edit.before if undo else edit.after
+            moves = {n: o for o, n in edit.renames.items()} if undo else edit.renames
+            fmap = edit.map_before if undo else edit.map_after
+        problems = []
+        if moves:
+            _, problems = project.rename_fields_in_labels(moves)
+        project.set_schema(target)
+        if fmap is None:
+            project.record_renames(moves)
+        else:
+            project.field_renames = fmap
+        project.save()
+        if undo is None:
+            edit.map_after = project.field_renames
+        shadow = ReviewSession.__new__(ReviewSession)  # reads statuses with the new schema, nothing else
+        shadow.project, shadow._states = project, {}
+        shadow.max_words = shadow._model_max_words()
+        ids = project.page_ids()
+        statuses = {pid: shadow._compute_status(pid) for pid in ids}
+        return {"change": change, "edit": edit, "undo": undo, "project": project, "max_words": shadow.max_words,
+                "page_ids": ids, "statuses": statuses, "states": shadow._states, "problems": problems}
+
+    def commit_schema(self, staged: dict):
+        """The quick half: the staged project and statuses become the session's; the edit goes
+        on the undo stack (or moves between the stacks for an undo / redo). Returns the change."""
+        if staged.get("edit") is None:
+            return staged["change"]
+        self.project, self.max_words = staged["project"], staged["max_words"]
+        self.page_ids, self.statuses = staged["page_ids"], staged["statuses"]
+        self._states = dict(staged["states"])
+        self.rename_problems = staged["problems"]
+        undo, edit = staged["undo"], staged["edit"]
+        if undo is None:
+            self._undo.append(edit)
+            self._redo.clear()
+        elif undo:
+            self._redo.append(self._undo.pop())
+        else:
+            self._undo.append(self._redo.pop())
+        current = self.current if self.current in self.statuses else (self.page_ids[0] if self.page_ids else None)
+        self._notify("statuses", None)
+        if current is not None:
+            self.goto(current)
+        self._notify("history", self.current)
+        return staged["change"]
+
+    def _apply_schema(self, project, fields, renames: dict, field_map: dict | None) -> None:
+        """Labels renamed first (each file atomic), then dxproject.json: a failure between the two
+        leaves labels under names the schema does not have yet, which a retry renames again."""
+        if renames:
+            _, problems = project.rename_fields_in_labels(renames)
+            if problems:
+                self.rename_problems = problems
         project.set_schema(fields)
+        if field_map is None:
+            project.record_renames(renames)
+        else:
+            project.field_renames = field_map
         project.save()
         self.project = project
+        self.max_words = self._model_max_words()
         self.reload()
+
+    def _replay_schema(self, edit: _SchemaEdit, undo: bool) -> None:
+        project = Project.open(self.project.root)
+        if undo:
+            self._apply_schema(project, edit.before, {n: o for o, n in edit.renames.items()}, edit.map_before)
+        else:
+            self._apply_schema(project, edit.after, edit.renames, edit.map_after)
 
     # -- decisions -------------------------------------------------------------------------
     def _require_page(self) -> None:
@@ -343,6 +541,7 @@ class ReviewSession:
         self._write(new, self.current, op, field_name, before, after)
         self._undo.append(decision)
         self._redo.clear()
+        self._notify("history", self.current)  # can_undo changed after the "labels" notice
 
     def _write(self, labels: LabelFile, page_id: str, op: str, field_name, before: dict, after: dict) -> None:
         entry = {"op": op, "before": before, "after": after, "at": time.strftime("%Y-%m-%dT%H:%M:%S")}
@@ -385,6 +584,24 @@ class ReviewSession:
         if bad:
             raise ReviewError(f"word {bad[0]} is not on page {self.current} ({len(self.page.words)} words)")
         self._apply("set_field", name, lambda lf: lf.review.setdefault("fixes", {}).__setitem__(name, words))
+
+    def set_fields(self, values: dict, op: str = "set_fields") -> None:
+        """Several fixes as one decision (one undo): {field: word indices ([] = no value)}."""
+        self._require_page()
+        clean = {}
+        for name, word_indices in values.items():
+            self._check_field(name)
+            words = sorted({int(i) for i in word_indices})
+            bad = [i for i in words if not 0 <= i < len(self.page.words)]
+            if bad:
+                raise ReviewError(f"word {bad[0]} is not on page {self.current} ({len(self.page.words)} words)")
+            clean[name] = words
+
+        def change(lf):
+            fixes = lf.review.setdefault("fixes", {})
+            for name, words in clean.items():
+                fixes[name] = words
+        self._apply(op, None, change)
 
     def clear_field(self, name: str) -> None:
         """The field has no value on this page."""
@@ -436,6 +653,15 @@ class ReviewSession:
         if not self._undo:
             return None
         d = self._undo.pop()
+        if isinstance(d, _SchemaEdit):
+            try:
+                self._replay_schema(d, undo=True)
+            except Exception:
+                self._undo.append(d)
+                raise
+            self._redo.append(d)
+            self._notify("history", self.current)
+            return self.current
         try:
             self._replay(d, d.before, "undo " + d.op)
         except Exception:
@@ -449,6 +675,15 @@ class ReviewSession:
         if not self._redo:
             return None
         d = self._redo.pop()
+        if isinstance(d, _SchemaEdit):
+            try:
+                self._replay_schema(d, undo=False)
+            except Exception:
+                self._redo.append(d)
+                raise
+            self._undo.append(d)
+            self._notify("history", self.current)
+            return self.current
         try:
             self._replay(d, d.after, "redo " + d.op)
         except Exception:

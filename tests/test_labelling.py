@@ -272,11 +272,12 @@ def test_a_field_added_later_is_not_asked_until_asked_and_only_it_is_asked(endpo
     before = project.load_labels("invoice-1")
     project.add_fields([Field("currency", "the currency of the total")])
     project.save()
-    # not asked: neither a value nor "no value"; training and scoring leave the page out
+    # not asked: neither a value nor "no value"; training and scoring leave the field out, not the page
     t = page_targets(page1(project), before, project.field_names)
     assert isinstance(t, Excluded) and "currency not asked yet" in t.reason
-    assert project_targets(project).kept == [] and project_targets(project).summary()["excluded_by_reason"] == {
-        "currency not asked yet": 1}
+    pt = project_targets(project)
+    assert [r[0] for r in pt.kept] == ["invoice-1"] and pt.left_out == {"currency": 1}
+    assert "currency" in pt.kept[0][2].unscored and pt.kept[0][2].field_words["currency"] == ()
     # a person's value (here: no value) counts as asked
     fixed = project.load_labels("invoice-1")
     fixed.review["fixes"]["currency"] = []

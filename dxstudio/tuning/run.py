@@ -140,9 +140,15 @@ class TuneRun:
             source = f"new {settings['size']} model, seed {settings['seed']}"
         cfg = base_cfg.with_fields(fields)
         params = OrderedDict(base_params)
-        if list(base_cfg.fields) != list(fields):
+        # a model from before a field was renamed reads it under the new name (the head mapping)
+        model_fields = project.model_field_names(base_cfg.fields)
+        if model_fields != list(fields):
             # a custom schema: a new tag head of 1 + 2K rows drawn from the run's seed
             params["tag_head.weight"], params["tag_head.bias"] = new_tag_head(cfg, settings["seed"])
+            if not (isinstance(base_summary, dict) and base_summary.get("base") is True):
+                # the project's earlier model: the fields it has keep their rows (O too)
+                params["tag_head.weight"], params["tag_head.bias"] = _keep_head_rows(
+                    model_fields, base_params, list(fields), params["tag_head.weight"], params["tag_head.bias"])
             if isinstance(base_summary, dict) and base_summary.get("base") is True:
                 # a pretrained base: fields naming its generic classes start from their rows
                 from dxstudio.corpus.generic import transfer_tag_head
@@ -167,6 +173,7 @@ class TuneRun:
         pt, self.train_pages, self.heldout_pages = usable_split(
             self.project, self.settings, self.cfg.max_words, "tuning", self.fold, pt)
         self.excluded, self.errors, self.sources = pt.excluded, pt.errors, pt.sources
+        self.left_out = dict(pt.left_out)  # fields not asked yet on some page: not trained, not scored
         self.class_weights = tuple(float(w) for w in schedule.class_weights_for(weights))
         self.examples = []
         for pid, page, t in self.train_pages:  # one window per page: the first max_words words
@@ -297,7 +304,7 @@ class TuneRun:
             "settings": self.settings, "fingerprint": self.fingerprint, "components": self.components,
             "starting_model": self.start_source, "fields": list(self.cfg.fields),
             "train_pages": [r[0] for r in self.train_pages], "heldout_pages": [r[0] for r in self.heldout_pages],
-            "total_steps": self.total_steps})
+            "total_steps": self.total_steps, **({"left_out": self.left_out} if self.left_out else {})})
 
     def train(self, on_event=None, cancel: threading.Event | None = None, stop_after: int | None = None,
               resume: bool = False, overwrite: bool = False) -> bool:
@@ -426,6 +433,25 @@ class TuneRun:
         finally:
             rd.release()
         return report
+
+
+def _keep_head_rows(model_fields, base_params, fields, weight, bias):
+    """A new tag head whose O row and the B-/I- rows of every field the starting model has
+    (by its name in the schema now) are the starting model's: adding or removing a field keeps
+    what the model learnt of the others. Fields it lacks keep their freshly drawn rows."""
+    w = np.array(weight, np.float32, copy=True)
+    b = np.array(bias, np.float32, copy=True)
+    bw = np.asarray(base_params["tag_head.weight"], np.float32)
+    bb = np.asarray(base_params["tag_head.bias"], np.float32)
+    if bw.shape[1] != w.shape[1] or not any(f in model_fields for f in fields):
+        return w, b
+    w[0], b[0] = bw[0], bb[0]
+    for c, name in enumerate(fields):
+        if name in model_fields:
+            g = model_fields.index(name)
+            for off in (1, 2):
+                w[off + 2 * c], b[off + 2 * c] = bw[off + 2 * g], bb[off + 2 * g]
+    return w, b
 
 
 def score_predictions(fields, preds, share, min_values, by: str = "words") -> dict:
@@ -605,7 +631,7 @@ def accepted_only_filter(pt):
             kept.append(row)
         else:
             excluded.append((row[0], NOT_ACCEPTED))
-    return ProjectTargets(kept, excluded, pt.errors, {r[0]: pt.sources[r[0]] for r in kept})
+    return ProjectTargets(kept, excluded, pt.errors, {r[0]: pt.sources[r[0]] for r in kept}, pt.left_out)
 
 
 def snapshot_targets(project, snapshot: dict, max_words: int, source, repeats: str = "o") -> "ProjectTargets":
@@ -615,13 +641,23 @@ def snapshot_targets(project, snapshot: dict, max_words: int, source, repeats: s
     from dxstudio.grounding import Excluded, ProjectTargets, page_targets
     from dxstudio.project import LabelError, label_from_dict
 
+    from dxstudio.grounding import left_out_fields
+
     kept, excluded, errors, sources = [], [], [], {}
+    read = []
     for pid, text in snapshot["labels"].items():
         raw = text.encode("utf-8")
         try:
             page, page_raw = project.read_page(pid)
             labels = label_from_dict(parse_json(raw, f"{source} ({pid})", LabelError), f"{source} ({pid})", pid)
-            t = page_targets(page, labels, project.field_names, max_words, repeats)
+        except (PageError, LabelError, ValueError) as e:
+            errors.append((pid, str(e)))
+            continue
+        read.append((pid, raw, page, page_raw, labels))
+    left_out = left_out_fields([r[4] for r in read], project.field_names)
+    for pid, raw, page, page_raw, labels in read:
+        try:
+            t = page_targets(page, labels, project.field_names, max_words, repeats, leave_out=left_out)
         except (PageError, LabelError, ValueError) as e:
             errors.append((pid, str(e)))
             continue
@@ -632,7 +668,7 @@ def snapshot_targets(project, snapshot: dict, max_words: int, source, repeats: s
             sources[pid] = (page_raw, raw)
     excluded += [tuple(e) for e in snapshot.get("excluded", [])]
     errors += [tuple(e) for e in snapshot.get("unreadable", [])]
-    return ProjectTargets(kept, excluded, errors, sources)
+    return ProjectTargets(kept, excluded, errors, sources, left_out)
 
 
 def usable_split(project, settings: dict, max_words: int, purpose: str, fold: tuple | None = None, pt=None):
@@ -719,20 +755,21 @@ def evaluate_model(model_path, project, out_path=None, overrides: dict | None = 
         loaded = load_model(model_path)
     except ModelFileError as e:
         raise TuneError(str(e)) from None
-    if list(loaded.cfg.fields) != project.field_names:
+    if project.model_field_names(loaded.cfg.fields) != project.field_names:
         raise TuneError(f"{model_path}: the model's fields {list(loaded.cfg.fields)} are not the "
                         f"project's schema {project.field_names} ({project.project_file})")
     settings = resolve_settings(project.settings, overrides)
-    _, train, held = usable_split(project, settings, loaded.cfg.max_words, "evaluation")
+    cfg = loaded.cfg.with_fields(project.field_names)  # renamed fields under their names now
+    _, train, held = usable_split(project, settings, cfg.max_words, "evaluation")
     if all_pages:
         rows = {r[0]: r for r in train + held}
         held = [rows[i] for i in schedule.hash_order(list(rows), settings["seed"])]
     from dxstudio.engine.model import to_runtime
 
     params = to_runtime(loaded.params)
-    preds = [(pid, page, t, predict_page(loaded.cfg, params, page, settings["kernels"])) for pid, page, t in held]
+    preds = [(pid, page, t, predict_page(cfg, params, page, settings["kernels"])) for pid, page, t in held]
     by = (loaded.thresholds or {}).get("by") or settings["threshold_by"]  # the model's own rule
-    report = score_predictions(list(loaded.cfg.fields), preds, settings["share"], settings["min_values"], by)
+    report = score_predictions(list(cfg.fields), preds, settings["share"], settings["min_values"], by)
     report["stored"] = at_stored_thresholds(report, loaded.thresholds)
     report["documents"]["stored"] = at_stored_thresholds(report["documents"], loaded.thresholds)
     report["run"] = {"model": str(model_path), "heldout_pages": len(held),
@@ -777,6 +814,7 @@ def training_breakdown(project, accepted_only: bool = False) -> dict:
             c["excluded" if review_state(raw) == "excluded" else "conflicts"] += 1
     c["unreadable"] = len(pt.errors)
     c["usable"] = c["accepted"] + c["fixed"] + c["unreviewed"]
+    c["left_out"] = dict(pt.left_out)  # {field: pages where not asked}: left out of training and scoring
     return c
 
 

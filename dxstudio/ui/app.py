@@ -142,7 +142,7 @@ def _placeholder(text: str) -> QWidget:
 
 
 REVIEW_ACTIONS = ("accept", "exclude", "exclude_reason", "unreview", "next", "prev", "next_unreviewed",
-                  "next_conflict", "next_queue", "use_model", "undo", "redo", "remove_words", "zoom_in",
+                  "next_conflict", "next_queue", "use_model", "use_model_all", "undo", "redo", "remove_words", "zoom_in",
                   "zoom_out", "fit", "toggle_fill", "fill_lighter", "fill_stronger") \
     + tuple(f"field_{k}" for k in range(1, 10)) + tuple(f"no_value_{k}" for k in range(1, 10))
 STATE_FILE = Path(".cache") / "app-state.json"  # in the project folder: the page shown last
@@ -201,7 +201,11 @@ class MainWindow(QMainWindow):
         self.banner = QLabel()
         self.banner.setWordWrap(True)
         self.banner.setTextInteractionFlags(Qt.TextSelectableByMouse)
-        self.banner.hide()
+        self.banner.setAlignment(Qt.AlignLeft | Qt.AlignVCenter)
+        # the banner's room is kept whether it says something or not: the page never moves
+        # under the mouse when a note comes or goes (two lines; the whole note in its tooltip)
+        self.banner.setFixedHeight(self.banner.fontMetrics().lineSpacing() * 2 + 14)
+        self._clear_banner()
         self.fill_bar = FillBar(self.view)
         self.model_answers = ModelAnswers(self.session, self)
         self.model_bar = ModelBar(self.model_answers)
@@ -230,17 +234,19 @@ class MainWindow(QMainWindow):
         if TrainingPanel is not None:
             self.training_panel = TrainingPanel(self.project_root, self)
             self.results_panel = ResultsPanel(self)
-            self.training_panel.finished.connect(
-                lambda report, run_dir: self._show_results(report, run_dir))
+            self.training_panel.finished.connect(self._run_finished)
             self.tabs.addTab(self.training_panel, "Train")
-            self.tabs.addTab(self.results_panel, "Results")
+            self.results_area = _scrolled(self.results_panel)  # a small screen scrolls, never squeezes
+            self.tabs.addTab(self.results_area, "Results")
             self.results_panel.show_latest(self.project_root)  # results survive a restart
             from dxstudio.ui.runs_panel import RunsPanel
 
             self.runs_panel = RunsPanel(self.project_root, self)
             self.runs_panel.open_results.connect(self._show_results)
-            self.runs_panel.model_chosen.connect(lambda path: self.model_answers.start(path))
+            self.runs_panel.model_chosen.connect(self._on_model_chosen)
             self.training_panel.finished.connect(lambda *_: self.model_answers.start())
+            self.training_panel.finished.connect(lambda *_: self.extract_panel.follow_project())
+            self.training_panel.finished.connect(lambda *_: self.runs_panel.refresh())
             self.results_panel.openInReview.connect(self.open_in_review)
             self.tabs.addTab(self.runs_panel, "Runs")
         else:
@@ -249,6 +255,7 @@ class MainWindow(QMainWindow):
             self.tabs.addTab(_placeholder("Results appear here after a fine-tuning run."), "Results")
         from dxstudio.ui.extract_panel import ExtractPanel
         self.extract_panel = ExtractPanel(self.session.project)
+        self.extract_panel.pageAdded.connect(self._extract_page_added)
         self.tabs.addTab(_scrolled(self.extract_panel), "Extract")
         self.setCentralWidget(self.tabs)
         self._build_menus()
@@ -258,6 +265,12 @@ class MainWindow(QMainWindow):
         self.hover_label = QLabel(KEY_HINT)
         self.hover_label.setStyleSheet("color: #495057;")
         self.statusBar().addWidget(self.hover_label, 1)
+        from PySide6.QtWidgets import QPushButton
+        self.show_results_button = QPushButton("")
+        self.show_results_button.setToolTip("A run ended: open the Results tab")
+        self.show_results_button.clicked.connect(self._open_offered_results)
+        self.show_results_button.hide()
+        self.statusBar().addPermanentWidget(self.show_results_button)
 
         self.session.subscribe(self._on_session)
         self.page_list.pageActivated.connect(self.goto)
@@ -272,6 +285,12 @@ class MainWindow(QMainWindow):
         self.model_answers.changed.connect(self._on_answers)
         self.model_bar.toggled.connect(lambda _: self._draw_answers())
         self.schema_panel.endpointMissing.connect(lambda: self.tabs.setCurrentIndex(1))
+        self.schema_panel.schemaChanged.connect(self._after_schema_edit)
+        self.page_list.queue_source = self.model_answers.queue
+        self.page_list.searchChanged.connect(lambda _: self._draw_search())
+        self.model_answers.changed.connect(self.page_list.update_queue)
+        self._last_tab = self.tabs.currentIndex()
+        self._queue_walk = False  # the page shown was opened by Q: A goes on down the queue
         self.tabs.currentChanged.connect(self._on_tab)
         self._restore_page()
         self._show_current()
@@ -323,6 +342,9 @@ class MainWindow(QMainWindow):
                      "sure of")
         self._action("use_model", "Take the &model's answer", "M", lambda: self.use_model_answer(),
                      "The model's answer becomes the label of the current field (framed in the field panel)")
+        self._action("use_model_all", "Take &all the model's answers", "Shift+M", self.use_all_model_answers,
+                     "Every field of the page takes the model's answer (one decision: Ctrl+Z undoes it); "
+                     "then A accepts the page")
         self._action("undo", "&Undo", ["Ctrl+Z"], self.undo, "Undo the last decision (on any page)")
         self._action("redo", "&Redo", ["Ctrl+Shift+Z", "Ctrl+Y"], self.redo, "Redo the decision just undone")
         self._action("remove_words", "Remove selected words from their fields", ["Delete", "Backspace"],
@@ -358,7 +380,8 @@ class MainWindow(QMainWindow):
             file_menu.addSeparator() if n is None else file_menu.addAction(self.actions[n])
         review = bar.addMenu("&Review")
         for n in ("accept", "exclude", "exclude_reason", "unreview", None, "next", "prev", "next_unreviewed",
-                  "next_conflict", "next_queue", "use_model", None, "undo", "redo", None, "remove_words"):
+                  "next_conflict", "next_queue", "use_model", "use_model_all", None, "undo", "redo", None,
+                  "remove_words"):
             review.addSeparator() if n is None else review.addAction(self.actions[n])
         fields = review.addMenu("Set &field")
         self._fields_menu = fields
@@ -409,6 +432,9 @@ class MainWindow(QMainWindow):
         """Run a session operation; a problem goes to the status bar and the banner, never a crash.
         Decisions wait while "Label pages" runs: its worker rewrites label files, and a decision
         saved between its read and its write of the same file would be lost."""
+        if fn is not self.session.goto and fn is not self.session.reload and self.schema_panel.schema_busy:
+            self.statusBar().showMessage("The schema is being saved: decisions wait a moment", 4000)
+            return False
         if fn is not self.session.goto and fn is not self.session.reload and self.schema_panel.running:
             self.statusBar().showMessage("Labelling is running: decisions are paused until it ends "
                                          "(Schema & labels tab, Cancel to stop it)", 6000)
@@ -422,13 +448,16 @@ class MainWindow(QMainWindow):
             return False
 
     def goto(self, page_id: str) -> None:
+        self._queue_walk = False  # Q sets it again after its goto
         self._do(self.session.goto, page_id)
 
     def next_page(self) -> None:
+        self._queue_walk = False
         if not self.session.next(self.page_list.visible_ids()):
             self.statusBar().showMessage("Last page of the list", 3000)
 
     def prev_page(self) -> None:
+        self._queue_walk = False
         if not self.session.prev(self.page_list.visible_ids()):
             self.statusBar().showMessage("First page of the list", 3000)
 
@@ -452,13 +481,14 @@ class MainWindow(QMainWindow):
         if not a.answers:
             self.statusBar().showMessage(
                 "The model is still reading the pages" if a.running else
-                "No model answers yet: fine-tune a model (Train tab) or press “Read pages with the model”", 5000)
+                "No model answers yet: fine-tune a model (Train tab) or press “Read again”", 5000)
             return False
         pid = a.next_in_queue(self.session.current)
         if pid is None:
             self.statusBar().showMessage("The queue is empty: every page with the model's answers is reviewed", 5000)
             return False
         self.goto(pid)
+        self._queue_walk = True
         differ = a.disagreements(pid)
         self.statusBar().showMessage(
             f"Queue: {pid}, the model differs on {', '.join(differ)}" if differ else
@@ -488,6 +518,25 @@ class MainWindow(QMainWindow):
             return True
         return False
 
+    def use_all_model_answers(self) -> bool:
+        """Shift+M: every field the model reads takes its answer, as one decision (Ctrl+Z undoes
+        all of it): Prodigy's accept of a suggestion, one key. A then accepts the page."""
+        s = self.session
+        comp = self.model_answers.comparison(s.current) if s.current else {}
+        if not comp:
+            self.statusBar().showMessage("No model answer for this page yet", 4000)
+            return False
+        values = {name: list(c.answer.words) if c.answer is not None else [] for name, c in comp.items()
+                  if not c.agrees}
+        if not values:
+            self.statusBar().showMessage("The model already agrees with the labels on every field", 4000)
+            return True
+        if self._do(s.set_fields, values, "take model answers"):
+            self.statusBar().showMessage(f"Took the model's answers for {', '.join(values)} (Ctrl+Z undoes them; "
+                                         f"A accepts the page)", 6000)
+            return True
+        return False
+
     def accept_page(self) -> None:
         if self._do(self.session.accept):
             page_id = self.session.current
@@ -496,6 +545,10 @@ class MainWindow(QMainWindow):
                 self.statusBar().showMessage(note, 15000)
                 self._show_banner(note, "warn")
                 return
+            if self._queue_walk and self.model_answers.answers:
+                if self.next_in_queue():
+                    self.statusBar().showMessage(f"Accepted {page_id}; the queue's next page", 4000)
+                    return
             moved = self.session.next(self.page_list.visible_ids())
             self.statusBar().showMessage(f"Accepted {page_id}" + ("" if moved else " (last page)"), 4000)
 
@@ -551,7 +604,11 @@ class MainWindow(QMainWindow):
     def set_field(self, name: str) -> None:
         words = self.view.selected_words()
         if not words:
-            self.statusBar().showMessage(f"Select the words of {name} first (click, shift-click or drag)", 4000)
+            text = (f"No words selected for {name}: select its words first (click, shift-click, drag, or the "
+                    f"arrow keys with Shift), then press its key; Ctrl+key means “no value”")
+            self.statusBar().showMessage(text, 6000)
+            self._show_banner(text, "warn")
+            QApplication.beep()
             return
         if self._do(self.session.set_field, name, words):
             self.view.clear_selection()
@@ -640,7 +697,43 @@ class MainWindow(QMainWindow):
 
     def _show_results(self, report: dict, run_dir: str) -> None:
         self.results_panel.show_run(report, run_dir, self.project_root)
-        self.tabs.setCurrentIndex(3)
+        self.tabs.setCurrentIndex(self.tabs.indexOf(self.results_area))
+
+    def _run_finished(self, report: dict, run_dir: str) -> None:
+        """A run ended: its results go into the Results tab, which is offered, not switched to
+        (the person may be in the middle of a page)."""
+        self.results_panel.show_run(report, run_dir, self.project_root)
+        k = self.tabs.indexOf(self.results_area)
+        if self.tabs.currentIndex() != k:
+            self.tabs.setTabText(k, "Results •")
+            self.show_results_button.setText(f"Run {Path(run_dir).name} finished: show its results")
+            self.show_results_button.show()
+
+    def _open_offered_results(self) -> None:
+        self.show_results_button.hide()
+        self.tabs.setCurrentIndex(self.tabs.indexOf(self.results_area))
+
+    def _on_model_chosen(self, path: str) -> None:
+        """Runs' Use this model: Review reads with it, and Extract follows it at once."""
+        self.model_answers.start(path)
+        self.extract_panel.follow_project()
+
+    def _extract_page_added(self, page_id: str) -> None:
+        """Extract added a corrected page to the project: Review shows it with the others."""
+        self._do(self.session.reload)
+        if self.training_panel is not None:
+            self.training_panel.update_breakdown()
+        self.model_answers.start()
+        self.statusBar().showMessage(f"{page_id} joined the project as a reviewed page", 8000)
+
+    def _after_schema_edit(self) -> None:
+        """A schema edit was saved or undone: the keys, the fields and the Train tab's counts."""
+        self._fill_fields_menu()
+        self.extract_panel.project = self.session.project
+        if self.training_panel is not None:
+            self.training_panel.update_breakdown()
+        self.field_panel.refresh()
+        self._on_answers()
 
     # -- remembering the page ---------------------------------------------------------------
     def _restore_page(self) -> None:
@@ -675,9 +768,18 @@ class MainWindow(QMainWindow):
     def _show_banner(self, text: str, kind: str) -> None:
         colours = {"error": ("#F8D7DA", "#842029"), "warn": ("#FFF3CD", "#664D03"), "info": ("#E2E3E5", "#41464B")}
         bg, fg = colours[kind]
-        self.banner.setStyleSheet(f"background: {bg}; color: {fg}; padding: 6px 10px; font-size: 13px;")
+        sheet = f"background: {bg}; color: {fg}; padding: 4px 10px; font-size: 13px;"
+        if self.banner.styleSheet() != sheet:  # a re-polish costs milliseconds: only on a change
+            self.banner.setStyleSheet(sheet)
         self.banner.setText(text)
+        self.banner.setToolTip(text)
         self.banner.show()
+
+    def _clear_banner(self) -> None:
+        if self.banner.styleSheet() != "background: transparent; padding: 4px 10px;":
+            self.banner.setStyleSheet("background: transparent; padding: 4px 10px;")
+        self.banner.setText("")
+        self.banner.setToolTip("")
 
     def _show_current(self) -> None:
         s = self.session
@@ -691,6 +793,7 @@ class MainWindow(QMainWindow):
             return
         self.view.show_page(s.page, s.tags, self._field_statuses(), field_names=s.field_names,
                             image_root=s.project.pages_dir, predictions=self._page_answers())
+        self._draw_search()
         self._update_banner()
 
     def _page_answers(self) -> dict | None:
@@ -701,6 +804,10 @@ class MainWindow(QMainWindow):
         if answers is None:
             return None
         return {n: (a.words if a is not None else ()) for n, a in answers.items() if n in self.session.field_names}
+
+    def _draw_search(self) -> None:
+        if self.session.page is not None and self.view.page is not None:
+            self.view.set_highlight(self.page_list.word_hits(self.session.page))
 
     def _draw_answers(self) -> None:
         if self.session.page is not None and self.view.page is not None:
@@ -726,10 +833,24 @@ class MainWindow(QMainWindow):
         if self.view.notice:
             notes.append(self.view.notice)
             kind = "warn"
+        same = self._same_values()
+        if same:
+            notes.append(same)
+            kind = "warn"
         if notes:
             self._show_banner(" · ".join(notes), kind)
         else:
-            self.banner.hide()
+            self._clear_banner()
+
+    def _same_values(self) -> str:
+        """Two fields with the same value on the page (total and subtotal): easily swapped, so
+        flagged for a look, whatever their grounding says."""
+        from dxstudio.ui.field_panel import same_value_pairs
+        pairs = same_value_pairs(self.session.field_rows())
+        if not pairs:
+            return ""
+        return "Same value in two fields: " + ", ".join(f"{a} and {b} ({v})" for a, b, v in pairs) + \
+            " — check they are not swapped"
 
     def _on_session(self, kind: str, pid) -> None:
         if kind == "page" or (kind == "statuses" and pid is None):
@@ -752,6 +873,7 @@ class MainWindow(QMainWindow):
         parts = [f"{c[k]} {COUNT_WORDS[k]}" for k in ("accepted", "excluded", "conflicts", "error") if c[k]]
         self.counts_label.setText(f"{pos}   ·   " + (", ".join(parts) if parts else "nothing reviewed yet"))
         self.model_bar.refresh()  # the queue follows every decision
+        self.page_list.update_queue()
 
     def _on_selection(self, words: list) -> None:
         self.field_panel.show_selection(words, self.session.page)
@@ -771,12 +893,40 @@ class MainWindow(QMainWindow):
     def _on_tab(self, index: int) -> None:
         """Review keys act only on the Review tab: elsewhere they are disabled, so A on the
         Schema tab or Ctrl+Z on the Train tab cannot change a page that is not on screen."""
+        schema_tab = self.tabs.indexOf(self.schema_panel.parentWidget().parentWidget()) \
+            if self.schema_panel.parentWidget() is not None else -1
+        previous, self._last_tab = getattr(self, "_last_tab", index), index
+        if previous == schema_tab and index != schema_tab and self.schema_panel.is_dirty():
+            if not self._leave_schema():
+                self._last_tab = schema_tab
+                QTimer.singleShot(0, lambda: self.tabs.setCurrentIndex(schema_tab))
+                return
+        if self.results_panel is not None and self.tabs.widget(index) is self.results_area:
+            self.tabs.setTabText(index, "Results")
+            self.show_results_button.hide()
+        if self.tabs.widget(index) is self.extract_panel.parentWidget().parentWidget():
+            self.extract_panel.follow_project()
         review = self.tabs.widget(index) is self.splitter
         for name in REVIEW_ACTIONS:
             self.actions[name].setEnabled(review)
         if review:
             self.field_panel.refresh()  # the buttons follow can_undo / can_redo again
             self.view.setFocus()
+
+    def _leave_schema(self) -> bool:
+        """Leaving the Schema tab with edits not saved: Save, Discard or stay (False)."""
+        box = QMessageBox(QMessageBox.Warning, "Unsaved schema edits",
+                          "The schema table has edits that are not saved. Save them now?",
+                          QMessageBox.Save | QMessageBox.Discard | QMessageBox.Cancel, self)
+        box.setDefaultButton(QMessageBox.Save)
+        box.button(QMessageBox.Cancel).setText("Stay")
+        answer = box.exec()
+        if answer == QMessageBox.Save:
+            return self.schema_panel.save_schema()  # (finishes in the background)
+        if answer == QMessageBox.Discard:
+            self.schema_panel.load()
+            return True
+        return False
 
     # -- closing ---------------------------------------------------------------------------
     def closeEvent(self, event):

@@ -34,9 +34,76 @@ class ExtractResult:
     source: str  # the file the page came from
     page: object  # dxstudio.engine.page.Page
     fields: dict  # {name: {"value", "words", "confidence", "route"}}
+    corrected: set = None  # fields a person set here (route "person")
+
+    def __post_init__(self):
+        if self.corrected is None:
+            self.corrected = set()
 
     def to_json(self) -> dict:
         return {"id": self.page.id, "source": self.source, "fields": self.fields}
+
+
+def format_confidence(v) -> str:
+    """A confidence as the table and the page's tags both show it: three decimals, never
+    rounded up to 1 (0.9996 is "0.9996", not "1.000" beside an "ask")."""
+    if v is None:
+        return ""
+    digits = 3
+    text = f"{v:.{digits}f}"
+    while float(text) >= 1.0 > v and digits < 9:
+        digits += 1
+        text = f"{v:.{digits}f}"
+    return text
+
+
+def add_to_project(project, result: "ExtractResult") -> str:
+    """Add an extracted page to the project as a reviewed page: the page (its image copied into
+    pages/images/), and a label file whose values are the ones shown (the model's, or a
+    person's corrections) as a person's fixes, accepted. So the model learns from its mistakes
+    at the next Fine-tune. Returns the page id; ProjectError when the project has another page
+    under that id."""
+    import dataclasses
+    import shutil
+
+    from dxstudio.project import LabelFile, ProjectError, check_page_id, safe_page_id
+
+    page = result.page
+    pid = page.id if isinstance(page.id, str) and page.id else safe_page_id(Path(result.source).stem)
+    check_page_id(pid, result.source)
+    image = None
+    if page.image:
+        src = Path(page.image)
+        if not src.is_absolute():
+            src = Path(result.source).parent / src
+        if src.is_file():
+            image = f"images/{pid}{src.suffix.lower() or '.png'}"
+    page = dataclasses.replace(page, id=pid, image=image)
+    if project.has_page(pid) and project.label_path(pid).is_file():
+        try:
+            if project.load_page(pid).to_dict() == page.to_dict():
+                raise ProjectError(f"{project.page_path(pid)}: {pid} is already in the project (review it there)")
+        except ValueError as e:
+            if isinstance(e, ProjectError):
+                raise
+    status = project.add_page(page)  # refuses another page under the same id
+    if image is not None and status == "added":
+        (project.pages_dir / "images").mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, project.pages_dir / image)
+    names = project.field_names
+    by_model = dict(zip(list(result.fields), project.model_field_names(list(result.fields))))
+    answers, fixes = {}, {}
+    for name, v in result.fields.items():
+        schema_name = by_model.get(name, name)
+        if schema_name not in names:
+            continue
+        answers[schema_name] = v.get("value")
+        fixes[schema_name] = [int(i) for i in v.get("words") or []]
+    labels = LabelFile(page=pid, answers=answers, answer_source="extract",
+                       review={"state": "accepted", "fixes": fixes,
+                               "history": [{"op": "added from Extract", "fields": sorted(result.corrected)}]})
+    project.save_labels(pid, labels)
+    return pid
 
 
 def newest_model(project) -> Path | None:
@@ -137,6 +204,7 @@ def extract_work(model_path, files, image_dir=None):
 
 class ExtractPanel(QWidget):
     finished = Signal()
+    pageAdded = Signal(str)  # a corrected page joined the project (its id)
 
     def __init__(self, project, parent=None):
         super().__init__(parent)
@@ -147,6 +215,8 @@ class ExtractPanel(QWidget):
         self.problems: list[str] = []
         self._job: Job | None = None
         self._image_dir: Path | None = None
+        self._chosen = False  # a model picked with Model… (else the project's model is followed)
+        self._pending: list = []  # files dropped before there was a model: read when one comes
         self.setAcceptDrops(True)
 
         self.model_label = QLabel()
@@ -197,10 +267,41 @@ class ExtractPanel(QWidget):
         split.addWidget(self.table)
         split.setStretchFactor(1, 1)
         split.setSizes([260, 560, 360])
+        self.table.setSelectionBehavior(QTableWidget.SelectRows)
+        self.table.setSelectionMode(QTableWidget.SingleSelection)
+        self.table.setToolTip("Select a field's row, select its words on the page (click, drag, or the arrow "
+                              "keys), then Set from selection (or the field's key 1–9)")
+        self.set_button = QPushButton("Set from selection")
+        self.set_button.setToolTip("The selected words on the page become the value of the field selected in the "
+                                   "table (a correction: route “person”)  [keys 1–9: that field]")
+        self.set_button.clicked.connect(lambda: self.correct_field())
+        self.none_button = QPushButton("No value")
+        self.none_button.setToolTip("The field selected in the table has no value on this page")
+        self.none_button.clicked.connect(lambda: self.correct_field(words=[]))
+        self.add_button = QPushButton("Add page to project")
+        self.add_button.setToolTip("The page joins the project as a reviewed (accepted) page with the values shown, "
+                                   "corrections included: the next Fine-tune learns from it")
+        self.add_button.clicked.connect(lambda: self.add_current_to_project())
+        for b in (self.set_button, self.none_button, self.add_button):
+            b.setEnabled(False)
+        fix_row = QHBoxLayout()
+        fix_row.addWidget(QLabel("Correct a value:"))
+        fix_row.addWidget(self.set_button)
+        fix_row.addWidget(self.none_button)
+        fix_row.addStretch(1)
+        fix_row.addWidget(self.add_button)
+        from PySide6.QtGui import QKeySequence, QShortcut
+        self._keys = []
+        for k in range(1, 10):
+            sc = QShortcut(QKeySequence(str(k)), self)
+            sc.setContext(Qt.WidgetWithChildrenShortcut)
+            sc.activated.connect(lambda k=k: self.correct_field(index=k - 1))
+            self._keys.append(sc)
         layout = QVBoxLayout(self)
         layout.addLayout(top)
         layout.addWidget(self.progress)
         layout.addWidget(self.note)
+        layout.addLayout(fix_row)
         layout.addWidget(split, 1)
         self.set_model(newest_model(project))
 
@@ -219,6 +320,8 @@ class ExtractPanel(QWidget):
             return False
         self.model_path = Path(path)
         self.thresholds = model.thresholds
+        if "D7191C" in self.note.text():  # an error about having no model is no longer true
+            self.note.setText("")
         fields = ", ".join(model.cfg.fields)
         try:  # a model of this project is named by its path in the project
             shown = self.model_path.resolve().relative_to(Path(self.project.root).resolve())
@@ -234,7 +337,39 @@ class ExtractPanel(QWidget):
     def _choose_model(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Model", str(self.project.root), "Models (*.safetensors)")
         if path:
-            self.set_model(path)
+            self.choose_model(path)
+
+    def choose_model(self, path) -> bool:
+        """Model…: this file, kept until the window closes (the project's model is not followed)."""
+        ok = self.set_model(path)
+        self._chosen = ok
+        if ok:
+            self._read_pending()
+        return ok
+
+    def follow_project(self) -> bool:
+        """The project's model as dxproject.json says now (Runs' Use this model, a run that just
+        ended), unless a model was picked with Model…. True when there is a model."""
+        if self._chosen and self.model_path is not None:
+            return True
+        from dxstudio.project import Project, ProjectError
+        try:
+            project = Project.open(self.project.root)
+        except (ProjectError, OSError):
+            project = self.project
+        path = newest_model(project)
+        if path is None:
+            return False
+        if self.model_path is None or Path(path).resolve() != self.model_path.resolve():
+            if not self.set_model(path):
+                return False
+        self._read_pending()
+        return True
+
+    def _read_pending(self) -> None:
+        if self._pending and self.model_path is not None and not self.running:
+            paths, self._pending = self._pending, []
+            self.extract_files(paths)
 
     # -- extracting --------------------------------------------------------------------------
     def _choose_files(self) -> None:
@@ -251,8 +386,12 @@ class ExtractPanel(QWidget):
         if self.running:
             return False
         if self.model_path is None:
-            self.note.setText("<span style='color:#D7191C'>No model to read with: fine-tune one in the Train tab "
-                              "or choose a model file (Model…).</span>")
+            self.follow_project()
+        if self.model_path is None:
+            self._pending = [str(p) for p in paths]
+            self.note.setText(f"<span style='color:#D7191C'>No model to read with yet: {len(self._pending)} file(s) "
+                              f"wait here and are read as soon as there is one (fine-tune in the Train tab, or "
+                              f"choose a model file with Model…).</span>")
             return False
         self.results, self.problems = [], []
         self.list.clear()
@@ -341,15 +480,19 @@ class ExtractPanel(QWidget):
                 tags[i] = (1 if k == 0 else 2) + 2 * c
         labels = {}
         for name, v in r.fields.items():
-            if v["confidence"] is not None:
-                labels[name] = f"{name} {v['confidence']:.2f}" + (f" · {v['route']}" if v.get("route") else "")
+            if name in r.corrected:
+                labels[name] = f"{name} · person"
+            elif v["confidence"] is not None:
+                labels[name] = f"{name} {format_confidence(v['confidence'])}" + \
+                    (f" · {v['route']}" if v.get("route") else "")
         self.view.name_text = labels
         image_root = Path(r.source).parent
         self.view.show_page(r.page, tags, field_names=names, image_root=image_root)
+        keep = self.table.currentRow()
         self.table.setRowCount(len(names))
         for k, name in enumerate(names):
             v = r.fields[name]
-            conf = "" if v["confidence"] is None else f"{v['confidence']:.3f}"
+            conf = format_confidence(v["confidence"])
             route = v.get("route") or ""
             for col, text in enumerate((name, v["value"] or "(none)", conf, route)):
                 item = QTableWidgetItem(text)
@@ -357,6 +500,61 @@ class ExtractPanel(QWidget):
                     item.setForeground(Qt.darkRed)
                 self.table.setItem(k, col, item)
         self.table.resizeColumnToContents(0)
+        if names:
+            asks = [k for k, n in enumerate(names) if r.fields[n].get("route") == "ask"]
+            self.table.selectRow(keep if 0 <= keep < len(names) else (asks[0] if asks else 0))
+        for b in (self.set_button, self.none_button, self.add_button):
+            b.setEnabled(True)
+
+    def current_result(self) -> "ExtractResult | None":
+        row = self.list.currentRow()
+        return self.results[row] if 0 <= row < len(self.results) else None
+
+    def correct_field(self, words=None, index: int | None = None) -> bool:
+        """A person's value for a field of the page shown: the selected words (or `words`; []
+        for no value), for the table's selected field or field `index`. Its route becomes
+        "person", and the page can then join the project (Add page to project)."""
+        r = self.current_result()
+        if r is None:
+            return False
+        names = list(r.fields)
+        k = index if index is not None else self.table.currentRow()
+        if not 0 <= k < len(names):
+            self.note.setText("Select the field to correct in the table first.")
+            return False
+        from_selection = words is None
+        words = self.view.selected_words() if from_selection else list(words)
+        if from_selection and not words:
+            self.note.setText(f"Select the words of {names[k]} on the page first (click, drag, or the arrow keys), "
+                              f"or press No value.")
+            return False
+        name = names[k]
+        text = " ".join(r.page.words[i].text for i in words) if words else None
+        r.fields[name] = {"value": text, "words": list(words), "confidence": None, "route": "person"}
+        r.corrected.add(name)
+        self.view.clear_selection()
+        self.table.selectRow(k)
+        self.show_result(self.list.currentRow())
+        self.note.setText(f"{name} = {('“' + text + '”') if text else 'no value'} (your correction). "
+                          f"Add page to project makes it a reviewed page the next Fine-tune learns from.")
+        return True
+
+    def add_current_to_project(self) -> str | None:
+        from dxstudio.project import Project, ProjectError
+        r = self.current_result()
+        if r is None:
+            return None
+        try:
+            project = Project.open(self.project.root)
+            pid = add_to_project(project, r)
+        except (ProjectError, ValueError, OSError) as e:
+            self.note.setText(f"<span style='color:#D7191C'>Not added: {e}</span>")
+            return None
+        self.note.setText(f"{pid} joined the project as a reviewed page"
+                          + (f" with your corrections of {', '.join(sorted(r.corrected))}" if r.corrected else "")
+                          + ": the next Fine-tune learns from it.")
+        self.pageAdded.emit(pid)
+        return pid
 
     def save_jsonl(self, path=None) -> int | None:
         from dxstudio.fsutil import write_bytes_atomic

@@ -43,6 +43,27 @@ GROUNDING_COLOURS = {"exact": "#2B9348", "normalized": "#3A86FF", "computed": "#
                      "not asked": "#F4A300"}
 
 
+def _restyle(widget, sheet: str) -> None:
+    """setStyleSheet only when the sheet changes: each call re-polishes the widget under the
+    window's style sheet (about 7 ms here), and the rows are refreshed on every page."""
+    if widget.styleSheet() != sheet:
+        widget.setStyleSheet(sheet)
+
+
+def same_value_pairs(rows) -> list:
+    """[(field, field, value)] of two fields with the same value on the page (total and
+    subtotal): easily swapped, whatever their grounding says."""
+    out = []
+    for k, a in enumerate(rows):
+        if not a.words or not a.text.strip():
+            continue
+        key = " ".join(a.text.split()).casefold()
+        for b in rows[k + 1:]:
+            if b.words and " ".join(b.text.split()).casefold() == key:
+                out.append((a.name, b.name, a.text))
+    return out
+
+
 def _badge(text: str, colour: str) -> str:
     return (f"<span style='background:{colour}; color:white; border-radius:3px; padding:1px 4px;'>"
             f"&nbsp;{text}&nbsp;</span>")
@@ -98,23 +119,28 @@ class FieldRowWidget(QFrame):
         self.revert_button.clicked.connect(lambda: panel.revertFieldRequested.emit(name))
         buttons = QHBoxLayout()
         buttons.setSpacing(4)
-        for b in (self.set_button, self.clear_button, self.revert_button, self.use_button, self.goto_button):
+        for b in (self.set_button, self.clear_button, self.revert_button, self.goto_button):
             buttons.addWidget(b)
         buttons.addStretch(1)
+        # Use model sits on the model's own line: a narrow panel (1024 px screens) never hides it
+        model_row = QHBoxLayout()
+        model_row.setSpacing(4)
+        model_row.addWidget(self.model_line, 1)
+        model_row.addWidget(self.use_button, 0, Qt.AlignTop)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(10, 6, 6, 6)
         layout.setSpacing(3)
         layout.addWidget(self.title)
         layout.addWidget(self.value)
         layout.addWidget(self.detail)
-        layout.addWidget(self.model_line)
+        layout.addLayout(model_row)
         layout.addLayout(buttons)
         self.key = key
 
     def set_current(self, current: bool) -> None:
         self.current = current
         border = "2px solid #1A1AFF" if current else "1px solid #DEE2E6"
-        self.setStyleSheet(f"#fieldRow {{ border-left: 6px solid {self.colour.name()}; border-top: {border}; "
+        _restyle(self, f"#fieldRow {{ border-left: 6px solid {self.colour.name()}; border-top: {border}; "
                            f"border-right: {border}; border-bottom: {border}; background: white; "
                            f"border-radius: 4px; }}")
 
@@ -126,7 +152,9 @@ class FieldRowWidget(QFrame):
             return
         a = compare.answer
         value = f"“{escape(a.text)}” {a.confidence:.2f}" if a is not None else "<i>no value</i>"
-        if compare.agrees:
+        if compare.elsewhere:
+            mark = "<span style='color:#1B9E3A'><b>same value</b></span> (printed at other words)"
+        elif compare.agrees:
             mark = "<span style='color:#1B9E3A'><b>agrees</b></span>"
         else:
             mark = "<span style='color:#D7191C'><b>differs</b></span>"
@@ -139,10 +167,13 @@ class FieldRowWidget(QFrame):
         self.panel.set_current_field(self.name)
         super().mousePressEvent(event)
 
-    def show_row(self, row) -> None:
+    def show_row(self, row, same_as: str | None = None) -> None:
         colour = GROUNDING_COLOURS.get(row.status, "#6C757D")
         key = f"<span style='color:#6C757D'>[{self.key}]</span> " if self.key <= 9 else ""
         extra = " " + _badge("not scored", "#F4A300") if row.unscored else ""
+        if same_as:
+            extra += " " + _badge(f"same as {same_as}: check", "#D55E00")
+        self.same_as = same_as
         self.title.setText(f"{key}<b>{row.name}</b> &nbsp;{_badge(row.status, colour)}{extra}")
         empty = "not asked" if row.status == "not asked" else "no value"
         self.value.setText(row.text if row.words else f"<i style='color:#ADB5BD'>{empty}</i>")
@@ -256,11 +287,15 @@ class FieldPanel(QWidget):
             text += f"<br><span style='color:#495057'>{st.message}</span>"
         self.state.setText(text)
         rows = s.field_rows()
+        same = {}
+        for a, b, _ in same_value_pairs(rows):
+            same.setdefault(a, b)
+            same.setdefault(b, a)
         for w in self.rows.values():
             w.setEnabled(bool(rows))
         for row in rows:
             if row.name in self.rows:
-                self.rows[row.name].show_row(row)
+                self.rows[row.name].show_row(row, same.get(row.name))
         self.show_model()
 
     def show_model(self) -> None:
@@ -288,10 +323,10 @@ class FieldPanel(QWidget):
     def show_selection(self, words: list, page) -> None:
         if not words or page is None:
             self.selection.setText("Select words (click, shift-click, drag), then press a field's key 1–9.")
-            self.selection.setStyleSheet("color: #6C757D;")
+            _restyle(self.selection, "color: #6C757D;")
             return
         text = " ".join(page.words[i].text for i in words)
-        self.selection.setStyleSheet("color: #1A1AFF;")
+        _restyle(self.selection, "color: #1A1AFF;")
         self.selection.setText(f"Selected {len(words)} word{'s' if len(words) > 1 else ''}: “{text[:120]}”")
 
     def _on_session(self, kind: str, pid) -> None:

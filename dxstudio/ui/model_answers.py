@@ -53,7 +53,13 @@ class FieldCompare:
     name: str
     label_words: tuple
     answer: Answer | None  # None: the model found no value
-    agrees: bool  # the model's words are exactly the label's (both empty counts as agreeing)
+    agrees: bool  # the model's words are the label's (both empty counts), or the same value elsewhere
+    elsewhere: bool = False  # the same value as the label's, printed at other words ("5.000" twice)
+
+
+def same_text(a: str, b: str) -> bool:
+    """Two values read the same (spaces and case aside)."""
+    return " ".join(a.split()).casefold() == " ".join(b.split()).casefold()
 
 
 def sha256_file(path) -> str:
@@ -175,6 +181,8 @@ class ModelAnswers(QObject):
         self.last_run: tuple | None = None  # (computed, reused, cancelled) of the last job
         self._by_sha: dict[str, dict] = {}  # every model read in this window: switching back is instant
         self._labels: dict[str, dict] = {}  # page id -> {field: label words}
+        self._texts: dict[str, dict] = {}  # page id -> {field: the label's text}
+        self._keys: dict[str, tuple | None] = {}  # page id -> its queue key (queue_key)
         self._job: Job | None = None
         self._cursor: tuple | None = None  # the queue key of the last page the queue opened
         session.subscribe(self._on_session)
@@ -203,6 +211,7 @@ class ModelAnswers(QObject):
         model_path = Path(model_path)
         if model_path != self.model_path:
             self.answers, self.model_sha, self.model_fields = {}, None, []
+            self._keys.clear()
         self.model_path = model_path
         self.problems, self.error = [], None
         self._job = Job(answers_work(self.session.project.root, model_path), "dxstudio-model-answers",
@@ -232,9 +241,11 @@ class ModelAnswers(QObject):
             _, sha, fields = event
             self.model_sha, self.model_fields = sha, list(fields)
             self.answers = self._by_sha.setdefault(sha, {})
+            self._keys.clear()
             self.changed.emit()
         elif kind == "page":
             self.answers[event[1]] = event[2]
+            self._keys.pop(event[1], None)
             if event[1] == self.session.current:
                 self.changed.emit()
         elif kind == "progress":
@@ -261,10 +272,14 @@ class ModelAnswers(QObject):
 
     # -- comparing with the labels -----------------------------------------------------------
     def _on_session(self, kind: str, pid) -> None:
-        if kind in ("labels", "history") and pid is not None:
+        if kind in ("labels", "history", "statuses") and pid is not None:
             self._labels.pop(pid, None)
+            self._texts.pop(pid, None)
+            self._keys.pop(pid, None)
         elif kind == "statuses" and pid is None:  # reload, new schema: every page again
             self._labels.clear()
+            self._texts.clear()
+            self._keys.clear()
 
     def label_words(self, pid: str) -> dict | None:
         """{field: label words after review} of a page (None when it cannot be read)."""
@@ -276,20 +291,37 @@ class ModelAnswers(QObject):
 
             try:
                 project = s.project
-                targets, _ = display_targets(project.load_page(pid), project.load_labels(pid), s.field_names,
-                                             s.max_words)
+                page = project.load_page(pid)
+                targets, _ = display_targets(page, project.load_labels(pid), s.field_names, s.max_words)
             except (ValueError, OSError):
                 return None
             self._labels[pid] = {name: tuple(targets.field_words.get(name, ())) for name in s.field_names}
+            self._texts[pid] = {name: " ".join(page.words[i].text for i in w) for name, w in self._labels[pid].items()}
         return self._labels[pid]
 
+    def label_text(self, pid: str, name: str) -> str:
+        s = self.session
+        if pid == s.current and s.page is not None and s.targets is not None:
+            return " ".join(s.page.words[i].text for i in s.targets.field_words.get(name, ()))
+        return self._texts.get(pid, {}).get(name, "")
+
+    def _renamed(self, answers: dict | None) -> dict | None:
+        """A model's answers under the schema's names now (a model from before a rename)."""
+        if answers is None or not self.model_fields:
+            return answers
+        names = self.session.project.model_field_names(self.model_fields)
+        if names == self.model_fields:
+            return answers
+        m = dict(zip(self.model_fields, names))
+        return {m.get(k, k): v for k, v in answers.items()}
+
     def for_page(self, pid: str) -> dict | None:
-        return self.answers.get(pid)
+        return self._renamed(self.answers.get(pid))
 
     def comparison(self, pid: str) -> dict:
         """{field: FieldCompare} for the fields both the schema and the model have ({} when
         the page has no answers yet)."""
-        answers = self.answers.get(pid)
+        answers = self.for_page(pid)
         labels = self.label_words(pid) if answers is not None else None
         if answers is None or labels is None:
             return {}
@@ -298,14 +330,23 @@ class ModelAnswers(QObject):
             if name not in answers:
                 continue
             a = answers[name]
-            got = a.words if a is not None else ()
-            out[name] = FieldCompare(name, labels.get(name, ()), a, tuple(got) == tuple(labels.get(name, ())))
+            got = tuple(a.words if a is not None else ())
+            want = tuple(labels.get(name, ()))
+            elsewhere = bool(got != want and got and want and same_text(self.label_text(pid, name), a.text))
+            out[name] = FieldCompare(name, want, a, got == want or elsewhere, elsewhere)
         return out
 
     def disagreements(self, pid: str) -> list[str]:
         return [name for name, c in self.comparison(pid).items() if not c.agrees]
 
     def queue_key(self, pid: str) -> tuple | None:
+        """queue_key_now, kept per page until its labels, its status or its answers change
+        (moving between pages changes none of them: the queue is not recomputed per page)."""
+        if pid not in self._keys:
+            self._keys[pid] = self.queue_key_now(pid)
+        return self._keys[pid]
+
+    def queue_key_now(self, pid: str) -> tuple | None:
         """(0 when the model disagrees with a label else 1, the lowest confidence of the model's
         values on the page, the page's place in the project), or None for a page not queued."""
         st = self.session.statuses.get(pid)
@@ -353,7 +394,7 @@ class ModelBar(QWidget):
         self.progress.setMaximumHeight(16)
         self.progress.hide()
         self.read_button = QToolButton()
-        self.read_button.setText("Read pages with the model")
+        self.read_button.setText("Read again")
         self.read_button.setToolTip("Read every page of the project with the project's model, in the background "
                                     "(answers are cached per model file: pages read before are not read again)")
         self.read_button.clicked.connect(lambda: self.answers.start())
@@ -407,9 +448,12 @@ class ModelBar(QWidget):
             return
         queue = a.queue()
         differ = sum(1 for pid in queue if a.queue_key(pid)[0] == 0)
-        text = (f"<b>Model</b> {escape(str(shown))} · {len(a.answers)} page(s) read · queue {len(queue)}: "
-                f"{differ} where it differs from the labels, then the least sure · <b>Q</b> next · "
-                f"<b>M</b> take its answer")
+        # short (two lines at most in a 1024 px window): the model's run folder, not its whole path
+        name = shown.parent.name if shown.name == "model.safetensors" and shown.parent.name else shown.name
+        text = f"<b>Model</b> {escape(name)} · queue {len(queue)} ({differ} differ) · <b>Q</b> · <b>M</b>"
         if a.problems:
-            text += f" · <span style='color:#D7191C'>{len(a.problems)} page(s) not read</span>"
+            text += f" · <span style='color:#D7191C'>{len(a.problems)} not read</span>"
         self.label.setText(text)
+        self.label.setToolTip(f"{shown}: {len(a.answers)} page(s) read; the queue is the {len(queue)} page(s) still "
+                              f"to review, {differ} where the model differs from the labels first, then the "
+                              f"least sure")

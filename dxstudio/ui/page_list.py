@@ -31,6 +31,7 @@ STATUS_LABELS = {
     "error": "Cannot be read",
 }
 # "12 accepted, 4 with conflicts": the statuses as counts read in a sentence
+QUEUE = "queue"  # the filter's item for the model's review queue
 COUNT_WORDS = {"unreviewed": "unreviewed", "accepted": "accepted", "excluded": "excluded",
                "conflicts": "with conflicts", "error": "cannot be read"}
 
@@ -50,6 +51,7 @@ def status_icon(status: str, size: int = 12) -> QIcon:
 class PageList(QWidget):
     pageActivated = Signal(str)
     leaveRequested = Signal()  # Enter or Esc in the search box: the keys go back to the page
+    searchChanged = Signal(str)  # the search text (the page's matching words are highlighted)
 
     def __init__(self, session, parent=None):
         super().__init__(parent)
@@ -62,7 +64,12 @@ class PageList(QWidget):
         self.filter.addItem("All pages", None)
         for s in STATUSES:
             self.filter.addItem(status_icon(s), STATUS_LABELS[s], s)
-        self.filter.setToolTip("Show only pages with this status")
+        self.filter.addItem(status_icon("conflicts"), "Model's queue", QUEUE)
+        self.filter.setToolTip("Show only pages with this status, or the model's review queue (Q's order)")
+        self.queue_source = None  # a callable giving the model's review queue (set by the window)
+        self._queue_len = 0
+        self.hits = QLabel()
+        self.hits.setStyleSheet("color: #495057; font-size: 11px;")
         self.list = QListWidget()
         self.list.setUniformItemSizes(True)
         self.list.setAlternatingRowColors(True)
@@ -79,6 +86,7 @@ class PageList(QWidget):
         layout.setContentsMargins(6, 6, 6, 6)
         layout.addWidget(QLabel("<b>Pages</b>"))
         layout.addWidget(self.search)
+        layout.addWidget(self.hits)
         layout.addLayout(top)
         layout.addWidget(self.list, 1)
         layout.addWidget(self.progress)
@@ -91,7 +99,22 @@ class PageList(QWidget):
         self.filter.currentIndexChanged.connect(self.apply_filter)
         self.list.currentItemChanged.connect(self._on_current)
         session.subscribe(self._on_session)
+        self.hits.hide()
         self.rebuild()
+        # the pages' text for the search, read a few pages at a time while the window is idle,
+        # so the first letter typed does not read every page at once
+        from PySide6.QtCore import QTimer
+        self._warm = QTimer(self)
+        self._warm.setInterval(0)
+        self._warm.timeout.connect(self._warm_texts)
+        self._warm.start()
+
+    def _warm_texts(self) -> None:
+        todo = [pid for pid in self.session.page_ids if pid not in self._text_cache][:10]
+        for pid in todo:
+            self._page_text(pid)
+        if not todo:
+            self._warm.stop()
 
     # -- building ---------------------------------------------------------------------------
     def rebuild(self) -> None:
@@ -99,6 +122,8 @@ class PageList(QWidget):
         self.list.clear()
         self._items.clear()
         self._text_cache.clear()
+        if hasattr(self, "_warm"):
+            self._warm.start()
         for pid in self.session.page_ids:
             item = QListWidgetItem(pid)
             item.setData(Qt.UserRole, pid)
@@ -129,12 +154,37 @@ class PageList(QWidget):
         self.summary.setText(f"{total} pages: " + ", ".join(parts))
         for k in range(self.filter.count()):
             s = self.filter.itemData(k)
+            if s == QUEUE:
+                self.filter.setItemText(k, f"Model's queue ({self._queue_len})")
+                continue
             n = total if s is None else counts[s]
             self.filter.setItemText(k, f"{'All pages' if s is None else STATUS_LABELS[s]} ({n})")
         reviewed = self.session.reviewed_count()
         self.progress.setRange(0, max(1, total))
         self.progress.setValue(reviewed)
-        self.progress.setFormat(f"{reviewed} of {total} reviewed")
+        # a page accepted by a person that still has conflicts is reviewed but not "accepted":
+        # say so, so that the bar and the counts agree
+        odd = sum(1 for pid in self.session.page_ids
+                  if self.session._states.get(pid) == "accepted" and self.session.statuses[pid].status != "accepted")
+        self.progress.setFormat(f"{reviewed} of {total} reviewed" +
+                                (f" ({odd} accepted with conflicts)" if odd else ""))
+        self.progress.setToolTip("Reviewed pages: accepted or excluded by a person" +
+                                 (f"; {odd} of the accepted still have conflicts, so the trainer cannot use them "
+                                  f"as they stand and they count under “with conflicts”" if odd else ""))
+
+    def _queue(self) -> list:
+        try:
+            return list(self.queue_source()) if self.queue_source is not None else []
+        except Exception:  # the model's answers are optional: no queue
+            return []
+
+    def update_queue(self) -> None:
+        """The model's answers or a decision changed the queue: its count and, when it is the
+        filter, the list."""
+        self._queue_len = len(self._queue())
+        self._update_summary()
+        if self.filter.currentData() == QUEUE:
+            self.apply_filter()
 
     # -- filtering --------------------------------------------------------------------------
     def _page_text(self, pid: str) -> str:
@@ -146,19 +196,48 @@ class PageList(QWidget):
                 self._text_cache[pid] = ""
         return self._text_cache[pid]
 
-    def _matches(self, pid: str) -> bool:
+    def _matches(self, pid: str, queue=None) -> bool:
         wanted = self.filter.currentData()
-        if wanted is not None and self.session.statuses[pid].status != wanted:
+        if wanted == QUEUE:
+            if pid not in queue:
+                return False
+        elif wanted is not None and self.session.statuses[pid].status != wanted:
             return False
         q = self.search.text().strip().lower()
         return not q or q in pid.lower() or q in self._page_text(pid)
 
     def apply_filter(self) -> None:
+        queue = set(self._queue()) if self.filter.currentData() == QUEUE else None
         for pid, item in self._items.items():
-            item.setHidden(not self._matches(pid))
+            item.setHidden(not self._matches(pid, queue))
         current = self._items.get(self.session.current)
         if current is not None and not current.isHidden():  # e.g. the search was cleared
             self.list.scrollToItem(current)
+        q = self.search.text().strip()
+        if q:
+            n = len(self.visible_ids())
+            self.hits.setText(f"{n} page{'s' if n != 1 else ''} match “{q}”" if n else f"no page matches “{q}”")
+            self.hits.show()
+        else:
+            self.hits.setText("")
+            self.hits.hide()
+        self.searchChanged.emit(q)
+
+    def word_hits(self, page) -> list:
+        """The words of `page` that the search matches (drawn highlighted on the page)."""
+        q = self.search.text().strip().lower()
+        if not q or page is None:
+            return []
+        parts = q.split()
+        words = [w.text.lower() for w in page.words]
+        out = set()
+        for i in range(len(words)):  # a run of words that reads as the search (one word or several)
+            if len(parts) == 1:
+                if parts[0] in words[i]:
+                    out.add(i)
+            elif i + len(parts) <= len(words) and all(p in words[i + k] for k, p in enumerate(parts)):
+                out.update(range(i, i + len(parts)))
+        return sorted(out)
 
     def eventFilter(self, obj, event):
         if obj is self.search and event.type() == QEvent.KeyPress:

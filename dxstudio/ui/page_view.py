@@ -133,12 +133,16 @@ class PageView(QGraphicsView):
         self.name_text: dict = {}  # {field: text drawn instead of its name} (the Extract tab's confidences)
         self.has_image = False
         self._name_items = []
+        self._highlight: set[int] = set()  # words matching the search (drawn with a yellow frame)
+        self._highlight_items = []
+        self._cursor: int | None = None  # the word the arrow keys move from
         self._content = QRectF()  # what fit_page shows: the page, or its words without an image
 
     # -- showing a page ----------------------------------------------------------------------
     def clear_page(self, message: str = "") -> None:
         self.scene().clear()
         self._rects, self._prediction_items, self._name_items = [], [], []
+        self._highlight_items, self._cursor = [], None
         self.page, self.tags, self._selected, self._anchor = None, [], set(), None
         self.prediction_marks = {}
         self.setBackgroundBrush(QColor("#E9ECEF"))
@@ -159,6 +163,7 @@ class PageView(QGraphicsView):
             self.colours = field_colours(self.field_names)
         self.scene().clear()
         self._rects, self._prediction_items, self._name_items = [], [], []
+        self._highlight_items, self._cursor = [], None
         self.page = page
         self.tags = [int(t) for t in tags]
         if len(self.tags) != len(page.words):
@@ -189,6 +194,7 @@ class PageView(QGraphicsView):
         self.prediction_marks = {}
         if predictions is not None:
             self._draw_predictions(predictions)
+        self._draw_highlight()
         # What the view shows: the page, or without an image its words (a receipt is often a
         # narrow strip of a large page). The scene is exactly that area with a margin, so the
         # fitted page has no scroll bars and zooming in scrolls over the content only.
@@ -357,9 +363,39 @@ class PageView(QGraphicsView):
             text.setParentItem(back)
             text.setPos(0, -br.height() - 1)
             text.setAcceptedMouseButtons(Qt.NoButton)
+            back.setData(1, (c, i, br.width() + 4, br.height()))
             self.scene().addItem(back)
             self._name_items += [back, text]
         self._sync_names()
+
+    def _place_names(self) -> None:
+        """Put each name tag where it covers no other word at the zoom shown: above its first
+        word, else below it, else left or right of the field's words; where every place covers
+        a word, above it, half transparent so the word under it stays readable."""
+        scale = self.transform().m11() or 1.0
+        rects = [r.rect() for r in self._rects]
+        placed = []
+        for back in self._name_items:
+            if back.parentItem() is not None or back.data(1) is None:
+                continue
+            c, first, tw, th = back.data(1)
+            own = [k for k, t in enumerate(self.tags) if t > 0 and (t - 1) // 2 == c]
+            last = rects[own[-1]] if own else rects[first]
+            word = rects[first]
+            w, h = tw / scale, (th + 1) / scale
+            candidates = [QRectF(word.left() - 2 / scale, word.top() - h, w, h),  # above (the default)
+                          QRectF(word.left() - 2 / scale, word.bottom(), w, h),  # below
+                          QRectF(word.left() - w - 3 / scale, word.top(), w, h),  # left
+                          QRectF(last.right() + 3 / scale, last.top(), w, h)]  # right
+            chosen, clear = candidates[0], False
+            for cand in candidates:
+                if not any(cand.intersects(r) for r in rects) and not any(cand.intersects(p) for p in placed):
+                    chosen, clear = cand, True
+                    break
+            placed.append(chosen)
+            # the tag's own rect is drawn from (-2, -th - 1) of its position
+            back.setPos(chosen.left() + 2 / scale, chosen.top() + h)
+            back.setOpacity(1.0 if clear else 0.55)
 
     def _sync_names(self) -> None:
         """Name tags only while the words are big enough on screen to carry them (a page
@@ -371,6 +407,21 @@ class PageView(QGraphicsView):
         for item in self._name_items:
             if item.parentItem() is None:
                 item.setVisible(visible)
+        if visible:
+            self._place_names()
+
+    def name_rects(self) -> dict:
+        """{field name: the scene rect its tag covers} (tests check what it overlaps)."""
+        scale = self.transform().m11() or 1.0
+        out = {}
+        for back in self._name_items:
+            if back.parentItem() is not None or back.data(1) is None or not back.isVisible():
+                continue
+            c, _, tw, th = back.data(1)
+            name = self.field_names[c] if c < len(self.field_names) else f"field {c}"
+            pos = back.pos()
+            out[name] = QRectF(pos.x() - 2 / scale, pos.y() - (th + 1) / scale, tw / scale, th / scale)
+        return out
 
     def names_visible(self) -> bool:
         return any(it.isVisible() for it in self._name_items if it.parentItem() is None)
@@ -426,6 +477,47 @@ class PageView(QGraphicsView):
                 item.setZValue(3)
                 item.setToolTip(f"model: {name} ({mark})")
                 self._prediction_items.append(item)
+            inside = [i for i in got if 0 <= i < len(self._rects)]
+            if inside:  # the model's field name, small, under the end of its frame
+                last = self._rects[inside[-1]].rect()
+                tag = QGraphicsSimpleTextItem(f"model: {name}")
+                f = QFont("DejaVu Sans")
+                f.setPixelSize(9)
+                tag.setFont(f)
+                tag.setBrush(QBrush(RIGHT_COLOUR if mark == "right" else WRONG_COLOUR))
+                tag.setFlag(QGraphicsSimpleTextItem.ItemIgnoresTransformations, True)
+                tag.setPos(last.right() + 3, last.bottom() + 2)
+                tag.setZValue(3)
+                tag.setAcceptedMouseButtons(Qt.NoButton)
+                self.scene().addItem(tag)
+                self._prediction_items.append(tag)
+
+    def prediction_labels(self) -> list[str]:
+        """The field names written beside the model's frames (tests read them)."""
+        return [it.text() for it in self._prediction_items if isinstance(it, QGraphicsSimpleTextItem)]
+
+    # -- search hits ------------------------------------------------------------------------
+    def set_highlight(self, indices) -> None:
+        """Frame these words (a search's hits) in yellow; [] removes the frames."""
+        self._highlight = {int(i) for i in indices}
+        if self.page is not None:
+            self._draw_highlight()
+
+    def highlighted_words(self) -> list[int]:
+        return sorted(i for i in self._highlight if 0 <= i < len(self._rects))
+
+    def _draw_highlight(self) -> None:
+        for item in self._highlight_items:
+            self.scene().removeItem(item)
+        self._highlight_items = []
+        for i in self.highlighted_words():
+            r = self._rects[i].rect().adjusted(-2, -2, 2, 2)
+            pen = QPen(QColor("#FFB000"), 3.0)
+            pen.setCosmetic(True)
+            item = self.scene().addRect(r, pen, QBrush(QColor(255, 214, 0, 70)))
+            item.setZValue(2.5)
+            item.setAcceptedMouseButtons(Qt.NoButton)
+            self._highlight_items.append(item)
 
     # -- selection ---------------------------------------------------------------------------
     def selected_words(self) -> list[int]:
@@ -438,6 +530,8 @@ class PageView(QGraphicsView):
         self.selectionChanged.emit(self.selected_words())
 
     def clear_selection(self) -> None:
+        """No word selected; the arrow keys go on from the word they were at (set a field from
+        the keyboard, then move on)."""
         self._anchor = None
         self.set_selection([])
 
@@ -464,6 +558,7 @@ class PageView(QGraphicsView):
         else:
             self.set_selection([i])
             self._anchor = i
+        self._cursor = i
 
     def mousePressEvent(self, event):
         if event.button() in (Qt.MiddleButton, Qt.RightButton):
@@ -560,8 +655,56 @@ class PageView(QGraphicsView):
             self.zoom_by(1.0015 ** delta)
             event.accept()
 
+    def _next_word(self, i: int, key) -> int:
+        """The word after (Right), before (Left), on the row below (Down) or above (Up) word i."""
+        n = len(self._rects)
+        if key == Qt.Key_Right:
+            return min(n - 1, i + 1)
+        if key == Qt.Key_Left:
+            return max(0, i - 1)
+        here = self._rects[i].rect()
+        cx, cy, h = here.center().x(), here.center().y(), max(here.height(), 1.0)
+        best, best_d = i, None
+        for k, item in enumerate(self._rects):
+            r = item.rect()
+            dy = r.center().y() - cy
+            if (key == Qt.Key_Down and dy > 0.5 * h) or (key == Qt.Key_Up and dy < -0.5 * h):
+                d = (abs(dy) / h) * 4 + abs(r.center().x() - cx) / h
+                if best_d is None or d < best_d:
+                    best, best_d = k, d
+        return best
+
+    def move_cursor(self, key, extend: bool = False) -> int:
+        """The arrow keys: select the next word in that direction (Shift: add it to the
+        selection, as a run from the anchor for Left / Right). Returns the word."""
+        if self.page is None or not self._rects:
+            return -1
+        start = self._cursor if self._cursor is not None else (
+            max(self._selected) if self._selected else (self._hovered if self._hovered >= 0 else -1))
+        if start is None or start < 0:
+            nxt = 0
+        else:
+            nxt = self._next_word(start, key)
+        self._cursor = nxt
+        if extend and self._anchor is not None:
+            if key in (Qt.Key_Left, Qt.Key_Right):
+                lo, hi = sorted((self._anchor, nxt))
+                self.set_selection(set(range(lo, hi + 1)))
+            else:
+                self.set_selection(self._selected | {nxt})
+        else:
+            self.set_selection([nxt])
+            self._anchor = nxt
+        self.ensureVisible(self._rects[nxt].rect(), 20, 20)
+        return nxt
+
     def keyPressEvent(self, event):
         key = event.key()
+        if key in (Qt.Key_Left, Qt.Key_Right, Qt.Key_Up, Qt.Key_Down) and self.page is not None \
+                and not event.modifiers() & (Qt.ControlModifier | Qt.AltModifier):
+            self.move_cursor(key, extend=bool(event.modifiers() & Qt.ShiftModifier))
+            event.accept()
+            return
         if key in (Qt.Key_Plus, Qt.Key_Equal):
             self.zoom_in()
         elif key == Qt.Key_Minus:

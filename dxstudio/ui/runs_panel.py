@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLab
 
 from dxstudio.tuning.rundir import FINISHED, RunDir, RunInfo
 from dxstudio.tuning.settings import BY_NAME, DEFAULTS, TuneError
-from dxstudio.ui.training_panel import format_threshold
+from dxstudio.ui.training_panel import format_threshold, run_start_text
 
 STATUS_TEXT = {"finished": "finished", "stopped": "stopped (can resume)", "running": "running", "empty": "no step yet"}
 MACHINE_SETTINGS = tuple(n for n, row in BY_NAME.items() if not row.fingerprinted or not row.saved)
@@ -51,7 +51,8 @@ class RunsPanel(QWidget):
     open_results = Signal(object, str)  # (report, run_dir); object: the report keeps its field order
     model_chosen = Signal(str)
 
-    COLUMNS = ("Run", "Status", "Steps", "Settings (not the defaults)", "Mean agreement", "Model in use")
+    COLUMNS = ("Run", "Status", "Steps", "Starts from; settings (not the defaults)", "Mean agreement",
+               "Model in use")
     COMPARE = ("Field", "Recall A", "Recall B", "Agreement A", "Agreement B", "Threshold A", "Threshold B")
 
     def __init__(self, project_root, parent=None):
@@ -142,12 +143,16 @@ class RunsPanel(QWidget):
 
         return Project.open(self.project_root)
 
-    def _model_in_use(self) -> Path | None:
+    def _model_in_use(self) -> tuple[Path | None, bool]:
+        """(the model Review and Extract use: the project's, else the newest run's; whether it
+        was chosen with Use this model)."""
+        from dxstudio.ui.extract_panel import newest_model
         try:
-            m = self._project().model
+            project = self._project()
         except (ValueError, OSError):
-            return None
-        return m.resolve() if m is not None else None
+            return None, False
+        m = newest_model(project)
+        return (m.resolve() if m is not None else None), project.model is not None and m == project.model
 
     def refresh(self) -> None:
         """Read the run folders again (a run may have started, stopped or finished)."""
@@ -157,7 +162,7 @@ class RunsPanel(QWidget):
         except (ValueError, OSError) as e:
             self.runs = []
             self.status.setText(str(e))
-        in_use = self._model_in_use()
+        in_use, chosen = self._model_in_use()
         self.settings = {}
         self.table.setRowCount(len(self.runs))
         for r, info in enumerate(self.runs):
@@ -166,10 +171,16 @@ class RunsPanel(QWidget):
             except TuneError:
                 settings = {}
             self.settings[info.name] = settings
+            try:
+                started = RunDir(info.path).read_settings().get("starting_model")
+            except TuneError:
+                started = None
             steps = f"{info.step if info.step is not None else 0} of {info.total_steps or '?'}"
             used = in_use is not None and RunDir(info.path).model_path.resolve() == in_use
-            cells = (info.name, STATUS_TEXT.get(info.status, info.status), steps, settings_text(settings),
-                     _fmt(mean_agreement(info.scores)), "yes" if used else "")
+            in_use_text = ("yes" if chosen else "yes (newest run: none chosen)") if used else ""
+            cells = (info.name, STATUS_TEXT.get(info.status, info.status), steps,
+                     f"from {run_start_text(started, self.project_root)}; {settings_text(settings)}",
+                     _fmt(mean_agreement(info.scores)), in_use_text)
             for c, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 if c == 3:
@@ -296,7 +307,7 @@ class RunsPanel(QWidget):
 
             project = self._project()
             cfg = load_model(rd.model_path).cfg
-            if list(cfg.fields) != project.field_names:
+            if project.model_field_names(cfg.fields) != project.field_names:
                 raise TuneError(f"{rd.model_path}: the model's fields {list(cfg.fields)} are not the project's "
                                 f"schema {project.field_names}")
             project.model = rd.model_path

@@ -13,6 +13,7 @@ import os
 import re
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QDoubleSpinBox, QFileDialog, QFormLayout,
                                QGroupBox, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QMessageBox,
                                QProgressBar, QPushButton, QSpinBox, QTableWidget, QTableWidgetItem,
@@ -52,6 +53,7 @@ def label_work(project_root, limit=None, force=False, client_factory=None):
 class SchemaPanel(QWidget):
     labellingFinished = Signal(dict)
     endpointMissing = Signal()  # Label pages without an endpoint: the window shows this tab
+    schemaChanged = Signal()  # a schema edit was saved or undone: the Train tab's counts follow
 
     def __init__(self, session, parent=None):
         super().__init__(parent)
@@ -70,23 +72,40 @@ class SchemaPanel(QWidget):
         add = QPushButton("Add field")
         remove = QPushButton("Remove field")
         up = QPushButton("Move up")
+        self.add_button, self.remove_button = add, remove
         self.save_schema_button = QPushButton("Save schema")
-        self.save_schema_button.setToolTip("Write the schema into dxproject.json")
+        self.save_schema_button.setToolTip("Write the schema into dxproject.json (a renamed field keeps its "
+                                           "labels; removing a field asks first)")
+        self.undo_schema_button = QPushButton("Undo schema edit")
+        self.undo_schema_button.setToolTip("Put the schema (and the labels of a renamed field) back as they were "
+                                           "before the last saved schema edit  [Ctrl+Z]")
+        self.undo_schema_button.setEnabled(False)
+        # Ctrl+Z on this tab (the window's Undo acts on Review only): a shortcut of this panel
+        from PySide6.QtGui import QShortcut
+        self._undo_key = QShortcut(QKeySequence("Ctrl+Z"), self)
+        self._undo_key.setContext(Qt.WidgetWithChildrenShortcut)
+        self._undo_key.activated.connect(self.undo_schema)
         add.clicked.connect(self.add_field)
         remove.clicked.connect(self.remove_field)
         up.clicked.connect(self.move_up)
         self.save_schema_button.clicked.connect(self.save_schema)
+        self.undo_schema_button.clicked.connect(self.undo_schema)
         row = QHBoxLayout()
         for b in (add, remove, up):
             row.addWidget(b)
         row.addStretch(1)
+        row.addWidget(self.undo_schema_button)
         row.addWidget(self.save_schema_button)
+        self.schema_note = QLabel()
+        self.schema_note.setWordWrap(True)
+        self.schema_note.setTextInteractionFlags(Qt.TextSelectableByMouse)
         schema_box = QGroupBox("Schema: the fields to read off each page")
         sl = QVBoxLayout(schema_box)
         sl.addWidget(QLabel("A field's name becomes its tags (B-name, I-name); the weight scales its words "
                             "in the loss against O (default 3). Keys 1–9 in Review follow this order."))
         sl.addWidget(self.table)
         sl.addLayout(row)
+        sl.addWidget(self.schema_note)
 
         # -- labelling model ----------------------------------------------------------------
         self.url = QLineEdit()
@@ -154,17 +173,22 @@ class SchemaPanel(QWidget):
         project = self.session.project
         self.table.setRowCount(0)
         for f in project.schema:
-            self._append_row(f.name, f.description, f.weight)
+            self._append_row(f.name, f.description, f.weight, f.name)
+        self._refresh_undo()
         cfg = project.labelling
         self.url.setText(cfg.get("url") or "")
         self.model.setText(cfg.get("model") or "")
         self.key_env.setText(cfg.get("api_key_env") or DEFAULT_API_KEY_ENV)
         self._show_key_state()
 
-    def _append_row(self, name: str, description: str, weight: float) -> None:
+    def _append_row(self, name: str, description: str, weight: float, saved_as: str | None = None) -> None:
+        """saved_as: the field's name in the saved schema (None for a new row): a row whose name
+        is edited is a rename, whose labels go with it."""
         r = self.table.rowCount()
         self.table.insertRow(r)
-        self.table.setItem(r, 0, QTableWidgetItem(name))
+        item = QTableWidgetItem(name)
+        item.setData(Qt.UserRole, saved_as)
+        self.table.setItem(r, 0, item)
         self.table.setItem(r, 1, QTableWidgetItem(description))
         spin = QDoubleSpinBox()
         spin.setRange(0.1, 100.0)
@@ -190,11 +214,102 @@ class SchemaPanel(QWidget):
         if r <= 0:
             return
         fields = self.fields()
+        saved = self._saved_names()
         fields[r - 1], fields[r] = fields[r], fields[r - 1]
+        saved[r - 1], saved[r] = saved[r], saved[r - 1]
         self.table.setRowCount(0)
-        for f in fields:
-            self._append_row(f["name"], f["description"], f["weight"])
+        for f, was in zip(fields, saved):
+            self._append_row(f["name"], f["description"], f["weight"], was)
         self.table.selectRow(r - 1)
+
+    def _saved_names(self) -> list:
+        return [self.table.item(r, 0).data(Qt.UserRole) if self.table.item(r, 0) else None
+                for r in range(self.table.rowCount())]
+
+    def renames(self) -> dict:
+        """{saved name: new name} of the rows whose name was edited."""
+        out = {}
+        for was, f in zip(self._saved_names(), self.fields()):
+            if was and f["name"] and f["name"] != was:
+                out[was] = f["name"]
+        return out
+
+    def is_dirty(self) -> bool:
+        """The table differs from the saved schema (unsaved edits)."""
+        saved = [f.to_dict() for f in self.session.project.schema]
+        try:
+            return [dict(f, weight=float(f["weight"])) for f in self.fields()] != saved
+        except (TypeError, ValueError):
+            return True
+
+    def _refresh_undo(self) -> None:
+        from dxstudio.review import _SchemaEdit
+        u = getattr(self.session, "_undo", [])
+        self.undo_schema_button.setEnabled(bool(u) and isinstance(u[-1], _SchemaEdit))
+
+    def undo_schema(self) -> bool:
+        """Undo the last saved schema edit (only when it is the last decision of the session), on
+        a background job like Save schema."""
+        from dxstudio.review import _SchemaEdit
+        u = self.session._undo
+        if self.schema_busy or not u or not isinstance(u[-1], _SchemaEdit):
+            return False
+        self._stage(None, None, undo=True)
+        return True
+
+    # -- the slow half of a schema edit off the GUI thread (every label file and status) ----------
+    @property
+    def schema_busy(self) -> bool:
+        return getattr(self, "_schema_job", None) is not None
+
+    def wait_schema(self, timeout: float = 60.0) -> bool:
+        from dxstudio.ui.jobs import process_events_while
+        return process_events_while(lambda: self.schema_busy, timeout)
+
+    def _run_schema_job(self, work, on_done) -> None:
+        from dxstudio.review import ReviewError
+        self._schema_job = Job(work, "dxstudio-schema", expected=(ProjectError, ReviewError, LabelError, OSError,
+                                                                  ValueError), parent=self)
+        self._schema_job.connect(None, lambda r: self._schema_job_done(on_done, r),
+                                 lambda m: self._schema_job_done(None, m))
+        for b in (self.save_schema_button, self.undo_schema_button):
+            b.setEnabled(False)
+        self.schema_note.setText("Saving the schema: reading every page's labels…")
+        self._schema_job.start()
+
+    def _schema_job_done(self, on_done, result) -> None:
+        job, self._schema_job = self._schema_job, None
+        job.join()
+        job.deleteLater()
+        self.save_schema_button.setEnabled(True)
+        if on_done is None:
+            QMessageBox.warning(self, "Schema not saved", str(result))
+            self.schema_note.setText(f"Not saved: {result}")
+            self._refresh_undo()
+            return
+        on_done(result)
+
+    def _stage(self, fields, renames, undo=None) -> None:
+        session = self.session
+        self._run_schema_job(lambda job: session.stage_schema(fields, renames, undo), self._committed)
+
+    def _committed(self, staged) -> None:
+        undo = staged.get("undo")
+        change = self.session.commit_schema(staged)
+        self.load()
+        if undo is not None:
+            text = f"{'Undone' if undo else 'Redone'}: the schema is {', '.join(self.session.field_names)}."
+        else:
+            text = f"Schema saved: {', '.join(self.session.field_names) or 'no fields'}."
+            if change is not None and change.any:
+                text += " " + change.summary()
+        problems = getattr(self.session, "rename_problems", [])
+        if problems:
+            text += f" {len(problems)} label file(s) not renamed: " + "; ".join(f"{f}: {m}" for f, m in problems[:3])
+            self.session.rename_problems = []
+        self.schema_note.setText(text)
+        self.result.setText(text)
+        self.schemaChanged.emit()
 
     def fields(self) -> list[dict]:
         out = []
@@ -205,14 +320,38 @@ class SchemaPanel(QWidget):
         return out
 
     def save_schema(self) -> bool:
-        """Write the table into dxproject.json; a bad field name is shown and nothing is saved."""
+        """Write the table into dxproject.json; a bad field name is shown and nothing is saved.
+        A renamed row carries its labels; removing a field asks first, saying what is lost. The
+        work (every label file and page status) runs on background jobs: what the edit does is
+        counted first, then, once confirmed, it is made (schema_busy meanwhile; wait_schema).
+        False when the table cannot be saved as it is."""
+        from dxstudio.project import parse_schema
+        if self.schema_busy:
+            return False
+        fields, renames = self.fields(), self.renames()
         try:
-            self.session.set_schema(self.fields())
+            parse_schema(fields, str(self.session.project.project_file))
         except ProjectError as e:
             QMessageBox.warning(self, "Schema not saved", str(e))
             return False
-        self.result.setText(f"Schema saved: {', '.join(self.session.field_names) or 'no fields'}.")
+        from dxstudio.review import schema_change
+        project = self.session.project
+        self._run_schema_job(lambda job: schema_change(project, fields, renames),
+                             lambda change: self._confirm_and_stage(change, fields, renames))
         return True
+
+    def _confirm_and_stage(self, change, fields, renames) -> None:
+        if change.removed:
+            answer = QMessageBox.question(
+                self, "Remove field" + ("s" if len(change.removed) > 1 else ""),
+                f"Remove {', '.join(change.removed)}? {change.removal_text()}. The values stay in the label "
+                f"files: Undo schema edit (Ctrl+Z here) brings the field back with them.",
+                QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, QMessageBox.StandardButton.No)
+            if answer != QMessageBox.StandardButton.Yes:
+                self.load()
+                self.schema_note.setText("Not saved: the fields are as they were saved.")
+                return
+        self._stage(fields, renames)
 
     # -- labelling -------------------------------------------------------------------------
     def _show_key_state(self) -> None:

@@ -149,7 +149,7 @@ def render(project: Path, out: Path, screen: str, size=(1400, 880), steps: int =
             if screen == "extract":
                 results = window.results_panel
                 panel = window.extract_panel
-                if not panel.set_model(results.run_dir / "model.safetensors"):
+                if not panel.choose_model(results.run_dir / "model.safetensors"):
                     raise OSError(f"{project}: the new model cannot be read: {panel.model_label.text()}")
                 ids = results.heldout_ids[:EXTRACT_PAGES]
                 panel.extract_files([root / "pages" / f"{pid}.json" for pid in ids])

@@ -83,7 +83,54 @@ def breakdown_text(c: dict, accepted_only: bool, heldout_fraction=None) -> str:
     if c.get("unreadable"):
         out.append(n("unreadable", "unreadable"))
     held = f" A share of {heldout_fraction:g} of them is held out to score the model." if heldout_fraction else ""
-    return f"{trains}.{held} Left out: {', '.join(out)}."
+    text = f"{trains}.{held} Left out: {', '.join(out)}."
+    if c.get("left_out"):
+        from dxstudio.grounding import left_out_note
+        text += f" <span style='color:#9a3412'>{left_out_note(c['left_out'])}</span>"
+    return text
+
+
+def starting_model_text(project, values: dict) -> str:
+    """What a run started now starts from, as TuneRun.prepare picks it: the project's model
+    (Runs > Use this model), else the shipped base model or a new one, as Start from says."""
+    from dxstudio.tuning.run import BASE_MODEL
+
+    m = project.model
+    if m is not None:
+        try:
+            shown = m.resolve().relative_to(project.root.resolve())
+        except (ValueError, OSError):
+            shown = m
+        if not m.is_file():
+            return (f"<b>Starts from</b>: the project's model {shown}, which is missing: the run will not start "
+                    f"(choose another in Runs)")
+        return (f"<b>Starts from</b>: the project's model, {shown} (chosen in Runs); Start from applies only "
+                f"when the project has no model")
+    if values.get("start", "base") == "base" and values.get("size", "base") == "base" and BASE_MODEL.is_file():
+        return "<b>Starts from</b>: the shipped base model (docs/base-model.md)"
+    return f"<b>Starts from</b>: a new {values.get('size', 'base')} model (random weights)"
+
+
+def run_start_text(starting_model: str | None, project_root=None) -> str:
+    """A run's starting model (settings.json "starting_model") in short, for Runs."""
+    if not starting_model:
+        return "?"
+    if starting_model.startswith("new "):
+        return starting_model.split(",")[0]
+    from dxstudio.tuning.run import BASE_MODEL
+    p = Path(starting_model)
+    try:
+        if p.resolve() == BASE_MODEL.resolve():
+            return "base model"
+    except OSError:
+        pass
+    if project_root is not None:
+        try:
+            rel = p.resolve().relative_to(Path(project_root).resolve())
+            return f"run {rel.parent.name}" if rel.name == "model.safetensors" and len(rel.parts) == 3 else str(rel)
+        except (ValueError, OSError):
+            pass
+    return p.name
 
 
 def format_duration(seconds: float | None) -> str:
@@ -218,6 +265,7 @@ class TrainingPanel(QWidget):
         self.agreement: dict[str, tuple[list, list]] = {}
         self._job: Job | None = None
         self._session_start: tuple[float, int] | None = None  # (monotonic time, step) of this stretch
+        self._first_step: tuple[float, int] | None = None  # (time, step) of this stretch's first step event
         self._build()
         self.load_settings()
         try:
@@ -226,6 +274,10 @@ class TrainingPanel(QWidget):
             pass
         if "accepted_only" in self.inputs:
             self.inputs["accepted_only"].toggled.connect(lambda _: self.update_breakdown())
+        for name in ("start", "size"):
+            if isinstance(self.inputs.get(name), QComboBox):
+                self.inputs[name].currentTextChanged.connect(lambda _: self.update_start())
+        self._error_counts = None  # the counts when the last error was shown (a stale error goes)
         self.update_breakdown()
 
     # -- layout ------------------------------------------------------------------------
@@ -271,6 +323,10 @@ class TrainingPanel(QWidget):
         self.progress.setValue(0)
         self.progress.setFormat("step %v of %m")
         self.time_label = QLabel("")
+        self.start_label = QLabel("")
+        self.start_label.setObjectName("starts_from")
+        self.start_label.setWordWrap(True)
+        self.start_label.setTextFormat(Qt.TextFormat.RichText)
         self.breakdown_label = QLabel("")
         self.breakdown_label.setObjectName("breakdown")
         self.breakdown_label.setWordWrap(True)
@@ -317,6 +373,7 @@ class TrainingPanel(QWidget):
 
         right = QVBoxLayout()
         right.addWidget(self.breakdown_label)
+        right.addWidget(self.start_label)
         right.addLayout(buttons)
         right.addLayout(progress_row)
         right.addWidget(self.status_label)
@@ -509,6 +566,9 @@ class TrainingPanel(QWidget):
     def shutdown(self, timeout: float = 120.0) -> bool:
         """For closing the window: cancel, wait for the worker (it writes the checkpoint).
         True when no worker is left running."""
+        counting = getattr(self, "_count_job", None)
+        if counting is not None:
+            counting.wait(30)
         job = self._job
         if job is None:
             return True
@@ -616,14 +676,74 @@ class TrainingPanel(QWidget):
         except (ValueError, OSError) as e:
             self.breakdown_label.setText(f"Cannot count the pages: {e}")
             return None
+        self._show_breakdown(c, accepted_only)
+        return c
+
+    def update_breakdown_later(self) -> None:
+        """update_breakdown with the counting (every page and label file: a quarter of a second
+        on 200 pages) on a background job, so showing the tab never waits for it."""
+        from dxstudio.tuning.run import training_breakdown
+
+        if getattr(self, "_count_job", None) is not None:
+            self._count_again = True
+            return
+        accepted_only = bool(self.settings_values().get("accepted_only"))
+        root = self.project_root
+
+        def work(job):
+            from dxstudio.project import Project
+            return training_breakdown(Project.open(root), accepted_only), accepted_only
+
+        self._count_again = False
+        self._count_job = Job(work, "dxstudio-count", parent=self)
+        self._count_job.connect(None, self._on_counted, self._on_count_failed)
+        self._count_job.start()
+
+    def _end_count_job(self) -> None:
+        job, self._count_job = self._count_job, None
+        if job is not None:
+            job.join()
+            job.deleteLater()
+        if self._count_again:
+            self.update_breakdown_later()
+
+    def _on_counted(self, result) -> None:
+        self._end_count_job()
+        c, accepted_only = result
+        if accepted_only == bool(self.settings_values().get("accepted_only")) and not self.is_running:
+            self._show_breakdown(c, accepted_only)
+
+    def _on_count_failed(self, message: str) -> None:
+        self._end_count_job()
+        self.breakdown_label.setText(f"Cannot count the pages: {message}")
+
+    def counting(self) -> bool:
+        return getattr(self, "_count_job", None) is not None
+
+    def _show_breakdown(self, c: dict, accepted_only: bool) -> None:
         self.breakdown = c
         self.breakdown_label.setText(breakdown_text(c, accepted_only, self.settings_values().get("heldout_fraction")))
-        return c
+        self.update_start()
+        if self.last_error is not None and not self.is_running and self._error_counts is not None \
+                and self._error_counts != c:
+            # what the error was about has changed (pages reviewed, a field asked): it is stale
+            self._hide_error()
+            self.status_label.setText("The pages changed since the last error: press Fine-tune to try again.")
+
+    def update_start(self) -> str:
+        """Say what a run started now starts from (the project's model, the base, a new model)."""
+        try:
+            text = starting_model_text(self._project(), self.settings_values())
+        except (ValueError, OSError) as e:
+            text = f"Cannot tell the starting model: {e}"
+        self.start_label.setText(text)
+        return text
 
     def showEvent(self, event):
         super().showEvent(event)
         if not self.is_running:
-            self.update_breakdown()  # review may have changed the counts meanwhile
+            self.update_start()  # Runs may have chosen another model (one small file read)
+            self.update_breakdown_later()  # review may have changed the counts meanwhile
 
     # -- events from the job (GUI thread) ------------------------------------------------
     def _on_job_event(self, obj) -> None:
@@ -648,6 +768,7 @@ class TrainingPanel(QWidget):
         self.progress.setRange(0, max(1, self.total_steps))
         self.progress.setValue(info.start)
         self._session_start = (time.monotonic(), info.start)
+        self._first_step = None
         self._ensure_agreement_curves(self.fields)
         split = (f"{info.folds} folds over {info.train} pages (each held out once), then the final model"
                  if info.folds else f"{info.train} training and {info.heldout} held-out pages")
@@ -669,16 +790,22 @@ class TrainingPanel(QWidget):
 
     ESTIMATE_AFTER_STEPS = 3
 
-    def _time_left(self, step: int) -> str:
+    def _time_left(self, step: int, now: float | None = None) -> str:
+        """The time left from measured steps only: the time between step events after the first
+        one of this stretch (the preparing, the kernels' compiling and the first step are not
+        steps the rest will take), once ESTIMATE_AFTER_STEPS steps have been measured."""
         if self._session_start is None:
             return ""
-        t0, s0 = self._session_start
-        done = step - s0
-        elapsed = time.monotonic() - t0
-        # the first steps compile kernels and warm caches: no estimate until a few have run
-        if done < self.ESTIMATE_AFTER_STEPS or elapsed <= 0:
+        now = time.monotonic() if now is None else now
+        if self._first_step is None:
+            self._first_step = (now, step)
             return "estimating..."
-        per_step = elapsed / done
+        t1, s1 = self._first_step
+        measured = step - s1
+        elapsed = now - t1
+        if measured < self.ESTIMATE_AFTER_STEPS or elapsed <= 0:
+            return "estimating..."
+        per_step = elapsed / measured
         return f"{format_duration(per_step * (self.total_steps - step))} left"
 
     def _on_finished(self, report: dict, run_dir: str) -> None:
@@ -701,9 +828,30 @@ class TrainingPanel(QWidget):
     def _on_failed(self, message: str) -> None:
         self._worker_done()
         self.time_label.setText("")
-        self.status_label.setText("Fine-tuning stopped with an error.")
+        removed = self._drop_empty_run()
+        self.status_label.setText("Fine-tuning did not start: nothing was trained, and no run was kept."
+                                  if removed else "Fine-tuning stopped with an error.")
         self._show_error(message)
         self.failed.emit(message)
+
+    def _drop_empty_run(self) -> bool:
+        """A run that failed before its first step (too few pages, a bad model file) leaves no
+        "no step yet" folder in Runs: remove it when it holds no checkpoint, model or step."""
+        import shutil
+        run_dir = self.run_dir
+        if run_dir is None or not Path(run_dir).is_dir():
+            return False
+        rd = RunDir(run_dir)
+        try:
+            if rd.status() != "empty" or rd.checkpoint_path.exists() or rd.model_path.exists() \
+                    or any(r.get("kind") == "step" for r in rd.metrics()):
+                return False
+        except (TuneError, ValueError, OSError):
+            return False
+        shutil.rmtree(run_dir, ignore_errors=True)
+        self.run_dir = None
+        self.resume_button.setEnabled(False)
+        return not Path(run_dir).exists()
 
     # -- plots -------------------------------------------------------------------------
     def _clear_plots(self) -> None:
@@ -761,6 +909,7 @@ class TrainingPanel(QWidget):
     # -- messages ----------------------------------------------------------------------
     def _show_error(self, message: str) -> None:
         self.last_error = message
+        self._error_counts = getattr(self, "breakdown", None)
         self.error_label.setText(message)
         self.error_label.show()
         if self.show_dialogs:
@@ -776,6 +925,7 @@ class TrainingPanel(QWidget):
 # ---------------------------------------------------------------------------------------
 # The Results tab
 
+PREVIEW_MIN_HEIGHT = 320  # px of each held-out page view (65-90 px was unreadable)
 FEW_HELDOUT_PAGES = 20  # below this many held-out pages the Results tab says the scores are rough
 
 COLUMN_HELP = {
@@ -881,6 +1031,29 @@ def bound_sentences(report: dict) -> str:
     return "\n".join(lines)
 
 
+def app_words(text: str) -> str:
+    """A sentence of the tuner (said on the command line too) in the app's terms: the Folds
+    setting of the Train tab, not a command-line flag."""
+    import re
+    text = re.sub(r"\(with a single split, --folds (\d+) also holds every page out once\)",
+                  r"(or set Folds to \1 in the Train tab: every page is then held out once)", text)
+    return re.sub(r"`?--folds (\d+)`?", r"Folds \1 (Train tab)", text)
+
+
+def bound_html(report: dict) -> str:
+    """bound_sentences as rich text: the sentences plain, the warning alone in colour."""
+    from html import escape
+    lines = []
+    for line in bound_sentences(report).split("\n"):
+        if not line:
+            continue
+        line = escape(app_words(line))
+        if line.startswith("Warning: "):
+            line = f"<span style='color:#9a3412'><b>Warning</b>: {line[len('Warning: '):]}</span>"
+        lines.append(line)
+    return "<br>".join(lines)
+
+
 class ResultsPanel(QWidget):
     """The Results tab. Its panes are linked: selecting a field (a row of the table, a click on its
     curve, a click on its words in a page view) selects it everywhere: the row, the curve
@@ -888,8 +1061,10 @@ class ResultsPanel(QWidget):
     the model is wrong first) when the page shown has none. The "This page" column says each
     field's outcome on the held-out page shown. "Open in Review" (or a double-click on a page
     view) emits openInReview(page id, field) and the window shows that page in Review."""
-    COLUMNS = ("Field", "Recall", "Agreement", "Value recall", "Value agreement", "Threshold", "Coverage",
-               "Right / values", "Labelled pages", "This page")
+    # five figures a field (issue 23: nine were too many); value recall and agreement, the
+    # counts of values and of labelled pages are in each row's tooltip (and table_rows)
+    COLUMNS = ("Field", "Recall", "Agreement", "Threshold", "Coverage", "This page")
+    DETAILS = ("Value recall", "Value agreement", "Right / values", "Labelled pages")
     openInReview = Signal(str, str)  # (page id, selected field or "")
 
     def __init__(self, parent=None):
@@ -970,6 +1145,7 @@ class ResultsPanel(QWidget):
         self.open_button.setEnabled(False)
         self.open_button.clicked.connect(self.open_in_review)
         for view in (self.labels_view, self.answers_view):
+            view.setMinimumHeight(PREVIEW_MIN_HEIGHT)  # readable; the tab scrolls on a small screen
             view.selectionChanged.connect(lambda words, v=view: self._words_selected(v, words))
             view.viewport().installEventFilter(self)
         self.legend = QLabel("")
@@ -1048,13 +1224,16 @@ class ResultsPanel(QWidget):
             self.caveat_label.hide()
         self.documents_label.setText(documents_sentence(report))
         self.documents_label.setVisible(bool(self.documents_label.text()))
-        self.bound_label.setText(bound_sentences(report))
-        self.bound_label.setStyleSheet("color: #b2182b;" if report.get("warning") else "")
+        self.bound_label.setTextFormat(Qt.TextFormat.RichText)
+        self.bound_label.setText(bound_html(report))  # only the warning in colour, not every line
         self._fill_table(report)
         self._draw_curves(report)
         self.export_button.setEnabled(RunDir(self.run_dir).model_path.exists())
         self.page_outcomes = {row["id"]: row["outcomes"] for row in report.get("pages", [])}
-        self.heldout_ids = [row["id"] for row in report.get("pages", [])]
+        def worst_first(row):  # the share of the page's values the model got right, then place
+            values = [o for o in row["outcomes"].values() if o in ("correct", "wrong", "missed", "spurious")]
+            return (values.count("correct") / len(values) if values else 2.0, -len(values))
+        self.heldout_ids = [row["id"] for row in sorted(report.get("pages", []), key=worst_first)]
         fields = list(report.get("fields", {}))
         colours = field_colours(list(fields))  # the review view's: one colour per field across the app
         self.legend.setText("Fields: " + "  ".join(
@@ -1067,26 +1246,30 @@ class ResultsPanel(QWidget):
         for pid in self.heldout_ids:
             self.page_box.addItem(f"{pid}  ({page_tally(self.page_outcomes[pid])})", pid)
         self.page_box.blockSignals(False)
-        if self.heldout_ids:  # open on the page with the most right values, then the most answers
-            def rank(i):
-                outcomes = list(self.page_outcomes[self.heldout_ids[i]].values())
-                return (outcomes.count("correct"), sum(o in ("correct", "wrong", "spurious") for o in outcomes), -i)
-            first = max(range(len(self.heldout_ids)), key=rank)
-            self.page_box.setCurrentIndex(first)
-            self.show_heldout_page(self.heldout_ids[first])
+        if self.heldout_ids:  # worst first (the share of values right), so mistakes are found first
+            self.page_box.setCurrentIndex(0)
+            self.show_heldout_page(self.heldout_ids[0])
 
     def _fill_table(self, report: dict) -> None:
         rows = list(report.get("fields", {}).items())
         if report.get("overall"):
             rows.append(("all fields", report["overall"]))
         self.table.setRowCount(len(rows))
+        self.details = {}
         for r, (name, s) in enumerate(rows):
             cells = (name, _fmt_rate(s.get("recall")), _fmt_rate(s.get("agreement")),
-                     _fmt_rate(s.get("value_recall")), _fmt_rate(s.get("value_agreement")),
-                     format_threshold(s.get("threshold")), _fmt_rate(s.get("coverage")),
-                     f"{s.get('n_correct', 0)} / {s.get('n_values', 0)}", str(s.get("n_labelled", "")), "")
+                     format_threshold(s.get("threshold")), _fmt_rate(s.get("coverage")), "")
+            details = {"Value recall": _fmt_rate(s.get("value_recall")),
+                       "Value agreement": _fmt_rate(s.get("value_agreement")),
+                       "Right / values": f"{s.get('n_correct', 0)} / {s.get('n_values', 0)}",
+                       "Labelled pages": str(s.get("n_labelled", ""))}
+            self.details[name] = details
+            tip = (f"{name}: {details['Right / values']} values exactly right; labelled on "
+                   f"{details['Labelled pages'] or '?'} held-out page(s); by value (the label's value wherever it "
+                   f"is printed): recall {details['Value recall']}, agreement {details['Value agreement']}")
             for c, text in enumerate(cells):
                 item = QTableWidgetItem(text)
+                item.setToolTip(tip if c != len(cells) - 1 else COLUMN_HELP.get("This page", ""))
                 if c:
                     item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
                 if name == "all fields":
@@ -1149,6 +1332,7 @@ class ResultsPanel(QWidget):
         for r in range(self.table.rowCount()):
             name = self.table.item(r, 0).text()
             out[name] = {self.COLUMNS[c]: self.table.item(r, c).text() for c in range(1, len(self.COLUMNS))}
+            out[name].update(getattr(self, "details", {}).get(name, {}))
         return out
 
     # -- export ------------------------------------------------------------------------

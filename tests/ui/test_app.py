@@ -101,7 +101,7 @@ def test_schema_editor_saves_and_keeps_other_settings(window, monkeypatch):
     last = panel.table.rowCount() - 1
     panel.table.item(last, 0).setText("vendor_name")
     panel.table.item(last, 1).setText("the shop's name")
-    assert panel.save_schema()
+    assert panel.save_schema() and panel.wait_schema(60)  # (the files are written on a background job)
     d = json.loads((root / "dxproject.json").read_text())
     assert d["schema"][-1]["name"] == "vendor_name" and d["settings"]["epochs"] == 7
     assert "vendor_name" in window.field_panel.rows

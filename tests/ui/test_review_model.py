@@ -107,10 +107,12 @@ def test_the_models_answers_beside_the_labels_the_queue_and_the_model_key(model_
         qtbot.keyClick(w.view, Qt.Key_Z, Qt.ControlModifier)  # (a random model's words may not be one run)
         assert other not in on_disk(w.project_root, first)["review"].get("fixes", {})
 
-    # accepting the page takes it out of the queue; Q goes on down the queue, not back to the top
+    # accepting the page takes it out of the queue; A on a page Q opened goes on down the queue
+    # (issue 23: not to the list's next page), as Q does, not back to the top
     qtbot.keyClick(w.view, Qt.Key_A)
     assert (first in a.queue()) == (s.statuses[first].status != "accepted")  # a page with conflicts stays
-    qtbot.keyClick(w.view, Qt.Key_Q)
+    if s.current == first:  # it stayed, to say why it is not used as it stands
+        qtbot.keyClick(w.view, Qt.Key_Q)
     rest = a.queue()
     assert s.current != first and s.current in rest
     if len(rest) > 1 and queue.index(first) + 1 < len(queue) and queue[queue.index(first) + 1] in rest:

@@ -161,7 +161,7 @@ def test_results_reappear_on_restart_with_help_and_a_caveat(qtbot, project, tmp_
     w.tabs.setCurrentWidget(w.runs_panel)
     click_row(qtbot, w.runs_panel.table, 2)
     qtbot.keyClick(w.runs_panel.table, Qt.Key.Key_Return)
-    assert w.tabs.currentWidget() is results and results.run_dir.name == "20260101-000000"
+    assert w.tabs.currentWidget() is w.results_area and results.run_dir.name == "20260101-000000"
 
 
 def test_export_keeps_the_run_title(qtbot, project, tmp_path):

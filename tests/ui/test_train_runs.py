@@ -165,8 +165,13 @@ def test_no_time_estimate_until_a_few_steps_have_run(qtbot, small_project, monke
     clock = [100.0]
     monkeypatch.setattr("dxstudio.ui.training_panel.time.monotonic", lambda: clock[0])
     panel._session_start = (100.0, 0)
+    panel._first_step = None
     clock[0] = 130.0  # the first step took 30 s (compiling kernels)
     assert panel._time_left(1) == "estimating..."
-    assert panel._time_left(2) == "estimating..."
-    clock[0] = 131.0
-    assert panel._time_left(3).endswith("left")
+    for step in (2, 3):
+        clock[0] += 1.0  # then 1 s a step
+        assert panel._time_left(step) == "estimating..."
+    clock[0] += 1.0
+    # issue 23: from measured steps only (3 steps of 1 s), not the 30 s of compiling: 996 s left,
+    # where the elapsed time from the start (33 s for 4 steps) said 2 h 17 min
+    assert panel._time_left(4) == "16 min 36 s left"

@@ -97,7 +97,7 @@ def test_results_draw_heldout_answers_consistent_with_the_scores(qtbot, receipts
     results.show_dialogs = False
     qtbot.addWidget(results)
     results.show_run(report, receipts_project / "runs" / "r", receipts_project)
-    assert results.heldout_ids == [pid for pid, _, _ in run.heldout_pages]
+    assert sorted(results.heldout_ids) == sorted(pid for pid, _, _ in run.heldout_pages)
     assert results.page_box.count() == len(run.heldout_pages)
 
     colours = field_colours(project.field_names)
@@ -254,7 +254,7 @@ def test_results_layout_helpers(qtbot):
 
 def test_results_show_value_scores_the_bound_and_a_curve_per_field(qtbot, tmp_path):
     from dxstudio.tuning.scoring import HeldOutPage, score_pages
-    from dxstudio.ui.training_panel import bound_sentences
+    from dxstudio.ui.training_panel import bound_html
 
     pages = []
     for i in range(12):  # field a: right above 0.5, one wrong at 0.45; field b: printed twice, no threshold
@@ -272,9 +272,10 @@ def test_results_show_value_scores_the_bound_and_a_curve_per_field(qtbot, tmp_pa
     assert rows["a"]["Value agreement"] == f"{11 / 12:.3f}" and rows["a"]["Coverage"] == f"{11 / 12:.3f}"
     # the bound in words, and the plain warning: 12 held-out pages cannot carry a 99% claim
     text = results.bound_label.text()
-    assert text == bound_sentences(report)
+    assert text == bound_html(report)  # issue 23: only the warning in colour, and no command-line flag
     assert "a: 11 values at or above 0.5, all right: with 95% confidence at least 76%" in text
-    assert "Warning: Too few held-out pages" in text
+    assert "<b>Warning</b>: Too few held-out pages" in text and "--folds" not in text
+    assert "Folds to 5 in the Train tab" in text and text.count("color:") == 1
     # one plot per field: the report's curve, the threshold marked where the field has one
     assert set(results.curve_plots) == {"a", "b"}
     xs, ys = results.curve_items["a"].getData()
