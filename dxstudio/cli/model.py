@@ -110,6 +110,20 @@ def open_backend(args, fn, shared, *fn_args):
     return Serial(fn, shared, *fn_args), (lambda: None)
 
 
+def why_text(why: dict) -> str:
+    """{field: {"local" or a reason asked: count}} in words: "company 3 local, 2 asked (below
+    threshold); date 5 asked (no threshold)"."""
+    parts = []
+    for f, tally in why.items():
+        local = tally.get("local", 0)
+        asked = [(k, n) for k, n in tally.items() if k != "local"]
+        text = f"{f} {local} local"
+        if asked:
+            text += ", " + ", ".join(f"{n} asked ({k})" for k, n in asked)
+        parts.append(text)
+    return "; ".join(parts)
+
+
 def _extract(args) -> int:
     from dxstudio.engine.container import ModelFileError, load_model
     from dxstudio.engine.model import to_runtime
@@ -126,13 +140,17 @@ def _extract(args) -> int:
     backend, close = open_backend(args, extract_chunk, shared, args.kernels)
     done = failed = 0
     routes = {"local": 0, "ask": 0, "empty": 0}
+    why: dict = {}  # field -> {"local" or the reason asked: count}
     try:
         with progress(total or 0, "extract", show=total is None or total > 1) as bar, backend:
             for results in ordered_map(backend, chunks(page_items(args.pages), args.chunk)):
                 for kind, value in results:
                     if kind == "ok":
-                        for v in value["fields"].values():
+                        for f, v in value["fields"].items():
                             routes["empty" if v["value"] is None else v["route"]] += 1
+                            tally = why.setdefault(f, {})
+                            key = v.get("why") or "local"
+                            tally[key] = tally.get(key, 0) + 1
                         emit_json(value)
                     else:
                         warn(value)
@@ -146,8 +164,10 @@ def _extract(args) -> int:
     if done == 0:
         fail("no pages given")
     warn(f"{routes['local']} value{'s' if routes['local'] != 1 else ''} answered locally, "
-         f"{routes['ask']} to ask (below the threshold), {routes['empty']} field{'s' if routes['empty'] != 1 else ''} "
+         f"{routes['ask']} to ask, {routes['empty']} field{'s' if routes['empty'] != 1 else ''} "
          f"with no value (ask){'' if model.thresholds else '; the model stores no LocalFirst threshold, so every value is asked'}")
+    if why:
+        warn("per field: " + why_text(why))
     if failed == done:
         return FAILED
     return PARTIAL if failed else OK

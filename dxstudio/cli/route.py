@@ -1,8 +1,9 @@
 """`dxstudio route MODEL PAGES... --project PROJECT`: LocalFirst routing.
 
-Every field value at or above the model's stored threshold (the field's own, else the pooled
-one; --threshold overrides both) is answered locally; a page with any other field (below the
-threshold, or no value) is sent to the project's labelling model with the same client, cache
+Every field value at or above its field's own stored threshold (--threshold: one threshold for
+every field instead) is answered locally; a field with no threshold of its own is always asked
+(the pooled threshold is never used for it); a page with any other field (below the
+threshold, no threshold, or no value) is sent to the project's labelling model with the same client, cache
 and retries as `dxstudio label`, at most --concurrency pages at a time, and its asked fields
 take that model's answers. Extraction runs in this process, on --workers local processes or
 on a Ray cluster (--ray), as `dxstudio extract` does.
@@ -10,8 +11,10 @@ on a Ray cluster (--ray), as `dxstudio extract` does.
 Standard output: one JSON line per page, in input order,
     {"id", "fields": {name: {"value", "source": "local" | "labelling model", "confidence"}}}
 (a page whose asked fields could not be answered also has "error" and those fields have
-"source": null), then one line {"summary": {...}}: values and pages answered locally, values
-and pages asked, labelling requests made (retries included) and answers taken from the cache.
+"source": null; an asked field has "why": "below threshold", "no threshold" or "no value"),
+then one line {"summary": {...}}: values and pages answered locally, values and pages asked,
+labelling requests made (retries included), answers taken from the cache, and per field
+("fields") how many values were local and how many asked for each reason.
 """
 from __future__ import annotations
 
@@ -38,12 +41,17 @@ def configure(name, p):
     add_scale_arguments(p)
 
 
+def ask_reason(field: str, value: dict, thresholds) -> str | None:
+    """The rule of the engine's extract.route_reason, on an output record's field: None when
+    local, else why it is asked."""
+    from dxstudio.engine.extract import route_reason
+
+    return route_reason(field, None if value["value"] is None else value["confidence"], thresholds)
+
+
 def is_local(field: str, value: dict, thresholds) -> bool:
     """The rule of the engine's extract.route, on an output record's field."""
-    from dxstudio.engine.extract import field_threshold
-
-    t = field_threshold(field, thresholds)
-    return value["value"] is not None and t is not None and value["confidence"] >= t
+    return ask_reason(field, value, thresholds) is None
 
 
 def run(name, args) -> int:
@@ -75,8 +83,8 @@ def run(name, args) -> int:
         fail(f"{args.model}: the fields {missing} are not in the schema of {project.project_file}; "
              f"the labelling model could not be asked for them")
     ask_schema = [schema[f] for f in model.cfg.fields]
-    thresholds = ({"pooled": args.threshold, "fields": {}} if args.threshold is not None
-                  else model.thresholds)
+    thresholds = ({"pooled": args.threshold, "fields": {f: args.threshold for f in model.cfg.fields}}
+                  if args.threshold is not None else model.thresholds)
     if not thresholds:
         warn(f"{args.model} stores no LocalFirst threshold (tune it, or give --threshold): every page is asked")
     try:
@@ -91,6 +99,8 @@ def run(name, args) -> int:
         hit = client.cached(page, ask_schema) is not None
         return hit, client.ask(page, ask_schema)
 
+    why_counts: dict = {}  # field -> {"local" or the reason asked: count}
+
     def finish(record, asked, future):
         fields = {}
         error = None
@@ -102,12 +112,16 @@ def run(name, args) -> int:
             except LabellingError as e:
                 error = str(e)
         for f, v in record["fields"].items():
+            tally = why_counts.setdefault(f, {})
+            key = asked.get(f) or "local"
+            tally[key] = tally.get(key, 0) + 1
             if f not in asked:
                 fields[f] = {"value": v["value"], "source": "local", "confidence": v["confidence"]}
             elif answers is not None:
-                fields[f] = {"value": answers.get(f), "source": LABELLING, "confidence": v["confidence"]}
+                fields[f] = {"value": answers.get(f), "source": LABELLING, "confidence": v["confidence"],
+                             "why": asked[f]}
             else:
-                fields[f] = {"value": None, "source": None, "confidence": v["confidence"]}
+                fields[f] = {"value": None, "source": None, "confidence": v["confidence"], "why": asked[f]}
         out = {"id": record["id"], "fields": fields}
         if error:
             out["error"] = error
@@ -130,7 +144,8 @@ def run(name, args) -> int:
                         warn(record)
                         bad += 1
                         continue
-                    asked = [f for f, v in record["fields"].items() if not is_local(f, v, thresholds)]
+                    asked = {f: why for f, v in record["fields"].items()
+                             if (why := ask_reason(f, v, thresholds)) is not None}
                     counts["values_local"] += len(record["fields"]) - len(asked)
                     counts["values_asked"] += len(asked)
                     future = None
@@ -156,11 +171,16 @@ def run(name, args) -> int:
     counts["requests"] = client.requests
     counts["pages"] = done
     counts["pages_bad"] = bad
+    counts["fields"] = why_counts
     emit_json({"summary": counts})
     warn(f"{counts['values_local']} values answered locally, {counts['values_asked']} asked; "
          f"{counts['pages_local']} pages wholly local, {counts['pages_asked']} asked "
          f"({counts['cache_hits']} from the cache, {counts['requests']} requests); "
          f"{bad + counts['pages_failed']} failed")
+    if why_counts:
+        from dxstudio.cli.model import why_text
+
+        warn("per field: " + why_text(why_counts))
     failed = bad + counts["pages_failed"]
     if failed == done:
         return FAILED
