@@ -43,8 +43,14 @@ def _overrides(args) -> dict:
 
 
 def _print_report(report: dict) -> None:
-    """The scores table, the threshold and its bound in words, and the warnings, to stderr."""
+    """The one sentence a person can rely on first, then the scores table, the threshold and
+    its bound in words, the verdicts of eval --all and the warnings, to stderr."""
     import sys
+
+    from dxstudio.tuning.localfirst import promise_sentence
+
+    if report.get("stored") is None:  # a tune report: what the thresholds it stores promise
+        print(promise_sentence(report), file=sys.stderr)
 
     head = ("field", "recall", "agreement", "value recall", "value agreement", "threshold", "values",
             "precision", "95% lower", "coverage", "AUC")
@@ -62,16 +68,24 @@ def _print_report(report: dict) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)), file=sys.stderr)
     print(report.get("threshold_statement") or f"LocalFirst threshold: {report['threshold']}", file=sys.stderr)
     if report.get("pooled"):
-        print(f"Pooled: {report['pooled']['bound_statement']}", file=sys.stderr)
+        print(f"Pooled (reported only: a field without a threshold of its own is always asked): "
+              f"{report['pooled']['bound_statement']}", file=sys.stderr)
     for name, f in report["fields"].items():
         if f.get("threshold") is not None:
             print(f"{name}: {f['bound_statement']}", file=sys.stderr)
+        elif f.get("needed_right"):
+            print(f"{name}: no threshold (always asked); about {f['needed_right']} more right values at the "
+                  f"top would give it one.", file=sys.stderr)
     stored = report.get("stored")
     if stored is not None:
         print("At the model's stored thresholds, on these pages:", file=sys.stderr)
         for name, f in list(stored["fields"].items()) + [("pooled", stored["pooled"])]:
             print(f"  {name}: {f['bound_statement']} Coverage {fmt(f['coverage'])}, value precision "
                   f"{fmt(f['value_precision'])}.", file=sys.stderr)
+        if stored.get("verdicts"):
+            print("Does the model's promise hold on these pages?", file=sys.stderr)
+            for name, v in stored["verdicts"].items():
+                print(f"  {name}: {v['text']}", file=sys.stderr)
     if report.get("warning"):
         print(f"Warning: {report['warning']}", file=sys.stderr)
 
@@ -219,6 +233,8 @@ def _prepare_and_train(project, args, runner) -> int:
     except OSError as e:
         fail(f"{e.filename or out}: {e.strerror or e}")
     _print_report(report)
+    from dxstudio.tuning.localfirst import promise_sentence
+
     emit_json({"run": str(out), "model": str(run.rundir.model_path), "report": str(run.rundir.report_path),
-               **score_summary(report)})
+               **score_summary(report), "promise": promise_sentence(report)})
     return 0

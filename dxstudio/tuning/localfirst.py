@@ -36,7 +36,7 @@ def auto_folds(n_usable: int, settings: dict) -> int | None:
     """The folds a run of n_usable pages uses: the setting folds when set (checked against the
     pages), else auto_folds folds while a single split's held-out pages cannot hold
     values_needed(share) values of a field (then no field could get a threshold by the bound;
-    with the defaults, below 1994 usable pages), capped at the usable pages; None: the single
+    with the defaults, below 1990 usable pages), capped at the usable pages; None: the single
     split (also with auto_folds 0)."""
     k = settings.get("folds")
     if k is not None:
@@ -58,7 +58,7 @@ def auto_folds(n_usable: int, settings: dict) -> int | None:
 
 def auto_folds_below(settings: dict) -> int | None:
     """The fewest usable pages whose single split holds values_needed(share) held-out pages:
-    below it folds are the default (1994 with share 0.99 and heldout_fraction 0.15)."""
+    below it folds are the default (1990 with share 0.99 and heldout_fraction 0.15)."""
     need = values_needed(settings["share"])
     if need is None or settings.get("auto_folds", 5) == 0:
         return None
@@ -89,7 +89,7 @@ class FoldsPlan:
 
 def folds_plan(n_usable: int, settings: dict, seconds_per_step: float | None = None) -> FoldsPlan:
     """What a run of n_usable pages will do about folds and what it costs, in words: "5 folds
-    (the default below 1994 usable pages): 6 trainings, 4.6x the steps of a single split
+    (the default below 1990 usable pages): 6 trainings, 4.6x the steps of a single split
     (about 3 min)". seconds_per_step: a measured step time (e.g. the last run's), for minutes."""
     b, e = settings["batch"], settings["epochs"]
     if n_usable < 2:

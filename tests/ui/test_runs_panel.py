@@ -28,7 +28,7 @@ def runs_template(tmp_path_factory):
         shutil.copy(page, root / "pages")
         shutil.copy(SAMPLE / "labels" / page.name, root / "labels")
     data = json.loads((SAMPLE / "dxproject.json").read_text())
-    data["settings"] = {"size": "tiny", "epochs": 2, "batch": 2, "warmup": 1, "heldout_fraction": 0.25}
+    data["settings"] = {"size": "tiny", "auto_folds": 0, "epochs": 2, "batch": 2, "warmup": 1, "heldout_fraction": 0.25}
     (root / "dxproject.json").write_text(json.dumps(data))
     for i, (name, overrides, finish) in enumerate([("20260101-000000", {}, True),
                                                    ("20260102-000000", {"lr": 0.01}, True),
