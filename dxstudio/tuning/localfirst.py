@@ -101,7 +101,7 @@ def folds_plan(n_usable: int, settings: dict, seconds_per_step: float | None = N
     except TuneError as err:
         return FoldsPlan(None, single, single, str(err))
     if k is None:
-        why = ("set to the single split" if settings.get("auto_folds", 5) == 0 and settings.get("folds") is None
+        why = ("the setting auto_folds is 0" if settings.get("auto_folds", 5) == 0
                else f"enough pages for a single split's {n_held} held-out pages")
         when = f" in about {_duration(single * seconds_per_step)}" if seconds_per_step else ""
         return FoldsPlan(None, single, single, f"Single split ({why}): {single} steps{when}.")

@@ -753,6 +753,8 @@ def at_stored_thresholds(report: dict, thresholds: dict | None) -> dict:
                 "bound_statement": bound_statement(n, right, t or 0.0, lower, where=where) if n else
                 "The model stores no LocalFirst threshold, so no values are answered locally." if not thresholds
                 else "No threshold of its own, so every value is asked." if t is None and where is None
+                else "No field has a threshold of its own, so every value is asked."
+                if where is not None and not any(v is not None for v in (thresholds.get("fields") or {}).values())
                 else "No value on these pages clears the stored threshold."}
 
     out, pooled_rows = {"thresholds": thresholds, "by": by, "fields": {}}, []

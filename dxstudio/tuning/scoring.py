@@ -177,8 +177,8 @@ def threshold_statement(n_values: int, found: float | None, share: float, min_va
             return (f"Suggested LocalFirst threshold {found:.6g}: with 95% confidence at least "
                     f"{_share_text(share)} of {subject}'s values at or above it are {_right_text(by)} "
                     f"(the lower bound on its held-out values).")
-        more = (f" About {needed} more {_right_text(by)} value{'' if needed == 1 else 's'} at the top would be "
-                f"needed." if needed else "")
+        more = (f" About {needed} more right value{'' if needed == 1 else 's'} at the top would be needed."
+                if needed else "")
         return (f"No LocalFirst threshold: {subject}'s {n_values} held-out value{'' if n_values == 1 else 's'} "
                 f"cannot show, with 95% confidence, that at least {_share_text(share)} of the values at or above "
                 f"any confidence are {_right_text(by)}.{more}")
