@@ -216,3 +216,18 @@ def test_help_shows_the_rule_settings_with_their_defaults():
     assert "--threshold-rule {bound,seed}" in text and "(the seed's rule) (default bound)" in text
     assert "--folds INT" in text and "(default auto)" in text and "--auto-folds INT" in text
     assert "lower bound of the precision reaches share" in text and "95%" in text
+
+
+def test_prepare_run_folds_by_default_on_a_small_project_and_it_is_the_run_of_folds_k(small_project, tmp_path):
+    from dxstudio.project import Project
+    from dxstudio.tuning import FoldedRun, TuneRun, prepare_run
+
+    project = Project.open(small_project)  # its settings say auto_folds 0: the single split
+    assert isinstance(prepare_run(project, tmp_path / "a"), TuneRun)
+    auto = prepare_run(project, tmp_path / "b", {"auto_folds": 5})
+    assert isinstance(auto, FoldedRun)
+    k = auto.settings["folds"]
+    assert k == min(5, len(auto.train_pages))
+    explicit = prepare_run(project, tmp_path / "b", {"folds": k})
+    assert explicit.fingerprint == auto.fingerprint  # the same run, the same bytes
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()  # prepare writes nothing

@@ -202,7 +202,14 @@ def _prepare_and_train(project, args, runner) -> int:
     for pid, err in run.errors:
         warn(f"skipped {err}")
     folds = run.settings.get("folds")
-    split = (f"{folds} folds of {len(run.train_pages)} usable pages (each held out once), then the final model "
+    from dxstudio.tuning import resolve_settings
+    from dxstudio.tuning.localfirst import auto_folds_below
+
+    auto = ""
+    if folds and resolve_settings(project.settings, _overrides(args))["folds"] is None:
+        auto = (f" (the default below {auto_folds_below(run.settings)} usable pages, so that every page is "
+                f"held out once; --folds K or --auto-folds 0 to change)")
+    split = (f"{folds} folds of {len(run.train_pages)} usable pages{auto}, then the final model "
              f"on all of them" if folds else
              f"{len(run.train_pages)} training and {len(run.heldout_pages)} held-out pages")
     warn(f"{split}, {len(run.excluded)} excluded, {run.total_steps} steps, from {run.start_source}, into {out}")
