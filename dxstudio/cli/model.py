@@ -165,9 +165,8 @@ def _extract(args) -> int:
         fail("no pages given")
     warn(f"{routes['local']} value{'s' if routes['local'] != 1 else ''} answered locally, "
          f"{routes['ask']} to ask, {routes['empty']} field{'s' if routes['empty'] != 1 else ''} "
-         f"with no value (ask){'' if model.thresholds else '; the model stores no LocalFirst threshold, so every value is asked'}")
-    if why:
-        warn("per field: " + why_text(why))
+         f"with no value (ask){'' if model.thresholds else '; the model stores no LocalFirst threshold, so every value is asked'}"
+         + (f"; per field: {why_text(why)}" if why else ""))
     if failed == done:
         return FAILED
     return PARTIAL if failed else OK

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import deque
 
 from dxstudio.cli.common import FAILED, OK, PARTIAL, emit_json, fail, progress, warn
-from dxstudio.cli.model import add_scale_arguments, open_backend
+from dxstudio.cli.model import add_scale_arguments, open_backend, why_text
 
 LABELLING = "labelling model"
 
@@ -176,11 +176,7 @@ def run(name, args) -> int:
     warn(f"{counts['values_local']} values answered locally, {counts['values_asked']} asked; "
          f"{counts['pages_local']} pages wholly local, {counts['pages_asked']} asked "
          f"({counts['cache_hits']} from the cache, {counts['requests']} requests); "
-         f"{bad + counts['pages_failed']} failed")
-    if why_counts:
-        from dxstudio.cli.model import why_text
-
-        warn("per field: " + why_text(why_counts))
+         f"{bad + counts['pages_failed']} failed" + (f"; per field: {why_text(why_counts)}" if why_counts else ""))
     failed = bad + counts["pages_failed"]
     if failed == done:
         return FAILED
