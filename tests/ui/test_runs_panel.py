@@ -192,4 +192,4 @@ def test_the_threshold_sentence_never_contradicts_the_table():
 
     assert format_threshold(0.999851) == "0.9999" and format_threshold(0.93) == "0.93" and format_threshold(None) == "-"
     report["threshold"] = 0.999851
-    assert "threshold: 0.9999." in threshold_sentence(report)
+    assert "(reported, not used to route): 0.9999." in threshold_sentence(report)

@@ -229,7 +229,8 @@ def test_form_defaults_and_small_helpers(qtbot, receipts_project):
     assert format_duration(5) == "5 s" and format_duration(125) == "2 min 05 s"
     assert format_duration(None) == "estimating..."
     text = threshold_sentence({"threshold": 0.93, "share": 0.99})
-    assert "at or above 0.93" in text.lower() and "99%" in text and "labelling model or a person" in text
+    # the pooled threshold is reported, never used to route (issue 21)
+    assert "at or above 0.93" in text.lower() and "99%" in text and "not used to route" in text
 
 
 def test_results_layout_helpers(qtbot):
