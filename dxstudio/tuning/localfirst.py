@@ -167,7 +167,11 @@ def promise_sentence(report: dict) -> str:
     without = [n for n in fields if n not in with_t]
     n_values = sum(f.get("n_values", 0) for f in fields.values())
     if with_t:
-        lows = [fields[n]["precision_lower"] for n in with_t]
+        from dxstudio.tuning.scoring import clopper_pearson_lower
+
+        # a report from before the bound was kept has right and values: the bound from them
+        lows = [fields[n].get("precision_lower") if fields[n].get("precision_lower") is not None
+                else clopper_pearson_lower(int(fields[n].get("right", 0)), int(fields[n]["values"])) for n in with_t]
         held = sum(fields[n]["values"] for n in with_t)
         low = min(lows)
         if len(with_t) == 1:
