@@ -29,7 +29,7 @@ SAMPLE = REPO / "resources" / "sample"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 RECEIPTS = 16  # pages in the receipts project
-RECEIPT_SETTINGS = {"size": "tiny", "epochs": 2, "batch": 4, "warmup": 2, "lr": 0.01,
+RECEIPT_SETTINGS = {"size": "tiny", "epochs": 2, "batch": 4, "warmup": 2, "lr": 0.01, "auto_folds": 0,
                     "backbone_scale": 0.5, "heldout_fraction": 0.25, "checkpoint_every": 3}
 
 
@@ -212,7 +212,7 @@ def small_project(tmp_path):
         shutil.copy(page, root / "pages")
         shutil.copy(SAMPLE / "labels" / page.name, root / "labels")
     data = json.loads((SAMPLE / "dxproject.json").read_text())
-    data["settings"] = {"size": "tiny", "epochs": 2, "batch": 2, "warmup": 1, "heldout_fraction": 0.25,
+    data["settings"] = {"size": "tiny", "auto_folds": 0, "epochs": 2, "batch": 2, "warmup": 1, "heldout_fraction": 0.25,
                         "checkpoint_every": 1}
     (root / "dxproject.json").write_text(json.dumps(data))
     return root

@@ -170,14 +170,20 @@ def test_route_uses_the_model_s_stored_thresholds(model, route_project, tmp_path
     pages = [str(p) for p in sample_pages(8)]
     _, serial, _ = run_cli(["extract", str(model), *pages], capsys)
     conf = confidences(serial)
-    pooled = conf[len(conf) // 2]
-    # the field's own threshold where it has one (total: never local), else the pooled one
-    save_model(tuned, m.cfg, m.params, thresholds={"pooled": pooled, "fields": {"total": 1.0, "tax": None}})
+    cut = conf[0]  # every subtotal and cash value local
+    # each field by its own threshold (total: never local); a field without one (tax: null,
+    # change: not named) is always asked: the pooled 0 is never used for it (issue 21)
+    own = {"subtotal": cut, "cash": cut, "total": 1.0}
+    save_model(tuned, m.cfg, m.params, thresholds={"pooled": 0.0, "fields": {**own, "tax": None}})
     code, out, err = run_cli(["route", str(tuned), *pages, "--project", str(proj)], capsys)
     assert code == 0, err
-    per_field = {f: pooled for f in FIELDS.split(",")} | {"total": 1.0}
+    per_field = {f: float("inf") for f in FIELDS.split(",")} | own
     summary = check_route(out, serial, per_field, server)
     assert summary["requests"] == summary["pages_asked"]
+    lines = [json.loads(l) for l in out.splitlines()[:-1]]
+    whys = {g.get("why") for p in lines for f, g in p["fields"].items() if f in ("tax", "change")}
+    assert whys <= {"no threshold", "no value"} and "no threshold" in whys
+    assert set(summary["fields"]) == set(FIELDS.split(","))
 
 def test_route_with_an_endpoint_that_always_fails_reports_each_page(model, route_project, capsys):
     proj, server = route_project

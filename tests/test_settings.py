@@ -14,7 +14,8 @@ from dxstudio.tuning.settings import (DEFAULTS, NOT_FINGERPRINTED, SETTINGS, Set
 def test_defaults_and_fingerprint_come_from_the_table():
     assert list(DEFAULTS) == [s.name for s in SETTINGS]
     assert DEFAULTS["epochs"] == 12 and DEFAULTS["lr"] == 2e-3 and DEFAULTS["field_weight"] is None
-    assert set(NOT_FINGERPRINTED) == {"degree", "kernels", "checkpoint_every"}
+    # auto_folds: the folds it picks are in the fingerprint as folds (issue 21)
+    assert set(NOT_FINGERPRINTED) == {"degree", "kernels", "checkpoint_every", "auto_folds"}
     # the machine's cores, never less than one; the bytes do not depend on it
     assert DEFAULTS["degree"] == st.usable_cores() >= 1
     # share and min_values are defined once: the scorer's defaults are the table's
@@ -25,7 +26,7 @@ def test_defaults_and_fingerprint_come_from_the_table():
 
 @pytest.mark.parametrize("name, bad, words", [
     ("epochs", 0, ">= 1"), ("epochs", 2.5, "an integer"), ("epochs", True, "an integer"),
-    ("lr", 0, "> 0"), ("lr", float("nan"), "a number"), ("share", 1.5, "<= 1"),
+    ("lr", 0, "> 0"), ("lr", float("nan"), "a number"), ("share", 1.5, "< 1"), ("share", 1.0, "< 1"), ("threshold_rule", "median", "bound or seed"),
     ("seed", 2**64, "<= 2^64-1"), ("seed", -1, ">= 0"), ("kernels", "turbo", "fast or reference"),
     ("clip", -1.0, "> 0"), ("heldout_fraction", 2.0, "<= 1"),
 ])

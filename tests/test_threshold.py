@@ -183,11 +183,17 @@ def test_thresholds_are_stored_and_malformed_ones_are_refused(tmp_path):
 
 
 def test_routes_against_a_stored_threshold():
+    from dxstudio.engine.extract import route_reason
+
     t = {"pooled": 0.9, "fields": {"a": 0.95, "b": None}}
     v = lambda c: FieldValue((0,), "x", c)
     assert route("a", v(0.95), t) == "local" and route("a", v(0.94), t) == "ask"  # a's own threshold
-    assert route("b", v(0.91), t) == "local" and route("b", v(0.89), t) == "ask"  # b: the pooled one
+    # b has no threshold of its own: every value asked, the pooled one is never used for it (issue 21)
+    assert route("b", v(0.91), t) == "ask" and route("b", v(1.0), t) == "ask"
+    assert route("c", v(1.0), t) == "ask"  # a field the thresholds do not name: none either
     assert route("a", None, t) == "ask" and route("a", v(1.0), None) == "ask"  # no value, no thresholds
+    assert route_reason("a", v(0.95), t) is None and route_reason("a", v(0.94), t) == "below threshold"
+    assert route_reason("b", v(1.0), t) == "no threshold" and route_reason("a", None, t) == "no value"
 
 
 def test_extract_marks_routes_and_prints_a_summary(tmp_path, capsys):
@@ -204,16 +210,26 @@ def test_extract_marks_routes_and_prints_a_summary(tmp_path, capsys):
     # a threshold between the values: the ones at or above it are local, the others asked
     cut = confs[len(confs) // 2]
     stored = tmp_path / "stored.safetensors"
-    stored.write_bytes(model_bytes(cfg, params, thresholds={"pooled": cut, "fields": {}}))
+    own = {f: cut for f in ("vendor", "date", "total")}  # invoice_number: no threshold of its own
+    stored.write_bytes(model_bytes(cfg, params, thresholds={"pooled": 0.0, "fields": own}))
     assert cli_main(["extract", str(stored), str(page)]) == 0
     cap = capsys.readouterr()
     rec = json.loads(cap.out)
     n_local = 0
-    for v in rec["fields"].values():
-        want = "local" if v["value"] is not None and v["confidence"] >= cut else "ask"
+    for f, v in rec["fields"].items():
+        want = "local" if v["value"] is not None and f in own and v["confidence"] >= cut else "ask"
         assert v["route"] == want
+        why = ("no value" if v["value"] is None else "no threshold" if f not in own else "below threshold")
+        assert v.get("why") == (None if want == "local" else why)
         n_local += want == "local"
     assert f"{n_local} value{'s' if n_local != 1 else ''} answered locally" in cap.err
+    assert "per field: " in cap.err and "invoice_number 0 local, 1 asked (" in cap.err
+    # the pooled threshold alone (0: every value would clear it) routes nothing local
+    pooled_only = tmp_path / "pooled.safetensors"
+    pooled_only.write_bytes(model_bytes(cfg, params, thresholds={"pooled": 0.0, "fields": {}}))
+    assert cli_main(["extract", str(pooled_only), str(page)]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert all(v["route"] == "ask" and v["why"] in ("no threshold", "no value") for v in rec["fields"].values())
 
 
 # -- folds ---------------------------------------------------------------------------------------
@@ -250,7 +266,8 @@ def test_folds_pool_every_page_and_do_not_depend_on_degree(receipts_project, tmp
     assert report["n_pages"] == len(usable) and report["run"]["folds"] == 3
     # the pooled report is the scorer's on the pooled predictions; the model carries its thresholds
     from dxstudio.tuning.run import score_predictions
-    again = score_predictions(list(run.cfg.fields), run.pooled_predictions(), 0.99, 5)
+    again = score_predictions(list(run.cfg.fields), run.pooled_predictions(), 0.99, 5,
+                              report["threshold_by"], report["threshold_rule"])
     assert again["fields"] == report["fields"]
     stored = load_model(tmp_path / "d1" / "model.safetensors").thresholds
     assert stored["pooled"] == report["threshold"]

@@ -146,6 +146,20 @@ def engine_ready(kernels: str, total: int | None, small: int = SMALL_JOB_PAGES) 
     return kernels
 
 
+def why_text(why: dict) -> str:
+    """{field: {"local" or a reason asked: count}} in words: "company 3 local, 2 asked (below
+    threshold); date 5 asked (no threshold)"."""
+    parts = []
+    for f, tally in why.items():
+        local = tally.get("local", 0)
+        asked = [(k, n) for k, n in tally.items() if k != "local"]
+        text = f"{f} {local} local"
+        if asked:
+            text += ", " + ", ".join(f"{n} asked ({k})" for k, n in asked)
+        parts.append(text)
+    return "; ".join(parts)
+
+
 def _extract(args) -> int:
     from dxstudio.engine.container import ModelFileError, load_model
     from dxstudio.engine.model import to_runtime
@@ -170,13 +184,17 @@ def _extract(args) -> int:
         for doc, items in finished:
             records = [r for r, _ in items]
             line = records[0] if doc is None else document_json(doc, records)
-            for v in line["fields"].values():
+            for f, v in line["fields"].items():
                 routes["empty" if v["value"] is None else v["route"]] += 1
+                tally = why.setdefault(f, {})
+                key = v.get("why") or "local"
+                tally[key] = tally.get(key, 0) + 1
             emit_json(line)
         for problem in groups.problems:
             warn(problem)
         groups.problems.clear()
 
+    why: dict = {}  # field -> {"local" or the reason asked: count}
     try:
         with progress(total or 0, "extract", show=total is None or total > 1) as bar, backend:
             for results in ordered_map(backend, chunks(page_items(args.pages), args.chunk)):
@@ -204,8 +222,9 @@ def _extract(args) -> int:
     if failed == done:
         return FAILED  # each page's error is said; no "0 values answered" line after them
     warn(f"{routes['local']} value{'s' if routes['local'] != 1 else ''} answered locally, "
-         f"{routes['ask']} to ask (below the threshold), {routes['empty']} field{'s' if routes['empty'] != 1 else ''} "
-         f"with no value (ask){'' if model.thresholds else '; the model stores no LocalFirst threshold, so every value is asked'}")
+         f"{routes['ask']} to ask, {routes['empty']} field{'s' if routes['empty'] != 1 else ''} "
+         f"with no value (ask){'' if model.thresholds else '; the model stores no LocalFirst threshold, so every value is asked'}"
+         + (f"; per field: {why_text(why)}" if why else ""))
     if failed == done:
         return FAILED
     return PARTIAL if failed else OK

@@ -1,8 +1,9 @@
 """`dxstudio route MODEL PAGES... --project PROJECT`: LocalFirst routing.
 
-Every field value at or above the model's stored threshold (the field's own, else the pooled
-one; --threshold overrides both) is answered locally; a page with any other field (below the
-threshold, or no value) is sent to the project's labelling model with the same client, cache
+Every field value at or above its field's own stored threshold (--threshold: one threshold for
+every field instead) is answered locally; a field with no threshold of its own is always asked
+(the pooled threshold is never used for it); a page with any other field (below the
+threshold, no threshold, or no value) is sent to the project's labelling model with the same client, cache
 and retries as `dxstudio label`, at most --concurrency pages at a time, and its asked fields
 take that model's answers. Extraction runs in this process, on --workers local processes or
 on a Ray cluster (--ray), as `dxstudio extract` does.
@@ -16,19 +17,21 @@ with all the document's pages (LabelClient.ask_document); "pages_asked" counts d
 An asked field also has "grounding" ("exact", "normalized", "computed", "absent", "null": the
 labelling model's answer grounded on the page, or on the document's pages, as `label` grounds
 it); an "absent" answer is not printed there and is no answer: "value" is null and the model's
-text is in "model_value". A page whose asked fields could not be answered also has "error" and
+text is in "model_value". Every asked field has "why": "below threshold", "no threshold" or
+"no value". A page whose asked fields could not be answered also has "error" and
 those fields have "source": null. After STOP_AFTER_FAILURES (3) pages or documents fail in a
 row the endpoint is not asked again (as `label` stops): those left are not asked, listed in
 the summary's "not_asked". Then one line {"summary": {...}}: values and pages answered
-locally, values and pages asked, labelling requests made (retries included) and answers taken
-from the cache.
+locally, values and pages asked, labelling requests made (retries included), answers taken
+from the cache, and per field ("fields") how many values were local and how many asked for
+each reason.
 """
 from __future__ import annotations
 
 from collections import deque
 
 from dxstudio.cli.common import FAILED, OK, PARTIAL, emit_json, fail, progress, warn
-from dxstudio.cli.model import add_scale_arguments, open_backend
+from dxstudio.cli.model import add_scale_arguments, open_backend, why_text
 
 LABELLING = "labelling model"
 
@@ -48,12 +51,17 @@ def configure(name, p):
     add_scale_arguments(p)
 
 
+def ask_reason(field: str, value: dict, thresholds) -> str | None:
+    """The rule of the engine's extract.route_reason, on an output record's field: None when
+    local, else why it is asked."""
+    from dxstudio.engine.extract import route_reason
+
+    return route_reason(field, None if value["value"] is None else value["confidence"], thresholds)
+
+
 def is_local(field: str, value: dict, thresholds) -> bool:
     """The rule of the engine's extract.route, on an output record's field."""
-    from dxstudio.engine.extract import field_threshold
-
-    t = field_threshold(field, thresholds)
-    return value["value"] is not None and t is not None and value["confidence"] >= t
+    return ask_reason(field, value, thresholds) is None
 
 
 GROUNDED = ("exact", "normalized", "computed")  # an answer found on the page (as label grounds it)
@@ -126,8 +134,8 @@ def run(name, args) -> int:
         fail(f"{args.model}: the fields {missing} are not in the schema of {project.project_file}; "
              f"the labelling model could not be asked for them")
     ask_schema = [schema[f] for f in model.cfg.fields]
-    thresholds = ({"pooled": args.threshold, "fields": {}} if args.threshold is not None
-                  else model.thresholds)
+    thresholds = ({"pooled": args.threshold, "fields": {f: args.threshold for f in model.cfg.fields}}
+                  if args.threshold is not None else model.thresholds)
     if not thresholds:
         warn(f"{args.model} stores no LocalFirst threshold (tune it, or give --threshold): every page is asked")
     try:
@@ -172,6 +180,8 @@ def run(name, args) -> int:
             grounding[n] = {"status": "absent" if best == "other_page" else best}
         return hit, answers, grounding
 
+    why_counts: dict = {}  # field -> {"local" or the reason asked: count}
+
     def finish(record, asked, future):
         fields = {}
         error = None
@@ -186,13 +196,17 @@ def run(name, args) -> int:
             except LabellingError as e:
                 error = str(e)
         for f, v in record["fields"].items():
+            tally = why_counts.setdefault(f, {})
+            key = asked.get(f) or "local"
+            tally[key] = tally.get(key, 0) + 1
             if f not in asked:
                 fields[f] = {"value": v["value"], "source": "local", "confidence": v["confidence"]}
             elif answers is not None:
                 fields[f] = grounded_field(answers.get(f), grounding[f]["status"], v["confidence"])
+                fields[f]["why"] = asked[f]
                 counts["values_not_on_page"] += fields[f]["grounding"] == "absent"
             else:
-                fields[f] = {"value": None, "source": None, "confidence": v["confidence"]}
+                fields[f] = {"value": None, "source": None, "confidence": v["confidence"], "why": asked[f]}
             if "pages" in record:  # a document's line: the page of a local value
                 fields[f]["page"] = v["page"] if f not in asked else None
         out = {"id": record["id"], "fields": fields}
@@ -222,7 +236,8 @@ def run(name, args) -> int:
             else:
                 record = document_json(doc, [r for r, _ in items])
                 load = (ask_document, [load_item(label, raw) for _, (label, raw) in items])
-            asked = [f for f, v in record["fields"].items() if not is_local(f, v, thresholds)]
+            asked = {f: why for f, v in record["fields"].items()
+                     if (why := ask_reason(f, v, thresholds)) is not None}
             counts["values_local"] += len(record["fields"]) - len(asked)
             counts["values_asked"] += len(asked)
             future = None
@@ -270,11 +285,12 @@ def run(name, args) -> int:
         counts["stopped"] = breaker.tripped
         warn(f"{breaker.tripped}; {len(not_asked)} pages were not asked: {', '.join(not_asked[:20])}"
              f"{' ...' if len(not_asked) > 20 else ''}")
+    counts["fields"] = why_counts
     emit_json({"summary": counts})
     warn(f"{counts['values_local']} values answered locally, {counts['values_asked']} asked; "
          f"{counts['pages_local']} pages wholly local, {counts['pages_asked']} asked "
          f"({counts['cache_hits']} from the cache, {counts['requests']} requests); "
-         f"{bad + counts['pages_failed']} failed")
+         f"{bad + counts['pages_failed']} failed" + (f"; per field: {why_text(why_counts)}" if why_counts else ""))
     failed = bad + counts["pages_failed"]
     if failed == done:
         return FAILED

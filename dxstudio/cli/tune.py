@@ -49,8 +49,14 @@ def _overrides(args) -> dict:
 
 
 def _print_report(report: dict) -> None:
-    """The scores table, the threshold and its bound in words, and the warnings, to stderr."""
+    """The one sentence a person can rely on first, then the scores table, the threshold and
+    its bound in words, the verdicts of eval --all and the warnings, to stderr."""
     import sys
+
+    from dxstudio.tuning.localfirst import promise_sentence
+
+    if report.get("stored") is None:  # a tune report: what the thresholds it stores promise
+        print(promise_sentence(report), file=sys.stderr)
 
     head = ("field", "recall", "agreement", "value recall", "value agreement", "threshold", "values",
             "precision", "95% lower", "coverage", "AUC")
@@ -68,16 +74,24 @@ def _print_report(report: dict) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)), file=sys.stderr)
     print(report.get("threshold_statement") or f"LocalFirst threshold: {report['threshold']}", file=sys.stderr)
     if report.get("pooled"):
-        print(f"Pooled: {report['pooled']['bound_statement']}", file=sys.stderr)
+        print(f"Pooled (reported only: a field without a threshold of its own is always asked): "
+              f"{report['pooled']['bound_statement']}", file=sys.stderr)
     for name, f in report["fields"].items():
         if f.get("threshold") is not None:
             print(f"{name}: {f['bound_statement']}", file=sys.stderr)
+        elif f.get("needed_right"):
+            print(f"{name}: no threshold (always asked); about {f['needed_right']} more right values at the "
+                  f"top would give it one.", file=sys.stderr)
     stored = report.get("stored")
     if stored is not None:
         print("At the model's stored thresholds, on these pages:", file=sys.stderr)
         for name, f in list(stored["fields"].items()) + [("pooled", stored["pooled"])]:
             print(f"  {name}: {f['bound_statement']} Coverage {fmt(f['coverage'])}, value precision "
                   f"{fmt(f['value_precision'])}.", file=sys.stderr)
+        if stored.get("verdicts"):
+            print("Does the model's promise hold on these pages?", file=sys.stderr)
+            for name, v in stored["verdicts"].items():
+                print(f"  {name}: {v['text']}", file=sys.stderr)
     if report.get("warning"):
         print(f"Warning: {report['warning']}", file=sys.stderr)
 
@@ -235,7 +249,14 @@ def _prepare_and_train(project, args, runner) -> int:
     for pid, err in run.errors:
         warn(f"skipped {err}")
     folds = run.settings.get("folds")
-    split = (f"{folds} folds of {len(run.train_pages)} usable pages (each held out once), then the final model "
+    from dxstudio.tuning import resolve_settings
+    from dxstudio.tuning.localfirst import auto_folds_below
+
+    auto = ""
+    if folds and resolve_settings(project.settings, _overrides(args))["folds"] is None:
+        auto = (f" (the default below {auto_folds_below(run.settings)} usable pages, so that every page is "
+                f"held out once; --folds K or --auto-folds 0 to change)")
+    split = (f"{folds} folds of {len(run.train_pages)} usable pages{auto}, then the final model "
              f"on all of them" if folds else
              f"{len(run.train_pages)} training and {len(run.heldout_pages)} held-out pages")
     warn(f"{split}, {len(run.excluded)} excluded, {run.total_steps} steps, from {run.start_source}, into {out}")
@@ -269,6 +290,8 @@ def _prepare_and_train(project, args, runner) -> int:
     except OSError as e:
         fail(f"{e.filename or out}: {e.strerror or e}")
     _print_report(report)
+    from dxstudio.tuning.localfirst import promise_sentence
+
     emit_json({"run": str(out), "model": str(run.rundir.model_path), "report": str(run.rundir.report_path),
-               **score_summary(report)})
+               **score_summary(report), "promise": promise_sentence(report)})
     return 0

@@ -118,33 +118,54 @@ def predict_page(cfg: ModelConfig, params_rt, page: Page, kernels: str = "fast")
 
 
 def field_threshold(field: str, thresholds: dict | None) -> float | None:
-    """The threshold that decides a field's route: its own where it has one, else the pooled
-    one, else None (a model without stored thresholds)."""
+    """The threshold that decides a field's route: its own, else None. The pooled threshold is
+    never used for a field that has none of its own (issue 21: no evidence, no local answer);
+    a model without stored thresholds has none for any field."""
     if not thresholds:
         return None
-    own = (thresholds.get("fields") or {}).get(field)
-    return own if own is not None else thresholds.get("pooled")
+    return (thresholds.get("fields") or {}).get(field)
+
+
+# why a value is asked (route_reason)
+BELOW_THRESHOLD = "below threshold"
+NO_THRESHOLD = "no threshold"
+NO_VALUE = "no value"
+
+
+def route_reason(field: str, value, thresholds: dict | None) -> str | None:
+    """None when the value is answered locally (its confidence at or above the field's own
+    threshold), else why it is asked: "no value", "no threshold" (the field has none of its
+    own) or "below threshold". value: a FieldValue, or a confidence (float), or None."""
+    if value is None:
+        return NO_VALUE
+    t = field_threshold(field, thresholds)
+    if t is None:
+        return NO_THRESHOLD
+    conf = value if isinstance(value, (int, float)) else value.confidence
+    return None if conf >= t else BELOW_THRESHOLD
 
 
 def route(field: str, value: FieldValue | None, thresholds: dict | None) -> str:
-    """"local" when the value's confidence is at or above the field's threshold, else "ask"
-    (below it, no threshold at all, or no value)."""
-    t = field_threshold(field, thresholds)
-    return "local" if value is not None and t is not None and value.confidence >= t else "ask"
+    """"local" when the value's confidence is at or above the field's own threshold, else "ask"
+    (below it, no threshold of its own, or no value: route_reason says which)."""
+    return "local" if route_reason(field, value, thresholds) is None else "ask"
 
 
 def prediction_json(pred: PagePrediction, thresholds: dict | None = None) -> dict:
-    """{"id", "fields": {name: {"value", "words", "confidence", "route"}}}; floats round-trip
-    exactly; route as route() with the model's stored thresholds."""
-    return {
-        "id": pred.page_id,
-        "fields": {
-            f: ({"value": v.text, "words": list(v.words), "confidence": v.confidence,
-                 "route": route(f, v, thresholds)} if v is not None
-                else {"value": None, "words": [], "confidence": None, "route": "ask"})
-            for f, v in pred.fields.items()
-        },
-    }
+    """{"id", "fields": {name: {"value", "words", "confidence", "route"[, "why"]}}}; floats
+    round-trip exactly; route as route() with the model's stored thresholds, and an asked
+    value's "why" as route_reason(): "below threshold", "no threshold" or "no value"."""
+    fields = {}
+    for f, v in pred.fields.items():
+        if v is None:
+            fields[f] = {"value": None, "words": [], "confidence": None, "route": "ask", "why": NO_VALUE}
+            continue
+        why = route_reason(f, v, thresholds)
+        fields[f] = {"value": v.text, "words": list(v.words), "confidence": v.confidence,
+                     "route": "local" if why is None else "ask"}
+        if why is not None:
+            fields[f]["why"] = why
+    return {"id": pred.page_id, "fields": fields}
 
 
 def document_json(document_id: str, records: list) -> dict:
@@ -163,9 +184,11 @@ def document_json(document_id: str, records: list) -> dict:
                 best = (r, v)
         if best is None:
             fields[name] = {"value": None, "page": None, "page_number": None, "words": [], "confidence": None,
-                            "route": "ask"}
+                            "route": "ask", "why": NO_VALUE}
         else:
             r, v = best
             fields[name] = {"value": v["value"], "page": r["id"], "page_number": r.get("page_number", 1),
                             "words": v["words"], "confidence": v["confidence"], "route": v["route"]}
+            if "why" in v:
+                fields[name]["why"] = v["why"]
     return {"id": document_id, "pages": [r["id"] for r in records], "fields": fields}

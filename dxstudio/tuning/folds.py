@@ -192,7 +192,8 @@ class FoldedRun:
         """Score the pooled held-out predictions, write the final model with their thresholds
         (model.safetensors) and report.json in the run folder; return the report."""
         report = score_predictions(list(self.cfg.fields), self.pooled_predictions(),
-                                   self.settings["share"], self.settings["min_values"], self.settings["threshold_by"])
+                                   self.settings["share"], self.settings["min_values"], self.settings["threshold_by"],
+                                   self.settings["threshold_rule"])
         report["run"] = {
             "fingerprint": self.fingerprint, "starting_model": self.start_source, "folds": self.settings["folds"],
             "steps": self.total_steps, "train_pages": len(self.train_pages),
@@ -221,11 +222,40 @@ def _sha_json(obj) -> str:
 
 def prepare_run(project, run_dir, overrides: dict | None = None, model_path=None, resume: bool | None = None):
     """A TuneRun (the seed's single split) or, when the setting folds is K >= 2, a FoldedRun.
-    resume: as TuneRun.prepare's (a folded run's parts read their own label snapshots)."""
+    With folds unset (auto), localfirst.auto_folds decides from the usable pages: K folds while
+    a single split could not hold enough values for any threshold, else the single split; the
+    folded run is then the same run (the same bytes) as one with --folds K. A run folder being
+    resumed keeps the kind it was started as. resume: as TuneRun.prepare's (a folded run's
+    parts read their own label snapshots)."""
+    from dxstudio.tuning.localfirst import auto_folds
+
     settings = resolve_settings(project.settings, overrides)
     if settings["folds"] is None:
-        return TuneRun.prepare(project, run_dir, overrides, model_path, resume=resume)
+        kind = _started_as(run_dir) if resume is not False else None
+        if kind is None:  # a new run: decide by the usable pages
+            single = TuneRun.prepare(project, run_dir, overrides, model_path, resume=resume)
+            k = auto_folds(len(single.train_pages) + len(single.heldout_pages), settings)
+            if k is None:
+                return single
+        elif kind == "single":
+            return TuneRun.prepare(project, run_dir, overrides, model_path, resume=resume)
+        else:
+            k = kind
+        overrides = {**(overrides or {}), "folds": k}
     return FoldedRun.prepare(project, run_dir, overrides, model_path)
+
+
+def _started_as(run_dir):
+    """What a run folder holds to resume: its K (a cross-validated run), "single" (a single
+    split's checkpoint), or None (nothing to resume)."""
+    run_dir = Path(run_dir)
+    try:
+        info = json.loads((run_dir / "settings.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        info = None
+    if isinstance(info, dict) and isinstance(info.get("parts"), list) and isinstance(info.get("folds"), int):
+        return info["folds"] if folded_step(run_dir) is not None else None
+    return "single" if (run_dir / "checkpoint.safetensors").is_file() else None
 
 
 def folded_step(run_dir) -> int | None:

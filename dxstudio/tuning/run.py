@@ -186,6 +186,8 @@ class TuneRun:
         s = fingerprinted(self.settings)
         if not s.get("accepted_only"):  # the default: a run's fingerprint stays what it was before the setting
             s.pop("accepted_only", None)
+        if s.get("threshold_rule") == "bound":  # likewise (the rule never changes the weights)
+            s.pop("threshold_rule", None)
         if self.fold is not None:
             s["fold"] = "all" if self.fold[0] is None else self.fold[0]
         labels = hashlib.sha256()
@@ -406,7 +408,8 @@ class TuneRun:
 
     def evaluate(self, params_rt=None) -> dict:
         return score_predictions(list(self.cfg.fields), self.predictions(params_rt),
-                                 self.settings["share"], self.settings["min_values"], self.settings["threshold_by"])
+                                 self.settings["share"], self.settings["min_values"], self.settings["threshold_by"],
+                                 self.settings["threshold_rule"])
 
     def finish(self, started: float | None = None) -> dict:
         """Write model.safetensors (with the training summary) and report.json; return the report.
@@ -454,14 +457,14 @@ def _keep_head_rows(model_fields, base_params, fields, weight, bias):
     return w, b
 
 
-def score_predictions(fields, preds, share, min_values, by: str = "words") -> dict:
+def score_predictions(fields, preds, share, min_values, by: str = "words", rule: str = "seed") -> dict:
     """score_pages of the held-out pages, with "documents": score_documents of their documents."""
     pages = []
     for pid, page, t, pred in preds:
         prediction = {f: ((v.words, v.confidence) if v is not None else None) for f, v in pred.fields.items()}
         label = {f: tuple(t.field_words.get(f, ())) for f in fields}
         pages.append(HeldOutPage(pid, label, prediction, frozenset(t.unscored), value_matches(page, label, pred)))
-    report = score_pages(fields, pages, share, min_values, by)
+    report = score_pages(fields, pages, share, min_values, by, rule)
     report["documents"] = score_documents(fields, held_out_documents(fields, preds, pages), share, min_values, by)
     return report
 
@@ -743,7 +746,7 @@ def stored_thresholds(report: dict) -> dict:
     return {"pooled": report.get("threshold"),
             "fields": {name: f.get("threshold") for name, f in report["fields"].items()},
             "share": report.get("share"), "min_values": report.get("min_values"),
-            "by": report.get("threshold_by", "words")}
+            "by": report.get("threshold_by", "words"), "rule": report.get("threshold_rule", "seed")}
 
 
 def evaluate_model(model_path, project, out_path=None, overrides: dict | None = None,
@@ -769,9 +772,14 @@ def evaluate_model(model_path, project, out_path=None, overrides: dict | None = 
     params = to_runtime(loaded.params)
     preds = [(pid, page, t, predict_page(cfg, params, page, settings["kernels"])) for pid, page, t in held]
     by = (loaded.thresholds or {}).get("by") or settings["threshold_by"]  # the model's own rule
-    report = score_predictions(list(cfg.fields), preds, settings["share"], settings["min_values"], by)
+    report = score_predictions(list(cfg.fields), preds, settings["share"], settings["min_values"], by,
+                               settings["threshold_rule"])
     report["stored"] = at_stored_thresholds(report, loaded.thresholds)
     report["documents"]["stored"] = at_stored_thresholds(report["documents"], loaded.thresholds)
+    from dxstudio.tuning.localfirst import verdicts
+
+    # does the model's promise hold on these pages (eval --all on pages of a person's own)?
+    report["stored"]["verdicts"] = {k: {"holds": v.holds, "text": v.text} for k, v in verdicts(report).items()}
     report["run"] = {"model": str(model_path), "heldout_pages": len(held),
                      "pages": "all usable pages" if all_pages else "the held-out pages of the split"}
     if out_path is not None:
@@ -820,8 +828,9 @@ def training_breakdown(project, accepted_only: bool = False) -> dict:
 
 def at_stored_thresholds(report: dict, thresholds: dict | None) -> dict:
     """Precision and coverage at a model's stored thresholds on the pages of `report`: per field
-    (its own threshold, else the pooled one) and pooled (every value routed by its field's
-    threshold, as `dxstudio extract` does). {"thresholds", "fields": {NAME: {...}}, "pooled": {...}}
+    (its own threshold; a field without one routes every value ask, the pooled threshold is never
+    used for it) and pooled (every value routed by its field's threshold, as `dxstudio extract`
+    does). {"thresholds", "fields": {NAME: {...}}, "pooled": {...}}
     with values, right, precision, precision_lower, value_precision, value_precision_lower,
     coverage, threshold, bound_statement; a model without thresholds answers nothing locally."""
     from dxstudio.engine.extract import field_threshold
@@ -841,6 +850,9 @@ def at_stored_thresholds(report: dict, thresholds: dict | None) -> dict:
                 "coverage": n / len(rows) if rows else None,
                 "bound_statement": bound_statement(n, right, t or 0.0, lower, where=where) if n else
                 "The model stores no LocalFirst threshold, so no values are answered locally." if not thresholds
+                else "No threshold of its own, so every value is asked." if t is None and where is None
+                else "No field has a threshold of its own, so every value is asked."
+                if where is not None and not any(v is not None for v in (thresholds.get("fields") or {}).values())
                 else "No value on these pages clears the stored threshold."}
 
     out, pooled_rows = {"thresholds": thresholds, "by": by, "fields": {}}, []

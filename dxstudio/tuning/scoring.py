@@ -4,8 +4,13 @@ The seed's definitions, per field and held-out page:
 * correct: the model's value has exactly the label's words; no value on either side is correct;
 * recall: correct / pages where the label has a value;
 * agreement: correct / pages where the label or the model has a value;
-* threshold: the lowest confidence from which at least `share` of the model's values were
-  exactly right, with at least `min_values` values at or above it.
+* threshold (the seed's rule, `threshold_rule: seed`): the lowest confidence from which at least
+  `share` of the model's values were exactly right, with at least `min_values` values at or
+  above it. The default rule (`threshold_rule: bound`, issue 21) asks more: the lowest
+  confidence at which the one-sided 95% Clopper-Pearson lower bound of the precision of the
+  values at or above it reaches `share`, so the claim a threshold makes is the bound, never the
+  point estimate; a field where none qualifies has no threshold and `needed_right` says how
+  many more right values at the top would give it one.
 Beside them (issue 10), value-level scores: a value is value-right when its text equals the
 label's after the grounding normalizer (dxstudio.grounding.value_key), so the same amount read
 at another place where it is printed counts; `value_recall` and `value_agreement` use it. At
@@ -32,6 +37,9 @@ DEFAULT_MIN_VALUES = DEFAULTS["min_values"]
 # What "right" means for the threshold and the figures at it: "words", the seed's (exactly the
 # label's words), or "value" (the label's value after the grounding normalizer).
 THRESHOLD_BY = ("words", "value")
+# How a threshold is chosen: "bound" (the bound of the precision reaches the share) or "seed"
+# (the point estimate reaches it, with at least min_values values): the setting threshold_rule.
+THRESHOLD_RULES = ("bound", "seed")
 
 # Outcome of one field on one page
 CORRECT = "correct"  # both have a value, same words
@@ -161,8 +169,19 @@ def _right_text(by: str) -> str:
 
 
 def threshold_statement(n_values: int, found: float | None, share: float, min_values: int,
-                        subject: str = "the tuned model", by: str = "words") -> str:
+                        subject: str = "the tuned model", by: str = "words", rule: str = "seed",
+                        needed: int | None = None) -> str:
     """One plain sentence about the suggested threshold (or why there is none)."""
+    if rule == "bound":
+        if found is not None:
+            return (f"Suggested LocalFirst threshold {found:.6g}: with 95% confidence at least "
+                    f"{_share_text(share)} of {subject}'s values at or above it are {_right_text(by)} "
+                    f"(the lower bound on its held-out values).")
+        more = (f" About {needed} more right value{'' if needed == 1 else 's'} at the top would be needed."
+                if needed else "")
+        return (f"No LocalFirst threshold: {subject}'s {n_values} held-out value{'' if n_values == 1 else 's'} "
+                f"cannot show, with 95% confidence, that at least {_share_text(share)} of the values at or above "
+                f"any confidence are {_right_text(by)}.{more}")
     if found is not None:
         return (f"Suggested LocalFirst threshold {found:.6g}: at or above it at least "
                 f"{_share_text(share)} of {subject}'s values on held-out pages were {_right_text(by)}.")
@@ -227,6 +246,116 @@ def values_needed(share: float, level: float = CONFIDENCE_LEVEL) -> int | None:
     while n > 1 and clopper_pearson_lower(n - 1, n - 1, level) >= share:
         n -= 1
     return n
+
+
+def _check_rule(rule) -> str:
+    if rule not in THRESHOLD_RULES:
+        raise ScoringError(f"threshold rule must be one of {', '.join(THRESHOLD_RULES)}, not {rule!r}")
+    return rule
+
+
+def _upper_tail(right: int, n: int, p: float) -> float:
+    """P(X >= right) for X ~ Binomial(n, p), 0 < p < 1: log-space terms summed from the largest."""
+    if right <= 0:
+        return 1.0
+    lp, lq = math.log(p), math.log1p(-p)
+    logs = [math.lgamma(n + 1) - math.lgamma(j + 1) - math.lgamma(n - j + 1) + j * lp + (n - j) * lq
+            for j in range(right, n + 1)]
+    top = max(logs)
+    return math.exp(top) * math.fsum(math.exp(v - top) for v in logs)
+
+
+def bound_reaches(right: int, n: int, share: float, level: float = CONFIDENCE_LEVEL) -> bool:
+    """True when the one-sided Clopper-Pearson lower bound of right / n reaches `share`:
+    P(X >= right | n, share) <= 1 - level (the tail grows with p, so the bound is at least
+    share exactly then). One tail, not a bisection: cheap enough for every candidate."""
+    if n <= 0 or right <= 0:
+        return False
+    share = float(share)
+    if share >= 1:
+        return False
+    if right * 1.0 < share * n:  # the bound is below the point estimate
+        return False
+    return _upper_tail(right, n, share) <= 1.0 - level
+
+
+def _groups(pairs):
+    """(confidence, values, right) of each distinct confidence, most confident first."""
+    items = []
+    for conf, ok in pairs:
+        conf = float(conf)
+        if not (math.isfinite(conf) and 0.0 <= conf <= 1.0):
+            raise ScoringError(f"confidence {conf!r} is not in [0, 1]")
+        items.append((conf, bool(ok)))
+    items.sort(key=lambda item: -item[0])
+    out, i = [], 0
+    while i < len(items):
+        conf, n, r = items[i][0], 0, 0
+        while i < len(items) and items[i][0] == conf:  # a tie enters as one group
+            n += 1
+            r += items[i][1]
+            i += 1
+        out.append((conf, n, r))
+    return out
+
+
+def bound_threshold(pairs, share: float = DEFAULT_SHARE, level: float = CONFIDENCE_LEVEL) -> float | None:
+    """The lowest confidence c such that the one-sided `level` lower bound of the precision of
+    the values with confidence >= c reaches `share`; None when no c qualifies (always with fewer
+    than values_needed(share) values). Candidates and ties as in threshold()."""
+    _exact_share(share)
+    best, count, right = None, 0, 0
+    for conf, n, r in _groups(pairs):
+        count += n
+        right += r
+        if bound_reaches(right, count, share, level):
+            best = conf  # keep going: a lower confidence may qualify again
+    return best
+
+
+def _total_needed(wrong: int, share: float, level: float) -> int:
+    """The fewest values N, `wrong` of them wrong, whose bound reaches share."""
+    lo = hi = max(1, wrong + 1)
+    while not bound_reaches(hi - wrong, hi, share, level):
+        lo, hi = hi, hi * 2
+    while lo < hi:  # the bound grows with N at a fixed number wrong
+        mid = (lo + hi) // 2
+        if bound_reaches(mid - wrong, mid, share, level):
+            hi = mid
+        else:
+            lo = mid + 1
+    return hi
+
+
+def right_values_needed(pairs, share: float = DEFAULT_SHARE, level: float = CONFIDENCE_LEVEL) -> int | None:
+    """How many more right values, above every value there is, would give a threshold by the
+    bound rule: the least k such that at some confidence (or above all of them) the values at or
+    above it plus k right ones have a bound that reaches share. 0 when a threshold exists; None
+    for share 1 (no number can)."""
+    _exact_share(share)
+    if float(share) >= 1:
+        return None
+    best_n = {0: 0}  # values wrong -> the most values at a cut with that many wrong
+    count = wrong = 0
+    for _, n, r in _groups(pairs):
+        count += n
+        wrong += n - r
+        best_n[wrong] = max(best_n.get(wrong, 0), count)
+    best = None
+    for w in sorted(best_n):
+        need = _total_needed(w, share, level)
+        if best is not None and need - count > best:
+            break  # the need grows with w faster than the values can
+        k = max(0, need - best_n[w])
+        best = k if best is None else min(best, k)
+    return best
+
+
+def rule_threshold(pairs, share: float, min_values: int, rule: str = "seed") -> float | None:
+    """The threshold by `rule`: "seed" (threshold()) or "bound" (bound_threshold())."""
+    _check_rule(rule)
+    pairs = list(pairs)
+    return threshold(pairs, share, min_values) if rule == "seed" else bound_threshold(pairs, share)
 
 
 def confidence_auc(pairs) -> float | None:
@@ -312,7 +441,7 @@ class _Tally:
             self.pairs.append((conf, outcome == CORRECT))
             self.value_right.append(value_ok)
 
-    def summary(self, share: float, min_values: int, subject: str, by: str = "words") -> dict:
+    def summary(self, share: float, min_values: int, subject: str, by: str = "words", rule: str = "seed") -> dict:
         o = self.outcomes
         n_labelled = o[CORRECT] + o[WRONG] + o[MISSED]
         n_either = n_labelled + o[SPURIOUS]
@@ -324,7 +453,9 @@ class _Tally:
 
         # the threshold's notion of right: the seed's exact words, or the value
         ruled = self.pairs if by == "words" else [(c, v) for (c, _), v in zip(self.pairs, self.value_right)]
-        found = threshold(ruled, share, min_values)
+        found = rule_threshold(ruled, share, min_values, rule)
+        # with the bound rule, how many more right values at the top would give a threshold
+        needed = (0 if found is not None else right_values_needed(ruled, share)) if rule == "bound" else None
         above = [i for i, (c, _) in enumerate(self.pairs) if found is not None and c >= found]
         right = sum(ruled[i][1] for i in above)
         vright = sum(self.value_right[i] for i in above)
@@ -337,7 +468,9 @@ class _Tally:
             "accuracy": rate(o[CORRECT] + o[BOTH_NULL], n_scored),  # both-null pages count here only
             "precision_all": rate(o[CORRECT], n_values),
             "threshold": found,
-            "threshold_statement": threshold_statement(n_values, found, share, min_values, subject, by),
+            "threshold_statement": threshold_statement(n_values, found, share, min_values, subject, by, rule,
+                                                       needed),
+            "needed_right": needed,
             "values": len(above),
             "right": right,
             "precision": rate(right, len(above)),
@@ -381,7 +514,7 @@ def too_few_warning(pooled: dict, n_pages: int, share: float, n_values: int = 0)
 
 
 def score_pages(fields, pages, share: float = DEFAULT_SHARE, min_values: int = DEFAULT_MIN_VALUES,
-                by: str = "words") -> dict:
+                by: str = "words", rule: str = "seed") -> dict:
     """The scores report of held-out pages (a JSON-ready dict).
 
     {"fields": {NAME: {recall, agreement, value_recall, value_agreement, accuracy, precision_all,
@@ -399,6 +532,7 @@ def score_pages(fields, pages, share: float = DEFAULT_SHARE, min_values: int = D
     _check_min_values(min_values)
     if by not in THRESHOLD_BY:
         raise ScoringError(f"by must be one of {', '.join(THRESHOLD_BY)}, not {by!r}")
+    _check_rule(rule)
     known = set(fields)
     per_field = {name: _Tally() for name in fields}
     pooled = _Tally()
@@ -429,10 +563,10 @@ def score_pages(fields, pages, share: float = DEFAULT_SHARE, min_values: int = D
                 pooled.add(outcome, conf, name in page.value_match)
             row[name] = outcome
         page_rows.append({"id": pid, "outcomes": row})
-    overall = pooled.summary(share, min_values, "the tuned model", by)
+    overall = pooled.summary(share, min_values, "the tuned model", by, rule)
     pooled_part = {k: overall[k] for k in POOLED_KEYS}
     return {
-        "fields": {name: per_field[name].summary(share, min_values, f"field {name}", by) for name in fields},
+        "fields": {name: per_field[name].summary(share, min_values, f"field {name}", by, rule) for name in fields},
         "overall": overall,
         "pooled": pooled_part,
         "threshold": overall["threshold"],
@@ -441,6 +575,7 @@ def score_pages(fields, pages, share: float = DEFAULT_SHARE, min_values: int = D
         "share": float(share),
         "min_values": min_values,
         "threshold_by": by,
+        "threshold_rule": rule,
         "n_pages": len(page_rows),
         "pages": page_rows,
     }

@@ -156,10 +156,16 @@ SETTINGS: tuple[Setting, ...] = (
             "whose values were found on the page)", commands=("tune", "eval"),
             label="Accepted pages only"),
     Setting("share", "float", 0.99,
-            "the LocalFirst rule: the share of values at or above the threshold that must be right",
-            low=0, low_open=True, high=1, commands=("tune", "eval")),
-    Setting("min_values", "int", 5, "the LocalFirst rule: values at or above the threshold, at least",
-            low=1, commands=("tune", "eval")),
+            "the LocalFirst rule: the share of values at or above the threshold that must be right "
+            "(with threshold_rule bound: with 95% confidence)",
+            low=0, low_open=True, high=1, high_open=True, commands=("tune", "eval")),
+    Setting("min_values", "int", 5, "the LocalFirst rule: values at or above the threshold, at least "
+            "(threshold_rule seed only)", low=1, commands=("tune", "eval")),
+    # issue 21: the claim a threshold makes is the bound (docs/tuning.md "The claim is the bound")
+    Setting("threshold_rule", "choice", "bound",
+            "how a field's threshold is chosen: bound = the lowest confidence where the one-sided 95% "
+            "lower bound of the precision reaches share; seed = where the share itself does, with "
+            "min_values values (the seed's rule)", choices=("bound", "seed"), commands=("tune", "eval")),
     Setting("seed", "int", 1, "split, batch order, a new model's weights and a new tag head",
             low=0, high=_MAX_SEED, commands=("tune", "eval"),
             label="Seed", form={"top": 2**31 - 1}),
@@ -188,8 +194,15 @@ SETTINGS: tuple[Setting, ...] = (
             choices=("ignore", "o"), label="Repeated printings"),
     Setting("folds", "int", None,
             "cross-validated threshold: K runs each holding out every K-th page, then the final model "
-            "on all usable pages", low=2, nullable=True, null_means="the seed's single split",
-            label="Folds", form={"top": 100, "bottom": 1, "null_text": "single split"}),
+            "on all usable pages", low=2, nullable=True,
+            null_means="auto: auto_folds folds while a single split's held-out pages are too few for any "
+                       "threshold (docs/tuning.md), else the seed's single split",
+            default_text="auto",
+            label="Folds", form={"top": 100, "bottom": 1, "null_text": "auto"}),
+    Setting("auto_folds", "int", 5,
+            "the folds a run uses when folds is unset and a single split could not hold enough values "
+            "for any threshold (0: always the seed's single split)", low=0, high=100,
+            fingerprinted=False),  # the folds it picks are in the fingerprint as folds
     Setting("threshold_by", "choice", "value",
             "what right means for the threshold: the label's value, or exactly its words (the seed's rule)",
             choices=("value", "words")),
@@ -244,7 +257,7 @@ def add_arguments(parser, command: str) -> None:
         if command not in row.commands:
             continue
         shown = row.default_text or (row.null_means if row.default is None else _num(row.default))
-        help_text = f"{row.help} (default {shown})"
+        help_text = f"{row.help} (default {shown})".replace("%", "%%")  # argparse formats help with %
         if row.kind == "choice":
             group.add_argument(row.option, dest=row.name, choices=row.choices, help=help_text)
         elif row.kind == "bool":

@@ -278,6 +278,8 @@ class TrainingPanel(QWidget):
             if isinstance(self.inputs.get(name), QComboBox):
                 self.inputs[name].currentTextChanged.connect(lambda _: self.update_start())
         self._error_counts = None  # the counts when the last error was shown (a stale error goes)
+        if "folds" in self.inputs:  # the folds line under the count says what they cost
+            self.inputs["folds"].valueChanged.connect(lambda _: self.update_breakdown())
         self.update_breakdown()
 
     # -- layout ------------------------------------------------------------------------
@@ -671,6 +673,7 @@ class TrainingPanel(QWidget):
         from dxstudio.tuning.run import training_breakdown
 
         accepted_only = bool(self.settings_values().get("accepted_only"))
+        self.folds_text = ""
         try:
             c = training_breakdown(self._project(), accepted_only)
         except (ValueError, OSError) as e:
@@ -722,13 +725,16 @@ class TrainingPanel(QWidget):
 
     def _show_breakdown(self, c: dict, accepted_only: bool) -> None:
         self.breakdown = c
-        self.breakdown_label.setText(breakdown_text(c, accepted_only, self.settings_values().get("heldout_fraction")))
+        text = breakdown_text(c, accepted_only, self.settings_values().get("heldout_fraction"))
+        self.folds_text = self._folds_text(c.get("usable", 0))
+        self.breakdown_label.setText(text + (f" {self.folds_text}" if self.folds_text else ""))
         self.update_start()
         if self.last_error is not None and not self.is_running and self._error_counts is not None \
                 and self._error_counts != c:
             # what the error was about has changed (pages reviewed, a field asked): it is stale
             self._hide_error()
             self.status_label.setText("The pages changed since the last error: press Fine-tune to try again.")
+        return c
 
     def update_start(self) -> str:
         """Say what a run started now starts from (the project's model, the base, a new model)."""
@@ -738,6 +744,33 @@ class TrainingPanel(QWidget):
             text = f"Cannot tell the starting model: {e}"
         self.start_label.setText(text)
         return text
+
+    def _folds_text(self, usable: int) -> str:
+        """The folds a run started now uses, and what they cost (issue 21: folds by default
+        on small projects): tuning.localfirst.folds_plan, timed by the newest finished run's
+        seconds per step when there is one."""
+        from dxstudio.tuning.localfirst import folds_plan
+
+        try:
+            form = self.settings_values()
+            settings = resolve_settings(self._project().settings, {k: v for k, v in form.items() if v is not None})
+            if form.get("folds") is None:
+                settings["folds"] = None  # the form's "auto" wins over a saved K
+        except (TuneError, ValueError, OSError):
+            return ""
+        return folds_plan(usable, settings, self._seconds_per_step()).text
+
+    def _seconds_per_step(self) -> float | None:
+        try:
+            for info in RunDir.list(self._project().runs_dir):
+                if info.status == "finished":
+                    run = RunDir(info.path).read_report().get("run", {})
+                    if run.get("wall_seconds") and run.get("steps"):
+                        return float(run["wall_seconds"]) / int(run["steps"])
+                    return None
+        except (ValueError, OSError, TuneError):
+            return None
+        return None
 
     def showEvent(self, event):
         super().showEvent(event)
@@ -964,6 +997,14 @@ def documents_sentence(report: dict) -> str:
             f"page's value is the label's ({per}).")
 
 
+PROMISE_HELP = (
+    "How sure: each field's threshold is the lowest confidence at which the one-sided 95% "
+    "Clopper-Pearson lower bound of the precision of its held-out values reaches the share asked for "
+    "(the setting share, 99% unless changed). The sentence states that bound, rounded down, never more. "
+    "A field without a threshold of its own is always asked; the pooled threshold of all fields is "
+    "reported, never used. docs/tuning.md explains recall, agreement and the bound.")
+
+
 def threshold_sentence(report: dict) -> str:
     """The suggested LocalFirst threshold and what it means, in plain words; never at odds with
     the table's per-field thresholds."""
@@ -976,15 +1017,17 @@ def threshold_sentence(report: dict) -> str:
             return (f"No single threshold holds for all fields together, but {', '.join(with_t)} "
                     f"{'has' if len(with_t) == 1 else 'have'} one of {'its' if len(with_t) == 1 else 'their'} "
                     f"own (the Threshold column): at or above it the local model's values of that field were "
-                    f"exactly right at least {share * 100:g}% of the time on held-out pages."
+                    f"right at least {share * 100:g}% of the time on held-out pages"
+                    + (" (with 95% confidence)." if report.get("threshold_rule") == "bound" else ".")
                     + (f" For {', '.join(rest)}, send the page to the labelling model or a person." if rest else ""))
         return ((report.get("threshold_statement") or "No LocalFirst threshold can be suggested.")
                 + " Until one can, send every page to the labelling model or a person; more reviewed "
                   "pages or more epochs usually help.")
     right = "right (the label's value)" if report.get("threshold_by") == "value" else "exactly right"
-    return (f"Suggested LocalFirst threshold: {format_threshold(t)}. At or above {format_threshold(t)} the local "
-            f"model's values were {right} at least {share * 100:g}% of the time on held-out pages; below it, send the "
-            f"page to the labelling model or a person.")
+    how = " (with 95% confidence)" if report.get("threshold_rule") == "bound" else ""
+    return (f"Pooled LocalFirst threshold (reported, not used to route): {format_threshold(t)}. At or above "
+            f"{format_threshold(t)} the local model's values of all fields together were {right} at least "
+            f"{share * 100:g}% of the time on held-out pages{how}; a field routes by its own threshold only.")
 
 
 def page_tally(outcomes: dict) -> str:
@@ -1211,7 +1254,10 @@ class ResultsPanel(QWidget):
         run = report.get("run", {})
         self.title.setText(f"Run {self.run_dir.name}: {run.get('steps', '?')} steps, "
                            f"{run.get('train_pages', '?')} training and {run.get('heldout_pages', '?')} held-out pages")
-        self.threshold_label.setText(threshold_sentence(report))
+        from dxstudio.tuning.localfirst import promise_sentence
+
+        self.threshold_label.setText(promise_sentence(report))  # the one sentence a person can rely on
+        self.threshold_label.setToolTip(threshold_sentence(report) + "\n\n" + PROMISE_HELP)
         self.export_label.setText("")
         held = run.get("heldout_pages", len(report.get("pages", [])))
         if isinstance(held, int) and held < FEW_HELDOUT_PAGES:
@@ -1312,12 +1358,12 @@ class ResultsPanel(QWidget):
             self.curve_items[name] = plot.plot(xs, ys, pen=pg.mkPen(colours[name], width=2),
                                                symbol="o", symbolSize=4, symbolBrush=colours[name])
             own = f.get("threshold")
-            t = own if own is not None else report.get("threshold")
+            t = own  # a field without a threshold of its own routes ask: the pooled one is never marked
             at_or_above = [p for p in points if t is not None and p[0] >= t]
             mark = (at_or_above[-1][1], ys[len(at_or_above) - 1]) if at_or_above else None
             self.threshold_marks[name] = mark
             if mark is not None:
-                which = "threshold" if own is not None else "pooled threshold"
+                which = "threshold"
                 plot.addItem(pg.InfiniteLine(pos=mark[0], angle=90, pen=pg.mkPen("k", style=Qt.PenStyle.DashLine),
                                              label=f"{which} {t:.4g}", labelOpts={"position": 0.15}))
                 plot.plot([mark[0]], [mark[1]], pen=None, symbol="o", symbolSize=10, symbolBrush="k")

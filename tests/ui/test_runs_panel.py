@@ -28,7 +28,7 @@ def runs_template(tmp_path_factory):
         shutil.copy(page, root / "pages")
         shutil.copy(SAMPLE / "labels" / page.name, root / "labels")
     data = json.loads((SAMPLE / "dxproject.json").read_text())
-    data["settings"] = {"size": "tiny", "epochs": 2, "batch": 2, "warmup": 1, "heldout_fraction": 0.25}
+    data["settings"] = {"size": "tiny", "auto_folds": 0, "epochs": 2, "batch": 2, "warmup": 1, "heldout_fraction": 0.25}
     (root / "dxproject.json").write_text(json.dumps(data))
     for i, (name, overrides, finish) in enumerate([("20260101-000000", {}, True),
                                                    ("20260102-000000", {"lr": 0.01}, True),
@@ -192,4 +192,4 @@ def test_the_threshold_sentence_never_contradicts_the_table():
 
     assert format_threshold(0.999851) == "0.9999" and format_threshold(0.93) == "0.93" and format_threshold(None) == "-"
     report["threshold"] = 0.999851
-    assert "threshold: 0.9999." in threshold_sentence(report)
+    assert "(reported, not used to route): 0.9999." in threshold_sentence(report)

@@ -84,7 +84,7 @@ def test_the_runs_screen_compares_two_runs_on_the_sample(tmp_path, monkeypatch):
         shutil.copy(page, root / "pages")
         shutil.copy(sample / "labels" / page.name, root / "labels")
     data = json.loads((sample / "dxproject.json").read_text())
-    data["settings"] = {"batch": 2, "heldout_fraction": 0.25}
+    data["settings"] = {"batch": 2, "auto_folds": 0, "heldout_fraction": 0.25}
     (root / "dxproject.json").write_text(json.dumps(data))
     seen = {}
     save_png = screenshot._save_png

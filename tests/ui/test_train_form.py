@@ -28,7 +28,7 @@ def small_project(tmp_path):
         if (SAMPLE / "labels" / page.name).exists():
             shutil.copy(SAMPLE / "labels" / page.name, root / "labels")
     data = json.loads((SAMPLE / "dxproject.json").read_text())
-    data["settings"] = {"size": "tiny", "epochs": 1, "batch": 4, "warmup": 1, "heldout_fraction": 0.25}
+    data["settings"] = {"size": "tiny", "auto_folds": 0, "epochs": 1, "batch": 4, "warmup": 1, "heldout_fraction": 0.25}
     (root / "dxproject.json").write_text(json.dumps(data))
     return root
 

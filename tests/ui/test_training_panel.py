@@ -84,7 +84,11 @@ def test_fine_tune_fills_plots_table_and_keeps_the_event_loop_turning(qtbot, rec
         assert rows[name]["Recall"] == fmt(f["recall"])
         assert rows[name]["Agreement"] == fmt(f["agreement"])
         assert rows[name]["Threshold"] == training_panel.format_threshold(f["threshold"])
-    assert results.threshold_label.text() == threshold_sentence(report)
+    from dxstudio.tuning.localfirst import promise_sentence
+
+    # the Results tab leads with the one sentence; the rule's wording is its tooltip
+    assert results.threshold_label.text() == promise_sentence(report)
+    assert threshold_sentence(report) in results.threshold_label.toolTip()
     assert results.export_button.isEnabled()
 
 
@@ -225,7 +229,8 @@ def test_form_defaults_and_small_helpers(qtbot, receipts_project):
     assert format_duration(5) == "5 s" and format_duration(125) == "2 min 05 s"
     assert format_duration(None) == "estimating..."
     text = threshold_sentence({"threshold": 0.93, "share": 0.99})
-    assert "at or above 0.93" in text.lower() and "99%" in text and "labelling model or a person" in text
+    # the pooled threshold is reported, never used to route (issue 21)
+    assert "at or above 0.93" in text.lower() and "99%" in text and "not used to route" in text
 
 
 def test_results_layout_helpers(qtbot):
@@ -283,12 +288,10 @@ def test_results_show_value_scores_the_bound_and_a_curve_per_field(qtbot, tmp_pa
     assert list(ys) == [p[2] for p in report["fields"]["a"]["curve"]]
     assert results.threshold_marks["a"] == (11 / 12, 1.0)
     assert results.threshold_marks["b"] is None  # never exactly right, no pooled threshold: nothing to mark
-    # a field without a threshold of its own is routed by the pooled one: marked there
+    # a field without a threshold of its own routes ask: the pooled one is never marked on it (issue 21)
     report["threshold"] = 0.8
     results.show_run(report, tmp_path / "run", tmp_path)
-    b_curve = report["fields"]["b"]["curve"]
-    lowest = [p for p in b_curve if p[0] >= 0.8][-1]
-    assert results.threshold_marks["b"] == (lowest[1], lowest[2]) and results.threshold_marks["a"] == (11 / 12, 1.0)
+    assert results.threshold_marks["b"] is None and results.threshold_marks["a"] == (11 / 12, 1.0)
     # thresholds chosen by value (the default rule): the curves show precision by value, so b's
     # printings elsewhere count as right and the dot agrees with the threshold text
     by_value = score_pages(["a", "b"], pages, by="value")
@@ -311,4 +314,4 @@ def test_the_form_runs_folds_and_the_results_show_the_pooled_report(qtbot, recei
     qtbot.waitUntil(lambda: results.report is not None, timeout=WAIT_MS)
     assert set(results.curve_plots) == set(report["fields"])
     panel.inputs["folds"].setValue(1)
-    assert panel.settings_values()["folds"] is None  # "single split"
+    assert panel.settings_values()["folds"] is None  # "auto"
