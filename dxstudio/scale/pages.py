@@ -103,13 +103,13 @@ def load_item(label: str, raw: bytes):
 def extract_one(model, label: str, raw, error, kernels: str):
     """("ok", prediction record) or ("error", one line naming the page). `model` is
     (cfg, runtime params, stored thresholds or None)."""
-    from dxstudio.engine.extract import predict_page, prediction_json
+    from dxstudio.engine.extract import model_decoding, predict_page, prediction_json
 
     if error is not None:
         return ("error", error)
     cfg, params, thresholds = model
     try:
-        pred = predict_page(cfg, params, load_item(label, raw), kernels)
+        pred = predict_page(cfg, params, load_item(label, raw), kernels, model_decoding(thresholds))
     except PageError as e:
         return ("error", str(e))
     return ("ok", prediction_json(pred, thresholds))

@@ -25,7 +25,7 @@ import numpy as np
 from dxstudio.tuning import schedule
 from dxstudio.engine.config import size_config
 from dxstudio.engine.container import ModelFileError, canonical_json, load_model, model_bytes, save_model
-from dxstudio.engine.extract import predict_page
+from dxstudio.engine.extract import DEFAULT_DECODING, model_decoding, predict_page
 from dxstudio.engine.inputs import window_inputs
 from dxstudio.bundled import models_dir
 from dxstudio.engine.params import new_params, new_tag_head
@@ -179,6 +179,8 @@ class TuneRun:
         s = fingerprinted(self.settings)
         if not s.get("accepted_only"):  # the default: a run's fingerprint stays what it was before the setting
             s.pop("accepted_only", None)
+        if s.get("decoding") == DEFAULT_DECODING:  # likewise
+            s.pop("decoding", None)
         if self.fold is not None:
             s["fold"] = "all" if self.fold[0] is None else self.fold[0]
         labels = hashlib.sha256()
@@ -392,7 +394,8 @@ class TuneRun:
         params_rt = params_rt if params_rt is not None else self.state.params
         out = []
         for pid, page, t in self.heldout_pages:
-            out.append((pid, page, t, predict_page(self.cfg, params_rt, page, self.settings["kernels"])))
+            out.append((pid, page, t, predict_page(self.cfg, params_rt, page, self.settings["kernels"],
+                                                   self.settings["decoding"])))
         return out
 
     def evaluate(self, params_rt=None) -> dict:
@@ -432,7 +435,12 @@ def score_predictions(fields, preds, share, min_values, by: str = "words") -> di
         prediction = {f: ((v.words, v.confidence) if v is not None else None) for f, v in pred.fields.items()}
         label = {f: tuple(t.field_words.get(f, ())) for f in fields}
         pages.append(HeldOutPage(pid, label, prediction, frozenset(t.unscored), value_matches(page, label, pred)))
-    return score_pages(fields, pages, share, min_values, by)
+    decodings = sorted({pred.decoding for _, _, _, pred in preds})
+    if len(decodings) > 1:
+        raise TuneError(f"predictions read with different decodings ({', '.join(decodings)}) cannot be scored together")
+    report = score_pages(fields, pages, share, min_values, by)
+    report["decoding"] = decodings[0] if decodings else None  # how the values were read off the tags
+    return report
 
 
 def value_matches(page, label: dict, pred) -> frozenset:
@@ -648,7 +656,7 @@ def stored_thresholds(report: dict) -> dict:
     return {"pooled": report.get("threshold"),
             "fields": {name: f.get("threshold") for name, f in report["fields"].items()},
             "share": report.get("share"), "min_values": report.get("min_values"),
-            "by": report.get("threshold_by", "words")}
+            "by": report.get("threshold_by", "words"), "decoding": report.get("decoding") or DEFAULT_DECODING}
 
 
 def evaluate_model(model_path, project, out_path=None, overrides: dict | None = None,
@@ -671,7 +679,10 @@ def evaluate_model(model_path, project, out_path=None, overrides: dict | None = 
     from dxstudio.engine.model import to_runtime
 
     params = to_runtime(loaded.params)
-    preds = [(pid, page, t, predict_page(loaded.cfg, params, page, settings["kernels"])) for pid, page, t in held]
+    # the model's own reading (the one its thresholds were found with) unless --decoding says otherwise
+    decoding = (overrides or {}).get("decoding") or model_decoding(loaded.thresholds)
+    preds = [(pid, page, t, predict_page(loaded.cfg, params, page, settings["kernels"], decoding))
+             for pid, page, t in held]
     by = (loaded.thresholds or {}).get("by") or settings["threshold_by"]  # the model's own rule
     report = score_predictions(list(loaded.cfg.fields), preds, settings["share"], settings["min_values"], by)
     report["stored"] = at_stored_thresholds(report, loaded.thresholds)

@@ -190,6 +190,11 @@ SETTINGS: tuple[Setting, ...] = (
             "cross-validated threshold: K runs each holding out every K-th page, then the final model "
             "on all usable pages", low=2, nullable=True, null_means="the seed's single split",
             label="Folds", form={"top": 100, "bottom": 1, "null_text": "single split"}),
+    # span: measured on SROIE and FUNSD pages outside the projects (docs/model.md "Span decoding")
+    Setting("decoding", "choice", "span",
+            "how values are read off the tags: span = each field's best-scoring BIO span, one value per "
+            "page; seed = the seed's most confident run of argmax tags (scores and outputs say which)",
+            choices=("span", "seed"), commands=("tune", "eval")),
     Setting("threshold_by", "choice", "value",
             "what right means for the threshold: the label's value, or exactly its words (the seed's rule)",
             choices=("value", "words")),
