@@ -27,6 +27,7 @@ from dxstudio.engine.config import size_config
 from dxstudio.engine.container import ModelFileError, canonical_json, load_model, model_bytes, save_model
 from dxstudio.engine.extract import DEFAULT_DECODING, model_decoding, predict_page
 from dxstudio.engine.inputs import window_inputs
+from dxstudio.tuning.augment import AUGMENT_SETTINGS, augment_page, enabled as augment_enabled
 from dxstudio.bundled import models_dir
 from dxstudio.engine.params import new_params, new_tag_head
 from dxstudio.engine.training import Example, Targets, TrainSettings, TrainState, train_step
@@ -175,12 +176,25 @@ class TuneRun:
             self.examples.append(Example(inp, Targets(tags=np.asarray(t.tags[:stop], np.int64))))
         self.total_steps = schedule.total_steps(len(self.train_pages), self.settings["batch"], self.settings["epochs"])
 
+    def example(self, i: int, step: int) -> Example:
+        """Training page i as it enters `step`: itself, or with augmentation on its variant for
+        this step (augment.py: keyed by the seed, the step and the page id alone)."""
+        if not augment_enabled(self.settings):
+            return self.examples[i]
+        pid, page, t = self.train_pages[i]
+        page, tags = augment_page(page, t.tags, self.settings, self.settings["seed"], step)
+        stop = min(len(page.words), self.cfg.max_words)
+        return Example(window_inputs(page, self.cfg, 0, stop), Targets(tags=np.asarray(tags[:stop], np.int64)))
+
     def _fingerprint(self, weights) -> None:
         s = fingerprinted(self.settings)
         if not s.get("accepted_only"):  # the default: a run's fingerprint stays what it was before the setting
             s.pop("accepted_only", None)
         if s.get("decoding") == DEFAULT_DECODING:  # likewise
             s.pop("decoding", None)
+        for name in AUGMENT_SETTINGS:  # likewise: off
+            if not s.get(name):
+                s.pop(name, None)
         if self.fold is not None:
             s["fold"] = "all" if self.fold[0] is None else self.fold[0]
         labels = hashlib.sha256()
@@ -329,7 +343,7 @@ class TuneRun:
                 return False
             idx = schedule.batch_for_step(n, s["seed"], s["batch"], s["epochs"], step)
             lr = schedule.learning_rate(step, self.total_steps, s["warmup"], float(s["lr"]))
-            res = train_step(self.state, [self.examples[i] for i in idx], lr)
+            res = train_step(self.state, [self.example(i, step) for i in idx], lr)
             self._check_finite(step + 1, res.loss, lr)
             ev = Event("step", step + 1, self.total_steps, loss=res.loss, lr=lr, seconds=time.monotonic() - t0)
             self._log(metrics, ev)

@@ -190,6 +190,19 @@ SETTINGS: tuple[Setting, ...] = (
             "cross-validated threshold: K runs each holding out every K-th page, then the final model "
             "on all usable pages", low=2, nullable=True, null_means="the seed's single split",
             label="Folds", form={"top": 100, "bottom": 1, "null_text": "single split"}),
+    # seeded augmentation of the training pages (dxstudio/tuning/augment.py); 0 = off
+    Setting("augment_values", "float", 0.0,
+            "augmentation: the chance that a labelled value's digits are replaced by random digits "
+            "each time its page trains (0 = off)", low=0, high=1),
+    Setting("augment_drop", "float", 0.0,
+            "augmentation: the chance that each O word is dropped each time its page trains (0 = off)",
+            low=0, high=0.9),
+    Setting("augment_jitter", "float", 0.0,
+            "augmentation: each word's box moved by up to this share of the page size (0 = off)",
+            low=0, high=0.05),
+    Setting("augment_shift", "float", 0.0,
+            "augmentation: each line moved sideways by up to this share of the page width (0 = off)",
+            low=0, high=0.2),
     # span: measured on SROIE and FUNSD pages outside the projects (docs/model.md "Span decoding")
     Setting("decoding", "choice", "span",
             "how values are read off the tags: span = each field's best-scoring BIO span, one value per "
