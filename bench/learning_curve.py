@@ -1,7 +1,7 @@
 """The development benchmark (issue 20 item 4): learning curves on public sets with a fixed schema.
 
     python bench/learning_curve.py SET [SET...] --work DIR [--sizes 25,50,100,all] [--degree N]
-        [--decodings span,seed] [--no-gbdt] [--tune "OPTIONS"] [--docs docs/base-model.md]
+        [--decodings span,seed] [--no-gbdt] [--tune "OPTIONS" --tag SUFFIX] [--docs docs/base-model.md]
 
 SET is one of:
   sroie  ../shared/data/sroie-train, the 4 fields of `dxstudio import sroie` (company, date,
@@ -205,27 +205,28 @@ def _fmt(v) -> str:
     return "-" if v is None else f"{v:.3f}"
 
 
-def run_set(name: str, work: Path, sizes: list, decodings: list, degree: int, gbdt: bool, tune_opts: list) -> dict:
+def run_set(name: str, work: Path, sizes: list, decodings: list, degree: int, gbdt: bool, tune_opts: list,
+            tag: str = "") -> dict:
     projects, ev = SETS[name](work, sizes)
     py = [sys.executable, "-m", "dxstudio.cli"]
     rows = []
     for size, proj in projects.items():
-        run = work / "runs" / f"{name}_{size}"
+        run = work / "runs" / f"{name}_{size}{tag}"
         tune_cmd = py + ["tune", str(proj), *tune_opts, "--degree", str(degree), "--out", str(run), "--overwrite"]
         tune_s = None
         if not (run / "model.safetensors").exists() or not (run / "report.json").exists():
             print(f"[{name} {size}] tune ...", file=sys.stderr, flush=True)
-            tune_s = _run(tune_cmd, work / f"{name}_{size}.tune.log")
+            tune_s = _run(tune_cmd, work / f"{name}_{size}{tag}.tune.log")
         train_pages = json.loads((run / "report.json").read_text())["run"]["train_pages"]
         for dec in decodings:
-            rep = work / f"{name}_{size}.{dec}.eval.json"
+            rep = work / f"{name}_{size}{tag}.{dec}.eval.json"
             eval_cmd = py + ["eval", str(run / "model.safetensors"), str(ev), "--all", "--decoding", dec,
                              "--out", str(rep)]
             if not rep.exists():
                 print(f"[{name} {size}] eval --decoding {dec} ...", file=sys.stderr, flush=True)
-                _run(eval_cmd, work / f"{name}_{size}.{dec}.eval.log")
+                _run(eval_cmd, work / f"{name}_{size}{tag}.{dec}.eval.log")
             report = json.loads(rep.read_text())
-            rows.append({"size": size, "train_pages": train_pages, "reader": f"dxstudio ({dec})",
+            rows.append({"size": size, "train_pages": train_pages, "reader": f"dxstudio ({dec}{', ' + ' '.join(tune_opts) if tune_opts else ''})",
                          "decoding": report.get("decoding"), "fields": _agreements(report),
                          "pages": report["run"]["heldout_pages"], "tune_s": tune_s,
                          "commands": ["dxstudio " + " ".join(tune_cmd[len(py):]), "dxstudio " + " ".join(eval_cmd[len(py):])]})
@@ -300,6 +301,7 @@ def main(argv=None) -> int:
     ap.add_argument("--degree", type=int, default=1)
     ap.add_argument("--no-gbdt", dest="gbdt", action="store_false")
     ap.add_argument("--tune", default="", help='more dxstudio tune options, in one string ("--epochs 8")')
+    ap.add_argument("--tag", default="", help="a suffix for the run names (runs with other --tune options)")
     ap.add_argument("--docs", type=Path, help="markdown file whose learning-curve tables to regenerate")
     a = ap.parse_args(argv)
     decodings = [d for d in a.decodings.split(",") if d]
@@ -311,7 +313,7 @@ def main(argv=None) -> int:
     results = []
     try:
         for name in a.sets:
-            res = run_set(name, work, a.sizes, decodings, a.degree, a.gbdt, shlex.split(a.tune))
+            res = run_set(name, work, a.sizes, decodings, a.degree, a.gbdt, shlex.split(a.tune), a.tag)
             text = table(res)
             print(f"\n### {name}\n\n{text}\n", flush=True)
             if a.docs:
