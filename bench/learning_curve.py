@@ -18,9 +18,9 @@ Both are research-only data: tests and benchmarks only, never training anything 
 For each set and size: `dxstudio tune PROJECT` with the defaults (a start from the shipped base)
 and `--degree N`; then `dxstudio eval MODEL EVAL_PROJECT --all --decoding D` for each decoding
 (the same model read both ways: engine/extract.py "span" and the seed's "seed"); then
-bench/gbdt_baseline.py PROJECT EVAL_PROJECT --all (LightGBM on the same training pages, scored on
-the same pages). Runs whose report exists under DIR are not repeated. Prints a markdown table
-per set (agreement per field and mean, the commands below it) and one JSON line; with --docs,
+bench/gbdt_baseline.py PROJECT EVAL_PROJECT --all --decoding D for each decoding (LightGBM on the
+same training pages, scored on the same pages; seed = its reader as measured so far, with
+--fill). Runs whose report exists under DIR are not repeated. Prints a markdown table per set (agreement per field and mean, the commands below it) and one JSON line; with --docs,
 the table replaces the text between `<!-- learning-curve SET -->` and `<!-- /learning-curve SET -->`
 in that file (written atomically; markers missing: an error naming the file).
 """
@@ -231,14 +231,16 @@ def run_set(name: str, work: Path, sizes: list, decodings: list, degree: int, gb
                          "pages": report["run"]["heldout_pages"], "tune_s": tune_s,
                          "commands": ["dxstudio " + " ".join(tune_cmd[len(py):]), "dxstudio " + " ".join(eval_cmd[len(py):])]})
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-        if gbdt:
-            rep = work / f"{name}_{size}.gbdt.eval.json"
-            cmd = [sys.executable, str(REPO / "bench" / "gbdt_baseline.py"), str(proj), str(ev), "--all", "--out", str(rep)]
+        for dec in (decodings if gbdt else []):
+            suffix = "gbdt" if dec == "seed" else f"gbdt-{dec}"
+            rep = work / f"{name}_{size}.{suffix}.eval.json"
+            cmd = [sys.executable, str(REPO / "bench" / "gbdt_baseline.py"), str(proj), str(ev), "--all",
+                   "--decoding", dec, "--out", str(rep)]
             if not rep.exists():
-                print(f"[{name} {size}] gbdt ...", file=sys.stderr, flush=True)
-                _run(cmd, work / f"{name}_{size}.gbdt.log")
+                print(f"[{name} {size}] gbdt --decoding {dec} ...", file=sys.stderr, flush=True)
+                _run(cmd, work / f"{name}_{size}.{suffix}.log")
             report = json.loads(rep.read_text())
-            rows.append({"size": size, "train_pages": train_pages, "reader": "gradient-boosted baseline",
+            rows.append({"size": size, "train_pages": train_pages, "reader": f"gradient-boosted baseline ({dec})",
                          "decoding": None, "fields": _agreements(report), "pages": report["run"]["heldout_pages"],
                          "tune_s": None, "commands": ["python bench/gbdt_baseline.py " + " ".join(cmd[2:])]})
     return {"set": name, "rows": rows}
