@@ -188,3 +188,26 @@ def test_predict_page_says_which_reading_it_used(tmp_path):
     assert json.loads(json.dumps(prediction_json(span)))["decoding"] == "span"
     with pytest.raises(ValueError, match="decoding must be"):
         predict_page(cfg, rt, page, decoding="first")
+
+
+def test_tune_and_eval_say_which_reading_and_a_model_keeps_its_own(receipts_project, tmp_path):
+    from dxstudio.engine.container import load_model
+    from dxstudio.project import Project
+    from dxstudio.tuning import TuneRun, evaluate_model
+    from dxstudio.tuning.heldout import load_run_model
+
+    runs = {}
+    for dec in ("seed", "span"):
+        run = TuneRun.prepare(Project.open(receipts_project), tmp_path / dec, {"decoding": dec, "degree": 1})
+        assert run.train()
+        report = run.finish()
+        assert report["decoding"] == dec and report["run"]["settings"]["decoding"] == dec
+        assert load_model(tmp_path / dec / "model.safetensors").thresholds["decoding"] == dec
+        assert load_run_model(tmp_path / dec / "model.safetensors", "fast").decoding == dec
+        runs[dec] = run
+    # the reading does not change the weights, only how values are read (and the stored thresholds)
+    assert runs["seed"].fingerprint != runs["span"].fingerprint
+    project = Project.open(receipts_project)
+    assert evaluate_model(tmp_path / "seed" / "model.safetensors", project)["decoding"] == "seed"
+    assert evaluate_model(tmp_path / "seed" / "model.safetensors", project, overrides={"decoding": "span"})[
+        "decoding"] == "span"
