@@ -268,6 +268,10 @@ def main(argv=None) -> int:
     ap.add_argument("--field-boost", type=float, default=3.0,
                     help="B-/I- words weigh the field's weight times this (O words 1)")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--decoding", choices=("seed", "span"), default="seed",
+                    help="how values are read off the word classes: seed = the seed's reader with --fill "
+                         "(the baseline as measured so far), span = the model's span decoding on the log "
+                         "probabilities (docs/model.md \"Span decoding\"; no --fill)")
     ap.add_argument("--all", action="store_true", dest="all_pages",
                     help="score every usable page of EVAL_PROJECT, as `dxstudio eval --all` does")
     a = ap.parse_args(argv)
@@ -277,7 +281,7 @@ def main(argv=None) -> int:
         print("gbdt_baseline: lightgbm is not installed (pip install dxstudio[baseline])", file=sys.stderr)
         return 2
     from dxstudio.engine.config import size_config
-    from dxstudio.engine.extract import PagePrediction, fields_from_tags
+    from dxstudio.engine.extract import PagePrediction, fields_from_logits, fields_from_tags
     from dxstudio.tuning.run import score_predictions
 
     max_words = size_config("base").max_words  # the model's pages: the same exclusions
@@ -329,17 +333,20 @@ def main(argv=None) -> int:
             full[:, c] = p[:, i]
         tags = np.argmax(full, axis=1)
         probs = full[np.arange(len(tags)), tags]
-        values = fields_from_tags(page, fields, tags, probs)
-        if a.fill:
-            values = fill_missing(page, fields, full, values, a.fill)
-        pred = PagePrediction(pid, values, tags, probs)
+        if a.decoding == "span":  # log-probability differences are the logit margins the decoder reads
+            values = fields_from_logits(page, fields, np.log(np.maximum(full, 1e-12)), (0,), "reference")
+        else:
+            values = fields_from_tags(page, fields, tags, probs)
+            if a.fill:
+                values = fill_missing(page, fields, full, values, a.fill)
+        pred = PagePrediction(pid, values, tags, probs, decoding=a.decoding)
         preds.append((pid, page, t, pred))
     report = score_predictions(fields, preds, eval_settings["share"], eval_settings["min_values"])
     agreements = [report["fields"][f]["agreement"] for f in fields]
     mean = float(np.mean([x for x in agreements if x is not None]))
     report["run"] = {"baseline": "lightgbm", "train_project": str(a.train_project), "train_pages": len(train),
                      "train_words": int(len(y)), "features": int(X.shape[1]), "eval_project": str(a.eval_project),
-                     "heldout_pages": len(held), "trees": a.trees, "leaves": a.leaves, "lr": a.lr,
+                     "heldout_pages": len(held), "decoding": a.decoding, "trees": a.trees, "leaves": a.leaves, "lr": a.lr,
                      "train_seconds": round(t_train, 1), "mean_agreement": mean}
     print(f"{len(train)} training pages ({len(y)} words, {X.shape[1]} features, {t_train:.1f} s), "
           f"{len(held)} scored pages")

@@ -107,6 +107,7 @@ def run(name, args) -> int:
     from concurrent.futures import ThreadPoolExecutor
 
     from dxstudio.engine.container import ModelFileError, load_model
+    from dxstudio.engine.extract import model_decoding
     from dxstudio.engine.model import to_runtime
     from dxstudio.grounding import ground_answers, ground_document
     from dxstudio.labelling import STOP_AFTER_FAILURES, LabelClient, LabellingError
@@ -134,7 +135,9 @@ def run(name, args) -> int:
         fail(f"{args.model}: the fields {missing} are not in the schema of {project.project_file}; "
              f"the labelling model could not be asked for them")
     ask_schema = [schema[f] for f in model.cfg.fields]
-    thresholds = ({"pooled": args.threshold, "fields": {f: args.threshold for f in model.cfg.fields}}
+    # --threshold keeps the model's own reading of the tags (engine/extract.py model_decoding)
+    thresholds = ({"pooled": args.threshold, "fields": {f: args.threshold for f in model.cfg.fields},
+                   "decoding": model_decoding(model.thresholds)}
                   if args.threshold is not None else model.thresholds)
     if not thresholds:
         warn(f"{args.model} stores no LocalFirst threshold (tune it, or give --threshold): every page is asked")

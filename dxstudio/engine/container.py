@@ -96,15 +96,16 @@ def _checked_tensors(cfg: ModelConfig, params) -> list[tuple[str, np.ndarray]]:
 
 def check_thresholds(value, fields) -> dict:
     """The stored LocalFirst thresholds, checked: {"pooled": T, "fields": {name: T}, "share": S,
-    "min_values": N, "by": B, "rule": R} with each T null or a number in [0, 1], field names from
-    the schema, S in (0, 1] and N a positive integer (both may be null), B (optional) "words" or
-    "value": what right meant when they were found, R (optional) "bound" or "seed": how they were
-    chosen (tuning/scoring.py). ValueError says what is wrong."""
+    "min_values": N, "by": B, "rule": R, "decoding": D} with each T null or a number in [0, 1],
+    field names from the schema, S in (0, 1] and N a positive integer (both may be null), B
+    (optional) "words" or "value": what right meant when they were found, R (optional) "bound" or
+    "seed": how they were chosen (tuning/scoring.py), D (optional) "span" or "seed": how the
+    values were read off the tags (engine/extract.py DECODINGS). ValueError says what is wrong."""
     if not isinstance(value, dict):
         raise ValueError(f"must be a JSON object, not {type(value).__name__}")
-    extra = sorted(set(value) - {"pooled", "fields", "share", "min_values", "by", "rule"})
+    extra = sorted(set(value) - {"pooled", "fields", "share", "min_values", "by", "rule", "decoding"})
     if extra or "pooled" not in value or "fields" not in value:
-        raise ValueError("must have exactly pooled, fields and optionally share, min_values, by, rule"
+        raise ValueError("must have exactly pooled, fields and optionally share, min_values, by, rule, decoding"
                          + (f" (unknown: {extra})" if extra else ""))
 
     def threshold(v, what):
@@ -134,11 +135,16 @@ def check_thresholds(value, fields) -> dict:
     rule = value.get("rule")
     if rule is not None and rule not in ("bound", "seed"):
         raise ValueError(f"rule {rule!r} is not bound or seed")
+    decoding = value.get("decoding")
+    if decoding is not None and decoding not in ("span", "seed"):
+        raise ValueError(f"decoding {decoding!r} is not span or seed")
     out = {"pooled": pooled, "fields": checked, "share": share, "min_values": min_values}
     if by is not None:
         out["by"] = by
     if rule is not None:
         out["rule"] = rule
+    if decoding is not None:
+        out["decoding"] = decoding
     return out
 
 

@@ -7,7 +7,18 @@ rounds to the same value near 1 stay distinct and rank. Spans: B-c opens a span 
 and otherwise opens one; O (or another field's tag) closes. A span's confidence is the lowest
 confidence of its words' tags; a field's value is its most confident span (ties: the first).
 A long page is read window by window; per field the best-confidence value wins (ties: the
-earlier window).
+earlier window). That is the seed's reading, `decoding="seed"`.
+
+The default reading, `decoding="span"` (docs/model.md "Span decoding"), respects the BIO rules
+and each field's cardinality (one value per page: the schema has no many-valued fields): a
+field's value is its best-scoring span, B-c then I-c..., scored against reading the same words
+O: score = (l[B-c] - l[O]) at the first word + the sum of (l[I-c] - l[O]) over the others, in
+binary64 from the binary32 logits (the log of the span's probability ratio over O, with the
+tags independent per word). A span scoring 0 or less is no value. Fields take their spans in
+order of score (ties: schema order), each from the words no earlier field took; a span never
+crosses a window's edge. The words of a span are consecutive in the page's reading order, so a
+value over several lines is joined in that order. Its confidence is the lowest binary64
+probability (`tag_confidence`) of the span's own tags at its words, a number in [0, 1].
 """
 from __future__ import annotations
 
@@ -37,6 +48,28 @@ class PagePrediction:
     tags: np.ndarray  # (n_words,) predicted tag per page word
     tag_probs: np.ndarray  # (n_words,) probability of that tag (binary32 softmax)
     tag_conf: np.ndarray | None = None  # (n_words,) binary64 confidence of that tag
+    decoding: str = "seed"  # how the values were read off the tags (DECODINGS)
+
+
+# How values are read off the tags: "span" (best-scoring BIO span per field, one per page) or
+# "seed" (the seed's: the most confident run of argmax tags). The settings table's `decoding`.
+DECODINGS = ("span", "seed")
+DEFAULT_DECODING = "span"
+
+
+def check_decoding(decoding) -> str:
+    if decoding not in DECODINGS:
+        raise ValueError(f"decoding must be {' or '.join(DECODINGS)}, not {decoding!r}")
+    return decoding
+
+
+def model_decoding(thresholds: dict | None) -> str:
+    """The reading a model's values are read with: the one its stored thresholds were found with;
+    "seed" for a model tuned before the reading was stored (its thresholds are the seed
+    reading's); the default for a model with no thresholds."""
+    if not thresholds:
+        return DEFAULT_DECODING
+    return check_decoding(thresholds.get("decoding") or "seed")
 
 
 def tags_and_probs(ops: Ops, tag_logits: np.ndarray):
@@ -97,15 +130,84 @@ def fields_from_tags(page: Page, fields, tags, probs, offset: int = 0) -> dict:
     return best
 
 
-def predict_page(cfg: ModelConfig, params_rt, page: Page, kernels: str = "fast") -> PagePrediction:
+def _best_span(sb: np.ndarray, si: np.ndarray, blocked: np.ndarray, starts: frozenset):
+    """(score, first, last) of the highest-scoring span (ties: the one ending first; at equal
+    scores a span starts anew rather than extends), or None when none scores above 0. Words
+    in `blocked` are in no span; a span never crosses an index in `starts` (a window's first
+    word)."""
+    best = None
+    cur, cur_a = -np.inf, -1
+    for i in range(len(sb)):
+        if blocked[i]:
+            cur = -np.inf
+            continue
+        ext = cur + float(si[i]) if i not in starts else -np.inf
+        if ext > float(sb[i]):
+            cur = ext
+        else:
+            cur, cur_a = float(sb[i]), i
+        if cur > 0 and (best is None or cur > best[0]):
+            best = (cur, cur_a, i)
+    return best
+
+
+def decode_spans(tag_logits, n_fields: int, window_starts=(0,)) -> dict:
+    """{field index: (score, first, last)} of the span decoding (module docstring) over a
+    page's tag logits (n_words, 1 + 2 * n_fields); a field without a span above 0 is absent."""
+    logits = np.asarray(tag_logits, np.float64)
+    if logits.ndim != 2 or logits.shape[1] != 1 + 2 * n_fields:
+        raise ValueError(f"tag logits of shape {logits.shape} do not fit {n_fields} fields "
+                         f"(expected (n_words, {1 + 2 * n_fields}))")
+    if not np.isfinite(logits).all():
+        raise ValueError("tag logits must be finite")
+    n = logits.shape[0]
+    starts = frozenset(int(s) for s in window_starts)
+    o = logits[:, 0]
+    scores = [(logits[:, 1 + 2 * c] - o, logits[:, 2 + 2 * c] - o) for c in range(n_fields)]
+    blocked = np.zeros(n, bool)
+    best = {c: _best_span(*scores[c], blocked, starts) for c in range(n_fields)}
+    chosen: dict = {}
+    while True:
+        open_ = [(v[0], -c) for c, v in best.items() if c not in chosen and v is not None]
+        if not open_:
+            return chosen
+        c = -max(open_)[1]  # highest score, ties: the lower field index
+        _, a, b = best[c]
+        chosen[c] = best[c]
+        blocked[a: b + 1] = True
+        for d, v in best.items():  # only spans that used a taken word can change
+            if d not in chosen and v is not None and v[1] <= b and a <= v[2]:
+                best[d] = _best_span(*scores[d], blocked, starts)
+
+
+def fields_from_logits(page: Page, fields, tag_logits, window_starts=(0,), kernels: str = "fast") -> dict:
+    """The span decoding's {field: FieldValue or None} for a page's tag logits (all its words)."""
+    fields = list(fields)
+    out: dict = {f: None for f in fields}
+    for c, (_, a, b) in decode_spans(tag_logits, len(fields), window_starts).items():
+        span_tags = np.array([1 + 2 * c] + [2 + 2 * c] * (b - a), np.int64)
+        conf = float(np.min(tag_confidence(np.asarray(tag_logits)[a: b + 1], span_tags, kernels)))
+        words = tuple(range(a, b + 1))
+        out[fields[c]] = FieldValue(words, " ".join(page.words[w].text for w in words), conf)
+    return out
+
+
+def predict_page(cfg: ModelConfig, params_rt, page: Page, kernels: str = "fast",
+                 decoding: str = DEFAULT_DECODING) -> PagePrediction:
+    check_decoding(decoding)
     ops = Ops(kernels)
     fields = list(cfg.fields)
     result: dict = {f: None for f in fields}
     all_tags = np.zeros(len(page.words), np.int64)
     all_probs = np.zeros(len(page.words), np.float32)
     all_conf = np.zeros(len(page.words), np.float64)
+    all_logits = np.zeros((len(page.words), 1 + 2 * len(fields)), np.float32) if decoding == "span" else None
+    starts = []
     for inp in iter_page_inputs(page, cfg):  # one window's inputs at a time
         out = forward(cfg, params_rt, inp, ops)
+        if all_logits is not None:
+            all_logits[inp.start: inp.start + inp.n] = out.tag_logits
+            starts.append(inp.start)
         tags, probs = tags_and_probs(ops, out.tag_logits)
         conf = tag_confidence(out.tag_logits, tags, kernels)
         all_tags[inp.start: inp.start + inp.n] = tags
@@ -114,7 +216,9 @@ def predict_page(cfg: ModelConfig, params_rt, page: Page, kernels: str = "fast")
         for f, v in fields_from_tags(page, fields, tags, conf, inp.start).items():
             if v is not None and (result[f] is None or v.confidence > result[f].confidence):
                 result[f] = v
-    return PagePrediction(page.id, result, all_tags, all_probs, all_conf)
+    if all_logits is not None:  # the per-word tags stay the argmax's; the values are the spans'
+        result = fields_from_logits(page, fields, all_logits, starts, kernels)
+    return PagePrediction(page.id, result, all_tags, all_probs, all_conf, decoding)
 
 
 def field_threshold(field: str, thresholds: dict | None) -> float | None:
@@ -152,9 +256,10 @@ def route(field: str, value: FieldValue | None, thresholds: dict | None) -> str:
 
 
 def prediction_json(pred: PagePrediction, thresholds: dict | None = None) -> dict:
-    """{"id", "fields": {name: {"value", "words", "confidence", "route"[, "why"]}}}; floats
-    round-trip exactly; route as route() with the model's stored thresholds, and an asked
-    value's "why" as route_reason(): "below threshold", "no threshold" or "no value"."""
+    """{"id", "decoding", "fields": {name: {"value", "words", "confidence", "route"[, "why"]}}};
+    floats round-trip exactly; route as route() with the model's stored thresholds, an asked
+    value's "why" as route_reason(): "below threshold", "no threshold" or "no value"; decoding:
+    how the values were read (DECODINGS)."""
     fields = {}
     for f, v in pred.fields.items():
         if v is None:
@@ -165,7 +270,7 @@ def prediction_json(pred: PagePrediction, thresholds: dict | None = None) -> dic
                      "route": "local" if why is None else "ask"}
         if why is not None:
             fields[f]["why"] = why
-    return {"id": pred.page_id, "fields": fields}
+    return {"id": pred.page_id, "decoding": pred.decoding, "fields": fields}
 
 
 def document_json(document_id: str, records: list) -> dict:
@@ -191,4 +296,7 @@ def document_json(document_id: str, records: list) -> dict:
                             "words": v["words"], "confidence": v["confidence"], "route": v["route"]}
             if "why" in v:
                 fields[name]["why"] = v["why"]
-    return {"id": document_id, "pages": [r["id"] for r in records], "fields": fields}
+    out = {"id": document_id, "pages": [r["id"] for r in records], "fields": fields}
+    if records and "decoding" in records[0]:
+        out["decoding"] = records[0]["decoding"]
+    return out

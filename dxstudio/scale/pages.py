@@ -178,14 +178,14 @@ def load_item(label: str, raw: bytes):
 def extract_one(model, label: str, raw, error, kernels: str):
     """("ok", prediction record) or ("error", one line naming the page). `model` is
     (cfg, runtime params, stored thresholds or None)."""
-    from dxstudio.engine.extract import predict_page, prediction_json
+    from dxstudio.engine.extract import model_decoding, predict_page, prediction_json
 
     if error is not None:
         return ("error", error)
     cfg, params, thresholds = model
     try:
         page = load_item(label, raw)
-        pred = predict_page(cfg, params, page, kernels)
+        pred = predict_page(cfg, params, page, kernels, model_decoding(thresholds))
     except PageError as e:
         return ("error", str(e))
     record = prediction_json(pred, thresholds)

@@ -184,7 +184,7 @@ class FoldedRun:
                 pid, page, t = by_id[rec["id"]]
                 fields = {f: (None if v is None else FieldValue(tuple(v["words"]), v["text"], float(v["confidence"])))
                           for f, v in rec["fields"].items()}
-                rows[pid] = (pid, page, t, PagePrediction(pid, fields, None, None))
+                rows[pid] = (pid, page, t, PagePrediction(pid, fields, None, None, decoding=self.settings["decoding"]))
         order = schedule.hash_order(list(rows), self.settings["seed"])
         return [rows[pid] for pid in order]
 

@@ -22,6 +22,7 @@ class RunModel:
     cfg: object
     params: object  # runtime layout
     kernels: str
+    decoding: str = "span"  # how its values are read (engine/extract.py model_decoding)
 
 
 @dataclass
@@ -41,10 +42,11 @@ class HeldOutAnswers:
 def load_run_model(model_path, kernels: str) -> RunModel:
     """A run's model.safetensors, ready to predict (ModelFileError naming the file)."""
     from dxstudio.engine.container import load_model
+    from dxstudio.engine.extract import model_decoding
     from dxstudio.engine.model import to_runtime
 
     loaded = load_model(model_path)
-    return RunModel(loaded.cfg, to_runtime(loaded.params), kernels)
+    return RunModel(loaded.cfg, to_runtime(loaded.params), kernels, model_decoding(loaded.thresholds))
 
 
 def heldout_answers(project, model: RunModel, page_id: str) -> HeldOutAnswers:
@@ -60,7 +62,7 @@ def heldout_answers(project, model: RunModel, page_id: str) -> HeldOutAnswers:
     targets = page_targets(page, labels, list(cfg.fields), cfg.max_words)
     if isinstance(targets, Excluded):
         raise ValueError(f"{project.label_path(page_id)}: the page is excluded now ({targets.reason})")
-    pred = predict_page(cfg, model.params, page, model.kernels)
+    pred = predict_page(cfg, model.params, page, model.kernels, model.decoding)
     answers, outcomes, marks = {}, {}, {}
     for f in cfg.fields:
         if f in targets.unscored:  # counts nowhere

@@ -25,8 +25,9 @@ import numpy as np
 from dxstudio.tuning import schedule
 from dxstudio.engine.config import size_config
 from dxstudio.engine.container import ModelFileError, canonical_json, load_model, model_bytes, save_model
-from dxstudio.engine.extract import predict_page
+from dxstudio.engine.extract import DEFAULT_DECODING, model_decoding, predict_page
 from dxstudio.engine.inputs import window_inputs
+from dxstudio.tuning.augment import AUGMENT_SETTINGS, augment_page, enabled as augment_enabled
 from dxstudio.bundled import models_dir
 from dxstudio.engine.params import new_params, new_tag_head
 from dxstudio.engine.training import Example, Targets, TrainSettings, TrainState, train_step
@@ -182,12 +183,27 @@ class TuneRun:
             self.examples.append(Example(inp, Targets(tags=np.asarray(t.tags[:stop], np.int64))))
         self.total_steps = schedule.total_steps(len(self.train_pages), self.settings["batch"], self.settings["epochs"])
 
+    def example(self, i: int, step: int) -> Example:
+        """Training page i as it enters `step`: itself, or with augmentation on its variant for
+        this step (augment.py: keyed by the seed, the step and the page id alone)."""
+        if not augment_enabled(self.settings):
+            return self.examples[i]
+        pid, page, t = self.train_pages[i]
+        page, tags = augment_page(page, t.tags, self.settings, self.settings["seed"], step)
+        stop = min(len(page.words), self.cfg.max_words)
+        return Example(window_inputs(page, self.cfg, 0, stop), Targets(tags=np.asarray(tags[:stop], np.int64)))
+
     def _fingerprint(self, weights) -> None:
         s = fingerprinted(self.settings)
         if not s.get("accepted_only"):  # the default: a run's fingerprint stays what it was before the setting
             s.pop("accepted_only", None)
         if s.get("threshold_rule") == "bound":  # likewise (the rule never changes the weights)
             s.pop("threshold_rule", None)
+        if s.get("decoding") == DEFAULT_DECODING:  # likewise
+            s.pop("decoding", None)
+        for name in AUGMENT_SETTINGS:  # likewise: off
+            if not s.get(name):
+                s.pop(name, None)
         if self.fold is not None:
             s["fold"] = "all" if self.fold[0] is None else self.fold[0]
         labels = hashlib.sha256()
@@ -338,7 +354,7 @@ class TuneRun:
                 return False
             idx = schedule.batch_for_step(n, s["seed"], s["batch"], s["epochs"], step)
             lr = schedule.learning_rate(step, self.total_steps, s["warmup"], float(s["lr"]))
-            res = train_step(self.state, [self.examples[i] for i in idx], lr)
+            res = train_step(self.state, [self.example(i, step) for i in idx], lr)
             self._check_finite(step + 1, res.loss, lr)
             ev = Event("step", step + 1, self.total_steps, loss=res.loss, lr=lr, seconds=time.monotonic() - t0)
             self._log(metrics, ev)
@@ -403,7 +419,8 @@ class TuneRun:
         params_rt = params_rt if params_rt is not None else self.state.params
         out = []
         for pid, page, t in self.heldout_pages:
-            out.append((pid, page, t, predict_page(self.cfg, params_rt, page, self.settings["kernels"])))
+            out.append((pid, page, t, predict_page(self.cfg, params_rt, page, self.settings["kernels"],
+                                                   self.settings["decoding"])))
         return out
 
     def evaluate(self, params_rt=None) -> dict:
@@ -464,7 +481,11 @@ def score_predictions(fields, preds, share, min_values, by: str = "words", rule:
         prediction = {f: ((v.words, v.confidence) if v is not None else None) for f, v in pred.fields.items()}
         label = {f: tuple(t.field_words.get(f, ())) for f in fields}
         pages.append(HeldOutPage(pid, label, prediction, frozenset(t.unscored), value_matches(page, label, pred)))
+    decodings = sorted({pred.decoding for _, _, _, pred in preds})
+    if len(decodings) > 1:
+        raise TuneError(f"predictions read with different decodings ({', '.join(decodings)}) cannot be scored together")
     report = score_pages(fields, pages, share, min_values, by, rule)
+    report["decoding"] = decodings[0] if decodings else None  # how the values were read off the tags
     report["documents"] = score_documents(fields, held_out_documents(fields, preds, pages), share, min_values, by)
     return report
 
@@ -746,7 +767,8 @@ def stored_thresholds(report: dict) -> dict:
     return {"pooled": report.get("threshold"),
             "fields": {name: f.get("threshold") for name, f in report["fields"].items()},
             "share": report.get("share"), "min_values": report.get("min_values"),
-            "by": report.get("threshold_by", "words"), "rule": report.get("threshold_rule", "seed")}
+            "by": report.get("threshold_by", "words"), "rule": report.get("threshold_rule", "seed"),
+            "decoding": report.get("decoding") or DEFAULT_DECODING}
 
 
 def evaluate_model(model_path, project, out_path=None, overrides: dict | None = None,
@@ -770,7 +792,10 @@ def evaluate_model(model_path, project, out_path=None, overrides: dict | None = 
     from dxstudio.engine.model import to_runtime
 
     params = to_runtime(loaded.params)
-    preds = [(pid, page, t, predict_page(cfg, params, page, settings["kernels"])) for pid, page, t in held]
+    # the model's own reading (the one its thresholds were found with) unless --decoding says otherwise
+    decoding = (overrides or {}).get("decoding") or model_decoding(loaded.thresholds)
+    preds = [(pid, page, t, predict_page(cfg, params, page, settings["kernels"], decoding))
+             for pid, page, t in held]
     by = (loaded.thresholds or {}).get("by") or settings["threshold_by"]  # the model's own rule
     report = score_predictions(list(cfg.fields), preds, settings["share"], settings["min_values"], by,
                                settings["threshold_rule"])

@@ -203,6 +203,24 @@ SETTINGS: tuple[Setting, ...] = (
             "the folds a run uses when folds is unset and a single split could not hold enough values "
             "for any threshold (0: always the seed's single split)", low=0, high=100,
             fingerprinted=False),  # the folds it picks are in the fingerprint as folds
+    # seeded augmentation of the training pages (dxstudio/tuning/augment.py); 0 = off
+    Setting("augment_values", "float", 0.0,
+            "augmentation: the chance that a labelled value's digits are replaced by random digits "
+            "each time its page trains (0 = off)", low=0, high=1),
+    Setting("augment_drop", "float", 0.0,
+            "augmentation: the chance that each O word is dropped each time its page trains (0 = off)",
+            low=0, high=0.9),
+    Setting("augment_jitter", "float", 0.0,
+            "augmentation: each word's box moved by up to this share of the page size (0 = off)",
+            low=0, high=0.05),
+    Setting("augment_shift", "float", 0.0,
+            "augmentation: each line moved sideways by up to this share of the page width (0 = off)",
+            low=0, high=0.2),
+    # span: measured on SROIE and FUNSD pages outside the projects (docs/model.md "Span decoding")
+    Setting("decoding", "choice", "span",
+            "how values are read off the tags: span = each field's best-scoring BIO span, one value per "
+            "page; seed = the seed's most confident run of argmax tags (scores and outputs say which)",
+            choices=("span", "seed"), commands=("tune", "eval")),
     Setting("threshold_by", "choice", "value",
             "what right means for the threshold: the label's value, or exactly its words (the seed's rule)",
             choices=("value", "words")),

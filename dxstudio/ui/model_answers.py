@@ -38,7 +38,7 @@ from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QProgressBar, QToo
 from dxstudio.ui.jobs import Job
 
 CACHE_DIR = Path(".cache") / "model-answers"  # in the project folder
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: values read with the model's decoding (engine/extract.py model_decoding)
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ def answers_work(project_root, model_path):
     (sha, pages read by the model now, pages from the cache, cancelled)."""
     def work(job):
         from dxstudio.engine.container import load_model
-        from dxstudio.engine.extract import predict_page
+        from dxstudio.engine.extract import model_decoding, predict_page
         from dxstudio.engine.model import to_runtime
         from dxstudio.engine.page import PageError
         from dxstudio.fsutil import write_json_atomic
@@ -144,7 +144,7 @@ def answers_work(project_root, model_path):
                 if params is None:
                     params = to_runtime(loaded.params)
                 try:
-                    pred = predict_page(loaded.cfg, params, page)
+                    pred = predict_page(loaded.cfg, params, page, decoding=model_decoding(loaded.thresholds))
                 except Exception as e:  # one page never stops the rest
                     job.report(("problem", f"{project.page_path(pid)}: {type(e).__name__}: {e}"))
                     continue

@@ -1,0 +1,332 @@
+"""The development benchmark (issue 20 item 4): learning curves on public sets with a fixed schema.
+
+    python bench/learning_curve.py SET [SET...] --work DIR [--sizes 25,50,100,all] [--degree N]
+        [--decodings span,seed] [--no-gbdt] [--tune "OPTIONS" --tag SUFFIX] [--docs docs/base-model.md]
+
+SET is one of:
+  sroie  ../shared/data/sroie-train, the 4 fields of `dxstudio import sroie` (company, date,
+         address, total). Training projects: the first N receipts of 000-399 and 600-625 ("all":
+         every one of them); scored on receipts 400-599 (never in a training project).
+  funsd  ../shared/data/funsd with a fixed schema of four fields read off its key-value links:
+         date, to, from, cc (the answer linked from the first question whose text is "Date:",
+         "To:", "From:" or "cc:", in reading order; null where the form has none; several answer
+         boxes of one question join when their words are one run, else the first). Training
+         projects: the first N forms of training_data (149 in all) in SHA-256 order of their
+         file names; scored on testing_data (50).
+Both are research-only data: tests and benchmarks only, never training anything shipped.
+
+For each set and size: `dxstudio tune PROJECT` with the defaults (a start from the shipped base)
+and `--degree N`; then `dxstudio eval MODEL EVAL_PROJECT --all --decoding D` for each decoding
+(the same model read both ways: engine/extract.py "span" and the seed's "seed"); then
+bench/gbdt_baseline.py PROJECT EVAL_PROJECT --all --decoding D for each decoding (LightGBM on the
+same training pages, scored on the same pages; seed = its reader as measured so far, with
+--fill). Runs whose report exists under DIR are not repeated. Prints a markdown table per set (agreement per field and mean, the commands below it) and one JSON line; with --docs,
+the table replaces the text between `<!-- learning-curve SET -->` and `<!-- /learning-curve SET -->`
+in that file (written atomically; markers missing: an error naming the file).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+DATA = REPO.parent / "shared" / "data"
+
+FUNSD_FIELDS = ("date", "to", "from", "cc")
+SROIE_TRAIN = list(range(0, 400)) + list(range(600, 626))
+SROIE_EVAL = list(range(400, 600))
+
+
+class BenchError(RuntimeError):
+    pass
+
+
+def _run(cmd: list[str], log: Path) -> float:
+    t0 = time.perf_counter()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    with log.open("w") as fh:
+        rc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=REPO, env=env).returncode
+    if rc not in (0, 1):  # 1: done, some inputs failed (named in the log)
+        raise BenchError(f"{' '.join(cmd)} failed (exit {rc}); see {log}")
+    return time.perf_counter() - t0
+
+
+def _write_project(dst: Path, name: str, schema: list[str], fraction: float, pages: dict, labels: dict) -> Path:
+    """A project folder with these pages ({id: page dict}) and label files ({id: label dict})."""
+    if dst.exists():
+        shutil.rmtree(dst)
+    (dst / "pages").mkdir(parents=True)
+    (dst / "labels").mkdir()
+    proj = {"name": name, "schema": [{"name": f, "description": "", "weight": 1.0} for f in schema],
+            "settings": {"heldout_fraction": fraction}}
+    (dst / "dxproject.json").write_text(json.dumps(proj, indent=2), encoding="utf-8")
+    for pid, d in pages.items():
+        (dst / "pages" / f"{pid}.json").write_text(json.dumps(d), encoding="utf-8")
+    for pid, d in labels.items():
+        (dst / "labels" / f"{pid}.json").write_text(json.dumps(d), encoding="utf-8")
+    return dst
+
+
+def _one_heldout(n: int) -> float:
+    """A held-out fraction that keeps about one page out of n (the split needs one), the rest train."""
+    return round(0.9 / n, 6)
+
+
+# ---- SROIE --------------------------------------------------------------------------------
+def sroie_projects(work: Path, sizes: list) -> tuple[dict, Path]:
+    """{size name: training project}, scoring project; from `dxstudio import sroie`."""
+    src = work / "sroie_import"
+    if not (src / "dxproject.json").exists():
+        _run([sys.executable, "-m", "dxstudio.cli", "import", "sroie", str(DATA / "sroie-train"), str(src)],
+             work / "sroie_import.log")
+    proj = json.loads((src / "dxproject.json").read_text(encoding="utf-8"))
+    schema = [f["name"] for f in proj["schema"]]
+
+    def cut(ids):
+        pages = {f"{i:03d}": json.loads((src / "pages" / f"{i:03d}.json").read_text()) for i in ids}
+        labels = {}
+        for i in ids:
+            p = src / "labels" / f"{i:03d}.json"
+            if p.exists():
+                labels[f"{i:03d}"] = json.loads(p.read_text())
+        return pages, labels
+
+    out = {}
+    for size in sizes:
+        ids = SROIE_TRAIN if size == "all" else SROIE_TRAIN[:size]
+        dst = work / f"sroie_{size}"
+        if not (dst / "dxproject.json").exists():
+            _write_project(dst, dst.name, schema, _one_heldout(len(ids)), *cut(ids))
+        out[size] = dst
+    ev = work / "sroie_eval"
+    if not (ev / "dxproject.json").exists():
+        _write_project(ev, ev.name, schema, 0.5, *cut(SROIE_EVAL))
+    return out, ev
+
+
+# ---- FUNSD --------------------------------------------------------------------------------
+def _key(text: str) -> str:
+    return re.sub(r"[^a-z]", "", text.lower())
+
+
+def funsd_labelled(path: Path) -> tuple[dict, dict]:
+    """(page dict, label dict) of one FUNSD form: the page as `dxstudio import funsd` reads it,
+    the label the fixed schema's values as a person's accepted fixes (word indices)."""
+    from dxstudio.importers import funsd_page, reading_order
+
+    page = funsd_page(path)
+    form = json.loads(path.read_text(encoding="utf-8"))["form"]
+    # the importer's entity order (entities without words are left out, as there)
+    kept = [e for e in form if any(isinstance(w.get("text"), str) and w["text"].strip() for w in e["words"])]
+    boxes = []
+    for e in kept:
+        ws = [w["box"] for w in e["words"] if w["text"].strip()]
+        boxes.append((min(b[0] for b in ws), min(b[1] for b in ws), max(b[2] for b in ws), max(b[3] for b in ws)))
+    order = reading_order(boxes)
+    first_word, pos = {}, 0
+    for i in order:
+        n = sum(1 for w in kept[i]["words"] if w["text"].strip())
+        first_word[kept[i]["id"]] = (pos, n)
+        pos += n
+    if pos != len(page.words):
+        raise BenchError(f"{path}: {pos} words from the entities, the page has {len(page.words)}")
+    by_id = {e["id"]: e for e in kept}
+    rank = {kept[i]["id"]: r for r, i in enumerate(order)}
+    fixes = {}
+    for field in FUNSD_FIELDS:
+        qs = sorted((e for e in kept if e["label"] == "question" and _key(e["text"]) == _key(field)),
+                    key=lambda e: rank[e["id"]])
+        for q in qs:
+            answers = sorted({b for a, b in q.get("linking", []) if a == q["id"] and b in by_id
+                              and by_id[b]["label"] == "answer"}, key=lambda b: rank[b])
+            if not answers:
+                continue
+            runs = [list(range(first_word[b][0], first_word[b][0] + first_word[b][1])) for b in answers]
+            joined = [w for r in runs for w in r]
+            fixes[field] = joined if joined == list(range(joined[0], joined[-1] + 1)) else runs[0]
+            break
+    label = {"page": page.id, "answers": {f: None for f in FUNSD_FIELDS if f not in fixes},
+             "review": {"state": "accepted", "fixes": fixes, "history": []}}
+    return page.to_dict(), label
+
+
+def funsd_projects(work: Path, sizes: list) -> tuple[dict, Path]:
+    def build(files):
+        pages, labels = {}, {}
+        for f in files:
+            p, lab = funsd_labelled(f)
+            pages[p["id"]], labels[p["id"]] = p, lab
+        return pages, labels
+
+    # training forms in a fixed shuffled order (SHA-256 of the name): sorted by name, the first
+    # ones are mostly of one kind
+    train = sorted((DATA / "funsd" / "training_data" / "annotations").glob("*.json"),
+                   key=lambda p: hashlib.sha256(p.name.encode()).hexdigest())
+    test = sorted((DATA / "funsd" / "testing_data" / "annotations").glob("*.json"))
+    if not train or not test:
+        raise BenchError(f"{DATA / 'funsd'}: no FUNSD annotations found")
+    out = {}
+    for size in sizes:
+        files = train if size == "all" else train[:size]
+        dst = work / f"funsd_{size}"
+        if not (dst / "dxproject.json").exists():
+            _write_project(dst, dst.name, list(FUNSD_FIELDS), _one_heldout(len(files)), *build(files))
+        out[size] = dst
+    ev = work / "funsd_eval"
+    if not (ev / "dxproject.json").exists():
+        _write_project(ev, ev.name, list(FUNSD_FIELDS), 0.5, *build(test))
+    return out, ev
+
+
+SETS = {"sroie": sroie_projects, "funsd": funsd_projects}
+
+
+# ---- runs and the table ---------------------------------------------------------------------
+def _agreements(report: dict) -> dict:
+    return {f: v["agreement"] for f, v in report["fields"].items()}
+
+
+def _mean(vals) -> float | None:
+    vals = [v for v in vals if v is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def _fmt(v) -> str:
+    return "-" if v is None else f"{v:.3f}"
+
+
+def run_set(name: str, work: Path, sizes: list, decodings: list, degree: int, gbdt: bool, tune_opts: list,
+            tag: str = "") -> dict:
+    projects, ev = SETS[name](work, sizes)
+    py = [sys.executable, "-m", "dxstudio.cli"]
+    rows = []
+    for size, proj in projects.items():
+        run = work / "runs" / f"{name}_{size}{tag}"
+        tune_cmd = py + ["tune", str(proj), *tune_opts, "--degree", str(degree), "--out", str(run), "--overwrite"]
+        tune_s = None
+        if not (run / "model.safetensors").exists() or not (run / "report.json").exists():
+            print(f"[{name} {size}] tune ...", file=sys.stderr, flush=True)
+            tune_s = _run(tune_cmd, work / f"{name}_{size}{tag}.tune.log")
+        train_pages = json.loads((run / "report.json").read_text())["run"]["train_pages"]
+        for dec in decodings:
+            rep = work / f"{name}_{size}{tag}.{dec}.eval.json"
+            eval_cmd = py + ["eval", str(run / "model.safetensors"), str(ev), "--all", "--decoding", dec,
+                             "--out", str(rep)]
+            if not rep.exists():
+                print(f"[{name} {size}] eval --decoding {dec} ...", file=sys.stderr, flush=True)
+                _run(eval_cmd, work / f"{name}_{size}{tag}.{dec}.eval.log")
+            report = json.loads(rep.read_text())
+            rows.append({"size": size, "train_pages": train_pages, "reader": f"dxstudio ({dec}{', ' + ' '.join(tune_opts) if tune_opts else ''})",
+                         "decoding": report.get("decoding"), "fields": _agreements(report),
+                         "pages": report["run"]["heldout_pages"], "tune_s": tune_s,
+                         "commands": ["dxstudio " + " ".join(tune_cmd[len(py):]), "dxstudio " + " ".join(eval_cmd[len(py):])]})
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+        for dec in (decodings if gbdt else []):
+            suffix = "gbdt" if dec == "seed" else f"gbdt-{dec}"
+            rep = work / f"{name}_{size}.{suffix}.eval.json"
+            cmd = [sys.executable, str(REPO / "bench" / "gbdt_baseline.py"), str(proj), str(ev), "--all",
+                   "--decoding", dec, "--out", str(rep)]
+            if not rep.exists():
+                print(f"[{name} {size}] gbdt --decoding {dec} ...", file=sys.stderr, flush=True)
+                _run(cmd, work / f"{name}_{size}.{suffix}.log")
+            report = json.loads(rep.read_text())
+            rows.append({"size": size, "train_pages": train_pages, "reader": f"gradient-boosted baseline ({dec})",
+                         "decoding": None, "fields": _agreements(report), "pages": report["run"]["heldout_pages"],
+                         "tune_s": None, "commands": ["python bench/gbdt_baseline.py " + " ".join(cmd[2:])]})
+    return {"set": name, "rows": rows}
+
+
+def table(result: dict) -> str:
+    rows = result["rows"]
+    fields = list(rows[0]["fields"]) if rows else []
+    lines = ["| project | training pages | model | " + " | ".join(fields) + " | mean | pages scored |",
+             "|---" * (len(fields) + 5) + "|"]
+    for r in rows:
+        vals = [r["fields"][f] for f in fields]
+        r["mean"] = _mean(vals)
+        lines.append(f"| {result['set']}_{r['size']} | {r['train_pages']} | {r['reader']} | "
+                     + " | ".join(_fmt(v) for v in vals) + f" | **{_fmt(r['mean'])}** | {r['pages']} |")
+    lines.append("")
+    lines.append("Commands (run from the repository root; `python bench/learning_curve.py "
+                 f"{result['set']} --work DIR` runs them all):")
+    lines.append("")
+    seen = set()
+    for r in rows:
+        for c in r["commands"]:
+            if c not in seen:
+                seen.add(c)
+                lines.append(f"    {c}")
+    return "\n".join(lines)
+
+
+def replace_in_doc(doc: Path, name: str, text: str) -> None:
+    from dxstudio.fsutil import write_bytes_atomic
+
+    start, end = f"<!-- learning-curve {name} -->", f"<!-- /learning-curve {name} -->"
+    body = doc.read_text(encoding="utf-8")
+    if start not in body or end not in body or body.index(start) > body.index(end):
+        raise BenchError(f"{doc}: no '{start}' ... '{end}' markers to put the {name} table between")
+    head, rest = body.split(start, 1)
+    _, tail = rest.split(end, 1)
+    write_bytes_atomic(doc, (head + start + "\n" + text + "\n" + end + tail).encode("utf-8"))
+
+
+def _sizes(text: str) -> list:
+    out = []
+    for s in text.split(","):
+        s = s.strip()
+        if s == "all":
+            out.append("all")
+        elif s.isdigit() and int(s) > 1:
+            out.append(int(s))
+        else:
+            raise argparse.ArgumentTypeError(f"sizes must be integers above 1 or 'all', not {s!r}")
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("sets", nargs="+", choices=sorted(SETS))
+    ap.add_argument("--work", required=True, help="folder for the projects, runs and reports (reused)")
+    ap.add_argument("--sizes", type=_sizes, default=[25, 50, 100, "all"])
+    ap.add_argument("--decodings", default="span,seed")
+    ap.add_argument("--degree", type=int, default=1)
+    ap.add_argument("--no-gbdt", dest="gbdt", action="store_false")
+    ap.add_argument("--tune", default="", help='more dxstudio tune options, in one string ("--epochs 8")')
+    ap.add_argument("--tag", default="", help="a suffix for the run names (runs with other --tune options)")
+    ap.add_argument("--docs", type=Path, help="markdown file whose learning-curve tables to regenerate")
+    a = ap.parse_args(argv)
+    decodings = [d for d in a.decodings.split(",") if d]
+    bad = [d for d in decodings if d not in ("span", "seed")]
+    if bad:
+        ap.error(f"--decodings: {bad} (span, seed)")
+    work = Path(a.work)
+    (work / "runs").mkdir(parents=True, exist_ok=True)
+    results = []
+    try:
+        for name in a.sets:
+            res = run_set(name, work, a.sizes, decodings, a.degree, a.gbdt, shlex.split(a.tune), a.tag)
+            text = table(res)
+            print(f"\n### {name}\n\n{text}\n", flush=True)
+            if a.docs:
+                replace_in_doc(a.docs, name, text)
+            results.append(res)
+    except BenchError as e:
+        print(f"learning_curve: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps({"sets": results}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
