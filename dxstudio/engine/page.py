@@ -2,7 +2,9 @@
 
 The page JSON (pages/<id>.json in a project, and what `dxstudio extract` reads):
     {"id": str, "width": number, "height": number,
-     "words": [{"text": str, "box": [x0, y0, x1, y1]}, ...], "image": optional str}
+     "words": [{"text": str, "box": [x0, y0, x1, y1]}, ...], "image": optional str,
+     "ocr": optional {"engine": str, "version": str, "rotation": 0|90|180|270}}
+("ocr" names the OCR that read the words of a scan or photo: dxstudio.ocr.)
 Boxes are in the page's own units (pixels or points), y growing downwards. Every problem
 is a PageError whose message names the file and what is wrong.
 """
@@ -38,12 +40,15 @@ class Page:
     height: float
     words: tuple  # of Word
     image: str | None = None
+    ocr: dict | None = field(default=None, compare=False, hash=False)  # the OCR that read the words
 
     def to_dict(self) -> dict:
         d = {"id": self.id, "width": self.width, "height": self.height,
              "words": [{"text": w.text, "box": list(w.box)} for w in self.words]}
         if self.image is not None:
             d["image"] = self.image
+        if self.ocr is not None:
+            d["ocr"] = dict(self.ocr)
         return d
 
 
@@ -107,7 +112,11 @@ def page_from_dict(d, source: str = "<page>") -> Page:
     image = d.get("image")
     if image is not None and not isinstance(image, str):
         raise PageError(f"{source}: 'image' must be a file name")
-    return Page(pid, width, height, tuple(out), image)
+    ocr = d.get("ocr")
+    if ocr is not None and not (isinstance(ocr, dict) and len(ocr) <= 8 and all(
+            isinstance(k, str) and isinstance(v, (str, int, float)) and len(str(v)) <= 200 for k, v in ocr.items())):
+        raise PageError(f"{source}: 'ocr' must be an object of a few short values (engine, version, rotation)")
+    return Page(pid, width, height, tuple(out), image, ocr)
 
 
 def load_page(path) -> Page:
