@@ -567,13 +567,15 @@ def _import_cord(src: Path, imp: _Importer) -> None:
 # ---------------------------------------------------------------------------------------
 # PDF
 
-def pdf_pages(path: Path, scans: list | None = None) -> list[Page]:
+def pdf_pages(path: Path, scans: list | None = None, data: bytes | None = None) -> list[Page]:
     """One page per PDF page, words and boxes from the text layer, in points with y growing
     downwards. A PDF without any text raises SourceError (a scan needs OCR first), unless
-    `scans` is given: the 0-based numbers of the pages without text are appended to it."""
+    `scans` is given: the 0-based numbers of the pages without text are appended to it.
+    `data`: the file's bytes, already read (`path` then only names it)."""
     import pypdfium2 as pdfium
 
-    data = _read_source(path)  # a regular file of bounded size; pdfium reads from memory
+    if data is None:
+        data = _read_source(path)  # a regular file of bounded size; pdfium reads from memory
     try:
         pdf = pdfium.PdfDocument(data)
     except Exception as e:  # pypdfium2 raises PdfiumError (or OSError) for unreadable files
@@ -627,13 +629,14 @@ def pdf_page_id(stem: str, k: int, n: int) -> str:
     return stem if n == 1 else f"{stem}-p{k + 1}"
 
 
-def render_pdf_scans(path: Path, indices, dpi: float | None = None) -> list:
+def render_pdf_scans(path: Path, indices, dpi: float | None = None, data: bytes | None = None) -> list:
     """(label, ".png", PNG bytes) of each PDF page in `indices` (0-based), rendered in grey at
     the OCR resolution for dxstudio.ocr; a page too large to render is a SourceError."""
     from dxstudio.ocr import OCR_PDF_DPI, OcrError, check_pixels
 
     dpi = dpi or OCR_PDF_DPI
-    data = _read_source(path)
+    if data is None:
+        data = _read_source(path)
     pdf = _open_pdf(path, data)
     out = []
     try:
@@ -762,6 +765,52 @@ def _import_pdf(src: Path, imp: _Importer) -> None:
                 except OSError as e:
                     imp.report.notes.append((str(path), f"page {page.id}: image not written ({e})"))
             imp.add(page, path)
+
+
+DOCUMENT_SUFFIXES = (".pdf", ".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp")
+
+
+def is_document(name: str) -> bool:
+    """Whether a file name is a PDF or an image (read by document_pages), not page JSON."""
+    return Path(name).suffix.lower() in DOCUMENT_SUFFIXES
+
+
+def document_pages(source: str, data: bytes, engine: str = "rapidocr") -> list:
+    """[(Page, image bytes or None, image suffix)] of a PDF's or an image's bytes, in page
+    order, outside any project (`extract`, the app's Extract tab): a PDF's text layer, its
+    pages without one and images by OCR (their image comes with them). Page ids as the
+    importers give them. SourceError naming `source` when the file cannot be read."""
+    from dxstudio import ocr
+
+    path = Path(source)
+    if path.suffix.lower() == ".pdf" or data[:5] == b"%PDF-":
+        scans: list = []
+        try:
+            pages = pdf_pages(path, scans, data=data)
+        except SourceError as e:
+            if "password" in str(e).lower():
+                raise SourceError(f"{source}: an encrypted (password-protected) PDF; not read") from None
+            raise
+        n = len(pages) + len(scans)
+        out = {_pdf_page_number(p, n): (p, None, "") for p in pages}
+        if scans:
+            missing = ocr.available(engine)
+            if missing is not None:
+                raise SourceError(f"{source}: page(s) without a text layer need OCR: {missing}")
+            stem = safe_page_id(path.stem)
+            items = render_pdf_scans(path, scans, data=data)
+            for k, (kind, value) in zip(scans, ocr.ocr_chunk(engine, items)):
+                if kind != "ok":
+                    raise SourceError(value)
+                entry = value[0]
+                out[k] = (ocr.page_of(entry, pdf_page_id(stem, k, n)), entry["image"], entry["ext"])
+        return [out[k] for k in sorted(out)]
+    try:
+        entries = ocr.ocr_file(engine, source, path.suffix, data)
+    except ocr.OcrError as e:
+        raise SourceError(str(e)) from None
+    stem = _page_id(path.stem)
+    return [(ocr.page_of(e, ocr.page_id_for(stem, e)), e["image"], e["ext"]) for e in entries]
 
 
 def _import_pdf_scans(path: Path, scans: list, n_pages: int, imp: _Importer) -> None:

@@ -22,6 +22,7 @@ Every problem is an OcrError whose message names the file and says what is wrong
 """
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass, field
 
 from dxstudio.engine.page import Page, Word
@@ -41,6 +42,10 @@ MAX_FRAMES = 1000  # pages of one multi-page TIFF
 IMAGE_SUFFIXES = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".tif": "TIFF", ".tiff": "TIFF",
                   ".webp": "WEBP"}
 OCR_PDF_DPI = 200.0  # a PDF page without a text layer is rendered at this resolution for OCR
+# rapidocr: a gap between two characters wider than this share of the line's median character
+# width ends a word (best of 0.3-1.7 on SROIE receipts 200-211 against the data set's OCR; docs/ocr.md)
+WORD_GAP = 0.6
+COLONS = (":", "\uff1a")  # a word ends after a colon (the full-width one of the Chinese models too)
 
 
 class OcrError(ValueError):
@@ -176,6 +181,7 @@ class Line:
     words: list  # [Word]
     upright: bool = True  # the line classifier's verdict (rapidocr), True when unknown
     vertical: bool = False  # the line is taller than wide (text running at 90/270)
+    score: float = 0.0  # confidence (0-1) times characters: how well the line was read
 
 
 @dataclass
@@ -198,7 +204,7 @@ class OcrResult:
 
 def _line_words_from_chars(chars, boxes) -> list:
     """Words of a recognised line from its characters and their boxes (quads): a word ends
-    at a space and at a gap wider than 0.45 of the line's median character width (the
+    at a space and at a gap wider than WORD_GAP (0.6) of the line's median character width (the
     recogniser often leaves out the spaces between Latin words)."""
     items = []
     for ch, quad in zip(chars, boxes):
@@ -206,7 +212,7 @@ def _line_words_from_chars(chars, boxes) -> list:
         ys = [p[1] for p in quad]
         items.append((ch, (float(min(xs)), float(min(ys)), float(max(xs)), float(max(ys)))))
     widths = sorted(b[2] - b[0] for ch, b in items if ch.strip())
-    gap_limit = 0.45 * widths[len(widths) // 2] if widths else 0.0
+    gap_limit = WORD_GAP * widths[len(widths) // 2] if widths else 0.0
     words, cur, prev = [], [], None
     for ch, b in items:
         if not ch.strip():
@@ -214,8 +220,8 @@ def _line_words_from_chars(chars, boxes) -> list:
                 words.append(cur)
             cur, prev = [], None
             continue
-        if cur and prev is not None and b[0] - prev[2] > gap_limit:
-            words.append(cur)
+        if cur and prev is not None and (b[0] - prev[2] > gap_limit or cur[-1][0] in COLONS):
+            words.append(cur)  # a gap, or a colon ends a word ("Date:25/12/2018": two words)
             cur = []
         cur.append((ch, b))
         prev = b
@@ -223,7 +229,9 @@ def _line_words_from_chars(chars, boxes) -> list:
         words.append(cur)
     out = []
     for w in words:
-        text = "".join(c for c, _ in w)
+        text = unicodedata.normalize("NFKC", "".join(c for c, _ in w)).strip()
+        if not text:
+            continue
         bs = [b for _, b in w]
         out.append(Word(text, (min(b[0] for b in bs), min(b[1] for b in bs),
                                max(b[2] for b in bs), max(b[3] for b in bs))))
@@ -299,8 +307,8 @@ class RapidEngine:
             if rec[2] and chars and len(chars) == len(rec[2]) and not vertical and not flipped:
                 words = _line_words_from_chars(chars, rec[2])
             else:
-                words = _split_evenly(" ".join(text.split()), box)
-            lines.append(Line(box, words, not flipped, vertical))
+                words = _split_evenly(" ".join(unicodedata.normalize("NFKC", text).split()), box)
+            lines.append(Line(box, words, not flipped, vertical, score * len(text)))
         return lines
 
     def rotation(self, lines) -> int:
@@ -350,18 +358,20 @@ class TesseractEngine:
                 os.environ.pop("OMP_THREAD_LIMIT", None)
             else:
                 os.environ["OMP_THREAD_LIMIT"] = env_before
-        groups = {}
+        groups, scores = {}, {}
         for i, text in enumerate(d["text"]):
             if not text or not text.strip() or float(d["conf"][i]) < 0:
                 continue
             key = (d["block_num"][i], d["par_num"][i], d["line_num"][i])
             x, y, w, h = d["left"][i], d["top"][i], d["width"][i], d["height"][i]
-            groups.setdefault(key, []).append(Word(" ".join(text.split()), (float(x), float(y), float(x + w), float(y + h))))
+            text = " ".join(unicodedata.normalize("NFKC", text).split())
+            groups.setdefault(key, []).append(Word(text, (float(x), float(y), float(x + w), float(y + h))))
+            scores[key] = scores.get(key, 0.0) + float(d["conf"][i]) / 100.0 * len(text)
         lines = []
-        for words in groups.values():
+        for key, words in groups.items():
             box = (min(w.box[0] for w in words), min(w.box[1] for w in words),
                    max(w.box[2] for w in words), max(w.box[3] for w in words))
-            lines.append(Line(box, words))
+            lines.append(Line(box, words, score=scores[key]))
         return lines
 
     def rotation(self, lines, rgb=None) -> int:
@@ -419,8 +429,15 @@ def ocr_image(rgb, engine: str = DEFAULT_ENGINE, upright: bool = True) -> OcrRes
     if upright:
         rotation = eng.rotation(lines, rgb) if isinstance(eng, TesseractEngine) else eng.rotation(lines)
         if rotation:
-            rgb = np.ascontiguousarray(np.rot90(rgb, rotation // 90))
-            lines = eng.lines(rgb)
+            turned = np.ascontiguousarray(np.rot90(rgb, rotation // 90))
+            again = eng.lines(turned)
+            # tesseract: kept only when the turned page reads better (its orientation guess
+            # turned upright receipts upside down); rapidocr's line classifier reads turned
+            # lines well either way, so its vote (rotation()) decides
+            if not isinstance(eng, TesseractEngine) or sum(ln.score for ln in again) > sum(ln.score for ln in lines):
+                rgb, lines = turned, again
+            else:
+                rotation = 0
     words = _ordered_words(lines)
     h, w = rgb.shape[:2]
     words = [Word(x.text, (min(max(x.box[0], 0.0), w), min(max(x.box[1], 0.0), h),

@@ -31,8 +31,13 @@ def configure(name, p):
     else:
         p.add_argument("model", help="model file (.safetensors)")
         p.add_argument("pages", nargs="+", help="page JSON files, folders of them, JSON-lines files "
-                       "(.jsonl, one page a line), or - for JSON lines on standard input")
+                       "(.jsonl, one page a line), - for JSON lines on standard input, PDFs, or images "
+                       "(PNG, JPEG, TIFF, WebP: read by OCR, as a PDF page without a text layer)")
         p.add_argument("--kernels", choices=["reference", "fast"], default="fast", help="(default fast)")
+        if name == "extract":
+            p.add_argument("--ocr", choices=("rapidocr", "tesseract"), default="rapidocr", metavar="ENGINE",
+                           help='images and scanned PDF pages: the OCR engine, rapidocr (default) or tesseract; '
+                                'needs the ocr extra: pip install "dxstudio[ocr]"')
         add_scale_arguments(p)
 
 
@@ -123,17 +128,18 @@ def _extract(args) -> int:
         fail(e)
     shared = (model.cfg, to_runtime(model.params), model.thresholds)
     total = count_pages(args.pages)
-    backend, close = open_backend(args, extract_chunk, shared, args.kernels)
+    backend, close = open_backend(args, extract_chunk, shared, args.kernels, args.ocr)
     done = failed = 0
     routes = {"local": 0, "ask": 0, "empty": 0}
     try:
         with progress(total or 0, "extract", show=total is None or total > 1) as bar, backend:
             for results in ordered_map(backend, chunks(page_items(args.pages), args.chunk)):
                 for kind, value in results:
-                    if kind == "ok":
-                        for v in value["fields"].values():
-                            routes["empty" if v["value"] is None else v["route"]] += 1
-                        emit_json(value)
+                    if kind in ("ok", "pages"):
+                        for record in (value if kind == "pages" else [value]):
+                            for v in record["fields"].values():
+                                routes["empty" if v["value"] is None else v["route"]] += 1
+                            emit_json(record)
                     else:
                         warn(value)
                         failed += 1
