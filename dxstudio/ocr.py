@@ -126,15 +126,20 @@ def read_image_bytes(data: bytes, source: str, suffix: str | None = None) -> lis
     if expected is not None and kind != expected:
         raise OcrError(f"{source}: the file is a {kind} image, not {expected} as its extension says; "
                        f"rename it to what it is")
+    if kind == "PNG" and len(data) >= 24:  # the size from the header, before the decoder sees it
+        import struct
+
+        width, height = struct.unpack(">II", data[16:24])
+        check_pixels(int(width), int(height), source)
     Image, ImageOps = _pil()
     from PIL import ImageSequence, UnidentifiedImageError
 
     try:
         im = Image.open(io.BytesIO(data))
+    except Image.DecompressionBombError as e:
+        raise OcrError(f"{source}: more than the {MAX_IMAGE_PIXELS:,} pixels read ({e})") from None
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as e:
         raise OcrError(f"{source}: not a readable {kind} image ({e})") from None
-    except Image.DecompressionBombError:
-        raise OcrError(f"{source}: more than the {MAX_IMAGE_PIXELS:,} pixels read") from None
     pages = []
     try:
         n = getattr(im, "n_frames", 1)
@@ -147,8 +152,8 @@ def read_image_bytes(data: bytes, source: str, suffix: str | None = None) -> lis
                 frame.load()
                 upright = ImageOps.exif_transpose(frame)
                 rgb = np.asarray(_to_rgb(upright), dtype=np.uint8)
-            except Image.DecompressionBombError:
-                raise OcrError(f"{where}: more than the {MAX_IMAGE_PIXELS:,} pixels read") from None
+            except Image.DecompressionBombError as e:
+                raise OcrError(f"{where}: more than the {MAX_IMAGE_PIXELS:,} pixels read ({e})") from None
             except (OSError, ValueError, SyntaxError, EOFError) as e:
                 msg = str(e) or type(e).__name__
                 if "truncated" in msg or isinstance(e, EOFError):
