@@ -7,7 +7,10 @@ Statuses (the seed's "Labels"):
               that, ignoring every punctuation mark (OCR often drops or adds a space or a dot);
               failing that, for a text value of FUZZY_MIN_CHARS letters and digits or more
               (a name, an address), a run of words within one edit per FUZZY_CHARS_PER_EDIT
-              characters of it, punctuation ignored (OCR misreads a letter: "JOHOR" as "J0HOR")
+              characters of it, punctuation ignored (OCR misreads a letter: "JOHOR" as "J0HOR");
+              failing that, a value of JOINED_MIN_CHARS or more inside words the OCR joined to
+              their neighbours ("03Mar201818:22" for the date 03 MAR 2018), when the value is at
+              least JOINED_MIN_SHARE of those words' characters: the words are labelled
   computed    a number that is not printed but equals a sum or product of printed numbers:
               never labelled (the field has no value on this page)
   absent      not on the page: the whole page is excluded from training and evaluation,
@@ -141,10 +144,10 @@ def _fuzzy_runs(keys: list[str], target: str) -> tuple[list[tuple[int, int]], in
     """The runs [i, j] of consecutive words whose keys, joined, are nearest to `target` within
     len(target) // FUZZY_CHARS_PER_EDIT edits, in order of i, and that distance. A run starts
     on a word whose key begins like the target (its first two characters within the first
-    few of the target) and ends on one that ends like it: few runs are measured."""
+    few of the target); only runs of about the target's length are measured."""
     limit = len(target) // FUZZY_CHARS_PER_EDIT
     best, runs = limit + 1, []
-    head, tail = target[: limit + 3], target[-(limit + 3):]
+    head = target[: limit + 3]
     n = len(keys)
     for i in range(n):
         k = keys[i]
@@ -157,7 +160,7 @@ def _fuzzy_runs(keys: list[str], target: str) -> tuple[list[tuple[int, int]], in
             text += keys[j]
             if len(text) > len(target) + limit:
                 break
-            if len(text) < len(target) - limit or keys[j][-2:] not in tail:
+            if len(text) < len(target) - limit:
                 continue
             d = _bounded_distance(text, target, min(limit, best))
             if d is None:
@@ -167,6 +170,33 @@ def _fuzzy_runs(keys: list[str], target: str) -> tuple[list[tuple[int, int]], in
             elif d == best:
                 runs.append((i, j))
     return runs, best
+
+
+JOINED_MIN_CHARS = 6
+JOINED_MIN_SHARE = 0.6
+
+
+def _joined_runs(keys: list[str], target: str) -> list[tuple[int, int]]:
+    """Runs [i, j] whose joined keys contain `target` starting or ending inside a word (OCR
+    joined the value to its neighbours), the value JOINED_MIN_SHARE of the run's characters."""
+    starts, parts, owner = [], [], []
+    for i, k in enumerate(keys):
+        if k:
+            starts.append(sum(len(p) for p in parts))
+            parts.append(k)
+            owner.append(i)
+    text = "".join(parts)
+    bounds = starts + [len(text)]
+    runs = []
+    at = text.find(target)
+    while at != -1:
+        a = bisect.bisect_right(starts, at) - 1
+        b = bisect.bisect_right(starts, at + len(target) - 1) - 1
+        span = bounds[b + 1] - bounds[a]
+        if len(target) >= JOINED_MIN_SHARE * span:
+            runs.append((owner[a], owner[b]))
+        at = text.find(target, at + 1)
+    return runs
 
 
 def value_key(value: str) -> str:
@@ -359,6 +389,11 @@ def _ground(page, value, prefer=None, field=None) -> tuple[Grounding, list, bool
         if runs:
             return pick(runs, "normalized", f"found ignoring punctuation, {d} character(s) read differently "
                                             f"(OCR; at most one in {FUZZY_CHARS_PER_EDIT})")
+    if len(lvalue) >= JOINED_MIN_CHARS and not is_number:
+        runs = _joined_runs(lkeys, lvalue)
+        if runs:
+            return pick(runs, "normalized", "found inside words the OCR joined to their neighbours "
+                                            "(the words are labelled)")
     if is_number:
         v = Decimal(vkey)
         numbers = [Decimal(k) for k in keys if k and canonical_number(k) is not None]

@@ -259,3 +259,13 @@ def test_ocr_misread_characters_are_forgiven_in_long_text_values_only():
     # nor a short text, nor one with more differences than one in eight characters
     assert ground_value(_ocr_page("SAM SAN TRADING"), "SAM SAM").status == "absent"
     assert ground_value(page, "NO.99 11,22 & 33, JALAN BATU 18, TAMAN DAYA").status == "absent"
+
+
+def test_ocr_joined_words_hold_a_value():
+    """A date the OCR ran into the time ("03Mar201818:22"): the word is labelled when the value
+    is most of it; a value lost in a long word, or a number, is not."""
+    page = _ocr_page("UNIHAKKA SDN BHD 03Mar201818:22 Total 8.20 GSTREG000858195584")
+    g = ground_value(page, "03 MAR 2018")
+    assert (g.status, g.words) == ("normalized", (3,)) and "joined" in g.reason
+    assert ground_value(page, "000858", field="gst").status == "absent"  # 6 of 17 characters
+    assert ground_value(_ocr_page("Total 18.20"), "8.20", field="total").status == "absent"
