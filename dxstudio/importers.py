@@ -796,21 +796,28 @@ def document_pages(source: str, data: bytes, engine: str = "rapidocr") -> list:
         if scans:
             missing = ocr.available(engine)
             if missing is not None:
-                raise SourceError(f"{source}: page(s) without a text layer need OCR: {missing}")
+                raise SourceError(f"{source}: page(s) {', '.join(str(k + 1) for k in scans[:10])} have no "
+                                  f"text layer and need OCR: {missing}")
             stem = safe_page_id(path.stem)
             items = render_pdf_scans(path, scans, data=data)
             for k, (kind, value) in zip(scans, ocr.ocr_chunk(engine, items)):
                 if kind != "ok":
                     raise SourceError(value)
                 entry = value[0]
-                out[k] = (ocr.page_of(entry, pdf_page_id(stem, k, n)), entry["image"], entry["ext"])
+                if entry["words"]:  # a blank page (no text layer, nothing found) is left out
+                    out[k] = (ocr.page_of(entry, pdf_page_id(stem, k, n)), entry["image"], entry["ext"])
+        if not out:
+            raise SourceError(f"{source}: no text layer, and OCR ({engine}) found no text on its page(s)")
         return [out[k] for k in sorted(out)]
     try:
         entries = ocr.ocr_file(engine, source, path.suffix, data)
     except ocr.OcrError as e:
         raise SourceError(str(e)) from None
     stem = _page_id(path.stem)
-    return [(ocr.page_of(e, ocr.page_id_for(stem, e)), e["image"], e["ext"]) for e in entries]
+    found = [(ocr.page_of(e, ocr.page_id_for(stem, e)), e["image"], e["ext"]) for e in entries if e["words"]]
+    if not found:
+        raise SourceError(f"{source}: no text found by OCR ({engine})")
+    return found
 
 
 def _import_pdf_scans(path: Path, scans: list, n_pages: int, imp: _Importer) -> None:
@@ -830,11 +837,12 @@ def _import_pdf_scans(path: Path, scans: list, n_pages: int, imp: _Importer) -> 
     stem = safe_page_id(path.stem)
     for (label, _, _), k, (kind, value) in ((it, k, r) for k, (it, r) in zip(scans, imp.ocr.results(items))):
         if kind == "error":
-            imp.report.errors.append((label, value))
+            imp.report.errors.append((str(path), value))
             continue
         entry = value[0]
         if not entry["words"]:
-            imp.report.errors.append((label, f"{label}: no text found by OCR ({entry['ocr']['engine']})"))
+            imp.report.errors.append((str(path), f"{label}: no text layer, and OCR ({entry['ocr']['engine']}) "
+                                             f"found no text"))
             continue
         _add_ocr_page(imp, entry, pdf_page_id(stem, k, n_pages), path)
 
