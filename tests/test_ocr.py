@@ -124,7 +124,7 @@ def test_rapidocr_reads_rendered_words_in_reading_order():
 
 
 @needs_ocr
-@pytest.mark.parametrize("turn", [90, 180, 270])
+@pytest.mark.parametrize("turn", [90, 180, pytest.param(270, marks=pytest.mark.heavy)])
 def test_rotated_pages_are_turned_upright(turn):
     import numpy as np
 
