@@ -4,7 +4,13 @@ Statuses (the seed's "Labels"):
   exact       the words' texts joined by single spaces equal the value (white space collapsed)
   normalized  equal after normalization: Unicode NFKC, case, white space, punctuation at the
               edges of each word, currency marks before a number, number formats; failing
-              that, ignoring every punctuation mark (OCR often drops or adds a space or a dot)
+              that, ignoring every punctuation mark (OCR often drops or adds a space or a dot);
+              failing that, for a text value of FUZZY_MIN_CHARS letters and digits or more
+              (a name, an address), a run of words within one edit per FUZZY_CHARS_PER_EDIT
+              characters of it, punctuation ignored (OCR misreads a letter: "JOHOR" as "J0HOR");
+              failing that, a value of JOINED_MIN_CHARS or more inside words the OCR joined to
+              their neighbours ("03Mar201818:22" for the date 03 MAR 2018), when the value is at
+              least JOINED_MIN_SHARE of those words' characters: the words are labelled
   computed    a number that is not printed but equals a sum or product of printed numbers:
               never labelled (the field has no value on this page)
   absent      not on the page: the whole page is excluded from training and evaluation,
@@ -108,6 +114,89 @@ def word_key(text: str) -> str:
 def loose_key(key: str) -> str:
     """A word key with every punctuation mark removed."""
     return "".join(c for c in key if c.isalnum())
+
+
+FUZZY_MIN_CHARS = 10  # letters and digits of a value before OCR misreadings are forgiven
+FUZZY_CHARS_PER_EDIT = 8  # one edit (insert, delete, substitute) forgiven per 8 characters
+
+
+def _bounded_distance(a: str, b: str, limit: int) -> int | None:
+    """Levenshtein distance of a and b when it is at most `limit`, else None (the rows stop
+    as soon as every entry exceeds the limit)."""
+    if abs(len(a) - len(b)) > limit:
+        return None
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i] + [0] * len(b)
+        best = i
+        for j, cb in enumerate(b, 1):
+            v = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb))
+            cur[j] = v
+            if v < best:
+                best = v
+        if best > limit:
+            return None
+        prev = cur
+    return prev[-1] if prev[-1] <= limit else None
+
+
+def _fuzzy_runs(keys: list[str], target: str) -> tuple[list[tuple[int, int]], int]:
+    """The runs [i, j] of consecutive words whose keys, joined, are nearest to `target` within
+    len(target) // FUZZY_CHARS_PER_EDIT edits, in order of i, and that distance. A run starts
+    on a word whose key begins like the target (its first two characters within the first
+    few of the target); only runs of about the target's length are measured."""
+    limit = len(target) // FUZZY_CHARS_PER_EDIT
+    best, runs = limit + 1, []
+    head = target[: limit + 3]
+    n = len(keys)
+    for i in range(n):
+        k = keys[i]
+        if not k or k[:2] not in head:
+            continue
+        text = ""
+        for j in range(i, n):
+            if not keys[j]:
+                continue
+            text += keys[j]
+            if len(text) > len(target) + limit:
+                break
+            if len(text) < len(target) - limit:
+                continue
+            d = _bounded_distance(text, target, min(limit, best))
+            if d is None:
+                continue
+            if d < best:
+                best, runs = d, [(i, j)]
+            elif d == best:
+                runs.append((i, j))
+    return runs, best
+
+
+JOINED_MIN_CHARS = 6
+JOINED_MIN_SHARE = 0.6
+
+
+def _joined_runs(keys: list[str], target: str) -> list[tuple[int, int]]:
+    """Runs [i, j] whose joined keys contain `target` starting or ending inside a word (OCR
+    joined the value to its neighbours), the value JOINED_MIN_SHARE of the run's characters."""
+    starts, parts, owner = [], [], []
+    for i, k in enumerate(keys):
+        if k:
+            starts.append(sum(len(p) for p in parts))
+            parts.append(k)
+            owner.append(i)
+    text = "".join(parts)
+    bounds = starts + [len(text)]
+    runs = []
+    at = text.find(target)
+    while at != -1:
+        a = bisect.bisect_right(starts, at) - 1
+        b = bisect.bisect_right(starts, at + len(target) - 1) - 1
+        span = bounds[b + 1] - bounds[a]
+        if len(target) >= JOINED_MIN_SHARE * span:
+            runs.append((owner[a], owner[b]))
+        at = text.find(target, at + 1)
+    return runs
 
 
 def value_key(value: str) -> str:
@@ -295,6 +384,16 @@ def _ground(page, value, prefer=None, field=None) -> tuple[Grounding, list, bool
     runs = _find_runs(lkeys, lvalue, "")
     if runs:
         return pick(runs, "normalized", "found ignoring punctuation")
+    if len(lvalue) >= FUZZY_MIN_CHARS and not is_number and any(c.isalpha() for c in lvalue):
+        runs, d = _fuzzy_runs(lkeys, lvalue)
+        if runs:
+            return pick(runs, "normalized", f"found ignoring punctuation, {d} character(s) read differently "
+                                            f"(OCR; at most one in {FUZZY_CHARS_PER_EDIT})")
+    if len(lvalue) >= JOINED_MIN_CHARS and not is_number:
+        runs = _joined_runs(lkeys, lvalue)
+        if runs:
+            return pick(runs, "normalized", "found inside words the OCR joined to their neighbours "
+                                            "(the words are labelled)")
     if is_number:
         v = Decimal(vkey)
         numbers = [Decimal(k) for k in keys if k and canonical_number(k) is not None]

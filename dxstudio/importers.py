@@ -10,9 +10,13 @@ Formats (docs/project.md has the details):
   funsd  FUNSD annotations/*.json; words in the reading order of the entities; no fields
   sroie  box/*.csv + key/*.json (+ img/, image_sizes.csv); key values become answers
   cord   CORD json/receipt_*.json; total, subtotal, tax, cash and change become answers
-  pdf    PDF files with a text layer (pypdfium2): one page per PDF page, each rendered to
+  pdf    PDF files (pypdfium2): one page per PDF page, each rendered to
          pages/images/<id>.png (PDF_IMAGE_DPI, grey) that the page JSON names, as the
-         bundled sample's images are stored
+         bundled sample's images are stored; a page without a text layer (a scan) is
+         rendered at OCR_PDF_DPI and read by OCR (the ocr extra), its words in that image's pixels
+  images PNG, JPEG, TIFF (each page of a multi-page TIFF) and WebP files read by OCR
+         (dxstudio.ocr, the ocr extra): the upright image is kept in pages/images/, the
+         words' boxes are in its pixels, the page's "ocr" names the engine and its version
 """
 from __future__ import annotations
 
@@ -26,7 +30,7 @@ from dxstudio.engine.page import Page, PageError, Word, page_from_dict
 from dxstudio.fsutil import MAX_SOURCE_BYTES, read_json, read_regular_file
 from dxstudio.project import LabelError, Project, ProjectError, is_safe_page_id, safe_page_id
 
-FORMATS = ("json", "funsd", "sroie", "cord", "pdf")
+FORMATS = ("json", "funsd", "sroie", "cord", "pdf", "images")
 
 
 class SourceError(ValueError):
@@ -176,10 +180,50 @@ def _clamp_box(box, width, height):
     return (x0, y0, x1, y1)
 
 
+@dataclass
+class OcrOptions:
+    """How `images` and the scanned pages of `pdf` are read: the engine (dxstudio.ocr.ENGINES)
+    and `map`, which takes an iterable of chunks of (label, suffix, bytes) and yields
+    dxstudio.ocr.ocr_chunk's result for each chunk, in order (the CLI's --workers / --ray; None:
+    in this process). `chunk` files go to one task."""
+    engine: str = "rapidocr"
+    map: object = None
+    chunk: int = 1
+
+    def results(self, items):
+        """(item, ("ok", pages) | ("error", message)) for every item, in order; SourceError
+        when the engine is not installed (every file would fail the same way)."""
+        from dxstudio.ocr import ocr_chunk
+
+        batches = _batches(items, max(1, self.chunk))
+        if self.map is None:
+            stream = ((b, ocr_chunk(self.engine, b)) for b in batches)
+        else:
+            stream = self.map(batches)
+        for batch, results in stream:
+            for item, (kind, value) in zip(batch, results):
+                if kind == "missing":
+                    raise SourceError(value)
+                yield item, (kind, value)
+
+
+def _batches(items, size: int):
+    batch = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
 class _Importer:
     """Adds pages and answers to a project, collecting the report."""
 
-    def __init__(self, fmt: str, project: Project, progress=None, root: Path | None = None):
+    def __init__(self, fmt: str, project: Project, progress=None, root: Path | None = None,
+                 ocr: OcrOptions | None = None):
+        self.ocr = ocr or OcrOptions()
         self.report = ImportReport(fmt)
         self.project = project
         self.progress = progress
@@ -531,13 +575,16 @@ def _import_cord(src: Path, imp: _Importer) -> None:
 # ---------------------------------------------------------------------------------------
 # PDF
 
-def pdf_pages(path: Path, budget=None) -> list[Page]:
+def pdf_pages(path: Path, scans: list | None = None, data: bytes | None = None, budget=None) -> list[Page]:
     """One page per PDF page, words and boxes from the text layer, in points with y growing
-    downwards. A PDF without any text raises SourceError (a scan needs OCR first). The file's
-    streams and time are bounded (dxstudio.pdflimits; `budget`: the file's PdfBudget)."""
+    downwards. A PDF without any text raises SourceError (a scan needs OCR first), unless
+    `scans` is given: the 0-based numbers of the pages without text are appended to it.
+    `data`: the file's bytes, already read (`path` then only names it). The file's streams and
+    time are bounded (dxstudio.pdflimits; `budget`: the file's PdfBudget)."""
     from dxstudio.pdflimits import PdfBudget, open_pdf
 
-    data = _read_source(path)  # a regular file of bounded size; pdfium reads from memory
+    if data is None:
+        data = _read_source(path)  # a regular file of bounded size; pdfium reads from memory
     from dxstudio.documents import DocumentError, bind_document, check_page_count
 
     pdf = open_pdf(path, data, SourceError)
@@ -573,12 +620,62 @@ def pdf_pages(path: Path, budget=None) -> list[Page]:
             if words:
                 pid = stem if n == 1 else f"{stem}-p{k + 1}"
                 pages.append(Page(pid, float(width), float(height), tuple(words), None))
+            elif scans is not None:
+                scans.append(k)
     finally:
         pdf.close()
-    if not pages:
+    if not pages and scans is None:
         raise SourceError(f"{path}: no text layer (a scanned PDF?): run OCR and import its words as page JSON")
     # one document per file: document id <stem>, page_number the PDF page (a page without text is skipped)
     return bind_document(stem, [(_pdf_page_number(p, n) + 1, p) for p in pages], n, str(path))
+
+
+def _open_pdf(path: Path, data: bytes):
+    import pypdfium2 as pdfium
+
+    try:
+        return pdfium.PdfDocument(data)
+    except Exception as e:  # pypdfium2 raises PdfiumError (or OSError) for unreadable files
+        raise SourceError(f"{path}: not a readable PDF ({e})") from None
+
+
+def pdf_page_id(stem: str, k: int, n: int) -> str:
+    """The id of page k (0-based) of an n-page PDF, as pdf_pages names it."""
+    return stem if n == 1 else f"{stem}-p{k + 1}"
+
+
+def render_pdf_scans(path: Path, indices, dpi: float | None = None, data: bytes | None = None) -> list:
+    """(label, ".png", PNG bytes) of each PDF page in `indices` (0-based), rendered in grey at
+    the OCR resolution for dxstudio.ocr; a page too large to render is a SourceError."""
+    from dxstudio.ocr import OCR_PDF_DPI, OcrError, check_pixels
+
+    dpi = dpi or OCR_PDF_DPI
+    if data is None:
+        data = _read_source(path)
+    pdf = _open_pdf(path, data)
+    out = []
+    try:
+        for k in indices:
+            page = pdf[k]
+            try:
+                w, h = page.get_size()
+                label = f"{path} page {k + 1}"
+                try:
+                    check_pixels(int(w * dpi / 72.0), int(h * dpi / 72.0), label)
+                except OcrError as e:
+                    raise SourceError(str(e)) from None
+                bitmap = page.render(scale=dpi / 72.0, grayscale=True)
+                pixels = bitmap.to_numpy()
+                out.append((label, ".png", png_gray(pixels.reshape(pixels.shape[0], pixels.shape[1]))))
+            except SourceError:
+                raise
+            except Exception as e:
+                raise SourceError(f"{path}: page {k + 1} does not render ({type(e).__name__}: {e})") from None
+            finally:
+                page.close()
+    finally:
+        pdf.close()
+    return out
 
 
 PDF_IMAGE_DPI = 100.0  # page images of imported PDFs: 850 x 1100 pixels for a Letter page
@@ -658,12 +755,20 @@ def _import_pdf(src: Path, imp: _Importer) -> None:
         if imp.outside(path):
             continue
         budget = PdfBudget(path, SourceError)  # the file's pixels and time (dxstudio.pdflimits)
+        scans: list = []
         try:
-            pages = pdf_pages(path, budget)
+            pages = pdf_pages(path, scans, budget=budget)
         except SourceError as e:
+            if "password" in str(e).lower():
+                e = SourceError(f"{path}: an encrypted (password-protected) PDF; not read: save an "
+                                f"unprotected copy to import it")
             imp.report.errors.append((str(path), str(e)))
             continue
         limits = []
+        if scans:  # pages without a text layer: OCR (the ocr extra)
+            _import_pdf_scans(path, scans, len(pages) + len(scans), imp)
+        if not pages:
+            continue
         try:
             images = render_pdf_images(path, budget=budget, notes=limits)
         except SourceError as e:  # the words are what trains: the pages come in without images
@@ -700,6 +805,190 @@ def _import_pdf(src: Path, imp: _Importer) -> None:
             imp.add(page, path)
 
 
+DOCUMENT_SUFFIXES = (".pdf", ".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp")
+
+
+def is_document(name: str) -> bool:
+    """Whether a file name is a PDF or an image (read by document_pages), not page JSON."""
+    return Path(name).suffix.lower() in DOCUMENT_SUFFIXES
+
+
+def document_pages(source: str, data: bytes, engine: str = "rapidocr") -> list:
+    """[(Page, image bytes or None, image suffix)] of a PDF's or an image's bytes, in page
+    order, outside any project (`extract`, the app's Extract tab): a PDF's text layer, its
+    pages without one and images by OCR (their image comes with them). Page ids as the
+    importers give them. SourceError naming `source` when the file cannot be read."""
+    from dxstudio import ocr
+
+    path = Path(source)
+    if path.suffix.lower() == ".pdf" or data[:5] == b"%PDF-":
+        scans: list = []
+        try:
+            pages = pdf_pages(path, scans, data=data)
+        except SourceError as e:
+            if "password" in str(e).lower():
+                raise SourceError(f"{source}: an encrypted (password-protected) PDF; not read") from None
+            raise
+        n = len(pages) + len(scans)
+        out = {_pdf_page_number(p, n): (p, None, "") for p in pages}
+        if scans:
+            missing = ocr.available(engine)
+            if missing is not None:
+                raise SourceError(f"{source}: page(s) {', '.join(str(k + 1) for k in scans[:10])} have no "
+                                  f"text layer and need OCR: {missing}")
+            stem = safe_page_id(path.stem)
+            items = render_pdf_scans(path, scans, data=data)
+            for k, (kind, value) in zip(scans, ocr.ocr_chunk(engine, items)):
+                if kind != "ok":
+                    raise SourceError(value)
+                entry = value[0]
+                if entry["words"]:  # a blank page (no text layer, nothing found) is left out
+                    out[k] = (ocr.page_of(entry, pdf_page_id(stem, k, n)), entry["image"], entry["ext"])
+        if not out:
+            raise SourceError(f"{source}: no text layer, and OCR ({engine}) found no text on its page(s)")
+        return [out[k] for k in sorted(out)]
+    try:
+        entries = ocr.ocr_file(engine, source, path.suffix, data)
+    except ocr.OcrError as e:
+        raise SourceError(str(e)) from None
+    stem = _page_id(path.stem)
+    found = [(ocr.page_of(e, ocr.page_id_for(stem, e)), e["image"], e["ext"]) for e in entries if e["words"]]
+    if not found:
+        raise SourceError(f"{source}: no text found by OCR ({engine})")
+    return found
+
+
+def _import_pdf_scans(path: Path, scans: list, n_pages: int, imp: _Importer) -> None:
+    """Pages of a PDF without a text layer, rendered at OCR_PDF_DPI and read by OCR."""
+    from dxstudio import ocr
+
+    which = ", ".join(str(k + 1) for k in scans[:10]) + (" ..." if len(scans) > 10 else "")
+    missing = ocr.available(imp.ocr.engine)
+    if missing is not None:
+        imp.report.errors.append((str(path), f"{path}: page(s) {which} have no text layer and need OCR: {missing}"))
+        return
+    try:
+        items = render_pdf_scans(path, scans)
+    except SourceError as e:
+        imp.report.errors.append((str(path), str(e)))
+        return
+    stem = safe_page_id(path.stem)
+    for (label, _, _), k, (kind, value) in ((it, k, r) for k, (it, r) in zip(scans, imp.ocr.results(items))):
+        if kind == "error":
+            imp.report.errors.append((str(path), value))
+            continue
+        entry = value[0]
+        if not entry["words"]:
+            imp.report.errors.append((str(path), f"{label}: no text layer, and OCR ({entry['ocr']['engine']}) "
+                                             f"found no text"))
+            continue
+        _add_ocr_page(imp, entry, pdf_page_id(stem, k, n_pages), path,
+                      *((stem, k + 1) if n_pages > 1 else (None, None)))
+
+
+def _add_ocr_page(imp: _Importer, entry: dict, page_id: str, source, document: str | None = None,
+                  number: int | None = None) -> None:
+    """One page read by OCR into the project: its image first (pages/images/<id>.png|.jpg),
+    then the page that names it; the image is removed again when the page is refused.
+    document, number: the page's document and its number in it (a page of a multi-page PDF or
+    TIFF; dxstudio.documents), or None for a page of its own."""
+    from dataclasses import replace
+
+    from dxstudio import ocr
+    from dxstudio.fsutil import write_bytes_atomic
+
+    page = ocr.page_of(entry, page_id)
+    if document is not None:
+        page = replace(page, document=document, page_number=number)
+    existing = _existing_page(imp.project, page_id)
+    if existing is not None:
+        if replace(existing, image=None).to_dict() == page.to_dict():
+            imp.add(existing, source)  # already imported: unchanged
+        else:
+            imp.add(page, source)  # refused: a different page under this id (nothing written)
+        return
+    name = f"images/{page_id}{entry['ext']}"
+    target = imp.project.pages_dir / name
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(target, entry["image"])
+        page = replace(page, image=name)
+    except OSError as e:
+        imp.report.notes.append((str(source), f"page {page_id}: image not written ({e})"))
+        target = None
+    before = len(imp.report.errors)
+    imp.add(page, source)
+    if len(imp.report.errors) > before and target is not None:
+        try:
+            target.unlink()
+        except OSError:
+            pass
+
+
+# ---------------------------------------------------------------------------------------
+# images
+
+def _image_files(src: Path) -> tuple[list[Path], int]:
+    """The image files of a folder (by suffix, sorted) or the one file named, and how many
+    other files the folder holds."""
+    from dxstudio.ocr import IMAGE_SUFFIXES
+
+    _check_source(src)
+    if src.is_file():
+        return [src], 0
+    files = sorted(p for p in src.iterdir() if p.is_file() and not p.name.startswith("."))
+    images = [p for p in files if p.suffix.lower() in IMAGE_SUFFIXES]
+    return images, len(files) - len(images)
+
+
+def _import_images(src: Path, imp: _Importer) -> None:
+    from dxstudio import ocr
+    from dxstudio.fsutil import read_regular_file
+
+    files, others = _image_files(src)
+    if not files:
+        raise SourceError(f"{src}: no image files (.png, .jpg, .jpeg, .tif, .tiff, .webp)")
+    missing = ocr.available(imp.ocr.engine)
+    if missing is not None:
+        raise SourceError(missing)
+    if others:
+        imp.report.notes.append((str(src), f"{others} file(s) that are not images (by their extension) left out"))
+    read_errors = {}
+
+    def items():
+        for path in files:
+            if imp.outside(path):
+                continue
+            try:
+                data = read_regular_file(path, MAX_SOURCE_BYTES, SourceError)
+            except SourceError as e:
+                read_errors[str(path)] = str(e)
+                data = b""
+            yield (str(path), path.suffix, data)
+
+    imp.step(0, len(files))
+    done = 0
+    for (label, _, _), (kind, value) in imp.ocr.results(items()):
+        done += 1
+        path = Path(label)
+        if label in read_errors:
+            imp.report.errors.append((label, read_errors.pop(label)))
+        elif kind == "error":
+            imp.report.errors.append((label, value))
+        else:
+            stem = _page_id(path.stem)
+            for entry in value:
+                pid = ocr.page_id_for(stem, entry)
+                if not entry["words"]:
+                    imp.report.errors.append((label, f"{label}{'' if entry['frames'] == 1 else ' page ' + str(entry['number'])}: "
+                                                     f"no text found by OCR ({entry['ocr']['engine']})"))
+                    continue
+                # the frames of a multi-page TIFF are one document (dxstudio.documents)
+                _add_ocr_page(imp, entry, pid, label, *((stem, entry["number"]) if entry["frames"] > 1
+                                                        else (None, None)))
+        imp.step(done, len(files))
+
+
 def _existing_page(project: Project, page_id: str) -> Page | None:
     """The page already saved under this id, or None (none, or an unreadable file)."""
     try:
@@ -709,12 +998,12 @@ def _existing_page(project: Project, page_id: str) -> Page | None:
 
 
 _IMPORTERS = {"json": _import_json, "funsd": _import_funsd, "sroie": _import_sroie,
-              "cord": _import_cord, "pdf": _import_pdf}
+              "cord": _import_cord, "pdf": _import_pdf, "images": _import_images}
 
 
-def import_pages(fmt: str, src, project: Project, progress=None) -> ImportReport:
+def import_pages(fmt: str, src, project: Project, progress=None, ocr: OcrOptions | None = None) -> ImportReport:
     """Import every page of `src` in format `fmt` into `project`. progress(done, total) is
-    called before each source file. A source that cannot be read at all raises SourceError;
+    called before each source file. `ocr`: how images and scanned PDF pages are read. A source that cannot be read at all raises SourceError;
     problems with single files are collected in the report."""
     if fmt not in _IMPORTERS:
         raise SourceError(f"unknown import format {fmt!r}; expected one of {', '.join(FORMATS)}")
@@ -727,7 +1016,7 @@ def import_pages(fmt: str, src, project: Project, progress=None) -> ImportReport
         root = src.resolve().parent.parent  # box/NAME.csv, annotations/NAME.json: the data set folder
     else:
         root = None  # a single file named by the person: nothing else is read
-    imp = _Importer(fmt, project, progress, root)
+    imp = _Importer(fmt, project, progress, root, ocr)
     _IMPORTERS[fmt](src, imp)
     if progress is not None and imp.total:
         progress(imp.total, imp.total)

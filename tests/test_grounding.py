@@ -221,3 +221,51 @@ def test_fields_grounded_together_do_not_share_words():
     report = ground_answers(page, {"total": "9.00", "cash": "9.00"}, ["total", "cash"])
     t = page_targets(page, LabelFile("p", {"total": "9.00", "cash": "9.00"}, "llm", report), ["total", "cash"])
     assert t.unscored == {"total", "cash"} and t.tags.tolist() == [0, -1]
+
+
+# -- OCR text (dxstudio/ocr.py): case, spacing and misread characters ----------------------------
+
+def _ocr_page(text: str):
+    from dxstudio.engine.page import Page, Word
+
+    return Page("ocr", 1000, 100, tuple(Word(t, (i * 10.0, 0.0, i * 10.0 + 9, 10.0))
+                                        for i, t in enumerate(text.split())))
+
+
+OCR_RECEIPT = ("tan woon yann BOOKTA .K(TAMAN DAYA)SDN BHD NO.5: 55,57& 59,JALAN SAGU 18 TAM AN DAYA. "
+               "8110OJOHOR BAHRU JOHOR. Date: 25/12/20 18 Total: 9.00")
+
+
+def test_ocr_case_and_spacing_are_normalized():
+    """What an OCR engine does to a receipt's words (lower case, spaces dropped or added inside
+    a value): the value is still found, on exactly its words."""
+    page = _ocr_page(OCR_RECEIPT)
+    g = ground_value(page, "TAN WOON YANN")
+    assert (g.status, g.words) == ("normalized", (0, 1, 2))
+    g = ground_value(page, "BOOK TA .K (TAMAN DAYA) SDN BHD")  # "BOOKTA", "DAYA)SDN": spaces moved
+    assert (g.status, g.words) == ("normalized", (3, 4, 5, 6))
+    g = ground_value(page, "25/12/2018")  # split in two by the OCR: "25/12/20" "18"
+    assert (g.status, g.words) == ("normalized", (19, 20))
+
+
+def test_ocr_misread_characters_are_forgiven_in_long_text_values_only():
+    page = _ocr_page(OCR_RECEIPT)
+    # "NO.5:" for "NO.53" and "8110O" for "81100": two edits in 55 characters
+    g = ground_value(page, "NO.53 55,57 & 59, JALAN SAGU 18, TAMAN DAYA, 81100 JOHOR BAHRU, JOHOR.")
+    assert g.status == "normalized" and g.words == tuple(range(7, 18))
+    assert "2 character(s) read differently" in g.reason
+    # a number is never matched loosely: 8.00 is not 9.00
+    assert ground_value(page, "8.00", field="total").status == "absent"
+    # nor a short text, nor one with more differences than one in eight characters
+    assert ground_value(_ocr_page("SAM SAN TRADING"), "SAM SAM").status == "absent"
+    assert ground_value(page, "NO.99 11,22 & 33, JALAN BATU 18, TAMAN DAYA").status == "absent"
+
+
+def test_ocr_joined_words_hold_a_value():
+    """A date the OCR ran into the time ("03Mar201818:22"): the word is labelled when the value
+    is most of it; a value lost in a long word, or a number, is not."""
+    page = _ocr_page("UNIHAKKA SDN BHD 03Mar201818:22 Total 8.20 GSTREG000858195584")
+    g = ground_value(page, "03 MAR 2018")
+    assert (g.status, g.words) == ("normalized", (3,)) and "joined" in g.reason
+    assert ground_value(page, "000858", field="gst").status == "absent"  # 6 of 17 characters
+    assert ground_value(_ocr_page("Total 18.20"), "8.20", field="total").status == "absent"

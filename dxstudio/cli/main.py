@@ -21,7 +21,7 @@ COMMANDS = [
     ("new-model", "dxstudio.cli.model", "write a new docextract-v0 model from a seed"),
     ("extract", "dxstudio.cli.model", "extract fields from page JSON files, one JSON line per page"),
     ("route", "dxstudio.cli.route", "LocalFirst: values at or above the threshold locally, the rest from the labelling model"),
-    ("import", "dxstudio.cli.project", "import pages (json, funsd, sroie, cord, pdf) into a project"),
+    ("import", "dxstudio.cli.project", "import pages (json, funsd, sroie, cord, pdf, images) into a project"),
     ("label", "dxstudio.cli.project", "ask the labelling model for every page's fields"),
     ("tune", "dxstudio.cli.tune", "fine-tune a model on a project's labels"),
     ("eval", "dxstudio.cli.tune", "score a model on a project's held-out pages"),

@@ -31,12 +31,17 @@ def configure(name, p):
     else:
         p.add_argument("model", help="model file (.safetensors)")
         p.add_argument("pages", nargs="+", help="page JSON files, folders of them, JSON-lines files "
-                       "(.jsonl, one page a line), PDF files (their text layer; one document each), "
-                       "or - for JSON lines on standard input")
+                       "(.jsonl, one page a line), - for JSON lines on standard input, PDFs (one document "
+                       "each: their text layer, pages without one by OCR), or images (PNG, JPEG, TIFF, WebP: "
+                       "read by OCR)")
         p.add_argument("--pages", dest="per_page", action="store_true",
                        help="one line per page, not per document (the pages of a multi-page document "
                        "give one line by default)")
         p.add_argument("--kernels", choices=["reference", "fast"], default="fast", help="(default fast)")
+        if name == "extract":
+            p.add_argument("--ocr", choices=("rapidocr", "tesseract"), default="rapidocr", metavar="ENGINE",
+                           help='images and scanned PDF pages: the OCR engine, rapidocr (default) or tesseract; '
+                                'needs the ocr extra: pip install "dxstudio[ocr]"')
         add_scale_arguments(p)
 
 
@@ -175,7 +180,7 @@ def _extract(args) -> int:
     shared = (model.cfg, to_runtime(model.params), model.thresholds)
     total = count_pages(args.pages)
     kernels = engine_ready(args.kernels, total)
-    backend, close = open_backend(args, extract_chunk, shared, kernels)
+    backend, close = open_backend(args, extract_chunk, shared, kernels, args.ocr)
     done = failed = 0
     routes = {"local": 0, "ask": 0, "empty": 0}
     groups = DocumentGroups()
@@ -199,11 +204,12 @@ def _extract(args) -> int:
         with progress(total or 0, "extract", show=total is None or total > 1) as bar, backend:
             for results in ordered_map(backend, chunks(page_items(args.pages), args.chunk)):
                 for kind, value in results:
-                    if kind == "ok":
-                        if getattr(args, "per_page", False):
-                            emit([(None, [(value, None)])])
-                        else:
-                            emit(groups.add(value))
+                    if kind in ("ok", "pages"):  # a PDF or an image read by the worker: its pages
+                        for record in (value if kind == "pages" else [value]):
+                            if getattr(args, "per_page", False):
+                                emit([(None, [(record, None)])])
+                            else:
+                                emit(groups.add(record))
                     else:
                         warn(value)
                         failed += 1

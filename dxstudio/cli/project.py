@@ -1,4 +1,4 @@
-"""`dxstudio import FORMAT SRC PROJECT` and `dxstudio label PROJECT [--jsonl FILE] [--limit N]`.
+"""`dxstudio import FORMAT SRC PROJECT [--ocr ENGINE] [--workers N | --ray ADDRESS]` and `dxstudio label PROJECT [--jsonl FILE] [--limit N]`.
 
 A JSON summary goes to stdout (one line), one line per bad file to stderr, a progress bar to
 stderr when it is a terminal. Exit code: 0 all went well, 1 some files failed, 2 nothing could
@@ -21,6 +21,15 @@ def configure(name: str, parser) -> None:
         parser.add_argument("--schema", metavar="FILE", help='the fields to extract, from a JSON file: a list of '
                             'names or {"name", "description", "weight"} (or a dxproject.json); added to the '
                             "project's (dxstudio schema sets them later)")
+        parser.add_argument("--ocr", choices=("rapidocr", "tesseract"), default="rapidocr", metavar="ENGINE",
+                            help="images, and PDF pages without a text layer: the OCR engine, rapidocr "
+                                 "(default) or tesseract (docs/ocr.md); needs the ocr extra: "
+                                 'pip install "dxstudio[ocr]"')
+        parser.add_argument("--workers", type=int, metavar="N", help="OCR on N local worker processes "
+                            "(with --ray local: the CPUs of the Ray instance started here); the same pages")
+        parser.add_argument("--ray", metavar="ADDRESS", help="OCR as tasks on the Ray cluster at ADDRESS "
+                            "(host:port, ray://host:port, auto), or 'local' to start one on this machine")
+        parser.add_argument("--chunk", type=int, default=1, metavar="FILES", help="image files per OCR task (default 1)")
     elif name == "label":
         parser.add_argument("project", help="project folder")
         parser.add_argument("--jsonl", metavar="FILE", help="import answers from a JSONL file instead of asking the model")
@@ -52,13 +61,25 @@ def _run_import(args) -> int:
         project = Project.open_or_create(root, args.name)
     except (ProjectError, OSError) as e:
         fail(e)
+    from dxstudio.importers import OcrOptions
+    from dxstudio.scale import ScaleError
+
+    ocr, close = OcrOptions(args.ocr), (lambda: None)
+    if args.format in ("images", "pdf") and (args.workers or args.ray):
+        ocr, close = _ocr_backend(args)
     try:
         with progress(label=f"import {args.format}") as bar:
-            report = import_pages(args.format, args.src, project, progress=bar)
+            report = import_pages(args.format, args.src, project, progress=bar, ocr=ocr)
+    except ScaleError as e:
+        if is_new:
+            project.discard_new(root_existed)
+        fail(e)
     except (SourceError, ProjectError, OSError) as e:
         if is_new:  # a project made for this import only: leave nothing behind
             project.discard_new(root_existed)
         fail(e)
+    finally:
+        close()
     if not (report.added or report.unchanged):  # nothing imported: a new project is not left behind
         if is_new:
             project.discard_new(root_existed)
@@ -79,6 +100,31 @@ def _run_import(args) -> int:
     if report.errors:
         return FAILED if not (report.added or report.unchanged) else PARTIAL
     return OK
+
+
+def _ocr_backend(args):
+    """OcrOptions whose map runs dxstudio.ocr.ocr_chunk on --workers processes or --ray tasks
+    (the results in file order: the same pages as one process), and the closer."""
+    from dxstudio.cli.model import open_backend
+    from dxstudio.importers import OcrOptions
+    from dxstudio.ocr import ocr_chunk
+    from dxstudio.scale.ordered import ordered_map
+
+    backend, close = open_backend(args, ocr_chunk, args.ocr)
+    state = {"entered": False}
+
+    def run(batches):
+        if not state["entered"]:
+            backend.__enter__()
+            state["entered"] = True
+        yield from ordered_map(backend, batches, with_chunks=True)
+
+    def closer():
+        if state["entered"]:
+            backend.__exit__(None, None, None)
+        close()
+
+    return OcrOptions(args.ocr, run, args.chunk), closer
 
 
 def _run_label(args) -> int:

@@ -3,7 +3,9 @@
 The page JSON (pages/<id>.json in a project, and what `dxstudio extract` reads):
     {"id": str, "width": number, "height": number,
      "words": [{"text": str, "box": [x0, y0, x1, y1]}, ...], "image": optional str,
-     "document": optional str, "page_number": optional int}
+     "document": optional str, "page_number": optional int,
+     "ocr": optional {"engine": str, "version": str, "rotation": 0|90|180|270}}
+("ocr" names the OCR that read the words of a scan or photo: dxstudio.ocr.)
 Boxes are in the page's own units (pixels or points), y growing downwards. Every problem
 is a PageError whose message names the file and what is wrong.
 
@@ -78,6 +80,7 @@ class Page:
     def number(self) -> int:
         """The page's number in its document (1 for a page of its own)."""
         return self.page_number if self.page_number is not None else 1
+    ocr: dict | None = field(default=None, compare=False, hash=False)  # the OCR that read the words
 
     def to_dict(self) -> dict:
         d = {"id": self.id, "width": self.width, "height": self.height,
@@ -87,6 +90,8 @@ class Page:
         if self.document is not None:
             d["document"] = self.document
             d["page_number"] = self.page_number
+        if self.ocr is not None:
+            d["ocr"] = dict(self.ocr)
         return d
 
 
@@ -153,7 +158,11 @@ def page_from_dict(d, source: str = "<page>") -> Page:
     if image is not None and not isinstance(image, str):
         raise PageError(f"{source}: 'image' must be a file name")
     document, number = _document_fields(d, source)
-    return Page(pid, width, height, tuple(out), image, document, number)
+    ocr = d.get("ocr")
+    if ocr is not None and not (isinstance(ocr, dict) and len(ocr) <= 8 and all(
+            isinstance(k, str) and isinstance(v, (str, int, float)) and len(str(v)) <= 200 for k, v in ocr.items())):
+        raise PageError(f"{source}: 'ocr' must be an object of a few short values (engine, version, rotation)")
+    return Page(pid, width, height, tuple(out), image, document, number, ocr)
 
 
 def _document_fields(d: dict, source: str) -> tuple:

@@ -5,7 +5,9 @@ JSON-lines file (*.jsonl: one page object a line) or `-` (JSON lines on standard
 are read lazily, in order, as (label, raw bytes, error) items: the label names the file (and
 the line), so a bad page is reported as `FILE: what is wrong` or `FILE line N: ...` and the
 rest goes on. The driver reads the bytes; the workers parse and predict, so a cluster node
-needs no access to the driver's files.
+needs no access to the driver's files. A PDF or an image (dxstudio.importers.DOCUMENT_SUFFIXES)
+is read by the worker too (text layer, else OCR: dxstudio.ocr) when the command asks for it
+(extract's `ocr` engine): its pages come back together, as ("pages", [records]).
 """
 from __future__ import annotations
 
@@ -61,6 +63,14 @@ def _jsonl_file(path: Path):
         yield (str(path), None, f"{path}: cannot read ({e.strerror or e})")
 
 
+_LISTED = (".json", ".jsonl", ".pdf", ".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp")
+
+
+def _listed(path: Path) -> list:
+    """The page files of a folder, by name: page JSON, JSON lines, PDFs and images."""
+    return sorted(p for p in path.iterdir() if p.suffix.lower() in _LISTED and p.is_file())
+
+
 def _file(path: Path):
     try:
         return (str(path), read_file_bytes(path, PageError), None)
@@ -75,10 +85,14 @@ def _pdf(path: Path):
 
     from dxstudio.importers import SourceError, pdf_pages
 
+    scans: list = []
     try:
-        pages = pdf_pages(path)
+        pages = pdf_pages(path, scans)
     except SourceError as e:
         yield (str(path), None, str(e))
+        return
+    if scans:  # pages without a text layer: the worker reads the whole file (text layer, else OCR)
+        yield _file(path)
         return
     for p in pages:
         yield (f"{path} page {p.number}", json.dumps(p.to_dict()).encode(), None)
@@ -96,9 +110,9 @@ def page_items(args, stdin=None):
             yield from _pdf(path)
             continue
         if path.is_dir():
-            files = sorted(p for p in path.iterdir() if p.suffix in (".json", ".jsonl") and p.is_file())
+            files = _listed(path)
             if not files:
-                yield (str(path), None, f"{path}: the folder holds no .json or .jsonl pages")
+                yield (str(path), None, f"{path}: the folder holds no .json or .jsonl pages, PDFs or images")
             for p in files:
                 if p.suffix == ".jsonl":
                     yield from _jsonl_file(p)
@@ -122,8 +136,7 @@ def count_pages(args) -> int | None:
         if path.suffix.lower() == ".pdf" and path.is_file():
             n += _pdf_page_count(path)
             continue
-        files = sorted(p for p in path.iterdir() if p.suffix in (".json", ".jsonl") and p.is_file()) \
-            if path.is_dir() else [path]
+        files = _listed(path) if path.is_dir() else [path]
         n += 0 if files else 1
         for p in files:
             if p.suffix != ".jsonl":
@@ -175,14 +188,20 @@ def load_item(label: str, raw: bytes):
     return page_from_dict(parse_json(raw, label, PageError), label)
 
 
-def extract_one(model, label: str, raw, error, kernels: str):
-    """("ok", prediction record) or ("error", one line naming the page). `model` is
-    (cfg, runtime params, stored thresholds or None)."""
+def extract_one(model, label: str, raw, error, kernels: str, ocr: str | None = None):
+    """("ok", prediction record), ("pages", [records]) for a PDF or an image when `ocr` names
+    the engine, or ("error", one line naming the page). `model` is (cfg, runtime params,
+    stored thresholds or None)."""
     from dxstudio.engine.extract import model_decoding, predict_page, prediction_json
 
     if error is not None:
         return ("error", error)
     cfg, params, thresholds = model
+    if raw is not None and " line " not in label and _is_document(label, raw):
+        if ocr is None:
+            return ("error", f"{label}: a PDF or an image; this command reads page JSON "
+                             f"(dxstudio extract reads them, or import them first: dxstudio import pdf|images)")
+        return _extract_document(cfg, params, thresholds, label, raw, kernels, ocr)
     try:
         page = load_item(label, raw)
         pred = predict_page(cfg, params, page, kernels, model_decoding(thresholds))
@@ -194,8 +213,48 @@ def extract_one(model, label: str, raw, error, kernels: str):
     return ("ok", record)
 
 
-def extract_chunk(model, chunk, kernels: str) -> list:
-    return [extract_one(model, label, raw, error, kernels) for label, raw, error in chunk]
+def _is_document(label: str, raw: bytes) -> bool:
+    from dxstudio.importers import is_document
+
+    return is_document(label) and not raw.lstrip()[:1] in (b"{", b"[")
+
+
+def _extract_document(cfg, params, thresholds, label, raw, kernels, engine):
+    from dxstudio.engine.extract import model_decoding, predict_page, prediction_json
+    from dxstudio.importers import SourceError, document_pages
+
+    try:
+        pages = document_pages(label, raw, engine)
+    except (SourceError, PageError) as e:
+        return ("error", str(e))
+    records = []
+    for page, _, _ in pages:
+        try:
+            page = page_from_dict(page.to_dict(), f"{label} page {page.id}")  # the page checks
+            rec = prediction_json(predict_page(cfg, params, page, kernels, model_decoding(thresholds)), thresholds)
+        except PageError as e:
+            return ("error", str(e))
+        rec["file"] = label
+        if len(pages) > 1:  # a PDF's or a multi-page TIFF's pages: one document (dxstudio.documents)
+            rec["document"] = page.document if page.document is not None else _document_id(label)
+            rec["page_number"] = page.page_number if page.page_number is not None else len(records) + 1
+        if page.ocr is not None:
+            rec["ocr"] = dict(page.ocr)
+        # the words the indices refer to (a PDF's or an image's words exist nowhere else)
+        rec["page"] = {"width": page.width, "height": page.height,
+                       "words": [{"text": w.text, "box": list(w.box)} for w in page.words]}
+        records.append(rec)
+    return ("pages", records)
+
+
+def extract_chunk(model, chunk, kernels: str, ocr: str | None = None) -> list:
+    return [extract_one(model, label, raw, error, kernels, ocr) for label, raw, error in chunk]
+
+
+def _document_id(label: str) -> str:
+    from dxstudio.project import safe_page_id
+
+    return safe_page_id(Path(label).stem)
 
 
 class DocumentGroups:

@@ -117,28 +117,41 @@ def newest_model(project) -> Path | None:
 
 
 def load_pages(path: Path, image_dir: Path | None = None) -> list:
-    """The pages of one file: a PDF (its text layer, one page per PDF page) or a page JSON.
-    With image_dir, each PDF page is also rendered there (PNG) and shown under its fields."""
+    """The pages of one file: a PDF (its text layer, else OCR; one page per PDF page), an
+    image (PNG, JPEG, TIFF, WebP: OCR) or a page JSON. With image_dir, each page's image (a
+    PDF page rendered, the upright photo) is written there and shown under its fields."""
     import dataclasses
 
     from dxstudio.engine.page import load_page
-    from dxstudio.importers import pdf_pages
+    from dxstudio.fsutil import MAX_SOURCE_BYTES, read_regular_file
+    from dxstudio.importers import SourceError, document_pages, is_document
 
-    if path.suffix.lower() != ".pdf":
+    if not is_document(path.name):
         return [load_page(path)]
-    pages = pdf_pages(path)
+    read = document_pages(str(path), read_regular_file(path, MAX_SOURCE_BYTES, SourceError))
     if image_dir is None:
-        return pages
-    out = []
+        return [page for page, _, _ in read]
+    out, pages = [], []
+    for page, data, ext in read:
+        if data is not None:  # read by OCR: its words are in this image's pixels
+            target = image_dir / f"{len(list(image_dir.iterdir()))}{ext}"
+            target.write_bytes(data)
+            out.append(dataclasses.replace(page, image=str(target)))
+        else:
+            pages.append(page)
+            out.append(page)
+    if not pages:
+        return out
+    rendered = {}
     for page in pages:
-        tail = page.id.rsplit("-p", 1)[-1] if len(pages) > 1 or "-p" in page.id else "1"
+        tail = page.id.rsplit("-p", 1)[-1] if len(read) > 1 else "1"
         index = int(tail) - 1 if tail.isdigit() else 0
         try:
             image = render_pdf_page(path, index, image_dir / f"{len(list(image_dir.iterdir()))}.png")
         except Exception:  # the words are what matter; a page that does not render shows its boxes
             image = None
-        out.append(dataclasses.replace(page, image=str(image)) if image else page)
-    return out
+        rendered[page.id] = dataclasses.replace(page, image=str(image)) if image else page
+    return [rendered.get(p.id, p) if p.image is None else p for p in out]
 
 
 def render_pdf_page(path: Path, index: int, out: Path, dpi: float = 100.0) -> Path:
@@ -225,8 +238,8 @@ class ExtractPanel(QWidget):
         model_button = QPushButton("Model…")
         model_button.setToolTip("Use another model file (.safetensors)")
         model_button.clicked.connect(self._choose_model)
-        self.open_button = QPushButton("Open PDFs or pages…")
-        self.open_button.setToolTip("PDF files with a text layer, or page JSON files; you can also drop them here")
+        self.open_button = QPushButton("Open PDFs, images or pages…")
+        self.open_button.setToolTip("PDF files, scans and photos (read by OCR), or page JSON files; you can also drop them here")
         self.open_button.setStyleSheet("QPushButton { font-weight: bold; padding: 5px 14px; }")
         self.open_button.clicked.connect(self._choose_files)
         self.save_button = QPushButton("Save results…")
@@ -236,7 +249,7 @@ class ExtractPanel(QWidget):
         self.progress = QProgressBar()
         self.progress.setRange(0, 1)
         self.progress.setValue(0)
-        self.progress.setFormat("drop PDFs or page JSON files here, or press Open")
+        self.progress.setFormat("drop PDFs, photos or page JSON files here, or press Open")
         self.note = QLabel()
         self.note.setWordWrap(True)
         self.note.setStyleSheet("color: #495057;")
@@ -374,7 +387,7 @@ class ExtractPanel(QWidget):
     # -- extracting --------------------------------------------------------------------------
     def _choose_files(self) -> None:
         paths, _ = QFileDialog.getOpenFileNames(self, "Pages to read", str(self.project.root),
-                                                "PDFs and page JSON (*.pdf *.json);;All files (*)")
+                                                "PDFs, images and page JSON (*.pdf *.png *.jpg *.jpeg *.tif *.tiff *.webp *.json);;All files (*)")
         if paths:
             self.extract_files(paths)
 

@@ -4,7 +4,7 @@ NewProjectDialog(parent_folder): a folder, a name and the fields to read (comma-
 optional descriptions after '='); Create makes the project (dxstudio.project.Project.create)
 and emits created(path).
 
-ImportDialog(project_root): a format (json, funsd, sroie, cord, pdf), a source file or folder;
+ImportDialog(project_root): a format (json, funsd, sroie, cord, pdf, images), a source file or folder;
 Import runs dxstudio.importers.import_pages as a background dxstudio.ui.jobs.Job (the window
 never freezes) with a progress bar and Cancel (between two source files), then says what was
 added, what was already there and what was skipped and why (one line per file), and emits
@@ -27,7 +27,10 @@ FORMAT_HELP = {
     "funsd": "a FUNSD folder (annotations/*.json); no answers",
     "sroie": "a SROIE folder (box/*.csv, key/*.json, img/): company, date, address, total become answers",
     "cord": "a CORD folder (json/receipt_*.json): total, subtotal, tax, cash, change become answers",
-    "pdf": "PDF files with a text layer: a file or a folder of *.pdf, one page per PDF page",
+    "pdf": "PDF files: a file or a folder of *.pdf, one page per PDF page; pages without a text layer "
+           "(scans) are read by OCR",
+    "images": "scans and photos (PNG, JPEG, TIFF, WebP): a file or a folder, read by OCR "
+              "(the ocr extra, docs/ocr.md); the page id is the file name",
 }
 
 

@@ -1,0 +1,511 @@
+"""Local OCR: images (PNG, JPEG, TIFF incl. multi-page, WebP) and image-only PDF pages to
+words with boxes in the image's pixels. Qt-free; the engines are the optional `ocr` extra
+(pip install "dxstudio[ocr]"): nothing here imports them at module level.
+
+    pages = read_image_file(path)             # [(page number, upright RGB array)], bounded
+    result = ocr_image(rgb, engine="rapidocr")  # OcrResult: words (reading order), size,
+                                              # rotation applied, engine and version
+    page = result.page(page_id, image_name)   # a Page whose `ocr` names the engine
+
+Engines (docs/ocr.md measures both):
+  rapidocr   the default: PP-OCRv4 detection + recognition on onnxruntime; the models come
+             inside the rapidocr-onnxruntime wheel, so nothing is downloaded at run time.
+             One thread per page (the same words at any --workers: parallelism is processes).
+  tesseract  Tesseract 5 through pytesseract, where the `tesseract` program is installed
+             (Debian: apt-get install tesseract-ocr).
+
+Orientation: EXIF orientation is applied when the image is read; then a page whose text
+runs at 90, 180 or 270 degrees is turned upright (rapidocr: its text lines' shape and its
+0/180 line classifier; tesseract: its orientation detection) and read again.
+
+Every problem is an OcrError whose message names the file and says what is wrong.
+"""
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass, field
+
+from dxstudio.engine.page import Page, Word
+
+ENGINES = ("rapidocr", "tesseract")
+DEFAULT_ENGINE = "rapidocr"
+INSTALL_HINT = ('the OCR engine is not installed; install the ocr extra: pip install "dxstudio[ocr]" '
+                '(or pip install -e ".[ocr]" in a checkout)')
+
+# Bounds on what is decoded (docs/security.md): a 20,000 x 20,000 image is 400 M pixels, 1.2 GB
+# as RGB, refused from its header before any pixel is decoded. A page scanned at 600 dpi is
+# 5100 x 6600 = 34 M pixels; a phone photo 12-50 M.
+MAX_IMAGE_PIXELS = 60_000_000
+MIN_IMAGE_SIDE = 8  # a narrower image cannot hold a readable character
+MAX_FRAMES = 1000  # pages of one multi-page TIFF
+
+IMAGE_SUFFIXES = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".tif": "TIFF", ".tiff": "TIFF",
+                  ".webp": "WEBP"}
+OCR_PDF_DPI = 200.0  # a PDF page without a text layer is rendered at this resolution for OCR
+# rapidocr: a gap between two characters wider than this share of the line's median character
+# width ends a word (best of 0.3-1.7 on SROIE receipts 200-211 against the data set's OCR; docs/ocr.md)
+WORD_GAP = 0.6
+COLONS = (":", "\uff1a")  # a word ends after a colon (the full-width one of the Chinese models too)
+
+
+class OcrError(ValueError):
+    """A file or page that cannot be read by OCR; str() names the file and the problem."""
+
+
+class OcrMissing(OcrError):
+    """The OCR extra (or the chosen engine) is not installed."""
+
+
+def check_pixels(width: int, height: int, source: str) -> None:
+    """OcrError naming `source` when an image of width x height is too large or too small."""
+    if width * height > MAX_IMAGE_PIXELS:
+        raise OcrError(f"{source}: {width} x {height} pixels is more than the {MAX_IMAGE_PIXELS:,} "
+                       f"pixels read (about 7700 x 7700); scale it down first")
+    if min(width, height) < MIN_IMAGE_SIDE:
+        raise OcrError(f"{source}: {width} x {height} pixels is too small to hold text "
+                       f"(at least {MIN_IMAGE_SIDE} pixels a side)")
+
+
+def sniff_format(head: bytes) -> str | None:
+    """PNG, JPEG, TIFF, WEBP, PDF or GIF/BMP from a file's first bytes, else None."""
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "PNG"
+    if head.startswith(b"\xff\xd8\xff"):
+        return "JPEG"
+    if head[:4] in (b"II*\x00", b"MM\x00*"):
+        return "TIFF"
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "WEBP"
+    if head.startswith(b"%PDF-"):
+        return "PDF"
+    if head[:6] in (b"GIF87a", b"GIF89a"):
+        return "GIF"
+    if head[:2] == b"BM":
+        return "BMP"
+    return None
+
+
+def _pil():
+    try:
+        from PIL import Image, ImageOps
+    except ImportError:
+        raise OcrMissing(INSTALL_HINT) from None
+    return Image, ImageOps
+
+
+def _to_rgb(im):
+    """An RGB copy of a PIL image of any mode (transparency over white, 16-bit scaled)."""
+    Image, _ = _pil()
+    if im.mode in ("I;16", "I;16B", "I;16L", "I"):
+        import numpy as np
+
+        a = np.asarray(im, dtype=np.float64)
+        top = float(a.max()) or 1.0
+        im = Image.fromarray((a * (255.0 / top)).astype("uint8"), "L")
+    if im.mode in ("RGBA", "LA", "PA") or (im.mode == "P" and "transparency" in im.info):
+        im = im.convert("RGBA")
+        back = Image.new("RGBA", im.size, (255, 255, 255, 255))
+        im = Image.alpha_composite(back, im)
+    return im.convert("RGB")
+
+
+def read_image_bytes(data: bytes, source: str, suffix: str | None = None) -> list:
+    """[(page number from 1, upright RGB uint8 array)] of an image file's bytes: EXIF
+    orientation applied, each frame of a multi-page TIFF a page. `suffix` (".png"...) must
+    agree with the content when given. OcrError naming `source` for a file that is not an
+    image, not what its extension says, truncated, too large or too small."""
+    import io
+
+    import numpy as np
+
+    kind = sniff_format(data[:16])
+    expected = IMAGE_SUFFIXES.get((suffix or "").lower())
+    if kind not in ("PNG", "JPEG", "TIFF", "WEBP"):
+        what = f"a {kind} file" if kind else "not an image (no PNG, JPEG, TIFF or WebP header)"
+        raise OcrError(f"{source}: {what}; images are read as PNG, JPEG, TIFF or WebP")
+    if expected is not None and kind != expected:
+        raise OcrError(f"{source}: the file is a {kind} image, not {expected} as its extension says; "
+                       f"rename it to what it is")
+    if kind == "PNG" and len(data) >= 24:  # the size from the header, before the decoder sees it
+        import struct
+
+        width, height = struct.unpack(">II", data[16:24])
+        check_pixels(int(width), int(height), source)
+    Image, ImageOps = _pil()
+    from PIL import ImageSequence, UnidentifiedImageError
+
+    try:
+        im = Image.open(io.BytesIO(data))
+    except Image.DecompressionBombError as e:
+        raise OcrError(f"{source}: more than the {MAX_IMAGE_PIXELS:,} pixels read ({e})") from None
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as e:
+        raise OcrError(f"{source}: not a readable {kind} image ({e})") from None
+    pages = []
+    try:
+        n = getattr(im, "n_frames", 1)
+        if n > MAX_FRAMES:
+            raise OcrError(f"{source}: {n} pages, more than the {MAX_FRAMES} read from one file")
+        for k, frame in enumerate(ImageSequence.Iterator(im) if n > 1 else [im]):
+            where = source if n == 1 else f"{source} page {k + 1}"
+            check_pixels(frame.size[0], frame.size[1], where)  # before any pixel is decoded
+            try:
+                frame.load()
+                upright = ImageOps.exif_transpose(frame)
+                rgb = np.asarray(_to_rgb(upright), dtype=np.uint8)
+            except Image.DecompressionBombError as e:
+                raise OcrError(f"{where}: more than the {MAX_IMAGE_PIXELS:,} pixels read ({e})") from None
+            except (OSError, ValueError, SyntaxError, EOFError) as e:
+                msg = str(e) or type(e).__name__
+                if "truncated" in msg or isinstance(e, EOFError):
+                    msg = f"truncated ({msg})"
+                raise OcrError(f"{where}: the image does not decode: {msg}") from None
+            check_pixels(rgb.shape[1], rgb.shape[0], where)
+            pages.append((k + 1, np.ascontiguousarray(rgb)))
+    finally:
+        im.close()
+    return pages
+
+
+def read_image_file(path) -> list:
+    """read_image_bytes of a file (a regular file of bounded size)."""
+    from pathlib import Path
+
+    from dxstudio.fsutil import MAX_SOURCE_BYTES, read_regular_file
+
+    path = Path(path)
+    data = read_regular_file(path, MAX_SOURCE_BYTES, OcrError)
+    return read_image_bytes(data, str(path), path.suffix)
+
+
+# ---------------------------------------------------------------------------------------
+# Engines
+
+@dataclass
+class Line:
+    box: tuple  # (x0, y0, x1, y1) in image pixels
+    words: list  # [Word]
+    upright: bool = True  # the line classifier's verdict (rapidocr), True when unknown
+    vertical: bool = False  # the line is taller than wide (text running at 90/270)
+    score: float = 0.0  # confidence (0-1) times characters: how well the line was read
+
+
+@dataclass
+class OcrResult:
+    words: list  # [Word] in reading order, boxes in the pixels of the upright image
+    width: int
+    height: int
+    rotation: int  # degrees (counter-clockwise) the image was turned to read it upright
+    engine: str
+    version: str
+    image: object = field(default=None, repr=False)  # the upright RGB array
+
+    def meta(self) -> dict:
+        return {"engine": self.engine, "version": self.version, "rotation": self.rotation}
+
+    def page(self, page_id: str, image: str | None = None) -> Page:
+        return Page(page_id, float(self.width), float(self.height), tuple(self.words), image,
+                    ocr=self.meta())
+
+
+def _line_words_from_chars(chars, boxes) -> list:
+    """Words of a recognised line from its characters and their boxes (quads): a word ends
+    at a space and at a gap wider than WORD_GAP (0.6) of the line's median character width (the
+    recogniser often leaves out the spaces between Latin words)."""
+    items = []
+    for ch, quad in zip(chars, boxes):
+        xs = [p[0] for p in quad]
+        ys = [p[1] for p in quad]
+        items.append((ch, (float(min(xs)), float(min(ys)), float(max(xs)), float(max(ys)))))
+    widths = sorted(b[2] - b[0] for ch, b in items if ch.strip())
+    gap_limit = WORD_GAP * widths[len(widths) // 2] if widths else 0.0
+    words, cur, prev = [], [], None
+    for ch, b in items:
+        if not ch.strip():
+            if cur:
+                words.append(cur)
+            cur, prev = [], None
+            continue
+        if cur and prev is not None and (b[0] - prev[2] > gap_limit or cur[-1][0] in COLONS):
+            words.append(cur)  # a gap, or a colon ends a word ("Date:25/12/2018": two words)
+            cur = []
+        cur.append((ch, b))
+        prev = b
+    if cur:
+        words.append(cur)
+    out = []
+    for w in words:
+        text = unicodedata.normalize("NFKC", "".join(c for c, _ in w)).strip()
+        if not text:
+            continue
+        bs = [b for _, b in w]
+        out.append(Word(text, (min(b[0] for b in bs), min(b[1] for b in bs),
+                               max(b[2] for b in bs), max(b[3] for b in bs))))
+    return out
+
+
+def _split_evenly(text: str, box) -> list:
+    from dxstudio.importers import split_line
+
+    return split_line(text, box)
+
+
+class RapidEngine:
+    name = "rapidocr"
+
+    def __init__(self):
+        try:
+            import rapidocr_onnxruntime
+            from rapidocr_onnxruntime import RapidOCR
+        except ImportError:
+            raise OcrMissing(INSTALL_HINT) from None
+        import logging
+
+        logging.getLogger("RapidOCR").setLevel(logging.ERROR)
+        try:
+            from importlib.metadata import version
+
+            ver = version("rapidocr-onnxruntime")
+        except Exception:
+            ver = getattr(rapidocr_onnxruntime, "__version__", "unknown")
+        import onnxruntime
+
+        self.version = f"rapidocr-onnxruntime {ver} (PP-OCRv4, onnxruntime {onnxruntime.__version__})"
+        # one thread: the same numbers whatever the machine's cores; pages run in parallel
+        # as processes (--workers, --ray)
+        self.ocr = RapidOCR(intra_op_num_threads=1, inter_op_num_threads=1)
+
+    def lines(self, rgb) -> list:
+        """The recognised lines of an RGB image: the steps of RapidOCR.__call__ (1.4.4) with
+        the 0/180 classifier's verdicts kept (its result drops them)."""
+        import numpy as np
+
+        o = self.ocr
+        img = np.ascontiguousarray(rgb[:, :, ::-1])  # RapidOCR works in BGR, as OpenCV reads
+        raw_h, raw_w = img.shape[:2]
+        op_record = {}
+        img, ratio_h, ratio_w = o.preprocess(img)
+        op_record["preprocess"] = {"ratio_h": ratio_h, "ratio_w": ratio_w}
+        img, op_record = o.maybe_add_letterbox(img, op_record)
+        dt_boxes, _ = o.auto_text_det(img)
+        if dt_boxes is None:
+            return []
+        crops = o.get_crop_img_list(img, dt_boxes)
+        crops, cls_res, _ = o.text_cls(crops)
+        rec_res, _ = o.text_rec(crops, True)
+        rec_res = o.cal_rec_boxes(crops, dt_boxes, rec_res)
+        for r in rec_res:
+            if r[2]:
+                r[2] = o._get_origin_points(r[2], op_record, raw_h, raw_w).astype(np.int32).tolist()
+        quads = o._get_origin_points(dt_boxes, op_record, raw_h, raw_w)
+        lines = []
+        for quad, cls, rec in zip(quads, cls_res, rec_res):
+            text, score = rec[0], float(rec[1])
+            if score < o.text_score or not text.strip():
+                continue
+            xs, ys = quad[:, 0], quad[:, 1]
+            box = (float(xs.min()), float(ys.min()), float(xs.max()), float(ys.max()))
+            w = float(np.linalg.norm(quad[0] - quad[1]))
+            h = float(np.linalg.norm(quad[0] - quad[3]))
+            vertical = h >= 1.5 * w
+            flipped = cls[0] == "180"
+            chars = rec[3] if len(rec) > 3 else None
+            if rec[2] and chars and len(chars) == len(rec[2]) and not vertical and not flipped:
+                words = _line_words_from_chars(chars, rec[2])
+            else:
+                words = _split_evenly(" ".join(unicodedata.normalize("NFKC", text).split()), box)
+            lines.append(Line(box, words, not flipped, vertical, score * len(text)))
+        return lines
+
+    def rotation(self, lines) -> int:
+        """Degrees (counter-clockwise) to turn the image so that its text reads upright,
+        judged on the lines of three characters or more."""
+        votes = [ln for ln in lines if sum(len(w.text) for w in ln.words) >= 3] or lines
+        if not votes:
+            return 0
+        vertical = [ln for ln in votes if ln.vertical]
+        if 2 * len(vertical) > len(votes):
+            # a vertical crop is turned 90 degrees counter-clockwise before it is read: read
+            # upright, the page was turned clockwise (turn it back counter-clockwise)
+            upright = sum(ln.upright for ln in vertical)
+            return 90 if 2 * upright >= len(vertical) else 270
+        flipped = sum(not ln.upright for ln in votes)
+        return 180 if 2 * flipped > len(votes) else 0
+
+
+class TesseractEngine:
+    name = "tesseract"
+
+    def __init__(self):
+        try:
+            import pytesseract
+        except ImportError:
+            raise OcrMissing('the tesseract engine needs pytesseract (pip install pytesseract) and the '
+                             'tesseract program (Debian: apt-get install tesseract-ocr)') from None
+        try:
+            ver = str(pytesseract.get_tesseract_version())
+        except Exception:
+            raise OcrMissing("the tesseract program is not installed (Debian: apt-get install "
+                             "tesseract-ocr); or use the default engine, rapidocr") from None
+        self.pt = pytesseract
+        self.version = f"tesseract {ver} (pytesseract {getattr(pytesseract, '__version__', '?')})"
+
+    def lines(self, rgb) -> list:
+        pt = self.pt
+        # one thread, as rapidocr: OMP_THREAD_LIMIT is read by the tesseract process
+        import os
+
+        env_before = os.environ.get("OMP_THREAD_LIMIT")
+        os.environ["OMP_THREAD_LIMIT"] = "1"
+        try:
+            d = pt.image_to_data(rgb, output_type=pt.Output.DICT, config="--psm 3")
+        finally:
+            if env_before is None:
+                os.environ.pop("OMP_THREAD_LIMIT", None)
+            else:
+                os.environ["OMP_THREAD_LIMIT"] = env_before
+        groups, scores = {}, {}
+        for i, text in enumerate(d["text"]):
+            if not text or not text.strip() or float(d["conf"][i]) < 0:
+                continue
+            key = (d["block_num"][i], d["par_num"][i], d["line_num"][i])
+            x, y, w, h = d["left"][i], d["top"][i], d["width"][i], d["height"][i]
+            text = " ".join(unicodedata.normalize("NFKC", text).split())
+            groups.setdefault(key, []).append(Word(text, (float(x), float(y), float(x + w), float(y + h))))
+            scores[key] = scores.get(key, 0.0) + float(d["conf"][i]) / 100.0 * len(text)
+        lines = []
+        for key, words in groups.items():
+            box = (min(w.box[0] for w in words), min(w.box[1] for w in words),
+                   max(w.box[2] for w in words), max(w.box[3] for w in words))
+            lines.append(Line(box, words, score=scores[key]))
+        return lines
+
+    def rotation(self, lines, rgb=None) -> int:
+        if rgb is None:
+            return 0
+        try:
+            osd = self.pt.image_to_osd(rgb, output_type=self.pt.Output.DICT)
+        except Exception:  # too few characters to tell: leave the page as it is
+            return 0
+        angle = int(osd.get("rotate", 0)) % 360
+        # tesseract's "rotate" is clockwise; rotations here are counter-clockwise
+        return (360 - angle) % 360 if float(osd.get("orientation_conf", 0)) >= 1.0 else 0
+
+
+_engines: dict = {}
+
+
+def get_engine(name: str = DEFAULT_ENGINE):
+    """The engine `name` (one instance a process); OcrMissing when it is not installed."""
+    if name not in ENGINES:
+        raise OcrError(f"unknown OCR engine {name!r}; expected one of {', '.join(ENGINES)}")
+    if name not in _engines:
+        _engines[name] = RapidEngine() if name == "rapidocr" else TesseractEngine()
+    return _engines[name]
+
+
+def available(name: str = DEFAULT_ENGINE) -> str | None:
+    """None when engine `name` can run here, else the reason it cannot."""
+    try:
+        get_engine(name)
+    except OcrError as e:
+        return str(e)
+    return None
+
+
+def _ordered_words(lines) -> list:
+    """Words in reading order as the other importers give it: lines from top to bottom (a
+    line joins the row whose first line's extent holds its centre), left to right within a
+    row, each line's words left to right."""
+    from dxstudio.importers import reading_order
+
+    order = reading_order([ln.box for ln in lines])
+    return [w for i in order for w in sorted(lines[i].words, key=lambda w: w.box[0])]
+
+
+def ocr_image(rgb, engine: str = DEFAULT_ENGINE, upright: bool = True) -> OcrResult:
+    """The words of an RGB uint8 (height, width, 3) image. With `upright`, a page whose text
+    runs at 90, 180 or 270 degrees is turned and read again; the result's boxes are in the
+    pixels of the turned image (result.image)."""
+    import numpy as np
+
+    eng = get_engine(engine)
+    lines = eng.lines(rgb)
+    rotation = 0
+    if upright:
+        rotation = eng.rotation(lines, rgb) if isinstance(eng, TesseractEngine) else eng.rotation(lines)
+        if rotation:
+            turned = np.ascontiguousarray(np.rot90(rgb, rotation // 90))
+            again = eng.lines(turned)
+            # tesseract: kept only when the turned page reads better (its orientation guess
+            # turned upright receipts upside down); rapidocr's line classifier reads turned
+            # lines well either way, so its vote (rotation()) decides
+            if not isinstance(eng, TesseractEngine) or sum(ln.score for ln in again) > sum(ln.score for ln in lines):
+                rgb, lines = turned, again
+            else:
+                rotation = 0
+    words = _ordered_words(lines)
+    h, w = rgb.shape[:2]
+    words = [Word(x.text, (min(max(x.box[0], 0.0), w), min(max(x.box[1], 0.0), h),
+                           min(max(x.box[2], 0.0), w), min(max(x.box[3], 0.0), h))) for x in words]
+    return OcrResult(words, int(w), int(h), rotation, eng.name, eng.version, rgb)
+
+
+def encode_image(rgb, fmt: str = "PNG") -> bytes:
+    """An RGB array as PNG (lossless) or JPEG (quality 90) bytes, for pages/images/."""
+    import io
+
+    Image, _ = _pil()
+    buf = io.BytesIO()
+    im = Image.fromarray(rgb, "RGB")
+    if fmt == "JPEG":
+        im.save(buf, "JPEG", quality=90)
+    else:
+        im.save(buf, "PNG", compress_level=6)
+    return buf.getvalue()
+
+
+# ---------------------------------------------------------------------------------------
+# The work on one file, shared by the importers, `extract` and the app, in this process, in
+# local worker processes or as Ray tasks (dxstudio.scale.ordered): bytes in, pages out, so a
+# worker needs no access to the driver's files.
+
+def ocr_file(engine: str, label: str, suffix: str, data: bytes, keep_format: bool = True) -> list:
+    """The pages of one image file's bytes as dicts {number, frames, width, height, words
+    [(text, box)], ocr, image (encoded bytes), ext}; OcrError naming `label`."""
+    frames = read_image_bytes(data, label, suffix)
+    fmt = "JPEG" if keep_format and suffix.lower() in (".jpg", ".jpeg") else "PNG"
+    out = []
+    for number, rgb in frames:
+        r = ocr_image(rgb, engine)
+        out.append({"number": number, "frames": len(frames), "width": r.width, "height": r.height,
+                    "words": [(w.text, tuple(w.box)) for w in r.words], "ocr": r.meta(),
+                    "image": encode_image(r.image, fmt), "ext": ".jpg" if fmt == "JPEG" else ".png"})
+    return out
+
+
+def ocr_chunk(engine: str, chunk) -> list:
+    """[("ok", ocr_file pages) or ("error", message)] for each (label, suffix, bytes) of chunk.
+    A missing engine is ("missing", message): the caller stops (every file would fail)."""
+    results = []
+    for label, suffix, data in chunk:
+        try:
+            results.append(("ok", ocr_file(engine, label, suffix, data)))
+        except OcrMissing as e:
+            results.append(("missing", str(e)))
+        except OcrError as e:
+            results.append(("error", str(e)))
+        except MemoryError:
+            results.append(("error", f"{label}: out of memory while reading the image"))
+    return results
+
+
+def page_of(entry: dict, page_id: str, image: str | None = None) -> Page:
+    """The Page of one ocr_file entry (words in the pixels of its image)."""
+    words = tuple(Word(t, tuple(float(v) for v in b)) for t, b in entry["words"])
+    return Page(page_id, float(entry["width"]), float(entry["height"]), words, image, ocr=dict(entry["ocr"]))
+
+
+def page_id_for(stem_id: str, entry: dict) -> str:
+    """A page's id: the file's stem, with -p<number> for a page of a multi-page file (as
+    `import pdf` names its pages)."""
+    return stem_id if entry["frames"] == 1 else f"{stem_id}-p{entry['number']}"

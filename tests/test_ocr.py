@@ -1,0 +1,314 @@
+"""OCR (dxstudio/ocr.py): `import images`, `import pdf` on scanned pages, `extract` on images
+and PDFs. The images are made here: words rendered with PIL's default font at a large size,
+which the OCR must read back. Without the ocr extra the OCR tests are skipped, each saying why;
+the checks that need no engine (bounds, headers, the extra's message) always run."""
+import io
+import json
+import struct
+import zlib
+from pathlib import Path
+
+import pytest
+
+from dxstudio import cli, ocr
+from dxstudio.importers import OcrOptions, SourceError, import_pages
+from dxstudio.project import Project
+
+_MISSING = ocr.available("rapidocr")
+needs_ocr = pytest.mark.skipif(_MISSING is not None, reason=f"the ocr extra is not installed: {_MISSING}")
+_TESS_MISSING = ocr.available("tesseract") if _MISSING is None else _MISSING
+needs_tesseract = pytest.mark.skipif(_TESS_MISSING is not None, reason=f"tesseract is not installed: {_TESS_MISSING}")
+
+WORDS = ["INVOICE", "TOTAL", "12.50"]
+
+
+def folded(words) -> set:
+    return {"".join(c for c in w.casefold() if c.isalnum() or c == ".") for w in words}
+
+
+def text_image(lines=(("INVOICE", 25), ("TOTAL 12.50", 105)), size=(600, 200)):
+    """An RGB PIL image with each (text, y) drawn in black at 44 px, left margin 30."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    im = Image.new("RGB", size, "white")
+    draw = ImageDraw.Draw(im)
+    font = ImageFont.load_default(size=44)
+    for text, y in lines:
+        draw.text((30, y), text, fill="black", font=font)
+    return im
+
+
+def png_header_only(width: int, height: int) -> bytes:
+    """A PNG that says width x height and holds one empty row: refused from its header."""
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0")) + chunk(b"IEND", b"")
+
+
+def encrypted_pdf() -> bytes:
+    """A one-page PDF under the standard security handler with a user password that is not
+    empty (its /U does not match the empty password): pdfium asks for the password."""
+    objs = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] >>",
+            b"<< /Filter /Standard /V 1 /R 2 /O <" + b"11" * 32 + b"> /U <" + b"22" * 32 + b"> /P -4 >>"]
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for i, o in enumerate(objs, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % i + o + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objs) + 1)
+    for o in offsets:
+        out += b"%010d 00000 n \n" % o
+    out += (b"trailer\n<< /Size %d /Root 1 0 R /Encrypt 4 0 R /ID [<00112233445566778899aabbccddeeff>"
+            b"<00112233445566778899aabbccddeeff>] >>\nstartxref\n%d\n%%%%EOF\n" % (len(objs) + 1, xref))
+    return bytes(out)
+
+
+# -- always: no engine needed ----------------------------------------------------------------
+
+def test_pixel_bounds_name_the_file_and_the_limit():
+    with pytest.raises(ocr.OcrError, match=r"scan\.png: 20000 x 20000 pixels is more than"):
+        ocr.check_pixels(20000, 20000, "scan.png")
+    with pytest.raises(ocr.OcrError, match=r"dot\.png: 1 x 1 pixels is too small"):
+        ocr.check_pixels(1, 1, "dot.png")
+    ocr.check_pixels(2480, 3508, "a4-300dpi.png")  # an A4 page at 300 dpi passes
+
+
+def test_not_an_image_and_wrong_extension_are_named_before_any_decoding():
+    with pytest.raises(ocr.OcrError, match=r"notes\.png: not an image"):
+        ocr.read_image_bytes(b"hello, world", "notes.png", ".png")
+    with pytest.raises(ocr.OcrError, match=r"photo\.png: the file is a JPEG image, not PNG as its extension says"):
+        ocr.read_image_bytes(b"\xff\xd8\xff\xe0" + b"\0" * 20, "photo.png", ".png")
+    with pytest.raises(ocr.OcrError, match=r"doc\.jpg: a PDF file"):
+        ocr.read_image_bytes(b"%PDF-1.4\n", "doc.jpg", ".jpg")
+
+
+def test_unknown_engine_is_refused():
+    with pytest.raises(ocr.OcrError, match="unknown OCR engine 'abbyy'"):
+        ocr.get_engine("abbyy")
+
+
+def test_missing_extra_names_it(monkeypatch, tmp_path):
+    """With the engine missing, import images fails at once, naming the extra, and leaves no
+    project behind."""
+    monkeypatch.setattr(ocr, "available", lambda name="rapidocr": ocr.INSTALL_HINT)
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.png").write_bytes(png_header_only(10, 10))
+    rc = cli.main(["import", "images", str(tmp_path / "in"), str(tmp_path / "proj")])
+    assert rc == 2
+    assert not (tmp_path / "proj").exists()
+    assert 'pip install "dxstudio[ocr]"' in ocr.INSTALL_HINT
+
+
+# -- with the ocr extra ------------------------------------------------------------------------
+
+@needs_ocr
+def test_rapidocr_reads_rendered_words_in_reading_order():
+    import numpy as np
+
+    r = ocr.ocr_image(np.asarray(text_image()), "rapidocr")
+    texts = [w.text for w in r.words]
+    assert folded(WORDS) <= folded(texts), texts
+    assert r.rotation == 0 and (r.width, r.height) == (600, 200)
+    assert r.engine == "rapidocr" and "rapidocr-onnxruntime 1.4.4" in r.version
+    # reading order: INVOICE (top row) first, then TOTAL before 12.50 on the second row
+    order = [t.casefold() for t in texts]
+    assert order.index("invoice") < order.index("total") < order.index("12.50")
+    for w in r.words:  # boxes in the image's pixels, around the drawn text
+        x0, y0, x1, y1 = w.box
+        assert 0 <= x0 < x1 <= 600 and 0 <= y0 < y1 <= 200
+
+
+@needs_ocr
+@pytest.mark.parametrize("turn", [90, 180, pytest.param(270, marks=pytest.mark.heavy)])
+def test_rotated_pages_are_turned_upright(turn):
+    import numpy as np
+
+    rgb = np.asarray(text_image().rotate(turn, expand=True))  # PIL turns counter-clockwise
+    r = ocr.ocr_image(rgb, "rapidocr")
+    assert (r.rotation + turn) % 360 == 0, (turn, r.rotation)
+    assert (r.width, r.height) == (600, 200)
+    assert folded(WORDS) <= folded(w.text for w in r.words)
+
+
+@needs_ocr
+def test_exif_orientation_is_applied(tmp_path):
+    im = text_image().rotate(90, expand=True)  # stored on its side, EXIF says turn it back
+    exif = im.getexif()
+    exif[0x0112] = 6  # orientation 6: turn the stored picture 90 degrees clockwise to view it
+    path = tmp_path / "phone.jpg"
+    im.save(path, "JPEG", quality=95, exif=exif)
+    [(number, rgb)] = ocr.read_image_file(path)
+    assert number == 1 and rgb.shape[:2] == (200, 600)  # upright: wide, not tall
+    r = ocr.ocr_image(rgb)
+    assert r.rotation == 0 and folded(WORDS) <= folded(w.text for w in r.words)
+
+
+@needs_tesseract
+def test_tesseract_reads_the_same_words():
+    import numpy as np
+
+    r = ocr.ocr_image(np.asarray(text_image()), "tesseract")
+    assert folded(WORDS) <= folded(w.text for w in r.words)
+    assert r.engine == "tesseract" and r.version.startswith("tesseract ")
+
+
+def _bad_inputs(folder: Path) -> dict:
+    """The hostile files of one folder, by name: what each error must say."""
+    good = io.BytesIO()
+    text_image().save(good, "JPEG", quality=90)
+    data = good.getvalue()
+    (folder / "truncated.jpg").write_bytes(data[: len(data) // 2])
+    (folder / "dot.png").write_bytes(_png_bytes((1, 1)))
+    (folder / "huge.png").write_bytes(png_header_only(20000, 20000))
+    (folder / "jpeg-named.png").write_bytes(data)
+    (folder / "text.webp").write_bytes(b"plain text, not an image")
+    return {"truncated.jpg": "truncated", "dot.png": "1 x 1 pixels is too small",
+            "huge.png": "20000 x 20000 pixels is more than", "jpeg-named.png": "JPEG image, not PNG",
+            "text.webp": "not an image"}
+
+
+def _png_bytes(size) -> bytes:
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", size, "white").save(buf, "PNG")
+    return buf.getvalue()
+
+
+@needs_ocr
+def test_import_images_folder_with_bad_files_and_a_multipage_tiff(tmp_path):
+    src = tmp_path / "scans"
+    src.mkdir()
+    text_image().save(src / "receipt 1.png")
+    frames = [text_image(), text_image((("TOTAL 7.25", 70),))]
+    frames[0].save(src / "fax.tiff", save_all=True, append_images=frames[1:])
+    expect = _bad_inputs(src)
+    project = Project.create(tmp_path / "proj", "scans")
+    seen = []
+    report = import_pages("images", src, project, progress=lambda d, t: seen.append((d, t)))
+    errors = {Path(f).name: m for f, m in report.errors}
+    assert set(errors) == set(expect), errors
+    for name, what in expect.items():
+        assert name in errors[name] and what in errors[name], (name, errors[name])
+    assert sorted(report.added) == ["fax-p1", "fax-p2", "receipt_1"]
+    assert seen[-1] == (7, 7)  # progress over the seven files
+    # nothing of a bad file is left: one image for each page, no temporary files
+    images = sorted(p.name for p in (project.pages_dir / "images").iterdir())
+    assert images == ["fax-p1.png", "fax-p2.png", "receipt_1.png"]
+    assert sorted(p.name for p in project.pages_dir.iterdir()) == ["fax-p1.json", "fax-p2.json", "images",
+                                                                    "receipt_1.json"]
+    page = project.load_page("fax-p2")
+    assert page.image == "images/fax-p2.png" and page.ocr["engine"] == "rapidocr"
+    assert "rapidocr-onnxruntime" in page.ocr["version"] and page.ocr["rotation"] == 0
+    assert {"total", "7.25"} <= folded(w.text for w in page.words)
+    d = json.loads(project.page_path("receipt_1").read_text())
+    assert d["ocr"]["engine"] == "rapidocr" and d["width"] == 600.0
+    # imported again: unchanged, nothing added
+    again = import_pages("images", src, project)
+    assert sorted(again.unchanged) == ["fax-p1", "fax-p2", "receipt_1"] and not again.added
+
+
+@needs_ocr
+def test_import_images_cli_single_bad_file_leaves_no_project(tmp_path, capsys):
+    (tmp_path / "huge.png").write_bytes(png_header_only(20000, 20000))
+    rc = cli.main(["import", "images", str(tmp_path / "huge.png"), str(tmp_path / "proj")])
+    assert rc == 2
+    assert "huge.png: 20000 x 20000 pixels" in capsys.readouterr().err
+    assert not (tmp_path / "proj").exists()
+
+
+@needs_ocr
+def test_import_images_workers_give_the_same_pages(tmp_path, capsys):
+    src = tmp_path / "in"
+    src.mkdir()
+    text_image().save(src / "a.png")
+    text_image((("TOTAL 7.25", 70),)).save(src / "b.png")
+    (src / "c.png").write_bytes(b"not a png")
+    assert cli.main(["import", "images", str(src), str(tmp_path / "one")]) == 1
+    assert cli.main(["import", "images", str(src), str(tmp_path / "two"), "--workers", "2"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("c.png: not an image") == 2
+    for name in ("a", "b"):
+        one = tmp_path / "one" / "pages"
+        two = tmp_path / "two" / "pages"
+        assert (one / f"{name}.json").read_bytes() == (two / f"{name}.json").read_bytes()
+        assert (one / "images" / f"{name}.png").read_bytes() == (two / "images" / f"{name}.png").read_bytes()
+
+
+def _scan_pdf(path: Path, images) -> None:
+    images[0].save(path, "PDF", resolution=100, save_all=True, append_images=list(images[1:]))
+
+
+@needs_ocr
+def test_import_pdf_reads_pages_without_a_text_layer_by_ocr(tmp_path):
+    from tests.test_importers import minimal_pdf
+
+    src = tmp_path / "docs"
+    src.mkdir()
+    _scan_pdf(src / "fax.pdf", [text_image(), text_image((("TOTAL 7.25", 70),))])
+    (src / "typed.pdf").write_bytes(minimal_pdf([(72, 700, "Invoice 42")]))
+    (src / "locked.pdf").write_bytes(encrypted_pdf())
+    project = Project.create(tmp_path / "proj", "pdfs")
+    report = import_pages("pdf", src, project)
+    assert sorted(report.added) == ["fax-p1", "fax-p2", "typed"]
+    errors = {Path(f).name: m for f, m in report.errors}
+    assert list(errors) == ["locked.pdf"] and "encrypted (password-protected) PDF" in errors["locked.pdf"]
+    page = project.load_page("fax-p2")
+    assert page.ocr["engine"] == "rapidocr" and page.image == "images/fax-p2.png"
+    assert {"total", "7.25"} <= folded(w.text for w in page.words)
+    # the page is in the pixels of its OCR image (OCR_PDF_DPI), not in points
+    assert page.width == pytest.approx(600 * ocr.OCR_PDF_DPI / 100, abs=2)
+    assert project.load_page("typed").ocr is None  # a text layer is read as it is
+    assert not any(p.name.startswith("locked") for p in project.pages_dir.rglob("*"))
+
+
+def test_import_pdf_scan_without_the_extra_names_it(tmp_path, monkeypatch):
+    """A scanned page without the OCR engine: the file is named with the extra to install;
+    its pages with a text layer still come in."""
+    pytest.importorskip("PIL")
+    from PIL import Image
+
+    monkeypatch.setattr(ocr, "available", lambda name="rapidocr": ocr.INSTALL_HINT)
+    src = tmp_path / "docs"
+    src.mkdir()
+    Image.new("RGB", (300, 300), "white").save(src / "scan.pdf", "PDF", resolution=100)
+    project = Project.create(tmp_path / "proj", "pdfs")
+    report = import_pages("pdf", src, project)
+    [(where, message)] = report.errors
+    assert where.endswith("scan.pdf") and "no text layer" in message and "dxstudio[ocr]" in message
+    assert not report.added
+
+
+@needs_ocr
+def test_extract_reads_images_and_scanned_pdfs(tmp_path, capsys):
+    model = tmp_path / "m.safetensors"
+    assert cli.main(["new-model", "--size", "tiny", "--seed", "3", str(model)]) == 0
+    text_image().save(tmp_path / "photo.png")
+    _scan_pdf(tmp_path / "fax.pdf", [text_image(), text_image((("TOTAL 7.25", 70),))])
+    (tmp_path / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 not really")
+    capsys.readouterr()
+    rc = cli.main(["extract", str(model), str(tmp_path / "photo.png"), str(tmp_path / "fax.pdf"),
+                   str(tmp_path / "broken.jpg")])
+    out, err = capsys.readouterr()
+    assert rc == 1
+    records = [json.loads(line) for line in out.splitlines()]
+    assert [r["id"] for r in records] == ["photo", "fax-p1", "fax-p2"]
+    assert all(r["ocr"]["engine"] == "rapidocr" for r in records)
+    assert folded(WORDS) <= folded(w["text"] for w in records[0]["page"]["words"])
+    for r in records:
+        n = len(r["page"]["words"])
+        assert all(0 <= i < n for f in r["fields"].values() for i in f["words"])
+    assert "broken.jpg" in err
+
+
+def test_ocr_options_stop_when_the_engine_is_missing(monkeypatch):
+    """A worker without the engine answers "missing" for each file: the import stops with the
+    message instead of naming every file."""
+    opts = OcrOptions("rapidocr", map=lambda batches: ((b, [("missing", "no engine here")] * len(b)) for b in batches))
+    with pytest.raises(SourceError, match="no engine here"):
+        list(opts.results([("a.png", ".png", b"")]))
