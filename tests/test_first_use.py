@@ -81,3 +81,11 @@ def test_a_small_first_job_takes_the_reference_kernels(unprepared, capsys):
 
     assert engine_ready("fast", 2) == "reference"
     assert "2 pages on the reference kernels (the same bytes)" in capsys.readouterr().err
+
+
+def test_one_background_preparation_at_a_time(unprepared, monkeypatch):
+    started = []
+    monkeypatch.setenv("DXSTUDIO_BACKGROUND_PREPARE", "1")
+    monkeypatch.setattr(readiness.subprocess, "Popen", lambda *a, **k: started.append(a[0]))
+    assert readiness.start_background_prepare() and readiness.start_background_prepare()
+    assert len(started) == 1 and started[0][1:] == ["-m", "dxstudio.engine.readiness"]

@@ -222,9 +222,6 @@ def _extract(args) -> int:
         close()
     if done == 0:
         fail("no pages given")
-    if kernels == "fast" and failed < done:
-        from dxstudio.engine.readiness import mark_prepared
-        mark_prepared()  # the kernels a page needs were compiled (and cached) on the way
     if failed == done:
         return FAILED  # each page's error is said; no "0 values answered" line after them
     warn(f"{routes['local']} value{'s' if routes['local'] != 1 else ''} answered locally, "

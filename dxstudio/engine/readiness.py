@@ -141,12 +141,32 @@ def prepare(progress=None) -> float:
     return time.process_time() - start
 
 
+BUSY_SECONDS = 1800  # a preparation that started this recently is taken to be still going
+
+
+def _busy_file() -> Path | None:
+    marker = _marker()
+    return None if marker is None else marker.with_name(marker.name + ".preparing")
+
+
 def start_background_prepare() -> bool:
     """Prepare the kernels in a detached process (its own session, no output), so the next
     command finds them ready; False when it could not be started or is turned off
     (DXSTUDIO_BACKGROUND_PREPARE=0)."""
     if os.environ.get("DXSTUDIO_BACKGROUND_PREPARE", "1") == "0":
         return False
+    busy = _busy_file()
+    if busy is not None:  # one preparation at a time: a script calling extract page by page starts one
+        try:
+            if time.time() - busy.stat().st_mtime < BUSY_SECONDS:
+                return True
+        except OSError:
+            pass
+        try:
+            busy.parent.mkdir(parents=True, exist_ok=True)
+            busy.write_text(f"{os.getpid()}\n")
+        except OSError:
+            pass
     try:
         subprocess.Popen([sys.executable, "-m", "dxstudio.engine.readiness"], stdin=subprocess.DEVNULL,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
@@ -161,5 +181,13 @@ if __name__ == "__main__":  # python -m dxstudio.engine.readiness: prepare now
         os.nice(10)  # a background job: after the person's own work
     except OSError:
         pass
-    seconds = prepare(lambda d, t, label: print(f"prepared {label} ({d}/{t})", file=sys.stderr))
-    print(f"the engine is prepared for this CPU ({seconds:.1f} s of CPU)", file=sys.stderr)
+    try:
+        seconds = prepare(lambda d, t, label: print(f"prepared {label} ({d}/{t})", file=sys.stderr))
+        print(f"the engine is prepared for this CPU ({seconds:.1f} s of CPU)", file=sys.stderr)
+    finally:
+        busy = _busy_file()
+        if busy is not None:
+            try:
+                busy.unlink()
+            except OSError:
+                pass
