@@ -863,9 +863,12 @@ def _import_pdf_scans(path: Path, scans: list, n_pages: int, imp: _Importer) -> 
     from dxstudio import ocr
 
     which = ", ".join(str(k + 1) for k in scans[:10]) + (" ..." if len(scans) > 10 else "")
+    # in a PDF whose other pages have text, a page without any is often blank: said as a note,
+    # and the pages with text come in; a PDF with no text at all needs the OCR (an error)
+    said = imp.report.notes if n_pages > len(scans) else imp.report.errors
     missing = ocr.available(imp.ocr.engine)
     if missing is not None:
-        imp.report.errors.append((str(path), f"{path}: page(s) {which} have no text layer and need OCR: {missing}"))
+        said.append((str(path), f"{path}: page(s) {which} have no text layer and need OCR to be read: {missing}"))
         return
     try:
         items = render_pdf_scans(path, scans)
@@ -879,7 +882,7 @@ def _import_pdf_scans(path: Path, scans: list, n_pages: int, imp: _Importer) -> 
             continue
         entry = value[0]
         if not entry["words"]:
-            imp.report.errors.append((str(path), f"{label}: no text layer, and OCR ({entry['ocr']['engine']}) "
+            said.append((str(path), f"{label}: no text layer, and OCR ({entry['ocr']['engine']}) "
                                              f"found no text"))
             continue
         _add_ocr_page(imp, entry, pdf_page_id(stem, k, n_pages), path,

@@ -310,7 +310,8 @@ def test_route_grounds_answers_and_an_answer_not_on_the_page_is_no_answer(model,
     f = line["fields"]
     assert f["total"]["grounding"] in ("exact", "normalized") and f["total"]["value"] == on_page
     assert f["subtotal"] == {"value": None, "source": "labelling model", "grounding": "absent",
-                             "confidence": f["subtotal"]["confidence"], "model_value": "987654.32"}
+                             "confidence": f["subtotal"]["confidence"], "model_value": "987654.32",
+                             "why": "below threshold"}
     assert f["tax"]["grounding"] == "null" and f["tax"]["value"] is None
     assert summary["summary"]["values_not_on_page"] == 1
 

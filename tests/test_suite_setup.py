@@ -64,5 +64,5 @@ def test_readme_test_command_is_ci_s():
     ci = (REPO / ".ci" / "run").read_text()
     command = re.search(r"python3 -m venv \.venv && .*pytest -q", ci)
     assert command, "no test command in .ci/run"
-    assert '".[test,cluster]"' in command.group(0)
+    assert '".[test,cluster,ocr]"' in command.group(0)
     assert command.group(0) in (REPO / "README.md").read_text()

@@ -173,9 +173,7 @@ def _document_fields(d: dict, source: str) -> tuple:
     if document is None or number is None:
         raise PageError(f"{source}: 'document' and 'page_number' go together (the page's document "
                         f"and its number in it); this page has only {'document' if number is None else 'page_number'}")
-    from dxstudio.project import is_safe_page_id
-
-    if not is_safe_page_id(document):
+    if not is_page_id(document):
         raise PageError(f"{source}: 'document' {str(document)[:60]!r} is not a valid document id (letters, "
                         f"digits, '.', '_', '-'; at most 120 characters; not starting with '.' or '-')")
     if isinstance(number, bool) or not isinstance(number, int) or not 1 <= number <= MAX_PAGES_PER_DOCUMENT:

@@ -591,7 +591,8 @@ def test_extract_shows_routes_from_a_models_stored_thresholds(window, qtbot, tmp
     container.save_model(tmp_path / "m.safetensors", cfg, new_params(cfg, 3))
     real = container.load_model
     names = window.session.field_names
-    th = {"pooled": 0.0, "fields": {names[0]: 1.0}}  # every value local, but field 1's only at 1
+    # every value of field 2 local, field 1's only at 1 (the pooled threshold is never used)
+    th = {"pooled": 0.0, "fields": {names[0]: 1.0, names[1]: 0.0}}
 
     def with_thresholds(path):
         return dataclasses.replace(real(path), thresholds=th)
@@ -605,8 +606,8 @@ def test_extract_shows_routes_from_a_models_stored_thresholds(window, qtbot, tmp
     assert any(v["route"] == "local" for r in panel.results for v in r.fields.values())
     for r in panel.results:
         for name, v in r.fields.items():
-            t = 1.0 if name == names[0] else 0.0
-            want = "local" if v["confidence"] is not None and v["confidence"] >= t else "ask"
+            t = th["fields"].get(name)  # a field without its own threshold is asked
+            want = "local" if t is not None and v["confidence"] is not None and v["confidence"] >= t else "ask"
             assert v["route"] == want, (name, v)
     routes = [panel.table.item(k, 3).text() for k in range(panel.table.rowCount())]
     assert routes == [v["route"] for v in panel.results[0].fields.values()]
