@@ -591,8 +591,8 @@ def test_extract_shows_routes_from_a_models_stored_thresholds(window, qtbot, tmp
     container.save_model(tmp_path / "m.safetensors", cfg, new_params(cfg, 3))
     real = container.load_model
     names = window.session.field_names
-    # every value of field 2 local, field 1's only at 1 (the pooled threshold is never used)
-    th = {"pooled": 0.0, "fields": {names[0]: 1.0, names[1]: 0.0}}
+    # every value local, but field 1's only at 1 (each field by its own threshold: the pooled one is never used)
+    th = {"pooled": 0.0, "fields": {names[0]: 1.0, **{n: 0.0 for n in names[1:]}}}
 
     def with_thresholds(path):
         return dataclasses.replace(real(path), thresholds=th)
