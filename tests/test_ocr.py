@@ -292,12 +292,18 @@ def test_extract_reads_images_and_scanned_pdfs(tmp_path, capsys):
     _scan_pdf(tmp_path / "fax.pdf", [text_image(), text_image((("TOTAL 7.25", 70),))])
     (tmp_path / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 not really")
     capsys.readouterr()
-    rc = cli.main(["extract", str(model), str(tmp_path / "photo.png"), str(tmp_path / "fax.pdf"),
-                   str(tmp_path / "broken.jpg")])
+    files = [str(tmp_path / "photo.png"), str(tmp_path / "fax.pdf"), str(tmp_path / "broken.jpg")]
+    rc = cli.main(["extract", str(model), *files])  # a scanned PDF of two pages is one document
+    out, err = capsys.readouterr()
+    assert rc == 1
+    records = [json.loads(line) for line in out.splitlines()]
+    assert [r["id"] for r in records] == ["photo", "fax"] and records[1]["pages"] == ["fax-p1", "fax-p2"]
+    rc = cli.main(["extract", str(model), "--pages", *files])  # a line per page
     out, err = capsys.readouterr()
     assert rc == 1
     records = [json.loads(line) for line in out.splitlines()]
     assert [r["id"] for r in records] == ["photo", "fax-p1", "fax-p2"]
+    assert [r.get("page_number") for r in records] == [None, 1, 2]
     assert all(r["ocr"]["engine"] == "rapidocr" for r in records)
     assert folded(WORDS) <= folded(w["text"] for w in records[0]["page"]["words"])
     for r in records:
