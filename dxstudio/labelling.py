@@ -126,14 +126,19 @@ def page_text(page) -> str:
     return "\n".join(lines)
 
 
-def build_messages(page, schema) -> list[dict]:
+def _question(schema, source: str, heading: str, text: str, system: str) -> list[dict]:
+    """The messages asking for the schema's fields of `text` (a page's or a document's)."""
     fields = _fields(schema)
     listing = "\n".join(f"- {f.name}: {f.description or f.name}" for f in fields)
     keys = ", ".join(json.dumps(f.name) for f in fields)
     user = (f"Fields:\n{listing}\n\n"
             f"Return one JSON object with exactly these keys: {keys}. Each value is a string copied "
-            f"from the page, or null.\n\nPage text:\n{page_text(page)}")
-    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+            f"from the {source}, or null.\n\n{heading}:\n{text}")
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def build_messages(page, schema) -> list[dict]:
+    return _question(schema, "page", "Page text", page_text(page), SYSTEM_PROMPT)
 
 
 def document_text(pages) -> str:
@@ -147,13 +152,8 @@ def document_text(pages) -> str:
 
 def build_document_messages(pages, schema) -> list[dict]:
     """The question for a document: the page prompt's, with every page's text behind a page marker."""
-    fields = _fields(schema)
-    listing = "\n".join(f"- {f.name}: {f.description or f.name}" for f in fields)
-    keys = ", ".join(json.dumps(f.name) for f in fields)
-    user = (f"Fields:\n{listing}\n\n"
-            f"Return one JSON object with exactly these keys: {keys}. Each value is a string copied "
-            f"from the document, or null.\n\nDocument text ({len(pages)} pages):\n{document_text(pages)}")
-    return [{"role": "system", "content": DOCUMENT_SYSTEM_PROMPT}, {"role": "user", "content": user}]
+    return _question(schema, "document", f"Document text ({len(pages)} pages)", document_text(pages),
+                     DOCUMENT_SYSTEM_PROMPT)
 
 
 def document_parts(pages, max_chars: int = MAX_DOCUMENT_PROMPT_CHARS) -> list[list]:
