@@ -19,15 +19,14 @@ only what changed.
                                                   (the first time its top), from the top at the end
     answers.cancel(); answers.wait(timeout); answers.shutdown()
 
-Labels are compared on the GUI thread (a page's label words after review, display rules:
+The rules (the job's work, the cache, the comparison, the queue's order) are Qt-free, in
+dxstudio/review_queue.py; this module holds the session's state and the widgets. Labels are
+compared on the GUI thread (a page's label words after review, display rules:
 dxstudio.review.display_targets), cached per page and dropped when the session says the
 page's labels changed, so the queue follows every decision.
 """
 from __future__ import annotations
 
-import hashlib
-import json
-from dataclasses import dataclass
 from pathlib import Path
 
 from html import escape
@@ -35,134 +34,14 @@ from html import escape
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QProgressBar, QToolButton, QWidget
 
-from dxstudio.ui.jobs import Job
+from dxstudio.project import Project, ProjectError
+from dxstudio.review import display_targets
+from dxstudio import review_queue
+from dxstudio.review_queue import Answer, FieldCompare, answers_work
+from dxstudio.ui.extract_panel import newest_model
+from dxstudio.ui.jobs import Job, process_events_while
 
-CACHE_DIR = Path(".cache") / "model-answers"  # in the project folder
-CACHE_FORMAT = 2  # 2: values read with the model's decoding (engine/extract.py model_decoding)
-
-
-@dataclass(frozen=True)
-class Answer:
-    words: tuple  # page word indices
-    text: str
-    confidence: float
-
-
-@dataclass(frozen=True)
-class FieldCompare:
-    name: str
-    label_words: tuple
-    answer: Answer | None  # None: the model found no value
-    agrees: bool  # the model's words are the label's (both empty counts), or the same value elsewhere
-    elsewhere: bool = False  # the same value as the label's, printed at other words ("5.000" twice)
-
-
-def same_text(a: str, b: str) -> bool:
-    """Two values read the same (spaces and case aside)."""
-    return " ".join(a.split()).casefold() == " ".join(b.split()).casefold()
-
-
-def sha256_file(path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _decode(fields: dict) -> dict:
-    out = {}
-    for name, v in fields.items():
-        out[name] = None if v is None else Answer(tuple(int(i) for i in v["words"]), str(v["text"]),
-                                                  float(v["confidence"]))
-    return out
-
-
-def _encode(pred_fields: dict) -> dict:
-    return {name: None if v is None else {"words": [int(i) for i in v.words], "text": v.text,
-                                          "confidence": float(v.confidence)}
-            for name, v in pred_fields.items()}
-
-
-def read_cache(path: Path, model_sha: str) -> dict:
-    """{page id: {"sha", "fields"}} from a cache file, or {} when it is missing or not ours."""
-    try:
-        d = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(d, dict) or d.get("format") != CACHE_FORMAT or d.get("model_sha256") != model_sha:
-        return {}
-    pages = d.get("pages")
-    return pages if isinstance(pages, dict) else {}
-
-
-def answers_work(project_root, model_path):
-    """The job's work: read every page of the project with the model, reusing the cache.
-    Reports ("model", sha, fields), ("page", pid, {field: Answer | None}), ("progress", done,
-    total) and ("problem", message) for a page that cannot be read (the rest go on); returns
-    (sha, pages read by the model now, pages from the cache, cancelled)."""
-    def work(job):
-        from dxstudio.engine.container import load_model
-        from dxstudio.engine.extract import model_decoding, predict_page
-        from dxstudio.engine.model import to_runtime
-        from dxstudio.engine.page import PageError
-        from dxstudio.fsutil import write_json_atomic
-        from dxstudio.project import Project, ProjectError
-
-        project = Project.open(project_root)
-        sha = sha256_file(model_path)
-        loaded = load_model(model_path)
-        job.report(("model", sha, list(loaded.cfg.fields)))
-        params = None  # converted on the first page the cache does not have
-        cache_file = Path(project_root) / CACHE_DIR / f"{sha}.json"
-        cached = read_cache(cache_file, sha)
-        pages: dict = {}
-        pids = project.page_ids()
-        computed = reused = 0
-        cancelled = False
-        for k, pid in enumerate(pids):
-            if job.cancelled.is_set():
-                cancelled = True
-                break
-            job.report(("progress", k, len(pids)))
-            try:
-                page, raw = project.read_page(pid)
-            except (PageError, ProjectError, OSError) as e:
-                job.report(("problem", str(e)))
-                continue
-            page_sha = hashlib.sha256(raw).hexdigest()
-            entry = cached.get(pid)
-            if isinstance(entry, dict) and entry.get("sha") == page_sha and isinstance(entry.get("fields"), dict):
-                try:
-                    fields = _decode(entry["fields"])
-                    reused += 1
-                except (KeyError, TypeError, ValueError):
-                    entry = None
-            else:
-                entry = None
-            if entry is None:
-                if params is None:
-                    params = to_runtime(loaded.params)
-                try:
-                    pred = predict_page(loaded.cfg, params, page, decoding=model_decoding(loaded.thresholds))
-                except Exception as e:  # one page never stops the rest
-                    job.report(("problem", f"{project.page_path(pid)}: {type(e).__name__}: {e}"))
-                    continue
-                entry = {"sha": page_sha, "fields": _encode(pred.fields)}
-                fields = _decode(entry["fields"])
-                computed += 1
-            pages[pid] = entry
-            job.report(("page", pid, fields))
-        job.report(("progress", len(pages) if cancelled else len(pids), len(pids)))
-        if computed:  # what was read is kept, even when cancelled
-            merged = {**cached, **pages} if cancelled else pages
-            try:
-                write_json_atomic(cache_file, {"format": CACHE_FORMAT, "model_sha256": sha,
-                                               "model": str(model_path), "pages": merged}, indent=None)
-            except OSError as e:
-                job.report(("problem", f"{cache_file}: cannot write the cache ({e.strerror or e})"))
-        return sha, computed, reused, cancelled
-    return work
+__all__ = ["Answer", "FieldCompare", "ModelAnswers", "ModelBar"]  # Answer, FieldCompare: dxstudio.review_queue's
 
 
 class ModelAnswers(QObject):
@@ -198,8 +77,6 @@ class ModelAnswers(QObject):
         if self.running:
             return False
         if model_path is None:  # dxproject.json as it is now: the Runs tab may have chosen another model
-            from dxstudio.project import Project, ProjectError
-            from dxstudio.ui.extract_panel import newest_model
             try:
                 model_path = newest_model(Project.open(self.session.project.root))
             except (ProjectError, OSError):
@@ -227,7 +104,6 @@ class ModelAnswers(QObject):
 
     def wait(self, timeout: float = 60.0) -> bool:
         """For tests and the screenshot command: process events until the job ends."""
-        from dxstudio.ui.jobs import process_events_while
         return process_events_while(lambda: self.running, timeout)
 
     def shutdown(self) -> None:
@@ -287,8 +163,6 @@ class ModelAnswers(QObject):
         if pid == s.current and s.targets is not None:  # the session's, always up to date
             return {name: tuple(s.targets.field_words.get(name, ())) for name in s.field_names}
         if pid not in self._labels:
-            from dxstudio.review import display_targets
-
             try:
                 project = s.project
                 page = project.load_page(pid)
@@ -325,16 +199,7 @@ class ModelAnswers(QObject):
         labels = self.label_words(pid) if answers is not None else None
         if answers is None or labels is None:
             return {}
-        out = {}
-        for name in self.session.field_names:
-            if name not in answers:
-                continue
-            a = answers[name]
-            got = tuple(a.words if a is not None else ())
-            want = tuple(labels.get(name, ()))
-            elsewhere = bool(got != want and got and want and same_text(self.label_text(pid, name), a.text))
-            out[name] = FieldCompare(name, want, a, got == want or elsewhere, elsewhere)
-        return out
+        return review_queue.compare(self.session.field_names, answers, labels, lambda name: self.label_text(pid, name))
 
     def disagreements(self, pid: str) -> list[str]:
         return [name for name, c in self.comparison(pid).items() if not c.agrees]
@@ -347,17 +212,11 @@ class ModelAnswers(QObject):
         return self._keys[pid]
 
     def queue_key_now(self, pid: str) -> tuple | None:
-        """(0 when the model disagrees with a label else 1, the lowest confidence of the model's
-        values on the page, the page's place in the project), or None for a page not queued."""
+        """The page's rank now (dxstudio.review_queue.queue_key), or None for a page not queued."""
         st = self.session.statuses.get(pid)
-        if st is None or st.status not in ("unreviewed", "conflicts"):
+        if st is None:
             return None
-        comp = self.comparison(pid)
-        if not comp:
-            return None
-        confs = [c.answer.confidence for c in comp.values() if c.answer is not None]
-        disagree = any(not c.agrees for c in comp.values())
-        return (0 if disagree else 1, min(confs) if confs else 1.0, self.session.page_ids.index(pid))
+        return review_queue.queue_key(st.status, self.comparison(pid), self.session.page_ids.index(pid))
 
     def queue(self) -> list[str]:
         keyed = [(k, pid) for pid in self.session.page_ids if (k := self.queue_key(pid)) is not None]
@@ -367,13 +226,11 @@ class ModelAnswers(QObject):
         """The next page of the queue: after the last page the queue opened (so after accepting
         that page, which moves to the list's next page, Q goes on down the queue); the first
         time, its top (the page shown aside); from the top again after the end."""
-        keyed = sorted((k, pid) for pid in self.session.page_ids if (k := self.queue_key(pid)) is not None)
-        keyed_other = [(k, pid) for k, pid in keyed if pid != current]
-        if not keyed_other:
+        keyed = [(k, pid) for pid in self.session.page_ids if (k := self.queue_key(pid)) is not None]
+        found = review_queue.next_in_queue(keyed, current, self._cursor)
+        if found is None:
             return None
-        after = [(k, pid) for k, pid in keyed_other if self._cursor is None or k > self._cursor]
-        k, pid = (after or keyed_other)[0]
-        self._cursor = k
+        self._cursor, pid = found
         return pid
 
 
