@@ -581,6 +581,14 @@ def score_pages(fields, pages, share: float = DEFAULT_SHARE, min_values: int = D
     }
 
 
+def mean_agreement(scores: dict | None) -> float | None:
+    """The mean over the fields of the held-out agreement in a report or its headline
+    ({"fields": {name: {"agreement"}}}); fields without one (None) count nowhere; None when
+    no field has one."""
+    vals = [f.get("agreement") for f in (scores or {}).get("fields", {}).values() if f.get("agreement") is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
 def write_report(path, report: dict) -> None:
     """Save a scores report atomically as JSON."""
     write_json_atomic(path, report)

@@ -20,8 +20,11 @@ from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QMessageBox, QPushButton,
                                QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
+from dxstudio.project import Project
 from dxstudio.tuning.rundir import FINISHED, RunDir, RunInfo
+from dxstudio.tuning.scoring import mean_agreement
 from dxstudio.tuning.settings import BY_NAME, DEFAULTS, TuneError
+from dxstudio.ui.extract_panel import newest_model
 from dxstudio.ui.training_panel import format_threshold, run_start_text
 
 STATUS_TEXT = {"finished": "finished", "stopped": "stopped (can resume)", "running": "running", "empty": "no step yet"}
@@ -40,11 +43,6 @@ def settings_text(settings: dict) -> str:
             continue
         parts.append(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}")
     return ", ".join(parts) or "defaults"
-
-
-def mean_agreement(scores: dict | None) -> float | None:
-    vals = [f.get("agreement") for f in (scores or {}).get("fields", {}).values() if f.get("agreement") is not None]
-    return sum(vals) / len(vals) if vals else None
 
 
 class RunsPanel(QWidget):
@@ -139,14 +137,11 @@ class RunsPanel(QWidget):
 
     # -- the list ------------------------------------------------------------------------
     def _project(self):
-        from dxstudio.project import Project
-
         return Project.open(self.project_root)
 
     def _model_in_use(self) -> tuple[Path | None, bool]:
         """(the model Review and Extract use: the project's, else the newest run's; whether it
         was chosen with Use this model)."""
-        from dxstudio.ui.extract_panel import newest_model
         try:
             project = self._project()
         except (ValueError, OSError):
