@@ -492,6 +492,6 @@ def test_eval_all_reports_per_document_beside_per_page(doc_model, project, capsy
     assert sorted(d["id"] for d in docs["documents"]) == ["d0", "d1", "d2", "s0", "s1"]
     assert docs["stored"]["pooled"]["values"] == 0  # a new model stores no threshold: nothing local
     assert "Per document (5 documents, 3 of several pages; 8 pages): agreement" in err
-    from dxstudio.ui.training_panel import documents_sentence
+    from dxstudio.ui.results_tab import documents_sentence
 
     assert documents_sentence(report).startswith("Per document: 5 held-out documents (3 of several pages, 8 pages)")

@@ -288,7 +288,7 @@ def test_folds_resume_to_the_same_bytes(receipts_project, tmp_path):
     assert folded_step(tmp_path / "part") == mid and folded_step(tmp_path / "full") == run.total_steps
     (tmp_path / "runs").mkdir()
     shutil.copytree(tmp_path / "part", tmp_path / "runs" / "part")
-    from dxstudio.ui.training_panel import checkpoint_step, unfinished_run
+    from dxstudio.ui.train_tab import checkpoint_step, unfinished_run
     assert unfinished_run(tmp_path / "runs") == tmp_path / "runs" / "part"
     assert checkpoint_step(tmp_path / "runs" / "part") == mid
     again = prepare_run(Project.open(receipts_project), tmp_path / "part", {"folds": 3, "degree": 2})

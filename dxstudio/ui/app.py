@@ -116,7 +116,8 @@ def _training_panels():
     """(TrainingPanel, ResultsPanel, None) or (None, None, why) while the training side is
     not available, so the review side keeps working."""
     try:
-        from dxstudio.ui.training_panel import ResultsPanel, TrainingPanel
+        from dxstudio.ui.results_tab import ResultsPanel
+        from dxstudio.ui.train_tab import TrainingPanel
     except Exception as e:  # the module is missing or broken: say so in its tab
         return None, None, f"{type(e).__name__}: {e}"
     return TrainingPanel, ResultsPanel, None

@@ -25,7 +25,8 @@ from dxstudio.tuning.rundir import FINISHED, RunDir, RunInfo
 from dxstudio.tuning.scoring import mean_agreement
 from dxstudio.tuning.settings import BY_NAME, DEFAULTS, TuneError
 from dxstudio.ui.extract_panel import newest_model
-from dxstudio.ui.training_panel import format_threshold, run_start_text
+from dxstudio.ui.results_tab import format_threshold
+from dxstudio.ui.train_tab import run_start_text
 
 STATUS_TEXT = {"finished": "finished", "stopped": "stopped (can resume)", "running": "running", "empty": "no step yet"}
 MACHINE_SETTINGS = tuple(n for n, row in BY_NAME.items() if not row.fingerprinted or not row.saved)

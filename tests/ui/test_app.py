@@ -51,7 +51,8 @@ def test_sample_opens_with_grounded_labels(qtbot, activate, tmp_path, monkeypatc
 
 
 def test_training_tab_is_the_training_panel(window):
-    from dxstudio.ui.training_panel import ResultsPanel, TrainingPanel
+    from dxstudio.ui.results_tab import ResultsPanel
+    from dxstudio.ui.train_tab import TrainingPanel
 
     assert isinstance(window.training_panel, TrainingPanel)
     assert isinstance(window.results_panel, ResultsPanel)
@@ -61,7 +62,7 @@ def test_training_tab_is_the_training_panel(window):
 def test_close_stops_training_and_labelling_and_keeps_the_checkpoint(window, qtbot):
     # both background jobs running when the window closes: closing stops them (no mocks: the
     # run's checkpoint, its missing report and the endpoint's request count say so)
-    from dxstudio.ui.training_panel import checkpoint_step
+    from dxstudio.ui.train_tab import checkpoint_step
 
     training, schema = window.training_panel, window.schema_panel
     pages = len(window.session.page_ids)

@@ -6,7 +6,7 @@ from dxstudio.engine import readiness
 
 
 def test_train_tab_says_the_engine_is_being_prepared(qtbot, receipts_project, monkeypatch):
-    from dxstudio.ui.training_panel import EnginePreparing, TrainingPanel, prepare_engine
+    from dxstudio.ui.train_tab import EnginePreparing, TrainingPanel, prepare_engine
 
     monkeypatch.setattr(readiness, "is_prepared", lambda: False)
     monkeypatch.setattr(readiness, "prepare",

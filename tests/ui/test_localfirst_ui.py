@@ -11,7 +11,8 @@ import pytest
 
 from dxstudio.tuning.localfirst import promise_sentence
 from dxstudio.tuning.scoring import HeldOutPage, score_pages
-from dxstudio.ui.training_panel import ResultsPanel, TrainingPanel, threshold_sentence
+from dxstudio.ui.results_tab import ResultsPanel, threshold_sentence
+from dxstudio.ui.train_tab import TrainingPanel
 
 SAMPLE = Path(__file__).resolve().parents[2] / "resources" / "sample"
 

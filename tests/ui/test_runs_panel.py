@@ -13,7 +13,7 @@ from PySide6.QtCore import Qt
 from dxstudio.project import Project
 from dxstudio.tuning import TuneRun
 from dxstudio.ui.runs_panel import RunsPanel, settings_text
-from dxstudio.ui.training_panel import FEW_HELDOUT_PAGES, ResultsPanel, threshold_sentence
+from dxstudio.ui.results_tab import FEW_HELDOUT_PAGES, ResultsPanel, threshold_sentence
 
 SAMPLE = Path(__file__).resolve().parents[2] / "resources" / "sample"
 
@@ -173,7 +173,7 @@ def test_export_keeps_the_run_title(qtbot, project, tmp_path):
     title = results.title.text()
     from unittest import mock
 
-    with mock.patch("dxstudio.ui.training_panel.QFileDialog.getSaveFileName",
+    with mock.patch("dxstudio.ui.results_tab.QFileDialog.getSaveFileName",
                     return_value=(str(tmp_path / "m.safetensors"), "")):
         qtbot.mouseClick(results.export_button, Qt.MouseButton.LeftButton)
     assert results.title.text() == title and "m.safetensors" in results.export_label.text()
@@ -188,7 +188,7 @@ def test_the_threshold_sentence_never_contradicts_the_table():
     report["fields"]["total"]["threshold"] = None
     assert threshold_sentence(report).startswith("No LocalFirst threshold can be suggested")
     # a threshold just below 1 is not shown as 1, in the sentence and in the table alike
-    from dxstudio.ui.training_panel import format_threshold
+    from dxstudio.ui.results_tab import format_threshold
 
     assert format_threshold(0.999851) == "0.9999" and format_threshold(0.93) == "0.93" and format_threshold(None) == "-"
     report["threshold"] = 0.999851

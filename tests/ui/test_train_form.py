@@ -12,8 +12,8 @@ from PySide6.QtWidgets import QCheckBox, QComboBox, QDoubleSpinBox, QSpinBox
 from dxstudio.project import Project
 from dxstudio.tuning.rundir import RunDir
 from dxstudio.tuning.settings import DEFAULTS, FORM_SETTINGS, SETTINGS, Setting, usable_cores
-from dxstudio.ui import training_panel
-from dxstudio.ui.training_panel import TrainingPanel
+from dxstudio.ui import train_tab
+from dxstudio.ui.train_tab import TrainingPanel
 
 SAMPLE = Path(__file__).resolve().parents[2] / "resources" / "sample"
 
@@ -59,9 +59,9 @@ def test_every_form_row_of_the_table_is_a_widget_with_its_range_and_help(qtbot, 
 
 def test_a_new_row_appears_in_the_form(qtbot, small_project, monkeypatch):
     row = Setting("future_flag", "bool", False, "train on a future flag", label="Future flag")
-    monkeypatch.setattr(training_panel, "FORM_SETTINGS", FORM_SETTINGS + (row,))
-    monkeypatch.setitem(training_panel.DEFAULTS, "future_flag", False)
-    monkeypatch.setitem(training_panel.BY_NAME, "future_flag", row)
+    monkeypatch.setattr(train_tab, "FORM_SETTINGS", FORM_SETTINGS + (row,))
+    monkeypatch.setitem(train_tab.DEFAULTS, "future_flag", False)
+    monkeypatch.setitem(train_tab.BY_NAME, "future_flag", row)
     panel = TrainingPanel(small_project)
     qtbot.addWidget(panel)
     assert isinstance(panel.inputs["future_flag"], QCheckBox)

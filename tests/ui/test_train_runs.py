@@ -12,8 +12,8 @@ from PySide6.QtCore import Qt
 from dxstudio.project import Project
 from dxstudio.tuning import TuneRun
 from dxstudio.tuning.rundir import RunDir
-from dxstudio.ui import training_panel
-from dxstudio.ui.training_panel import TrainingPanel
+from dxstudio.ui import train_tab
+from dxstudio.ui.train_tab import TrainingPanel
 
 from tests.conftest import set_review
 
@@ -67,7 +67,7 @@ def test_review_during_a_stopped_run_then_resume_gives_the_bytes_of_an_uninterru
 
     panel = panel_on(qtbot, small_project)
     assert not panel.resume_button.isEnabled()
-    real = training_panel.tune_work
+    real = train_tab.tune_work
 
     def stopping_after_step_2(*args):  # on the job's thread, as step 2 is reported
         work = real(*args)
@@ -83,10 +83,10 @@ def test_review_during_a_stopped_run_then_resume_gives_the_bytes_of_an_uninterru
             return work(job)
         return wrapped
 
-    monkeypatch.setattr(training_panel, "tune_work", stopping_after_step_2)
+    monkeypatch.setattr(train_tab, "tune_work", stopping_after_step_2)
     with qtbot.waitSignal(panel.stopped, timeout=WAIT_MS):
         qtbot.mouseClick(panel.fine_tune_button, Qt.MouseButton.LeftButton)
-    monkeypatch.setattr(training_panel, "tune_work", real)
+    monkeypatch.setattr(train_tab, "tune_work", real)
     run_dir = panel.run_dir
     step = RunDir(run_dir).checkpoint_step()
     assert step == 2 < panel.total_steps
@@ -163,7 +163,7 @@ def test_no_time_estimate_until_a_few_steps_have_run(qtbot, small_project, monke
     panel = panel_on(qtbot, small_project)
     panel.total_steps = 1000
     clock = [100.0]
-    monkeypatch.setattr("dxstudio.ui.training_panel.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("dxstudio.ui.train_tab.time.monotonic", lambda: clock[0])
     panel._session_start = (100.0, 0)
     panel._first_step = None
     clock[0] = 130.0  # the first step took 30 s (compiling kernels)

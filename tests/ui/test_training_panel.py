@@ -9,11 +9,10 @@ from PySide6.QtCore import Qt, QTimer
 
 from dxstudio.project import Project
 from dxstudio.tuning import TuneRun
-from dxstudio.ui import training_panel
+from dxstudio.ui import results_tab, train_tab
 from dxstudio.ui.page_view import field_colours
-from dxstudio.ui.training_panel import (ResultsPanel, TrainingPanel, WholeNumberAxis, checkpoint_step,
-                                        format_duration, page_tally, threshold_sentence,
-                                        unfinished_run)
+from dxstudio.ui.results_tab import ResultsPanel, page_tally, threshold_sentence
+from dxstudio.ui.train_tab import TrainingPanel, WholeNumberAxis, checkpoint_step, format_duration, unfinished_run
 
 WAIT_MS = 60_000  # generous: the machine is shared and slow; a run takes about a second
 
@@ -83,7 +82,7 @@ def test_fine_tune_fills_plots_table_and_keeps_the_event_loop_turning(qtbot, rec
         fmt = lambda v: "-" if v is None else f"{v:.3f}"
         assert rows[name]["Recall"] == fmt(f["recall"])
         assert rows[name]["Agreement"] == fmt(f["agreement"])
-        assert rows[name]["Threshold"] == training_panel.format_threshold(f["threshold"])
+        assert rows[name]["Threshold"] == results_tab.format_threshold(f["threshold"])
     from dxstudio.tuning.localfirst import promise_sentence
 
     # the Results tab leads with the one sentence; the rule's wording is its tooltip
@@ -147,7 +146,7 @@ def test_cancel_then_resume_ends_with_the_uninterrupted_bytes(qtbot, receipts_pr
     panel, results = make_panels(qtbot, receipts_project)
     # Cancel deterministically after step 2: on the job's thread, as step 2 is reported, so the
     # cancel lands before step 3.
-    real = training_panel.tune_work
+    real = train_tab.tune_work
 
     def cancelling_after_step_2(*args):
         work = real(*args)
@@ -163,7 +162,7 @@ def test_cancel_then_resume_ends_with_the_uninterrupted_bytes(qtbot, receipts_pr
             return work(job)
         return wrapped
 
-    monkeypatch.setattr(training_panel, "tune_work", cancelling_after_step_2)
+    monkeypatch.setattr(train_tab, "tune_work", cancelling_after_step_2)
     with qtbot.waitSignal(panel.stopped, timeout=WAIT_MS) as stopped:
         run_dir = panel.fine_tune()
     assert stopped.args[1] == 2 and checkpoint_step(run_dir) == 2
@@ -259,7 +258,7 @@ def test_results_layout_helpers(qtbot):
 
 def test_results_show_value_scores_the_bound_and_a_curve_per_field(qtbot, tmp_path):
     from dxstudio.tuning.scoring import HeldOutPage, score_pages
-    from dxstudio.ui.training_panel import bound_html
+    from dxstudio.ui.results_tab import bound_html
 
     pages = []
     for i in range(12):  # field a: right above 0.5, one wrong at 0.45; field b: printed twice, no threshold
