@@ -1,6 +1,6 @@
 """A terminal progress bar on standard error (quiet when stderr is not a terminal, unless forced;
 forced onto a stream that is not a terminal, it writes plain lines, never escape codes).
-The command line opens it through dxstudio.cli.common.progress.
+The command line opens it through dxstudio.console.progress (dxstudio.cli.common gives it the commands).
 
 Two ways to drive it: `update(step)` from a loop that counts, or call it as `bar(done, total)`,
 the progress callback the importers and the labelling client take.

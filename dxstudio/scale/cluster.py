@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from dxstudio.console import results_stream
 from dxstudio.scale import ScaleError, import_ray
 
 ray = import_ray()
@@ -57,8 +58,6 @@ def _lend_stdout() -> None:
     message, coloured) go there; the command's JSON lines keep the real stdout (emit_json)."""
     import sys
 
-    from dxstudio.cli.common import results_stream
-
     if not _saved_stdout:
         _saved_stdout.append(sys.stdout)
         results_stream(sys.stdout)
@@ -67,8 +66,6 @@ def _lend_stdout() -> None:
 
 def _restore_stdout() -> None:
     import sys
-
-    from dxstudio.cli.common import results_stream
 
     if _saved_stdout:
         sys.stdout = _saved_stdout.pop()

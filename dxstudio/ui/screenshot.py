@@ -21,6 +21,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from dxstudio.console import fail, warn
+from dxstudio.fsutil import write_bytes_atomic
+from dxstudio.project import Project, ProjectError, copy_project
+
 SCREENS = ("review", "schema", "training", "results", "runs", "extract", "queue")
 TAB_OF_SCREEN = {"review": "Review", "schema": "Schema & labels", "training": "Train", "results": "Results",
                  "runs": "Runs", "extract": "Extract", "queue": "Review"}
@@ -57,8 +61,7 @@ def parse_size(text: str) -> tuple[int, int]:
 def short_run_settings(project_root: Path, steps: int) -> dict:
     """The settings of a short fine-tune of about `steps` steps: SHORT_RUN plus the epochs that
     give that many steps at the project's batch size (at least 3, so the agreement is a line)."""
-    from dxstudio.project import Project
-    from dxstudio.tuning import TuneRun, resolve_settings
+    from dxstudio.tuning import TuneRun, resolve_settings  # Numba: when a run is rendered, not when the command line is parsed
 
     project = Project.open(project_root)
     settings = dict(SHORT_RUN)
@@ -81,8 +84,6 @@ def _process_until(app, done, timeout: float) -> bool:
 def _save_png(widget, out: Path) -> None:
     from PySide6.QtCore import QBuffer, QByteArray, QIODevice
 
-    from dxstudio.fsutil import write_bytes_atomic
-
     data = QByteArray()
     buf = QBuffer(data)
     buf.open(QIODevice.OpenModeFlag.WriteOnly)
@@ -100,14 +101,11 @@ def render(project: Path, out: Path, screen: str, size=(1400, 880), steps: int =
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtWidgets import QApplication
 
-    from dxstudio.project import copy_project
     from dxstudio.ui.app import MainWindow
 
     if screen not in SCREENS:
         raise ValueError(f"--screen must be one of {', '.join(SCREENS)}, not {screen!r}")
     if page is not None:  # a page that is not there is an error, not a banner in the picture
-        from dxstudio.project import Project
-
         path = Project.open(project).page_path(page)  # ProjectError for an id that cannot be one
         if not path.is_file():
             raise ValueError(f"{path}: no such page in the project (--page {page})")
@@ -187,9 +185,6 @@ def render(project: Path, out: Path, screen: str, size=(1400, 880), steps: int =
 
 
 def run(name, args) -> int:
-    from dxstudio.cli.common import fail, warn
-    from dxstudio.project import ProjectError
-
     try:
         size = parse_size(args.size)
         if args.steps < 1:
