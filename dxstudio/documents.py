@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from dxstudio.engine.page import MAX_PAGES_PER_DOCUMENT, Page
+from dxstudio.project import is_safe_page_id
 
 
 class DocumentError(ValueError):
@@ -78,8 +79,6 @@ def bind_document(document_id: str, numbered_pages, file_pages: int, source: str
     page is the page itself), so re-importing it gives the same page JSON as before documents.
     file_pages: the pages the file has (some may have been skipped, e.g. no text);
     DocumentError when it is over MAX_PAGES_PER_DOCUMENT or two pages share a number."""
-    from dxstudio.project import is_safe_page_id
-
     check_page_count(file_pages, source)
     items = list(numbered_pages)
     if file_pages == 1:

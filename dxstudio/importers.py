@@ -26,8 +26,13 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dxstudio import ocr
+from dxstudio.documents import DocumentError, bind_document, check_page_count
 from dxstudio.engine.page import Page, PageError, Word, page_from_dict
-from dxstudio.fsutil import MAX_SOURCE_BYTES, read_json, read_regular_file
+from dxstudio.fsutil import MAX_SOURCE_BYTES, read_json, read_regular_file, write_bytes_atomic
+from dxstudio.labelling import apply_answers
+from dxstudio.ocr import IMAGE_SUFFIXES, OCR_PDF_DPI, OcrError, check_pixels, ocr_chunk
+from dxstudio.pdflimits import PdfBudget, open_pdf
 from dxstudio.project import LabelError, Project, ProjectError, is_safe_page_id, safe_page_id
 
 FORMATS = ("json", "funsd", "sroie", "cord", "pdf", "images")
@@ -193,8 +198,6 @@ class OcrOptions:
     def results(self, items):
         """(item, ("ok", pages) | ("error", message)) for every item, in order; SourceError
         when the engine is not installed (every file would fail the same way)."""
-        from dxstudio.ocr import ocr_chunk
-
         batches = _batches(items, max(1, self.chunk))
         if self.map is None:
             stream = ((b, ocr_chunk(self.engine, b)) for b in batches)
@@ -250,8 +253,6 @@ class _Importer:
             self._save_answers(page, answers, source)
 
     def _save_answers(self, page: Page, answers: dict, source) -> None:
-        from dxstudio.labelling import apply_answers
-
         try:
             apply_answers(self.project, page.id, answers, "import", page=page)
             self.report.answers += 1
@@ -581,11 +582,8 @@ def pdf_pages(path: Path, scans: list | None = None, data: bytes | None = None, 
     `scans` is given: the 0-based numbers of the pages without text are appended to it.
     `data`: the file's bytes, already read (`path` then only names it). The file's streams and
     time are bounded (dxstudio.pdflimits; `budget`: the file's PdfBudget)."""
-    from dxstudio.pdflimits import PdfBudget, open_pdf
-
     if data is None:
         data = _read_source(path)  # a regular file of bounded size; pdfium reads from memory
-    from dxstudio.documents import DocumentError, bind_document, check_page_count
 
     pdf = open_pdf(path, data, SourceError)
     budget = budget if budget is not None else PdfBudget(path, SourceError)
@@ -647,8 +645,6 @@ def pdf_page_id(stem: str, k: int, n: int) -> str:
 def render_pdf_scans(path: Path, indices, dpi: float | None = None, data: bytes | None = None) -> list:
     """(label, ".png", PNG bytes) of each PDF page in `indices` (0-based), rendered in grey at
     the OCR resolution for dxstudio.ocr; a page too large to render is a SourceError."""
-    from dxstudio.ocr import OCR_PDF_DPI, OcrError, check_pixels
-
     dpi = dpi or OCR_PDF_DPI
     if data is None:
         data = _read_source(path)
@@ -705,8 +701,6 @@ def render_pdf_images(path: Path, dpi: float = PDF_IMAGE_DPI, budget=None, notes
     """Each page of a PDF rendered in grey at `dpi`, as PNG bytes (pypdfium2); None for a page
     over the pixel limits or past the file's time (dxstudio.pdflimits), the reason appended to
     `notes`. SourceError naming the file when it does not render."""
-    from dxstudio.pdflimits import PdfBudget, open_pdf
-
     data = _read_source(path)
     pdf = open_pdf(path, data, SourceError, check=budget is None)  # a budget: pdf_pages checked the streams
     budget = budget if budget is not None else PdfBudget(path, SourceError)
@@ -743,9 +737,6 @@ def _pdf_page_number(page: Page, n_pages: int) -> int:
 
 def _import_pdf(src: Path, imp: _Importer) -> None:
     from dataclasses import replace
-
-    from dxstudio.pdflimits import PdfBudget
-    from dxstudio.fsutil import write_bytes_atomic
 
     files = _files(src, "*.pdf")
     if not files:
@@ -818,8 +809,6 @@ def document_pages(source: str, data: bytes, engine: str = "rapidocr") -> list:
     order, outside any project (`extract`, the app's Extract tab): a PDF's text layer, its
     pages without one and images by OCR (their image comes with them). Page ids as the
     importers give them. SourceError naming `source` when the file cannot be read."""
-    from dxstudio import ocr
-
     path = Path(source)
     if path.suffix.lower() == ".pdf" or data[:5] == b"%PDF-":
         scans: list = []
@@ -860,8 +849,6 @@ def document_pages(source: str, data: bytes, engine: str = "rapidocr") -> list:
 
 def _import_pdf_scans(path: Path, scans: list, n_pages: int, imp: _Importer) -> None:
     """Pages of a PDF without a text layer, rendered at OCR_PDF_DPI and read by OCR."""
-    from dxstudio import ocr
-
     which = ", ".join(str(k + 1) for k in scans[:10]) + (" ..." if len(scans) > 10 else "")
     # in a PDF whose other pages have text, a page without any is often blank: said as a note,
     # and the pages with text come in; a PDF with no text at all needs the OCR (an error)
@@ -897,9 +884,6 @@ def _add_ocr_page(imp: _Importer, entry: dict, page_id: str, source, document: s
     TIFF; dxstudio.documents), or None for a page of its own."""
     from dataclasses import replace
 
-    from dxstudio import ocr
-    from dxstudio.fsutil import write_bytes_atomic
-
     page = ocr.page_of(entry, page_id)
     if document is not None:
         page = replace(page, document=document, page_number=number)
@@ -934,8 +918,6 @@ def _add_ocr_page(imp: _Importer, entry: dict, page_id: str, source, document: s
 def _image_files(src: Path) -> tuple[list[Path], int]:
     """The image files of a folder (by suffix, sorted) or the one file named, and how many
     other files the folder holds."""
-    from dxstudio.ocr import IMAGE_SUFFIXES
-
     _check_source(src)
     if src.is_file():
         return [src], 0
@@ -945,9 +927,6 @@ def _image_files(src: Path) -> tuple[list[Path], int]:
 
 
 def _import_images(src: Path, imp: _Importer) -> None:
-    from dxstudio import ocr
-    from dxstudio.fsutil import read_regular_file
-
     files, others = _image_files(src)
     if not files:
         raise SourceError(f"{src}: no image files (.png, .jpg, .jpeg, .tif, .tiff, .webp)")

@@ -34,8 +34,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dxstudio import fsutil
+from dxstudio.documents import page_marker
+from dxstudio.engine.page import PageError, is_page_id
 from dxstudio.fsutil import JSONInputError, MAX_SOURCE_BYTES, loads_json, read_json, read_regular_file, write_json_atomic
-from dxstudio.grounding import ground_answers, not_asked_fields
+from dxstudio.grounding import ground_answers, ground_document, not_asked_fields
 from dxstudio.project import Field, LabelError, LabelFile, Project, ProjectError, field_from
 
 PROMPT_VERSION = 1
@@ -144,8 +147,6 @@ def build_messages(page, schema) -> list[dict]:
 def document_text(pages) -> str:
     """A document's pages as one text: each page's text (page_text) after a marker line
     "=== Page N of M ===" (N the page's number in the document, M the last page's)."""
-    from dxstudio.documents import page_marker
-
     last = max(p.number for p in pages)
     return "\n".join(f"{page_marker(p.number, last)}\n{page_text(p)}" for p in pages)
 
@@ -178,8 +179,6 @@ def document_hash(pages) -> str:
 
 class _StrictDecoder(json.JSONDecoder):
     def __init__(self):
-        from dxstudio import fsutil
-
         super().__init__(parse_int=fsutil._parse_int, parse_float=fsutil._parse_float,
                          parse_constant=fsutil._parse_constant)
 
@@ -326,8 +325,6 @@ class LabelClient:
     def cache_path(self, page, schema) -> Path | None:
         if self.cache_dir is None:
             return None
-        from dxstudio.engine.page import is_page_id
-
         # a page id is a safe file name (page_from_dict); a Page made in code with another id
         # is cached under a hash of it, never under a path it names
         name = page.id if is_page_id(page.id) else "id-" + hashlib.sha256(str(page.id).encode("utf-8", "replace")).hexdigest()[:32]
@@ -727,8 +724,6 @@ def apply_document_answers(project: Project, pages, answers: dict, source: str, 
     review of every page is kept, as apply_answers keeps it. `only`: the fields asked (the
     others keep their answers and grounding). A document of one page is apply_answers.
     Returns the label files saved, in page order."""
-    from dxstudio.grounding import ground_document
-
     pages = list(pages)
     if len(pages) == 1:
         return [apply_answers(project, pages[0].id, answers, source, page=pages[0], only=only)]
@@ -791,8 +786,6 @@ def label_project(project: Project, client: LabelClient, limit: int | None = Non
     (LabelClient.ask_document; a page of its own is asked as before). limit caps the documents
     asked. After `stop_after_failures` documents fail in a row (the endpoint is down), the run
     stops and says so. `labelled` lists page ids, `documents` the documents asked."""
-    from dxstudio.engine.page import PageError
-
     report = LabelReport()
     if not project.schema:
         raise ProjectError(f"{project.project_file}: the schema has no fields to ask for")
@@ -856,8 +849,6 @@ def import_answers_jsonl(project: Project, path, source: str = "import") -> Labe
     pages (apply_document_answers); a page id gives that page's own answers, as before. A bad
     line (not JSON, unknown page or document, a field the schema lacks) is reported with its
     line number and the other lines are imported."""
-    from dxstudio.engine.page import PageError
-
     path = Path(path)
     report = LabelReport()
     try:

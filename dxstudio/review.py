@@ -35,9 +35,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dxstudio.engine.config import size_config
 from dxstudio.engine.page import Page, PageError
+from dxstudio.fsutil import write_bytes_atomic
 from dxstudio.grounding import Excluded, not_asked_fields, page_targets
-from dxstudio.project import LabelError, LabelFile, Project, ProjectError
+from dxstudio.project import LabelError, LabelFile, Project, ProjectError, field_from, parse_schema
 
 STATUSES = ("unreviewed", "accepted", "excluded", "conflicts", "error")
 HISTORY_LIMIT = 200
@@ -138,15 +140,12 @@ class SchemaChange:
 
 
 def _field_dicts(fields) -> list:
-    from dxstudio.project import field_from
     return [field_from(f).to_dict() for f in fields]
 
 
 def schema_change(project, fields, renames=None) -> SchemaChange:
     """What replacing the schema by `fields` with renames {old: new} would do (nothing saved).
     Raises ProjectError for a bad schema, ReviewError for a rename that does not fit it."""
-    from dxstudio.project import parse_schema
-
     new = parse_schema([f if not isinstance(f, dict) else dict(f) for f in fields], str(project.project_file))
     renames = dict(renames or {})
     old_names = project.field_names
@@ -260,8 +259,12 @@ class ReviewSession:
         return self.project.field_names
 
     def _model_max_words(self) -> int | None:
-        from dxstudio.engine.config import size_config
+        """The model's window (max_words) of the size the project's settings name, or None
+        when they do not resolve. The settings table is dxstudio.tuning's: the one import of
+        the layer below (docs: review sits above tuning), deferred since tuning imports the
+        engine's compiled kernels (Numba)."""
         from dxstudio.tuning import TuneError, resolve_settings
+
         try:
             return size_config(resolve_settings(self.project.settings)["size"]).max_words
         except (TuneError, ValueError):
@@ -734,8 +737,6 @@ def export_reviewed(project, path, fmt: str | None = None, max_words: int | None
     import io
     import json
     from pathlib import Path
-
-    from dxstudio.fsutil import write_bytes_atomic
 
     path = Path(path)
     fmt = fmt or path.suffix.lstrip(".").lower()

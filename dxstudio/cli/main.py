@@ -12,6 +12,7 @@ import argparse
 import importlib
 import sys
 
+from dxstudio import __version__
 from dxstudio.cli.common import EXIT_CODES, FAILED, CliError, report_error, set_command
 
 # (command, module, one-line help)
@@ -46,7 +47,6 @@ def build_parser() -> argparse.ArgumentParser:
             continue
         mod.configure(name, p)
         p.set_defaults(_module=mod)
-    from dxstudio import __version__
     parser.add_argument("--version", action="version", version=f"dxstudio {__version__}")
     return parser
 

@@ -3,6 +3,11 @@ from __future__ import annotations
 
 
 from dxstudio.cli.common import FAILED, OK, PARTIAL, emit_json, fail, progress, warn
+from dxstudio.engine import readiness
+from dxstudio.engine.config import size_config
+from dxstudio.scale import ScaleError
+from dxstudio.scale.ordered import Processes, Serial, ordered_map
+from dxstudio.scale.pages import DocumentGroups, chunks, count_pages, extract_chunk, page_items
 
 MAX_SEED = (1 << 64) - 1
 
@@ -75,7 +80,6 @@ def parse_fields(text: str | None) -> list[str] | None:
 
 
 def _new_model(args) -> int:
-    from dxstudio.engine.config import size_config
     from dxstudio.engine.container import save_model
     from dxstudio.engine.params import new_params
 
@@ -97,9 +101,6 @@ def _new_model(args) -> int:
 def open_backend(args, fn, shared, *fn_args):
     """The ordered-map backend --workers / --ray ask for (dxstudio/scale), and a closer that
     shuts down a Ray instance this command started."""
-    from dxstudio.scale import ScaleError
-    from dxstudio.scale.ordered import Processes, Serial
-
     if args.chunk < 1:
         fail(f"--chunk must be at least 1, not {args.chunk}")
     if args.workers is not None and args.workers < 1:
@@ -129,7 +130,6 @@ def engine_ready(kernels: str, total: int | None, small: int = SMALL_JOB_PAGES) 
     a larger one prepares them first, saying so, with progress. Either way it is said on stderr."""
     if kernels != "fast":
         return kernels
-    from dxstudio.engine import readiness
 
     if readiness.is_prepared():
         return kernels
@@ -168,10 +168,7 @@ def why_text(why: dict) -> str:
 def _extract(args) -> int:
     from dxstudio.engine.container import ModelFileError, load_model
     from dxstudio.engine.model import to_runtime
-    from dxstudio.scale import ScaleError
-    from dxstudio.scale.ordered import ordered_map
     from dxstudio.engine.extract import document_json
-    from dxstudio.scale.pages import DocumentGroups, chunks, count_pages, extract_chunk, page_items
 
     try:
         model = load_model(args.model)

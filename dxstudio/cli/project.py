@@ -9,7 +9,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from dxstudio.cli.common import FAILED, OK, PARTIAL, emit_json, fail, progress, warn
-from dxstudio.importers import FORMATS  # light: the importers' own imports are the standard library
+from dxstudio.cli.model import open_backend
+from dxstudio.cli.sample import merge_fields, read_schema_file
+from dxstudio.fsutil import DiskFullError
+from dxstudio.importers import (FORMATS, OcrOptions, SourceError, import_pages)  # light: the importers' own imports are the standard library
+from dxstudio.labelling import LabelClient, LabellingError, import_answers_jsonl, label_project
+from dxstudio.ocr import ocr_chunk
+from dxstudio.project import LabelError, PROJECT_FILE, Project, ProjectError
+from dxstudio.scale import ScaleError
+from dxstudio.scale.ordered import ordered_map
 
 
 def configure(name: str, parser) -> None:
@@ -46,23 +54,17 @@ def _emit(summary: dict, errors) -> None:
 
 
 def _run_import(args) -> int:
-    from dxstudio.importers import SourceError, import_pages
-    from dxstudio.project import PROJECT_FILE, Project, ProjectError
-
     root = Path(args.project)
     root_existed, is_new = root.exists(), not (root / PROJECT_FILE).exists()
     if is_new and not Path(args.src).exists():  # said before anything is created
         fail(f"{args.src}: no such file or folder")
     fields = None
     if args.schema:
-        from dxstudio.cli.sample import read_schema_file
         fields = read_schema_file(args.schema)  # before anything is created
     try:
         project = Project.open_or_create(root, args.name)
     except (ProjectError, OSError) as e:
         fail(e)
-    from dxstudio.importers import OcrOptions
-    from dxstudio.scale import ScaleError
 
     ocr, close = OcrOptions(args.ocr), (lambda: None)
     if args.format in ("images", "pdf") and (args.workers or args.ray):
@@ -87,7 +89,6 @@ def _run_import(args) -> int:
             fail(f"{args.src}: no {args.format} pages found there; nothing imported"
                  + ("" if not is_new else f" and no project made at {root}"))
     elif fields:
-        from dxstudio.cli.sample import merge_fields
         try:
             merge_fields(project, fields, replace=False)
             project.save()
@@ -105,11 +106,6 @@ def _run_import(args) -> int:
 def _ocr_backend(args):
     """OcrOptions whose map runs dxstudio.ocr.ocr_chunk on --workers processes or --ray tasks
     (the results in file order: the same pages as one process), and the closer."""
-    from dxstudio.cli.model import open_backend
-    from dxstudio.importers import OcrOptions
-    from dxstudio.ocr import ocr_chunk
-    from dxstudio.scale.ordered import ordered_map
-
     backend, close = open_backend(args, ocr_chunk, args.ocr)
     state = {"entered": False}
 
@@ -128,10 +124,6 @@ def _ocr_backend(args):
 
 
 def _run_label(args) -> int:
-    from dxstudio.fsutil import DiskFullError
-    from dxstudio.labelling import LabelClient, LabellingError, import_answers_jsonl, label_project
-    from dxstudio.project import LabelError, Project, ProjectError
-
     try:
         project = Project.open(args.project)
         if not project.page_ids():

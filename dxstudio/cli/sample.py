@@ -7,7 +7,10 @@ and `dxstudio schema PROJECT --field NAME[:DESCRIPTION]...`: set (or add to) a p
 """
 from __future__ import annotations
 
+from dxstudio.bundled import SampleCopyError, copy_sample
 from dxstudio.cli.common import emit_json, fail, warn
+from dxstudio.fsutil import JSONInputError, loads_json
+from dxstudio.project import Field, Project, ProjectError, parse_schema
 
 DEFAULT_DIR = "dxstudio-sample"
 
@@ -29,17 +32,12 @@ def configure(name, p):
 
 
 def parse_field(text: str):
-    from dxstudio.project import Field
-
     name, _, description = text.partition(":")
     return Field(name.strip(), description.strip())
 
 
 def read_schema_file(path) -> list:
     """The fields of a schema file (`schema --from`, `import --schema`), checked."""
-    from dxstudio.fsutil import JSONInputError, loads_json
-    from dxstudio.project import ProjectError, parse_schema
-
     try:
         with open(path, "rb") as fh:
             data = loads_json(fh.read())
@@ -69,8 +67,6 @@ def merge_fields(project, fields, replace: bool) -> list[str]:
 
 def run(name, args) -> int:
     if name == "sample":
-        from dxstudio.bundled import SampleCopyError, copy_sample
-
         try:
             path, copied = copy_sample(args.dir)
         except SampleCopyError as e:
@@ -79,7 +75,6 @@ def run(name, args) -> int:
              f"next: dxstudio tune {path}")
         emit_json({"sample": str(path), "copied": copied})
         return 0
-    from dxstudio.project import Project, ProjectError
 
     try:
         project = Project.open(args.project)

@@ -7,7 +7,11 @@ import signal
 import threading
 import time
 
+from dxstudio.bundled import inside_package
 from dxstudio.cli.common import INTERRUPTED, emit_json, fail, progress, warn
+from dxstudio.cli.model import engine_ready
+from dxstudio.project import Project, ProjectError
+from dxstudio.scale import ScaleError
 
 
 def configure(name, p):
@@ -120,7 +124,6 @@ def _print_documents(report: dict) -> None:
 
 
 def run(name, args) -> int:
-    from dxstudio.project import Project, ProjectError
     from dxstudio.tuning import TuneError
 
     if args.project is None:
@@ -151,8 +154,6 @@ def run(name, args) -> int:
 def _refuse_installed(project, args) -> None:
     """A project inside the installed package is read-only: a run would be written into
     site-packages (PROJECT/runs/...)."""
-    from dxstudio.bundled import inside_package
-
     if inside_package(project.root) and (not args.out or inside_package(args.out)):
         fail(f"{project.root}: this project is inside the installed dxstudio package, which is read-only; "
              f"copy it first (dxstudio sample DIR, then dxstudio tune DIR), or give --out RUN outside it")
@@ -208,7 +209,6 @@ def _ray_runner(args):
     """With --ray: (the gradient runner on the cluster, its closer); else (None, a no-op)."""
     if not getattr(args, "ray", None):
         return None, lambda runner: None
-    from dxstudio.scale import ScaleError
 
     try:
         from dxstudio.scale import cluster
@@ -228,7 +228,6 @@ def _ray_runner(args):
 
 
 def _prepare_and_train(project, args, runner) -> int:
-    from dxstudio.scale import ScaleError
     from dxstudio.tuning import TuneError, prepare_run, score_summary
     from dxstudio.tuning.rundir import RunDir
 
@@ -261,7 +260,6 @@ def _prepare_and_train(project, args, runner) -> int:
              f"{len(run.train_pages)} training and {len(run.heldout_pages)} held-out pages")
     warn(f"{split}, {len(run.excluded)} excluded, {run.total_steps} steps, from {run.start_source}, into {out}")
     if run.settings.get("kernels", "fast") == "fast":
-        from dxstudio.cli.model import engine_ready
         engine_ready("fast", None)  # on a first use: prepare the compiled kernels, saying so, with progress
     with progress(run.total_steps, "tune") as bar, _FirstInterruptCancels() as interrupt:
         def on_event(ev):

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from dxstudio.engine.page import Page, PageError, Word, page_from_dict
 from dxstudio.fsutil import MAX_SOURCE_BYTES, read_json, read_regular_file
+from dxstudio.grounding import ground_value
 from dxstudio.importers import _clamp_box, _inside, cord_image_size, cord_line_words, reading_order, split_line
 from dxstudio.project import safe_page_id
 
@@ -290,8 +291,6 @@ def _candidates(key: str, value) -> list[str]:
 
 
 def invoice2data_docs(path: Path) -> list[CorpusDoc]:
-    from dxstudio.grounding import ground_value
-
     d = _json(path)
     if not isinstance(d, dict) or not isinstance(d.get("pages"), list):
         raise CorpusError(f"{path}: not an invoice2data sample (no 'pages' list)")

@@ -17,7 +17,9 @@ import sys
 from pathlib import Path
 
 from dxstudio.engine.page import PageError, page_from_dict
-from dxstudio.fsutil import MAX_JSON_BYTES, parse_json, read_file_bytes
+from dxstudio.fsutil import MAX_JSON_BYTES, MAX_SOURCE_BYTES, parse_json, read_file_bytes, read_regular_file
+from dxstudio.importers import SourceError, document_pages, is_document, pdf_pages
+from dxstudio.project import safe_page_id
 
 
 def _jsonl(stream, name: str):
@@ -82,8 +84,6 @@ def _pdf(path: Path):
     """The pages of a PDF's text layer as page JSON items, one document (dxstudio.importers
     pdf_pages: ids <stem>-p<n>, "document": <stem>, "page_number": n)."""
     import json
-
-    from dxstudio.importers import SourceError, pdf_pages
 
     scans: list = []
     try:
@@ -160,8 +160,6 @@ def _pdf_page_count(path: Path) -> int:
     try:
         import pypdfium2 as pdfium
 
-        from dxstudio.fsutil import MAX_SOURCE_BYTES, read_regular_file
-
         pdf = pdfium.PdfDocument(read_regular_file(path, MAX_SOURCE_BYTES, ValueError))
         try:
             return len(pdf)
@@ -214,14 +212,11 @@ def extract_one(model, label: str, raw, error, kernels: str, ocr: str | None = N
 
 
 def _is_document(label: str, raw: bytes) -> bool:
-    from dxstudio.importers import is_document
-
     return is_document(label) and not raw.lstrip()[:1] in (b"{", b"[")
 
 
 def _extract_document(cfg, params, thresholds, label, raw, kernels, engine):
     from dxstudio.engine.extract import model_decoding, predict_page, prediction_json
-    from dxstudio.importers import SourceError, document_pages
 
     try:
         pages = document_pages(label, raw, engine)
@@ -252,8 +247,6 @@ def extract_chunk(model, chunk, kernels: str, ocr: str | None = None) -> list:
 
 
 def _document_id(label: str) -> str:
-    from dxstudio.project import safe_page_id
-
     return safe_page_id(Path(label).stem)
 
 

@@ -42,11 +42,14 @@ from dxstudio.bundled import sample_dir
 from dxstudio.engine.page import PageError
 from dxstudio.fsutil import read_json, write_json_atomic
 from dxstudio.project import LabelError, ProjectError
-from dxstudio.review import ReviewError, ReviewSession
-from dxstudio.ui.field_panel import FieldPanel
+from dxstudio.review import ReviewError, ReviewSession, export_reviewed
+from dxstudio.ui.extract_panel import ExtractPanel
+from dxstudio.ui.field_panel import FieldPanel, same_value_pairs
+from dxstudio.ui.import_dialog import ImportDialog, NewProjectDialog
+from dxstudio.ui.keys_dialog import KeysDialog
 from dxstudio.ui.model_answers import ModelAnswers, ModelBar
 from dxstudio.ui.page_list import COUNT_WORDS, PageList
-from dxstudio.ui.page_view import FillBar, PageView
+from dxstudio.ui.page_view import FillBar, PageView, tag_name
 from dxstudio.ui.schema_panel import SchemaPanel
 
 KEY_HINT = ("A accept · X exclude · 1–9 set field · Ctrl+1–9 no value · J / K next / previous · "
@@ -254,7 +257,6 @@ class MainWindow(QMainWindow):
             self.training_panel = self.results_panel = self.runs_panel = None
             self.tabs.addTab(_placeholder(f"The training panel is not available.\n({why})"), "Train")
             self.tabs.addTab(_placeholder("Results appear here after a fine-tuning run."), "Results")
-        from dxstudio.ui.extract_panel import ExtractPanel
         self.extract_panel = ExtractPanel(self.session.project)
         self.extract_panel.pageAdded.connect(self._extract_page_added)
         self.tabs.addTab(_scrolled(self.extract_panel), "Extract")
@@ -424,7 +426,6 @@ class MainWindow(QMainWindow):
         return rows
 
     def show_keys(self) -> None:
-        from dxstudio.ui.keys_dialog import KeysDialog
         self.keys_dialog = KeysDialog(self.key_table(), self)
         self.keys_dialog.show()
 
@@ -644,14 +645,12 @@ class MainWindow(QMainWindow):
             self._open_window(path)
 
     def new_project_dialog(self) -> None:
-        from dxstudio.ui.import_dialog import NewProjectDialog
         dialog = NewProjectDialog(self.project_root.parent, self)
         dialog.created.connect(self._open_window)
         self._jobs.append(dialog)
         dialog.show()
 
     def import_dialog(self) -> None:
-        from dxstudio.ui.import_dialog import ImportDialog
         dialog = ImportDialog(self.project_root, self)
         dialog.imported.connect(lambda report: self.after_import())
         self._jobs.append(dialog)
@@ -665,7 +664,6 @@ class MainWindow(QMainWindow):
             self.model_answers.start()  # the new pages too (the others come from the cache)
 
     def export_labels_dialog(self, path=None) -> int | None:
-        from dxstudio.review import export_reviewed
         if not path:
             path, _ = QFileDialog.getSaveFileName(self, "Export reviewed labels",
                                                   str(self.project_root / "reviewed.jsonl"),
@@ -846,7 +844,6 @@ class MainWindow(QMainWindow):
     def _same_values(self) -> str:
         """Two fields with the same value on the page (total and subtotal): easily swapped, so
         flagged for a look, whatever their grounding says."""
-        from dxstudio.ui.field_panel import same_value_pairs
         pairs = same_value_pairs(self.session.field_rows())
         if not pairs:
             return ""
@@ -885,7 +882,6 @@ class MainWindow(QMainWindow):
             self.hover_label.setText(KEY_HINT)
             return
         tag = int(s.tags[i])
-        from dxstudio.ui.page_view import tag_name
         field = s.field_of_word(i)
         status = self._field_statuses().get(field, "") if field else ""
         self.hover_label.setText(f"“{s.page.words[i].text}”  ·  word {i}  ·  {tag_name(tag, s.field_names)}"

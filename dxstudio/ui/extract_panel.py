@@ -25,7 +25,11 @@ from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QHeaderView, QLabel, QL
                                QProgressBar, QPushButton, QSplitter, QTableWidget, QTableWidgetItem,
                                QVBoxLayout, QWidget)
 
-from dxstudio.ui.jobs import Job
+from dxstudio.engine.page import PageError, load_page
+from dxstudio.fsutil import MAX_SOURCE_BYTES, read_regular_file, write_bytes_atomic
+from dxstudio.importers import SourceError, document_pages, is_document
+from dxstudio.project import LabelFile, Project, ProjectError, check_page_id, safe_page_id
+from dxstudio.ui.jobs import Job, process_events_while
 from dxstudio.ui.page_view import FillBar, PageView
 
 
@@ -65,8 +69,6 @@ def add_to_project(project, result: "ExtractResult") -> str:
     under that id."""
     import dataclasses
     import shutil
-
-    from dxstudio.project import LabelFile, ProjectError, check_page_id, safe_page_id
 
     page = result.page
     pid = page.id if isinstance(page.id, str) and page.id else safe_page_id(Path(result.source).stem)
@@ -121,10 +123,6 @@ def load_pages(path: Path, image_dir: Path | None = None) -> list:
     image (PNG, JPEG, TIFF, WebP: OCR) or a page JSON. With image_dir, each page's image (a
     PDF page rendered, the upright photo) is written there and shown under its fields."""
     import dataclasses
-
-    from dxstudio.engine.page import load_page
-    from dxstudio.fsutil import MAX_SOURCE_BYTES, read_regular_file
-    from dxstudio.importers import SourceError, document_pages, is_document
 
     if not is_document(path.name):
         return [load_page(path)]
@@ -186,8 +184,6 @@ def extract_work(model_path, files, image_dir=None):
         from dxstudio.engine.container import load_model
         from dxstudio.engine.extract import model_decoding, predict_page, prediction_json
         from dxstudio.engine.model import to_runtime
-        from dxstudio.engine.page import PageError
-        from dxstudio.importers import SourceError
 
         model = load_model(model_path)
         params = to_runtime(model.params)
@@ -365,7 +361,6 @@ class ExtractPanel(QWidget):
         ended), unless a model was picked with Model…. True when there is a model."""
         if self._chosen and self.model_path is not None:
             return True
-        from dxstudio.project import Project, ProjectError
         try:
             project = Project.open(self.project.root)
         except (ProjectError, OSError):
@@ -468,7 +463,6 @@ class ExtractPanel(QWidget):
 
     def wait(self, timeout: float = 60.0) -> bool:
         """For tests and the screenshot command: process events until the job ends."""
-        from dxstudio.ui.jobs import process_events_while
         return process_events_while(lambda: self.running, timeout)
 
     def shutdown(self) -> None:
@@ -553,7 +547,6 @@ class ExtractPanel(QWidget):
         return True
 
     def add_current_to_project(self) -> str | None:
-        from dxstudio.project import Project, ProjectError
         r = self.current_result()
         if r is None:
             return None
@@ -570,8 +563,6 @@ class ExtractPanel(QWidget):
         return pid
 
     def save_jsonl(self, path=None) -> int | None:
-        from dxstudio.fsutil import write_bytes_atomic
-
         if not path:
             path, _ = QFileDialog.getSaveFileName(self, "Save results", str(self.project.root / "extracted.jsonl"),
                                                   "JSON lines (*.jsonl)")

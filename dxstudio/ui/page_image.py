@@ -15,6 +15,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from dxstudio.fsutil import write_bytes_atomic, write_json_atomic
+from dxstudio.project import Project
+
 PAPER = 250  # grey level of the paper
 INK = 20
 
@@ -58,9 +61,6 @@ def render_page_image(page, scale: float = 0.5) -> bytes:
 
 
 def write_sample_images(project_root, scale: float = 0.5) -> int:
-    from dxstudio.fsutil import write_bytes_atomic, write_json_atomic
-    from dxstudio.project import Project
-
     project = Project.open(project_root)
     out_dir = project.pages_dir / "images"
     out_dir.mkdir(exist_ok=True)

@@ -19,8 +19,10 @@ from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QDoubleSpinBox, QFi
                                QProgressBar, QPushButton, QSpinBox, QTableWidget, QTableWidgetItem,
                                QVBoxLayout, QWidget)
 
-from dxstudio.project import DEFAULT_API_KEY_ENV, DEFAULT_WEIGHT, LabelError, Project, ProjectError
-from dxstudio.ui.jobs import Job
+from dxstudio.labelling import LabelClient, LabellingError, import_answers_jsonl, label_project
+from dxstudio.project import DEFAULT_API_KEY_ENV, DEFAULT_WEIGHT, LabelError, Project, ProjectError, parse_schema
+from dxstudio.review import ReviewError, _SchemaEdit, schema_change
+from dxstudio.ui.jobs import Job, process_events_while
 
 
 class LabellingCancelled(Exception):
@@ -32,8 +34,6 @@ def label_work(project_root, limit=None, force=False, client_factory=None):
     job's thread, reporting (done, total) per page; returns the LabelReport as a dict plus
     "cancelled". A cancel stops between two pages (the pages labelled so far are saved)."""
     def work(job):
-        from dxstudio.labelling import LabelClient, label_project
-
         def progress(done, total):
             job.report((done, total))
             if job.cancelled.is_set() and done < total:
@@ -243,14 +243,12 @@ class SchemaPanel(QWidget):
             return True
 
     def _refresh_undo(self) -> None:
-        from dxstudio.review import _SchemaEdit
         u = getattr(self.session, "_undo", [])
         self.undo_schema_button.setEnabled(bool(u) and isinstance(u[-1], _SchemaEdit))
 
     def undo_schema(self) -> bool:
         """Undo the last saved schema edit (only when it is the last decision of the session), on
         a background job like Save schema."""
-        from dxstudio.review import _SchemaEdit
         u = self.session._undo
         if self.schema_busy or not u or not isinstance(u[-1], _SchemaEdit):
             return False
@@ -263,11 +261,9 @@ class SchemaPanel(QWidget):
         return getattr(self, "_schema_job", None) is not None
 
     def wait_schema(self, timeout: float = 60.0) -> bool:
-        from dxstudio.ui.jobs import process_events_while
         return process_events_while(lambda: self.schema_busy, timeout)
 
     def _run_schema_job(self, work, on_done) -> None:
-        from dxstudio.review import ReviewError
         self._schema_job = Job(work, "dxstudio-schema", expected=(ProjectError, ReviewError, LabelError, OSError,
                                                                   ValueError), parent=self)
         self._schema_job.connect(None, lambda r: self._schema_job_done(on_done, r),
@@ -325,7 +321,6 @@ class SchemaPanel(QWidget):
         work (every label file and page status) runs on background jobs: what the edit does is
         counted first, then, once confirmed, it is made (schema_busy meanwhile; wait_schema).
         False when the table cannot be saved as it is."""
-        from dxstudio.project import parse_schema
         if self.schema_busy:
             return False
         fields, renames = self.fields(), self.renames()
@@ -334,7 +329,6 @@ class SchemaPanel(QWidget):
         except ProjectError as e:
             QMessageBox.warning(self, "Schema not saved", str(e))
             return False
-        from dxstudio.review import schema_change
         project = self.session.project
         self._run_schema_job(lambda job: schema_change(project, fields, renames),
                              lambda change: self._confirm_and_stage(change, fields, renames))
@@ -410,7 +404,6 @@ class SchemaPanel(QWidget):
             return
         if not self.save_labelling():
             return
-        from dxstudio.labelling import LabellingError
 
         work = label_work(self.session.project.root, self.limit.value() or None, self.force.isChecked(),
                           self.client_factory)
@@ -484,7 +477,6 @@ class SchemaPanel(QWidget):
             self._job.wait(30)
 
     def import_jsonl(self, path=None) -> dict | None:
-        from dxstudio.labelling import import_answers_jsonl
         if not path:
             path, _ = QFileDialog.getOpenFileName(self, "Import answers", str(self.session.project.root),
                                                   "JSON lines (*.jsonl *.json);;All files (*)")
