@@ -214,7 +214,7 @@ class ModelAnswers(QObject):
     def queue_key_now(self, pid: str) -> tuple | None:
         """The page's rank now (dxstudio.review_queue.queue_key), or None for a page not queued."""
         st = self.session.statuses.get(pid)
-        if st is None:
+        if st is None or st.status not in review_queue.QUEUED:  # no comparison (no page read) for the others
             return None
         return review_queue.queue_key(st.status, self.comparison(pid), self.session.page_ids.index(pid))
 
