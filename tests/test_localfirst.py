@@ -237,3 +237,30 @@ def test_prepare_run_folds_by_default_on_a_small_project_and_it_is_the_run_of_fo
     explicit = prepare_run(project, tmp_path / "b", {"folds": k})
     assert explicit.fingerprint == auto.fingerprint  # the same run, the same bytes
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()  # prepare writes nothing
+
+
+# -- the measurement tool of docs/tuning.md "The default share" ---------------------------------
+
+def test_the_rescore_table_states_the_claim_and_whether_it_held():
+    from pathlib import Path
+
+    from tests.conftest import load_script
+
+    tool = load_script(Path(__file__).resolve().parents[1] / "bench" / "localfirst_rescore.py")
+    # held out: 40 values of a, all right, confidences 1.0 down; b: 10 values (too few for 0.9)
+    held_a = [[1.0 - i / 100, 0.5, True, True, f"h{i}"] for i in range(40)]
+    held_b = [[0.99, 0.5, True, True, f"h{i}"] for i in range(10)]
+    # new pages: a's values above its threshold are 9 of 10 right; b is asked
+    test_a = [[0.99, 0.5, True, i != 0, f"t{i}"] for i in range(10)] + [[0.1, 0.5, True, True, "low"]]
+    cache = {"fields": ["a", "b"], "heldout": {"a": held_a, "b": held_b},
+             "test_values": {"a": test_a, "b": [[0.99, 0.5, True, True, "t0"]]}}
+    fig = tool.figures(cache, 0.9, 0.95, "prob")
+    a = fig["fields"]["a"]
+    assert a["threshold"] == bound_threshold([(r[0], r[3]) for r in held_a], 0.9) == pytest.approx(0.61)
+    assert a["promise"] == pytest.approx(clopper_pearson_lower(40, 40)) and fig["claim"] == 0.92  # 0.9279: 92%
+    assert (a["values"], a["right"]) == (10, 9) and a["coverage"] == pytest.approx(10 / 11)
+    assert fig["fields"]["b"]["threshold"] is None and fig["fields"]["b"]["values"] == 0
+    assert fig["holds"] is False  # 90% right on the new pages is below the 92% claimed
+    test_a[0][3] = True
+    assert tool.figures(cache, 0.9, 0.95, "prob")["holds"] is True
+    assert tool.figures(cache, 0.99, 0.95, "prob")["claim"] is None  # no threshold: nothing claimed
