@@ -51,7 +51,7 @@ def test_the_seed_rule_stays_a_setting_and_differs_where_the_bound_cannot_carry_
     assert seed["fields"]["a"]["threshold"] is not None and bound["fields"]["a"]["threshold"] is None
     assert bound["fields"]["a"]["needed_right"] == 279 and bound["threshold_rule"] == "bound"
     assert "About 279 more" in bound["fields"]["a"]["threshold_statement"]
-    assert DEFAULTS["threshold_rule"] == "bound" and DEFAULTS["share"] == 0.99
+    assert DEFAULTS["threshold_rule"] == "bound" and DEFAULTS["share"] == 0.9  # docs/tuning.md "The default share"
 
 
 def test_right_values_needed_is_the_fewest_that_give_a_threshold():
@@ -88,21 +88,22 @@ def test_a_field_with_no_threshold_routes_ask_and_says_why():
 def test_fold_defaults_by_project_size():
     s = resolve_settings({})
     below = auto_folds_below(s)
-    assert below == 1990  # 299 held-out values needed for 99% at 95%: 15% of 1990 is 298.5, rounded up
-    assert schedule.heldout_count(below, 0.15) >= values_needed(0.99) > schedule.heldout_count(below - 1, 0.15)
+    assert below == 190  # 29 held-out values needed for 90% at 95%: 15% of 190 is 28.5, rounded up
+    assert schedule.heldout_count(below, 0.15) >= values_needed(0.9) > schedule.heldout_count(below - 1, 0.15)
+    assert auto_folds_below(resolve_settings({"share": 0.99})) == 1990  # 299 needed: 15% of 1990 is 298.5
     assert auto_folds(25, s) == 5 and auto_folds(150, s) == 5 and auto_folds(below - 1, s) == 5
     assert auto_folds(below, s) is None and auto_folds(5000, s) is None
     assert auto_folds(3, s) == 3  # never more folds than pages
     assert auto_folds(25, resolve_settings({"auto_folds": 0})) is None  # the seed's single split
     assert auto_folds(25, resolve_settings({"folds": 3})) == 3  # set explicitly
-    assert auto_folds(25, resolve_settings({"share": 0.9})) == 5  # 29 needed, 4 held out of 25
-    assert auto_folds(500, resolve_settings({"share": 0.9})) is None  # 75 held out of 500
+    assert auto_folds(500, resolve_settings({"share": 0.99})) == 5  # 299 needed, 75 held out of 500
+    assert auto_folds(2000, resolve_settings({"share": 0.99})) is None
     with pytest.raises(TuneError, match="auto_folds must be 0"):
         auto_folds(25, resolve_settings({"auto_folds": 1}))
     with pytest.raises(TuneError, match="more than the 25 usable pages"):
         auto_folds(25, resolve_settings({"folds": 26}))
     plan = folds_plan(50, s, seconds_per_step=0.5)
-    assert plan.folds == 5 and "5 folds (the default below 1990 usable pages" in plan.text
+    assert plan.folds == 5 and "5 folds (the default below 190 usable pages" in plan.text
     single = schedule.total_steps(50 - schedule.heldout_count(50, 0.15), 4, 12)
     assert plan.single_steps == single and plan.steps > 4 * single and "x the time of a single split" in plan.text
     assert "min" in plan.text or " s." in plan.text
@@ -121,7 +122,7 @@ def _report(field_pairs, n_pages, folds=5):
                 c, ok = pairs[i]
                 pred[name] = ((1,) if ok else (2,), c)
         pages.append(HeldOutPage(f"p{i}", label, pred))
-    report = score_pages(list(field_pairs), pages, rule="bound")
+    report = score_pages(list(field_pairs), pages, DEFAULTS["share"], rule="bound")  # as a run: the setting
     report["run"] = {"folds": folds, "settings": {"heldout_fraction": 0.15}}
     return report
 
@@ -135,15 +136,19 @@ def test_the_sentence_with_no_held_out_values():
 def test_the_sentence_with_one_held_out_value():
     report = _report({"total": [(0.99, True)]}, 1)
     text = promise_sentence(report)
-    assert text.startswith("No value can be answered locally yet: 1 held-out value cannot show")
-    assert report["fields"]["total"]["needed_right"] == 298
-    assert text.endswith(f"label about {pages_needed(report, 'total')} more pages.") and pages_needed(report, "total") == 298
+    # says plainly why: how many values a field needs at the default share (0.9: 29, all right)
+    assert text.startswith("No value can be answered locally yet: to show with 95% confidence that 90% of a "
+                           "field's values are right takes at least 29 held-out values of that field")
+    assert "the 1 held-out value here (at most one per field a page) falls short" in text
+    assert report["fields"]["total"]["needed_right"] == 28
+    assert "(it needs about 28 more right held-out values)" in text
+    assert text.endswith(f"label about {pages_needed(report, 'total')} more pages.") and pages_needed(report, "total") == 28
 
 
 def test_the_sentence_with_many_held_out_values_states_only_the_bound():
     rng = random.Random(3)
     date = [(0.5 + 0.5 * rng.random(), True) for _ in range(400)]  # 400 right: bound 0.9925
-    company = [(rng.random(), rng.random() < 0.8) for _ in range(400)]  # never 99%
+    company = [(rng.random(), rng.random() < 0.6) for _ in range(400)]  # never 90%
     report = _report({"date": date, "company": company}, 400)
     f = report["fields"]["date"]
     assert f["threshold"] is not None and f["precision_lower"] >= 0.99
@@ -151,7 +156,8 @@ def test_the_sentence_with_many_held_out_values_states_only_the_bound():
     low = int(f["precision_lower"] * 100)
     assert text.startswith(f"Values of date at or above {f['threshold']:.6g} will be right at least {low}% "
                            f"of the time (95% confidence, from {f['values']} held-out values)")
-    assert "; company has no threshold yet and is always asked: label about" in text
+    assert "; company has no threshold yet and is always asked (it needs about " in text
+    assert f"{report['fields']['company']['needed_right']} more right held-out values): label about" in text
     assert low >= 99
     # a seed-rule report whose threshold the bound cannot carry: the sentence says the bound, and that it falls short
     pages = [HeldOutPage(f"p{i}", {"a": (1,)}, {"a": ((1,), 1.0 - i / 100)}) for i in range(20)]
@@ -231,3 +237,30 @@ def test_prepare_run_folds_by_default_on_a_small_project_and_it_is_the_run_of_fo
     explicit = prepare_run(project, tmp_path / "b", {"folds": k})
     assert explicit.fingerprint == auto.fingerprint  # the same run, the same bytes
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()  # prepare writes nothing
+
+
+# -- the measurement tool of docs/tuning.md "The default share" ---------------------------------
+
+def test_the_rescore_table_states_the_claim_and_whether_it_held():
+    from pathlib import Path
+
+    from tests.conftest import load_script
+
+    tool = load_script(Path(__file__).resolve().parents[1] / "bench" / "localfirst_rescore.py")
+    # held out: 40 values of a, all right, confidences 1.0 down; b: 10 values (too few for 0.9)
+    held_a = [[1.0 - i / 100, 0.5, True, True, f"h{i}"] for i in range(40)]
+    held_b = [[0.99, 0.5, True, True, f"h{i}"] for i in range(10)]
+    # new pages: a's values above its threshold are 9 of 10 right; b is asked
+    test_a = [[0.99, 0.5, True, i != 0, f"t{i}"] for i in range(10)] + [[0.1, 0.5, True, True, "low"]]
+    cache = {"fields": ["a", "b"], "heldout": {"a": held_a, "b": held_b},
+             "test_values": {"a": test_a, "b": [[0.99, 0.5, True, True, "t0"]]}}
+    fig = tool.figures(cache, 0.9, 0.95, "prob")
+    a = fig["fields"]["a"]
+    assert a["threshold"] == bound_threshold([(r[0], r[3]) for r in held_a], 0.9) == pytest.approx(0.61)
+    assert a["promise"] == pytest.approx(clopper_pearson_lower(40, 40)) and fig["claim"] == 0.92  # 0.9279: 92%
+    assert (a["values"], a["right"]) == (10, 9) and a["coverage"] == pytest.approx(10 / 11)
+    assert fig["fields"]["b"]["threshold"] is None and fig["fields"]["b"]["values"] == 0
+    assert fig["holds"] is False  # 90% right on the new pages is below the 92% claimed
+    test_a[0][3] = True
+    assert tool.figures(cache, 0.9, 0.95, "prob")["holds"] is True
+    assert tool.figures(cache, 0.99, 0.95, "prob")["claim"] is None  # no threshold: nothing claimed

@@ -31,8 +31,11 @@ from fractions import Fraction
 from dxstudio.fsutil import write_json_atomic
 from dxstudio.tuning.settings import DEFAULTS
 
-# The LocalFirst rule's defaults: the settings table's (dxstudio/tuning/settings.py)
+# The LocalFirst rule's defaults: the settings table's (dxstudio/tuning/settings.py); runs and
+# commands pass the setting. The pure functions below default to the seed's rule and its share
+# (the seed: "the stated share (default 0.99)"), so called bare they are the seed's rule.
 DEFAULT_SHARE = DEFAULTS["share"]
+SEED_SHARE = 0.99
 DEFAULT_MIN_VALUES = DEFAULTS["min_values"]
 # What "right" means for the threshold and the figures at it: "words", the seed's (exactly the
 # label's words), or "value" (the label's value after the grounding normalizer).
@@ -129,7 +132,7 @@ def _check_min_values(min_values) -> int:
     return min_values
 
 
-def threshold(pairs, share: float = DEFAULT_SHARE, min_values: int = DEFAULT_MIN_VALUES) -> float | None:
+def threshold(pairs, share: float = SEED_SHARE, min_values: int = DEFAULT_MIN_VALUES) -> float | None:
     """The lowest confidence c such that the values with confidence >= c number at least
     `min_values` and at least `share` of them are correct; None when no c qualifies.
 
@@ -299,7 +302,7 @@ def _groups(pairs):
     return out
 
 
-def bound_threshold(pairs, share: float = DEFAULT_SHARE, level: float = CONFIDENCE_LEVEL) -> float | None:
+def bound_threshold(pairs, share: float = SEED_SHARE, level: float = CONFIDENCE_LEVEL) -> float | None:
     """The lowest confidence c such that the one-sided `level` lower bound of the precision of
     the values with confidence >= c reaches `share`; None when no c qualifies (always with fewer
     than values_needed(share) values). Candidates and ties as in threshold()."""
@@ -327,7 +330,7 @@ def _total_needed(wrong: int, share: float, level: float) -> int:
     return hi
 
 
-def right_values_needed(pairs, share: float = DEFAULT_SHARE, level: float = CONFIDENCE_LEVEL) -> int | None:
+def right_values_needed(pairs, share: float = SEED_SHARE, level: float = CONFIDENCE_LEVEL) -> int | None:
     """How many more right values, above every value there is, would give a threshold by the
     bound rule: the least k such that at some confidence (or above all of them) the values at or
     above it plus k right ones have a bound that reaches share. 0 when a threshold exists; None
@@ -513,7 +516,7 @@ def too_few_warning(pooled: dict, n_pages: int, share: float, n_values: int = 0)
             f"(with a single split, --folds 5 also holds every page out once).")
 
 
-def score_pages(fields, pages, share: float = DEFAULT_SHARE, min_values: int = DEFAULT_MIN_VALUES,
+def score_pages(fields, pages, share: float = SEED_SHARE, min_values: int = DEFAULT_MIN_VALUES,
                 by: str = "words", rule: str = "seed") -> dict:
     """The scores report of held-out pages (a JSON-ready dict).
 
@@ -648,7 +651,7 @@ def document_outcome(doc: HeldOutDocument, name: str) -> tuple[str, float | None
     return (CORRECT if (page_id, words) in label else WRONG), conf, (page_id, words)
 
 
-def score_documents(fields, documents, share: float = DEFAULT_SHARE, min_values: int = DEFAULT_MIN_VALUES,
+def score_documents(fields, documents, share: float = SEED_SHARE, min_values: int = DEFAULT_MIN_VALUES,
                     by: str = "words") -> dict:
     """The scores report of held-out documents, shaped as score_pages's ("fields", "overall",
     "pooled", "threshold", "threshold_statement", "warning", "share", "min_values",

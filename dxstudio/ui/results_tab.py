@@ -88,7 +88,8 @@ def documents_sentence(report: dict) -> str:
 PROMISE_HELP = (
     "How sure: each field's threshold is the lowest confidence at which the one-sided 95% "
     "Clopper-Pearson lower bound of the precision of its held-out values reaches the share asked for "
-    "(the setting share, 99% unless changed). The sentence states that bound, rounded down, never more. "
+    f"(the setting share, {DEFAULTS['share'] * 100:g}% unless changed). The sentence states that bound, rounded "
+    "down, never more. "
     "A field without a threshold of its own is always asked; the pooled threshold of all fields is "
     "reported, never used. docs/tuning.md explains recall, agreement and the bound.")
 
