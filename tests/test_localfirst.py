@@ -257,7 +257,7 @@ def test_prepare_run_folds_by_default_on_a_small_project_and_it_is_the_run_of_fo
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()  # prepare writes nothing
 
 
-# -- the measurement tool of docs/tuning.md "The default share" ---------------------------------
+# -- the measurement tool of docs/tuning.md "The share: default 0.99"---------------------------
 
 def test_the_rescore_table_states_the_claim_and_whether_it_held():
     from pathlib import Path
