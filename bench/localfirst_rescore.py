@@ -1,6 +1,6 @@
 """Re-read a finished cross-validated run (`dxstudio tune --folds K`, or the auto folds) with a
 decoding, keeping two confidences per value, and measure the threshold rule on pages outside the
-project (docs/tuning.md "LocalFirst: the default share, measured with span decoding", issue 21).
+project (docs/tuning.md "The share: default 0.99, and 0.9 measured with span decoding", issue 21).
 
     python bench/localfirst_rescore.py predict RUN PROJECT TEST --out CACHE.json [--decoding span]
     python bench/localfirst_rescore.py table CACHE.json [CACHE2.json ...] [--share 0.99,0.95,0.9]

@@ -51,7 +51,7 @@ def test_the_seed_rule_stays_a_setting_and_differs_where_the_bound_cannot_carry_
     assert seed["fields"]["a"]["threshold"] is not None and bound["fields"]["a"]["threshold"] is None
     assert bound["fields"]["a"]["needed_right"] == 279 and bound["threshold_rule"] == "bound"
     assert "About 279 more" in bound["fields"]["a"]["threshold_statement"]
-    assert DEFAULTS["threshold_rule"] == "bound" and DEFAULTS["share"] == 0.9  # docs/tuning.md "The default share"
+    assert DEFAULTS["threshold_rule"] == "bound" and DEFAULTS["share"] == 0.99  # the seed and issue 21
 
 
 def test_right_values_needed_is_the_fewest_that_give_a_threshold():
@@ -88,22 +88,23 @@ def test_a_field_with_no_threshold_routes_ask_and_says_why():
 def test_fold_defaults_by_project_size():
     s = resolve_settings({})
     below = auto_folds_below(s)
-    assert below == 190  # 29 held-out values needed for 90% at 95%: 15% of 190 is 28.5, rounded up
-    assert schedule.heldout_count(below, 0.15) >= values_needed(0.9) > schedule.heldout_count(below - 1, 0.15)
-    assert auto_folds_below(resolve_settings({"share": 0.99})) == 1990  # 299 needed: 15% of 1990 is 298.5
+    assert below == 1990  # 299 held-out values needed for 99% at 95%: 15% of 1990 is 298.5, rounded up
+    assert schedule.heldout_count(below, 0.15) >= values_needed(0.99) > schedule.heldout_count(below - 1, 0.15)
+    assert auto_folds_below(resolve_settings({"share": 0.9})) == 190  # 29 needed: 15% of 190 is 28.5
     assert auto_folds(25, s) == 5 and auto_folds(150, s) == 5 and auto_folds(below - 1, s) == 5
     assert auto_folds(below, s) is None and auto_folds(5000, s) is None
     assert auto_folds(3, s) == 3  # never more folds than pages
     assert auto_folds(25, resolve_settings({"auto_folds": 0})) is None  # the seed's single split
     assert auto_folds(25, resolve_settings({"folds": 3})) == 3  # set explicitly
-    assert auto_folds(500, resolve_settings({"share": 0.99})) == 5  # 299 needed, 75 held out of 500
-    assert auto_folds(2000, resolve_settings({"share": 0.99})) is None
+    assert auto_folds(25, resolve_settings({"share": 0.9})) == 5  # 29 needed, 4 held out of 25
+    assert auto_folds(500, resolve_settings({"share": 0.9})) is None  # 75 held out of 500
+    assert auto_folds(500, s) == 5 and auto_folds(2000, s) is None  # 299 needed, 75 held out of 500
     with pytest.raises(TuneError, match="auto_folds must be 0"):
         auto_folds(25, resolve_settings({"auto_folds": 1}))
     with pytest.raises(TuneError, match="more than the 25 usable pages"):
         auto_folds(25, resolve_settings({"folds": 26}))
     plan = folds_plan(50, s, seconds_per_step=0.5)
-    assert plan.folds == 5 and "5 folds (the default below 190 usable pages" in plan.text
+    assert plan.folds == 5 and "5 folds (the default below 1990 usable pages" in plan.text
     single = schedule.total_steps(50 - schedule.heldout_count(50, 0.15), 4, 12)
     assert plan.single_steps == single and plan.steps > 4 * single and "x the time of a single split" in plan.text
     assert "min" in plan.text or " s." in plan.text
@@ -136,19 +137,36 @@ def test_the_sentence_with_no_held_out_values():
 def test_the_sentence_with_one_held_out_value():
     report = _report({"total": [(0.99, True)]}, 1)
     text = promise_sentence(report)
-    # says plainly why: how many values a field needs at the default share (0.9: 29, all right)
-    assert text.startswith("No value can be answered locally yet: to show with 95% confidence that 90% of a "
-                           "field's values are right takes at least 29 held-out values of that field")
+    # says plainly why: how many values a field needs at the default share (0.99: 299, all right)
+    assert text.startswith("No value can be answered locally yet: to show with 95% confidence that 99% of a "
+                           "field's values are right takes at least 299 held-out values of that field")
     assert "the 1 held-out value here (at most one per field a page) falls short" in text
-    assert report["fields"]["total"]["needed_right"] == 28
-    assert "(it needs about 28 more right held-out values)" in text
-    assert text.endswith(f"label about {pages_needed(report, 'total')} more pages.") and pages_needed(report, "total") == 28
+    assert report["fields"]["total"]["needed_right"] == 298
+    assert "(it needs about 298 more right held-out values)" in text
+    assert text.endswith(f"label about {pages_needed(report, 'total')} more pages.") and pages_needed(report, "total") == 298
+
+
+def test_the_sentence_on_a_50_page_project_says_how_many_pages_are_missing_and_promises_nothing():
+    # 50 pages held out once each by folds, every value right: at 0.99 a field needs 299 such values
+    rng = random.Random(5)
+    report = _report({"date": [(0.5 + 0.5 * rng.random(), True) for _ in range(50)],
+                      "total": [(rng.random(), i % 10 != 0) for i in range(50)]}, 50)
+    assert report["share"] == 0.99 and all(f["threshold"] is None for f in report["fields"].values())
+    assert report["fields"]["date"]["needed_right"] == 299 - 50
+    text = promise_sentence(report)
+    assert text.startswith("No value can be answered locally yet: to show with 95% confidence that 99% of a "
+                           "field's values are right takes at least 299 held-out values of that field")
+    assert "the 100 held-out values here (at most one per field a page) fall short, so every value is asked" in text
+    assert "about 249 more right held-out values for date" in text
+    most = max(pages_needed(report, n) for n in ("date", "total"))
+    assert most >= 249 and text.endswith(f": label about {most} more pages.")
+    assert "will be right" not in text and "at least 9" not in text  # no share is promised
 
 
 def test_the_sentence_with_many_held_out_values_states_only_the_bound():
     rng = random.Random(3)
     date = [(0.5 + 0.5 * rng.random(), True) for _ in range(400)]  # 400 right: bound 0.9925
-    company = [(rng.random(), rng.random() < 0.6) for _ in range(400)]  # never 90%
+    company = [(rng.random(), rng.random() < 0.6) for _ in range(400)]  # never 99%
     report = _report({"date": date, "company": company}, 400)
     f = report["fields"]["date"]
     assert f["threshold"] is not None and f["precision_lower"] >= 0.99
@@ -239,7 +257,7 @@ def test_prepare_run_folds_by_default_on_a_small_project_and_it_is_the_run_of_fo
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()  # prepare writes nothing
 
 
-# -- the measurement tool of docs/tuning.md "The default share" ---------------------------------
+# -- the measurement tool of docs/tuning.md "The share: default 0.99"---------------------------
 
 def test_the_rescore_table_states_the_claim_and_whether_it_held():
     from pathlib import Path

@@ -36,7 +36,7 @@ def auto_folds(n_usable: int, settings: dict) -> int | None:
     """The folds a run of n_usable pages uses: the setting folds when set (checked against the
     pages), else auto_folds folds while a single split's held-out pages cannot hold
     values_needed(share) values of a field (then no field could get a threshold by the bound;
-    with the defaults, below 190 usable pages), capped at the usable pages; None: the single
+    with the defaults, below 1990 usable pages), capped at the usable pages; None: the single
     split (also with auto_folds 0)."""
     k = settings.get("folds")
     if k is not None:
@@ -58,7 +58,7 @@ def auto_folds(n_usable: int, settings: dict) -> int | None:
 
 def auto_folds_below(settings: dict) -> int | None:
     """The fewest usable pages whose single split holds values_needed(share) held-out pages:
-    below it folds are the default (190 with share 0.9 and heldout_fraction 0.15; 1990 with 0.99)."""
+    below it folds are the default (1990 with share 0.99 and heldout_fraction 0.15; 190 with 0.9)."""
     need = values_needed(settings["share"])
     if need is None or settings.get("auto_folds", 5) == 0:
         return None
@@ -89,7 +89,7 @@ class FoldsPlan:
 
 def folds_plan(n_usable: int, settings: dict, seconds_per_step: float | None = None) -> FoldsPlan:
     """What a run of n_usable pages will do about folds and what it costs, in words: "5 folds
-    (the default below 190 usable pages): 6 trainings, 4.6x the steps of a single split
+    (the default below 1990 usable pages): 6 trainings, 4.6x the steps of a single split
     (about 3 min)". seconds_per_step: a measured step time (e.g. the last run's), for minutes."""
     b, e = settings["batch"], settings["epochs"]
     if n_usable < 2:
@@ -156,8 +156,8 @@ def pages_needed(report: dict, field: str) -> int | None:
 def promise_sentence(report: dict) -> str:
     """The one sentence a person can rely on: what the fields with a threshold of their own
     promise, as the lower bound supports it (never more), and which fields are asked and about
-    how many more right values and labelled pages would change that. E.g. (SROIE 50, the
-    defaults) "Values at or above their field's threshold (company 0.603564, date 0.840031) will
+    how many more right values and labelled pages would change that. E.g. (SROIE 50, --share
+    0.9) "Values at or above their field's threshold (company 0.603564, date 0.840031) will
     be right at least 91% of the time (95% confidence, from 70 held-out values); address and total
     have no threshold yet and are always asked (they need about 6 more right held-out values for
     address, 23 for total): label about 27 more pages"."""

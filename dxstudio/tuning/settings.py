@@ -155,7 +155,7 @@ SETTINGS: tuple[Setting, ...] = (
             "train and score on pages a person accepted in review only (else also on unreviewed pages "
             "whose values were found on the page)", commands=("tune", "eval"),
             label="Accepted pages only"),
-    Setting("share", "float", 0.9,
+    Setting("share", "float", 0.99,
             "the LocalFirst rule: the share of values at or above the threshold that must be right "
             "(with threshold_rule bound: with 95% confidence)",
             low=0, low_open=True, high=1, high_open=True, commands=("tune", "eval")),

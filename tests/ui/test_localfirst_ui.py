@@ -60,12 +60,12 @@ def test_the_train_form_shows_the_folds_default_and_its_cost(qtbot, eight_pages)
     usable = panel.breakdown["usable"]
     assert usable >= 2
     text = panel.breakdown_label.text()
-    assert f"{min(5, usable)} folds (the default below 190 usable pages" in text
+    assert f"{min(5, usable)} folds (the default below 1990 usable pages" in text
     assert "x the time of a single split" in text
     panel.inputs["folds"].setValue(2)
     assert "2 folds (set in the settings)" in panel.breakdown_label.text()
     panel.inputs["folds"].setValue(panel.inputs["folds"].minimum())  # back to auto
-    assert "folds (the default below 190 " in panel.breakdown_label.text()
+    assert "folds (the default below 1990 " in panel.breakdown_label.text()
     data = json.loads((eight_pages / "dxproject.json").read_text())
     data["settings"]["auto_folds"] = 0
     (eight_pages / "dxproject.json").write_text(json.dumps(data))
