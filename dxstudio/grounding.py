@@ -274,23 +274,30 @@ _DATE = re.compile(r"\d{1,4}[-/.]\d{1,2}[-/.]\d{2,4}|\d{1,2} ?[a-z]{3,9}\.? ?\d{
 
 def _date_time_runs(texts: list[str], value: str) -> list[tuple[int, int]]:
     """Words that begin with the date `value` as printed and run on into a time without a
-    space ("01-03-185:23:26" for 01-03-18, "Date:25-03-201809:42" for 25-03-2018): the word
-    holding the date. A two-digit year 19 or 20 followed by two digits is not taken (it may be
-    the first half of a four-digit year)."""
+    space ("01-03-185:23:26" for 01-03-18, "Date:25-03-201809:42" for 25-03-2018, "19" +
+    "Mar201818:" for 19 MAR 2018): the words holding the date, up to three. A two-digit year 19
+    or 20 followed by two digits is not taken (it may be the first half of a four-digit year)."""
     v = " ".join(unicodedata.normalize("NFKC", value).casefold().split())
     if not _DATE.fullmatch(v):
         return []
     ambiguous = re.search(r"(?<!\d)(19|20)$", v) is not None
     pat = re.compile(r"(?:^|[^\w])" + re.escape(v.replace(" ", "")) + r"(\d{1,2}) ?: ?\d{2}")
+    low = [unicodedata.normalize("NFKC", t).casefold() for t in texts]
     runs = []
-    for i, t in enumerate(texts):
-        t = unicodedata.normalize("NFKC", t).casefold()
-        m = pat.search(t if ":" in t else "")
-        if m is None and t.endswith(":") and i + 1 < len(texts):
-            m = pat.search(t + unicodedata.normalize("NFKC", texts[i + 1]).casefold())
-        if m is None or m.start(1) > len(t) or (ambiguous and len(m.group(1)) == 2):
-            continue
-        runs.append((i, i))
+    for i in range(len(low)):
+        joined, ends = "", []
+        for j in range(i, min(i + 4, len(low))):
+            joined += low[j]
+            ends.append(len(joined))
+            m = pat.search(joined)
+            if m is None:
+                continue
+            start = m.start() + (0 if joined[m.start()].isalnum() and m.start() == 0 else 1)
+            if start >= len(low[i]) or (ambiguous and len(m.group(1)) == 2):
+                break  # the date starts in a later word (found from there), or is ambiguous
+            last = next(k for k, e in enumerate(ends) if e > m.start(1) - 1)  # its last character's word
+            runs.append((i, i + last))
+            break
     return runs
 
 
@@ -489,8 +496,8 @@ def _ground(page, value, prefer=None, field=None) -> tuple[Grounding, list, bool
     if not is_number:
         runs = _date_time_runs(texts, value)
         if runs:
-            return pick(runs, "normalized", "OCR: the date runs on into the time in one word "
-                                            "(the word is labelled)")
+            return pick(runs, "normalized", "OCR: the date runs on into the time without a space "
+                                            "(the words holding the date are labelled)")
     vpieces = [lookalike_key(p) for t in value.split() for p in pieces(word_key(t))]
     if len(vpieces) >= REORDERED_MIN_PIECES and len(lvalue) >= FUZZY_MIN_CHARS and not is_number:
         runs = _reordered_runs([[lookalike_key(p) for p in pieces(k)] for k in keys], vpieces)

@@ -357,3 +357,6 @@ def test_ocr_date_run_on_into_the_time():
     assert ground_value(page, "12-05-2018").status == "absent"  # 12-05-20181: no time follows
     assert ground_value(_ocr_page("25-03-2018: 10:30"), "25-03-20").status == "absent"
     assert ground_value(_ocr_page("01-03-1185:23"), "01-03-18").status == "absent"  # not at the start
+    g = ground_value(_ocr_page("UNIHAKKA BHD 19 Mar201818: 26 (867388.U)"), "19 MAR 2018")  # over two words
+    assert g.words == (2, 3)
+    assert ground_value(_ocr_page("Date: 25-03-201809: 42"), "25-03-2018").words == (1,)  # not "Date:"
