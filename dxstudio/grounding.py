@@ -44,7 +44,12 @@ from dxstudio.project import LabelError, LabelFile
 # Normalization
 
 _CURRENCY_CODES = ("rm", "rp", "usd", "myr", "idr", "sgd", "eur", "gbp", "us", "s", "inr", "aud", "cad", "jpy")
-_CURRENCY_PREFIX = re.compile(r"^(?:%s)\.?(?=\d)" % "|".join(sorted(_CURRENCY_CODES, key=len, reverse=True)))
+# OCR's readings of a currency code printed against a number ("5.00RH" for 5.00RM)
+_CURRENCY_MISREAD = ("rh",)
+_CURRENCY_ALT = "|".join(sorted(_CURRENCY_CODES + _CURRENCY_MISREAD, key=len, reverse=True))
+_CURRENCY_PREFIX = re.compile(r"^(?:%s)\.?(?=\d)" % _CURRENCY_ALT)
+# a code after the number, in the same word ("1.50RM"): stripped only when a number is left
+_CURRENCY_SUFFIX = re.compile(r"(?<=\d)(?:%s)$" % "|".join(c for c in _CURRENCY_ALT.split("|") if len(c) > 1))
 _NUMBERISH = re.compile(r"\d[\d.,]*")
 
 
@@ -106,6 +111,11 @@ def word_key(text: str) -> str:
     num = canonical_number(t)
     if num is not None:
         return num
+    bare = _CURRENCY_SUFFIX.sub("", t)
+    if bare != t:
+        num = canonical_number(bare)
+        if num is not None:
+            return num
     if t in _CURRENCY_CODES:  # a lone currency word ("RM 12.50") carries no value
         return ""
     return t
@@ -114,6 +124,24 @@ def word_key(text: str) -> str:
 def loose_key(key: str) -> str:
     """A word key with every punctuation mark removed."""
     return "".join(c for c in key if c.isalnum())
+
+
+# Characters OCR reads one for another (a letter for the digit it looks like, and back). Each
+# class holds exactly one digit, so two different digit strings never fold alike: a text value
+# folded matches only text that differs from it where a letter stands for its look-alike digit
+# (or I for l). Used only for text values (never numbers) of LOOKALIKE_MIN_CHARS or more.
+_LOOKALIKE = str.maketrans({"o": "0", "i": "1", "l": "1", "|": "1", "s": "5", "b": "8", "z": "2"})
+LOOKALIKE_MIN_CHARS = 4
+
+
+def lookalike_key(loose: str) -> str:
+    """A loose key with every look-alike letter read as its digit ("L0T" and "LOT": "10t")."""
+    return loose.translate(_LOOKALIKE)
+
+
+def pieces(key: str) -> list[str]:
+    """The runs of letters and digits of a word key ("(306295-x)fka" -> 306295, x, fka)."""
+    return [m.group(0) for m in re.finditer(r"[^\W_]+", key)]
 
 
 FUZZY_MIN_CHARS = 10  # letters and digits of a value before OCR misreadings are forgiven
@@ -143,15 +171,16 @@ def _bounded_distance(a: str, b: str, limit: int) -> int | None:
 def _fuzzy_runs(keys: list[str], target: str) -> tuple[list[tuple[int, int]], int]:
     """The runs [i, j] of consecutive words whose keys, joined, are nearest to `target` within
     len(target) // FUZZY_CHARS_PER_EDIT edits, in order of i, and that distance. A run starts
-    on a word whose key begins like the target (its first two characters within the first
-    few of the target); only runs of about the target's length are measured."""
+    on a word whose key begins like the target (its first two characters, or its second and
+    third when the first was misread, within the first few of the target); only runs of about
+    the target's length are measured."""
     limit = len(target) // FUZZY_CHARS_PER_EDIT
     best, runs = limit + 1, []
-    head = target[: limit + 3]
+    head = target[: limit + 4]
     n = len(keys)
     for i in range(n):
         k = keys[i]
-        if not k or k[:2] not in head:
+        if not k or (k[:2] not in head and (len(k) < 3 or k[1:3] not in head)):
             continue
         text = ""
         for j in range(i, n):
@@ -178,7 +207,8 @@ JOINED_MIN_SHARE = 0.6
 
 def _joined_runs(keys: list[str], target: str) -> list[tuple[int, int]]:
     """Runs [i, j] whose joined keys contain `target` starting or ending inside a word (OCR
-    joined the value to its neighbours), the value JOINED_MIN_SHARE of the run's characters."""
+    joined the value to its neighbours), the value JOINED_MIN_SHARE of the run's characters,
+    never cutting a run of digits (07-04-20 is not inside 07-04-2019)."""
     starts, parts, owner = [], [], []
     for i, k in enumerate(keys):
         if k:
@@ -193,9 +223,81 @@ def _joined_runs(keys: list[str], target: str) -> list[tuple[int, int]]:
         a = bisect.bisect_right(starts, at) - 1
         b = bisect.bisect_right(starts, at + len(target) - 1) - 1
         span = bounds[b + 1] - bounds[a]
-        if len(target) >= JOINED_MIN_SHARE * span:
+        end = at + len(target)
+        cuts_number = ((at > bounds[a] and text[at - 1].isdigit() and text[at].isdigit())
+                       or (end < bounds[b + 1] and text[end - 1].isdigit() and text[end].isdigit()))
+        if len(target) >= JOINED_MIN_SHARE * span and not cuts_number:
             runs.append((owner[a], owner[b]))
         at = text.find(target, at + 1)
+    return runs
+
+
+REORDERED_MIN_PIECES = 3  # a value of this many pieces or more may be found in another order
+
+
+def _reordered_runs(wp: list[list[str]], target: list[str]) -> list[tuple[int, int]]:
+    """Runs [i, j] whose words' pieces `wp` are the `target` pieces, the same multiset in another
+    order (OCR put a line of the value before another: two boxes on one tilted row), starting
+    and ending on a word with pieces; the run holds nothing else."""
+    want = Counter(target)
+    total = len(target)
+    runs = []
+    for i in range(len(wp)):
+        if not wp[i] or not all(p in want for p in wp[i]):
+            continue
+        have, count = Counter(), 0
+        for j in range(i, len(wp)):
+            have.update(wp[j])
+            count += len(wp[j])
+            if count > total or any(have[p] > want[p] for p in wp[j]):
+                break
+            if count == total and wp[j]:
+                if have == want:
+                    runs.append((i, j))
+                break
+    return runs
+
+
+def _piece_runs(keys: list[str], target: str) -> list[tuple[int, int]]:
+    """Runs [i, j] of words holding `target` as whole consecutive pieces (the value bounded by
+    punctuation inside a word the OCR joined: "MYNEWSRETAILSB(306295-X)FKA")."""
+    owner, parts = [], []
+    for i, k in enumerate(keys):
+        for p in pieces(k):
+            owner.append(i)
+            parts.append(p)
+    return sorted({(owner[a], owner[b]) for a, b in _find_runs(parts, target, "")})
+
+
+_DATE = re.compile(r"\d{1,4}[-/.]\d{1,2}[-/.]\d{2,4}|\d{1,2} ?[a-z]{3,9}\.? ?\d{2,4}")
+
+
+def _date_time_runs(texts: list[str], value: str) -> list[tuple[int, int]]:
+    """Words that begin with the date `value` as printed and run on into a time without a
+    space ("01-03-185:23:26" for 01-03-18, "Date:25-03-201809:42" for 25-03-2018, "19" +
+    "Mar201818:" for 19 MAR 2018): the words holding the date, up to three. A two-digit year 19
+    or 20 followed by two digits is not taken (it may be the first half of a four-digit year)."""
+    v = " ".join(unicodedata.normalize("NFKC", value).casefold().split())
+    if not _DATE.fullmatch(v):
+        return []
+    ambiguous = re.search(r"(?<!\d)(19|20)$", v) is not None
+    pat = re.compile(r"(?:^|[^\w])" + re.escape(v.replace(" ", "")) + r"(\d{1,2}) ?: ?\d{2}")
+    low = [unicodedata.normalize("NFKC", t).casefold() for t in texts]
+    runs = []
+    for i in range(len(low)):
+        joined, ends = "", []
+        for j in range(i, min(i + 4, len(low))):
+            joined += low[j]
+            ends.append(len(joined))
+            m = pat.search(joined)
+            if m is None:
+                continue
+            start = m.start() + (0 if joined[m.start()].isalnum() and m.start() == 0 else 1)
+            if start >= len(low[i]) or (ambiguous and len(m.group(1)) == 2):
+                break  # the date starts in a later word (found from there), or is ambiguous
+            last = next(k for k, e in enumerate(ends) if e > m.start(1) - 1)  # its last character's word
+            runs.append((i, i + last))
+            break
     return runs
 
 
@@ -384,15 +486,38 @@ def _ground(page, value, prefer=None, field=None) -> tuple[Grounding, list, bool
     runs = _find_runs(lkeys, lvalue, "")
     if runs:
         return pick(runs, "normalized", "found ignoring punctuation")
+    # OCR tiers (docs/ocr.md), for text values only: a number read differently is another number
+    fkeys, fvalue = [lookalike_key(k) for k in lkeys], lookalike_key(lvalue)
+    if len(lvalue) >= LOOKALIKE_MIN_CHARS and not is_number:
+        runs = _find_runs(fkeys, fvalue, "")
+        if runs:
+            return pick(runs, "normalized", "OCR: found reading look-alike characters as one "
+                                            "(0/O, 1/I/l, 5/S, 8/B, 2/Z), punctuation ignored")
+    if not is_number:
+        runs = _date_time_runs(texts, value)
+        if runs:
+            return pick(runs, "normalized", "OCR: the date runs on into the time without a space "
+                                            "(the words holding the date are labelled)")
+    vpieces = [lookalike_key(p) for t in value.split() for p in pieces(word_key(t))]
+    if len(vpieces) >= REORDERED_MIN_PIECES and len(lvalue) >= FUZZY_MIN_CHARS and not is_number:
+        runs = _reordered_runs([[lookalike_key(p) for p in pieces(k)] for k in keys], vpieces)
+        if runs:
+            return pick(runs, "normalized", "OCR: found with its words in another order (lines of the "
+                                            "value read out of order)")
     if len(lvalue) >= FUZZY_MIN_CHARS and not is_number and any(c.isalpha() for c in lvalue):
-        runs, d = _fuzzy_runs(lkeys, lvalue)
+        runs, d = _fuzzy_runs(fkeys, fvalue)
         if runs:
-            return pick(runs, "normalized", f"found ignoring punctuation, {d} character(s) read differently "
-                                            f"(OCR; at most one in {FUZZY_CHARS_PER_EDIT})")
+            return pick(runs, "normalized", f"OCR: found ignoring punctuation and look-alike characters, "
+                                            f"{d} character(s) read differently (at most one in "
+                                            f"{FUZZY_CHARS_PER_EDIT})")
     if len(lvalue) >= JOINED_MIN_CHARS and not is_number:
-        runs = _joined_runs(lkeys, lvalue)
+        runs = _piece_runs(keys, lvalue) or _piece_runs([lookalike_key(k) for k in keys], fvalue)
         if runs:
-            return pick(runs, "normalized", "found inside words the OCR joined to their neighbours "
+            return pick(runs, "normalized", "OCR: found between punctuation inside words the OCR joined "
+                                            "(the words are labelled)")
+        runs = _joined_runs(fkeys, fvalue)
+        if runs:
+            return pick(runs, "normalized", "OCR: found inside words the OCR joined to their neighbours "
                                             "(the words are labelled)")
     if is_number:
         v = Decimal(vkey)
@@ -437,10 +562,14 @@ def ground_answers(page, answers: dict, field_names) -> dict:
 
 
 def _tier(g: dict) -> int:
-    """How exactly a grounded value was found: 0 as printed, 1 normalized, 2 ignoring punctuation."""
+    """How exactly a grounded value was found: 0 as printed, 1 normalized, 2 ignoring
+    punctuation, 3 by one of the OCR tiers."""
     if g["status"] == "exact":
         return 0
-    return 2 if g.get("reason", "").startswith("found ignoring punctuation") else 1
+    reason = g.get("reason", "")
+    if reason.startswith("OCR:"):
+        return 3
+    return 2 if reason.startswith("found ignoring punctuation") else 1
 
 
 def ground_document(pages, answers: dict, field_names, document_id: str | None = None) -> dict:

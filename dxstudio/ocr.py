@@ -46,6 +46,16 @@ OCR_PDF_DPI = 200.0  # a PDF page without a text layer is rendered at this resol
 # width ends a word (best of 0.3-1.7 on SROIE receipts 200-211 against the data set's OCR; docs/ocr.md)
 WORD_GAP = 0.6
 COLONS = (":", "\uff1a")  # a word ends after a colon (the full-width one of the Chinese models too)
+# rapidocr: a page whose text lines are smaller than SMALL_TEXT_PX (median line height, in the
+# pixels the detector sees) is read again enlarged SMALL_TEXT_SCALE times (cubic), its longer side
+# at most SMALL_TEXT_MAX_SIDE: small print read at its own size loses letters ("12.JdanT 7 K nPeind"
+# for "12, Jalan Tampoi 7/4,Kawasan Perindustrian"; docs/ocr.md)
+SMALL_TEXT_PX = 18.0
+SMALL_TEXT_SCALE = 2.0
+SMALL_TEXT_MAX_SIDE = 3200
+# rapidocr: lines recognised one at a time (rapidocr pads a batch to its widest line; one at a
+# time is faster on a CPU and reads each line alone: docs/ocr.md)
+REC_BATCH = 1
 
 
 class OcrError(ValueError):
@@ -273,6 +283,44 @@ class RapidEngine:
         # one thread: the same numbers whatever the machine's cores; pages run in parallel
         # as processes (--workers, --ray)
         self.ocr = RapidOCR(intra_op_num_threads=1, inter_op_num_threads=1)
+        self.ocr.text_rec.rec_batch_num = REC_BATCH
+
+    def small_text_scale(self, lines, rgb):
+        """The scale at which to read `rgb` again (None: not) when its lines' median height, in
+        the pixels the detector saw, is under SMALL_TEXT_PX: SMALL_TEXT_SCALE times what it saw
+        (a large image is read at up to SMALL_TEXT_MAX_SIDE instead of rapidocr's 2000)."""
+        flat = [ln.box[3] - ln.box[1] for ln in lines if not ln.vertical]
+        if len(flat) < 3:
+            return None
+        h, w = rgb.shape[:2]
+        seen = min(1.0, self.ocr.max_side_len / max(h, w))  # rapidocr shrinks a larger image
+        median = sorted(flat)[len(flat) // 2] * seen
+        if median >= SMALL_TEXT_PX:
+            return None
+        scale = min(SMALL_TEXT_SCALE * seen, SMALL_TEXT_MAX_SIDE / max(h, w))
+        return scale if scale >= 1.25 * seen else None
+
+    def lines_scaled(self, rgb, scale: float) -> list:
+        """The lines of `rgb` read enlarged `scale` times, boxes in `rgb`'s pixels."""
+        import cv2
+
+        h, w = rgb.shape[:2]
+        big = cv2.resize(rgb, (max(1, round(w * scale)), max(1, round(h * scale))),
+                         interpolation=cv2.INTER_CUBIC if scale > 1 else cv2.INTER_AREA)
+        o = self.ocr
+        keep = o.max_side_len
+        o.max_side_len = max(keep, max(big.shape[:2]))
+        try:
+            lines = self.lines(big)
+        finally:
+            o.max_side_len = keep
+        fx, fy = big.shape[1] / w, big.shape[0] / h
+
+        def back(b):
+            return (b[0] / fx, b[1] / fy, b[2] / fx, b[3] / fy)
+
+        return [Line(back(ln.box), [Word(x.text, back(x.box)) for x in ln.words], ln.upright, ln.vertical, ln.score)
+                for ln in lines]
 
     def lines(self, rgb) -> list:
         """The recognised lines of an RGB image: the steps of RapidOCR.__call__ (1.4.4) with
@@ -443,6 +491,10 @@ def ocr_image(rgb, engine: str = DEFAULT_ENGINE, upright: bool = True) -> OcrRes
                 rgb, lines = turned, again
             else:
                 rotation = 0
+    if isinstance(eng, RapidEngine):
+        scale = eng.small_text_scale(lines, rgb)
+        if scale is not None:
+            lines = eng.lines_scaled(rgb, scale)
     words = _ordered_words(lines)
     h, w = rgb.shape[:2]
     words = [Word(x.text, (min(max(x.box[0], 0.0), w), min(max(x.box[1], 0.0), h),

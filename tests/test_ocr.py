@@ -124,6 +124,38 @@ def test_rapidocr_reads_rendered_words_in_reading_order():
 
 
 @needs_ocr
+def test_small_print_is_read_again_enlarged_with_boxes_in_the_page_pixels(monkeypatch):
+    """Text whose lines are under SMALL_TEXT_PX high is read again at twice the size; the words'
+    boxes come back in the page's own pixels. Text of ordinary size is read once."""
+    import numpy as np
+
+    from PIL import Image, ImageDraw, ImageFont
+
+    eng = ocr.get_engine("rapidocr")
+    im = Image.new("RGB", (400, 160), "white")
+    draw = ImageDraw.Draw(im)
+    font = ImageFont.load_default(size=11)
+    rows = [("INVOICE 4471", 20), ("TOTAL 12.50", 60), ("CASH 20.00", 100)]
+    for text, y in rows:
+        draw.text((30, y), text, fill="black", font=font)
+    rgb = np.asarray(im)
+    first = eng.lines(rgb)
+    assert eng.small_text_scale(first, rgb) == ocr.SMALL_TEXT_SCALE
+    assert eng.small_text_scale(eng.lines(np.asarray(text_image())), np.asarray(text_image())) is None
+    calls = []
+    real = eng.lines_scaled
+    monkeypatch.setattr(eng, "lines_scaled", lambda img, scale: calls.append(scale) or real(img, scale))
+    r = ocr.ocr_image(rgb, "rapidocr")
+    assert calls == [ocr.SMALL_TEXT_SCALE] and (r.width, r.height) == (400, 160)
+    joined = "".join(w.text for w in r.words).casefold()
+    assert "total12.50" in joined and "cash20.00" in joined, [w.text for w in r.words]
+    for w in r.words:  # in the page's pixels: on the row it was drawn on, not twice as low
+        x0, y0, x1, y1 = w.box
+        assert 0 <= x0 < x1 <= 400 and 0 <= y0 < y1 <= 160
+        assert any(y - 8 <= (y0 + y1) / 2 <= y + 20 for _, y in rows), (w.text, w.box)
+
+
+@needs_ocr
 @pytest.mark.parametrize("turn", [90, 180, pytest.param(270, marks=pytest.mark.heavy)])
 def test_rotated_pages_are_turned_upright(turn):
     import numpy as np
