@@ -32,6 +32,7 @@ from collections import deque
 
 from dxstudio.cli.common import FAILED, OK, PARTIAL, emit_json, fail, progress, warn
 from dxstudio.cli.model import add_scale_arguments, open_backend, why_text
+from dxstudio.tuning.settings import DEFAULT_KERNELS, KERNEL_CHOICES
 
 LABELLING = "labelling model"
 
@@ -47,7 +48,7 @@ def configure(name, p):
                    help="labelling requests in flight at once (default 4)")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for one answer (default 60)")
     p.add_argument("--retries", type=int, default=3, help="tries after the first on timeouts, 429, 5xx (default 3)")
-    p.add_argument("--kernels", choices=["reference", "fast"], default="fast", help="(default fast)")
+    p.add_argument("--kernels", choices=KERNEL_CHOICES, default=DEFAULT_KERNELS, help="(default fast)")
     add_scale_arguments(p)
 
 

@@ -98,7 +98,7 @@ def evaluate_model(model_path, project, out_path=None, overrides: dict | None = 
     if project.model_field_names(loaded.cfg.fields) != project.field_names:
         raise TuneError(f"{model_path}: the model's fields {list(loaded.cfg.fields)} are not the "
                         f"project's schema {project.field_names} ({project.project_file})")
-    settings = resolve_settings(project.settings, overrides)
+    settings = resolve_settings(project.settings, overrides, source=project.project_file)
     cfg = loaded.cfg.with_fields(project.field_names)  # renamed fields under their names now
     _, train, held = usable_split(project, settings, cfg.max_words, "evaluation")
     if all_pages:

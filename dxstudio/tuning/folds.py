@@ -54,7 +54,7 @@ class FoldedRun:
 
     @classmethod
     def prepare(cls, project, run_dir, overrides: dict | None = None, model_path=None) -> "FoldedRun":
-        settings = resolve_settings(project.settings, overrides)
+        settings = resolve_settings(project.settings, overrides, source=project.project_file)
         n_folds = settings["folds"]
         if n_folds is None:
             raise TuneError("a cross-validated run needs the setting folds (K >= 2)")
@@ -226,7 +226,7 @@ def prepare_run(project, run_dir, overrides: dict | None = None, model_path=None
     folded run is then the same run (the same bytes) as one with --folds K. A run folder being
     resumed keeps the kind it was started as. resume: as TuneRun.prepare's (a folded run's
     parts read their own label snapshots)."""
-    settings = resolve_settings(project.settings, overrides)
+    settings = resolve_settings(project.settings, overrides, source=project.project_file)
     if settings["folds"] is None:
         kind = RunDir(run_dir).started_as() if resume is not False else None
         if kind is None:  # a new run: decide by the usable pages

@@ -13,7 +13,6 @@ an uninterrupted one. docs/base-model.md.
 """
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections import OrderedDict
@@ -32,66 +31,17 @@ from dxstudio.fsutil import write_json_atomic
 from dxstudio.tuning import checkpoint, schedule
 from dxstudio.tuning.metrics import Event, append_metric, trim_metrics
 from dxstudio.tuning.rundir import RunDir
-from dxstudio.tuning.settings import TuneError
+from dxstudio.tuning.settings import TuneError, defaults, not_fingerprinted, resolve_settings
 
-DEFAULTS = {
-    "size": "base",
-    "input_layout": 2,  # docs/inputs.md
-    "seed": 1,
-    "epochs": 1,
-    "steps": None,  # a number: stop the schedule after this many steps (the learning rate decays over them)
-    "batch": 8,
-    "lr": 1e-3,
-    "warmup": 50,
-    "window": 256,  # words per example: a longer document gives several windows
-    "limit": None,  # a number: the first N documents of each source only
-    "clip": 1.0,
-    "weight_decay": 0.01,
-    "field_weight": 3.0,
-    "loss_tag": 1.0,
-    "loss_role": 0.5,
-    "loss_doc": 0.25,
-    "loss_items": 0.25,
-    "loss_kv": 0.25,
-    "degree": 1,
-    "kernels": "fast",
-    "checkpoint_every": 100,
-}
-NOT_FINGERPRINTED = ("degree", "kernels", "checkpoint_every")
+# The settings are the table's rows of the command pretrain (tuning/settings.py)
+DEFAULTS = defaults("pretrain")
+NOT_FINGERPRINTED = not_fingerprinted("pretrain")
 LOSSES = ("loss_tag", "loss_role", "loss_doc", "loss_items", "loss_kv")
 
 
 def resolve(overrides: dict | None) -> dict:
-    s = dict(DEFAULTS)
-    for k, v in (overrides or {}).items():
-        if k not in DEFAULTS:
-            raise TuneError(f"unknown pretraining setting {k!r}")
-        if v is not None:
-            s[k] = v
-    for k, low in (("seed", 0), ("epochs", 1), ("batch", 1), ("warmup", 0), ("window", 1), ("degree", 1),
-                   ("checkpoint_every", 1)):
-        if isinstance(s[k], bool) or not isinstance(s[k], int) or s[k] < low:
-            raise TuneError(f"setting {k} must be an integer >= {low}, not {s[k]!r}")
-    for k in ("steps", "limit"):
-        if s[k] is not None and (isinstance(s[k], bool) or not isinstance(s[k], int) or s[k] < 1):
-            raise TuneError(f"setting {k} must be a positive integer or null, not {s[k]!r}")
-    for k in ("lr", "weight_decay", "field_weight") + LOSSES:
-        v = s[k]
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-            raise TuneError(f"setting {k} must be a number >= 0, not {v!r}")
-    if s["lr"] <= 0 or s["field_weight"] <= 0:
-        raise TuneError("settings lr and field_weight must be positive")
-    if s["clip"] is not None and (isinstance(s["clip"], bool) or not isinstance(s["clip"], (int, float)) or s["clip"] <= 0):
-        raise TuneError(f"setting clip must be a positive number or null, not {s['clip']!r}")
-    if s["input_layout"] not in (1, 2) or isinstance(s["input_layout"], bool):
-        raise TuneError(f"setting input_layout must be 1 or 2, not {s['input_layout']!r}")
-    if s["size"] not in ("tiny", "base"):
-        raise TuneError(f"setting size must be tiny or base, not {s['size']!r}")
-    if s["kernels"] not in ("fast", "reference"):
-        raise TuneError(f"setting kernels must be fast or reference, not {s['kernels']!r}")
-    if not any(s[k] > 0 for k in LOSSES):
-        raise TuneError("every loss weight is 0: nothing to train")
-    return s
+    """The pretraining settings: the defaults, then the overrides, each checked (TuneError)."""
+    return resolve_settings(None, overrides, command="pretrain")
 
 
 @dataclass

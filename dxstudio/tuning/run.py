@@ -99,7 +99,7 @@ class TuneRun:
         fold: None for the seed's single split; (k, K) for fold k (0-based) of K, holding out
         every K-th page of the hash order from position k; (None, K) trains on every usable
         page (the final model of a cross-validated run, folds.py)."""
-        settings = resolve_settings(project.settings, overrides)
+        settings = resolve_settings(project.settings, overrides, source=project.project_file)
         snapshot = None
         rd = RunDir(run_dir)
         if rd.snapshot_path.is_file() and (resume or (resume is None and rd.checkpoint_path.is_file())):
