@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QHeaderView, QLabel, QL
                                QProgressBar, QPushButton, QSplitter, QTableWidget, QTableWidgetItem,
                                QVBoxLayout, QWidget)
 
+from dxstudio.tuning import rundir
 from dxstudio.ui.jobs import Job
 from dxstudio.ui.page_view import FillBar, PageView
 
@@ -88,7 +89,7 @@ def add_to_project(project, result: "ExtractResult") -> str:
                 raise
     status = project.add_page(page)  # refuses another page under the same id
     if image is not None and status == "added":
-        (project.pages_dir / "images").mkdir(parents=True, exist_ok=True)
+        project.images_dir.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, project.pages_dir / image)
     names = project.field_names
     by_model = dict(zip(list(result.fields), project.model_field_names(list(result.fields))))
@@ -111,7 +112,7 @@ def newest_model(project) -> Path | None:
     m = project.model
     if m is not None and m.is_file():
         return m
-    runs = sorted(p for p in project.runs_dir.glob("*/model.safetensors") if p.is_file()) \
+    runs = sorted(p for p in project.runs_dir.glob(f"*/{rundir.MODEL}") if p.is_file()) \
         if project.runs_dir.is_dir() else []
     return runs[-1] if runs else None
 
@@ -573,7 +574,7 @@ class ExtractPanel(QWidget):
         from dxstudio.fsutil import write_bytes_atomic
 
         if not path:
-            path, _ = QFileDialog.getSaveFileName(self, "Save results", str(self.project.root / "extracted.jsonl"),
+            path, _ = QFileDialog.getSaveFileName(self, "Save results", str(self.project.extracted_export),
                                                   "JSON lines (*.jsonl)")
             if not path:
                 return None

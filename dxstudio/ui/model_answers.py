@@ -35,9 +35,10 @@ from html import escape
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QProgressBar, QToolButton, QWidget
 
+from dxstudio.project import ProjectLayout
+from dxstudio.tuning import rundir
 from dxstudio.ui.jobs import Job
 
-CACHE_DIR = Path(".cache") / "model-answers"  # in the project folder
 CACHE_FORMAT = 2  # 2: values read with the model's decoding (engine/extract.py model_decoding)
 
 
@@ -114,7 +115,7 @@ def answers_work(project_root, model_path):
         loaded = load_model(model_path)
         job.report(("model", sha, list(loaded.cfg.fields)))
         params = None  # converted on the first page the cache does not have
-        cache_file = Path(project_root) / CACHE_DIR / f"{sha}.json"
+        cache_file = ProjectLayout(project_root).answers_cache_file(sha)
         cached = read_cache(cache_file, sha)
         pages: dict = {}
         pids = project.page_ids()
@@ -449,7 +450,7 @@ class ModelBar(QWidget):
         queue = a.queue()
         differ = sum(1 for pid in queue if a.queue_key(pid)[0] == 0)
         # short (two lines at most in a 1024 px window): the model's run folder, not its whole path
-        name = shown.parent.name if shown.name == "model.safetensors" and shown.parent.name else shown.name
+        name = shown.parent.name if shown.name == rundir.MODEL and shown.parent.name else shown.name
         text = f"<b>Model</b> {escape(name)} · queue {len(queue)} ({differ} differ) · <b>Q</b> · <b>M</b>"
         if a.problems:
             text += f" · <span style='color:#D7191C'>{len(a.problems)} not read</span>"
