@@ -297,6 +297,11 @@ class ProjectLayout:
         return self.root / self.RUNS
 
     @property
+    def labels_cache_dir(self) -> Path:
+        """The labelling client's cache of answers (dxstudio/labelling.py)."""
+        return self.cache_dir / self.LABELS
+
+    @property
     def cache_dir(self) -> Path:
         return self.root / self.CACHE
 
@@ -343,8 +348,8 @@ class Project(ProjectLayout):
                                                             "api_key_env": DEFAULT_API_KEY_ENV},
                 "settings": {}}
         project = cls(root, data, fields)
-        for sub in ("pages", "labels", "runs"):
-            (root / sub).mkdir(parents=True, exist_ok=True)
+        for folder in (project.pages_dir, project.labels_dir, project.runs_dir):
+            folder.mkdir(parents=True, exist_ok=True)
         project.save()
         return project
 
@@ -375,7 +380,7 @@ class Project(ProjectLayout):
         """Remove the temp files that writers killed mid-save left in pages/, labels/ and the
         label cache (fsutil.remove_orphan_tmp: only those whose writer is gone)."""
         removed = []
-        for folder in (self.pages_dir, self.labels_dir, self.cache_dir / "labels"):
+        for folder in (self.pages_dir, self.labels_dir, self.labels_cache_dir):
             removed += remove_orphan_tmp(folder)
         return removed
 

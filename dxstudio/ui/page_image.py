@@ -62,7 +62,7 @@ def write_sample_images(project_root, scale: float = 0.5) -> int:
     from dxstudio.project import Project
 
     project = Project.open(project_root)
-    out_dir = project.pages_dir / "images"
+    out_dir = project.images_dir
     out_dir.mkdir(exist_ok=True)
     n = 0
     for pid in project.page_ids():
