@@ -5,6 +5,9 @@ import time
 from pathlib import Path
 
 from dxstudio.cli.common import INTERRUPTED, OK, PARTIAL, emit_json, fail, progress, warn
+from dxstudio.cli.tune import _ray_runner  # Ray itself is imported only when --ray is given
+from dxstudio.scale import ScaleError
+from dxstudio.tuning.pretrain import PretrainRun
 from dxstudio.tuning.settings import TuneError, add_arguments, overrides_from_args
 
 
@@ -22,8 +25,6 @@ def configure(name, p):
 
 
 def run(name, args) -> int:
-    from dxstudio.cli.tune import _ray_runner  # deferred: it reaches Ray
-
     runner, close = _ray_runner(args)  # before anything is made: a wrong --ray is said at once
     try:
         return _pretrain(args, runner)
@@ -32,9 +33,6 @@ def run(name, args) -> int:
 
 
 def _pretrain(args, runner) -> int:
-    from dxstudio.scale import ScaleError  # deferred: Ray
-    from dxstudio.tuning.pretrain import PretrainRun  # deferred: the engine's Numba kernels
-
     overrides = overrides_from_args(args, "pretrain")
     out = Path(args.out)
     t0 = time.monotonic()

@@ -28,9 +28,11 @@ import math
 import os
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from dxstudio.engine.config import SIZES
 from dxstudio.engine.numerics import KERNELS
+from dxstudio.fsutil import write_text_atomic
 
 
 class TuneError(ValueError):
@@ -455,10 +457,6 @@ def main(argv=None) -> int:
     ap.add_argument("--write", metavar="DOC", help="replace the generated tables in DOC (e.g. docs/tuning.md)")
     args = ap.parse_args(argv)
     if args.write:
-        from pathlib import Path
-
-        from dxstudio.fsutil import write_text_atomic
-
         path = Path(args.write)
         text = path.read_text(encoding="utf-8")
         old = doc_section(text)
