@@ -41,6 +41,7 @@ from funsd_roles import funsd_form, score  # noqa: E402
 from dxstudio.corpus.document import CorpusDoc, doc_targets, doc_windows  # noqa: E402
 from dxstudio.corpus.generic import GENERIC_FIELDS  # noqa: E402
 from dxstudio.engine.config import size_config  # noqa: E402
+from dxstudio.tuning.settings import SIZE_CHOICES  # noqa: E402
 from dxstudio.engine.container import load_model, save_model  # noqa: E402
 from dxstudio.engine.inputs import window_inputs  # noqa: E402
 from dxstudio.engine.params import new_params  # noqa: E402
@@ -106,7 +107,7 @@ def main(argv=None) -> int:
     start = ap.add_mutually_exclusive_group(required=True)
     start.add_argument("--model", help="starting model file (.safetensors): a base, or any docextract-v0 model")
     start.add_argument("--new", action="store_true", help="start from a new random model of --size (generic fields)")
-    ap.add_argument("--size", choices=["tiny", "base"], default="base", help="size of --new (default base)")
+    ap.add_argument("--size", choices=SIZE_CHOICES, default="base", help="size of --new (default base)")
     ap.add_argument("--input-layout", type=int, choices=[1, 2], default=2, help="input layout of --new (default 2)")
     ap.add_argument("--steps", type=int, default=300, help="training steps (default 300)")
     ap.add_argument("--batch", type=int, default=8, help="windows per step (default 8)")

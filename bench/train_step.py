@@ -37,7 +37,7 @@ from dxstudio.engine.training import (Example, Targets, TrainSettings, TrainStat
 
 LR = 1e-3
 SETTINGS = dict(backbone_scale=1.0, loss_tag=1.0, weight_decay=0.01, beta1=0.9, beta2=0.999,
-                eps=1e-8, degree=1, kernels="fast")
+                eps=1e-8, degree=1, kernels="fast", clip=None)
 
 
 class OurStep:

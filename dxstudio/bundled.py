@@ -16,6 +16,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from dxstudio.project import ProjectLayout
+
 PACKAGE = Path(__file__).resolve().parent
 
 
@@ -57,7 +59,7 @@ def copy_sample(target, source: Path | None = None) -> tuple[Path, bool]:
     target = Path(target).absolute()
     if not (source / "dxproject.json").is_file():
         raise SampleCopyError(f"{source}: the bundled sample project is missing")
-    if (target / "dxproject.json").is_file():
+    if ProjectLayout(target).project_file.is_file():
         return target, False
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise SampleCopyError(f"{target}: exists and is not empty; give a new folder")
@@ -68,8 +70,8 @@ def copy_sample(target, source: Path | None = None) -> tuple[Path, bool]:
         target.parent.mkdir(parents=True, exist_ok=True)
         if partial.exists():
             shutil.rmtree(partial)
-        shutil.copytree(source, partial, ignore=shutil.ignore_patterns("runs", ".cache", "__pycache__"))
-        (partial / "runs").mkdir(exist_ok=True)
+        shutil.copytree(source, partial, ignore=shutil.ignore_patterns(*ProjectLayout.NOT_COPIED, "__pycache__"))
+        ProjectLayout(partial).runs_dir.mkdir(exist_ok=True)
         if target.exists():  # an empty folder
             target.rmdir()
         partial.rename(target)

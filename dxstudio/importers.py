@@ -788,7 +788,7 @@ def _import_pdf(src: Path, imp: _Importer) -> None:
             if index < len(images) and images[index] is not None and existing is None:
                 name = f"images/{page.id}.png"
                 try:  # the image first: a page file never names an image that is not there
-                    (imp.project.pages_dir / "images").mkdir(parents=True, exist_ok=True)
+                    imp.project.images_dir.mkdir(parents=True, exist_ok=True)
                     write_bytes_atomic(imp.project.pages_dir / name, images[index])
                     page = replace(page, image=name)
                 except OSError as e:

@@ -315,7 +315,7 @@ class LabelClient:
                 f"{project.project_file}: labelling 'api_key_env' is {key_env!r}; the key is only read from a "
                 f"variable named DXSTUDIO_... (letters, digits, '_'), such as {DEFAULT_KEY_ENV}")
         client = cls(cfg.get("url") or env.get(URL_ENV), cfg.get("model") or env.get(MODEL_ENV),
-                     env.get(key_env) or None, cache_dir=project.cache_dir / "labels", **kw)
+                     env.get(key_env) or None, cache_dir=project.labels_cache_dir, **kw)
         if client.api_key and not key_allowed_for(client.origin, env):
             raise LabellingError(
                 f"{project.project_file}: the labelling URL's origin {client.origin} is not trusted with the key in "

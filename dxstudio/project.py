@@ -262,7 +262,70 @@ def copy_project(src, dst) -> Path:
     return Path(dst)
 
 
-class Project:
+class ProjectLayout:
+    """The names of a project folder's files and folders, for a folder that is not open (or not
+    yet a project): Project is one, and nothing else spells these names.
+
+        PROJECT/dxproject.json   pages/  pages/images/  labels/  runs/  .cache/
+        .cache/app-state.json    .cache/model-answers/<model sha>.json    .cache/labels/
+    """
+    PAGES, LABELS, RUNS, CACHE, IMAGES = "pages", "labels", "runs", ".cache", "images"
+    NOT_COPIED = (RUNS, CACHE)  # what a copy of a project (the sample) leaves out: made again
+
+    def __init__(self, root):
+        self.root = Path(root)
+
+    @property
+    def project_file(self) -> Path:
+        return self.root / PROJECT_FILE
+
+    @property
+    def pages_dir(self) -> Path:
+        return self.root / self.PAGES
+
+    @property
+    def images_dir(self) -> Path:
+        """The page images a project holds (a page's "image" is relative to pages_dir)."""
+        return self.pages_dir / self.IMAGES
+
+    @property
+    def labels_dir(self) -> Path:
+        return self.root / self.LABELS
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.root / self.RUNS
+
+    @property
+    def labels_cache_dir(self) -> Path:
+        """The labelling client's cache of answers (dxstudio/labelling.py)."""
+        return self.cache_dir / self.LABELS
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.root / self.CACHE
+
+    @property
+    def app_state_file(self) -> Path:
+        """The app's state of this project (the page shown last)."""
+        return self.cache_dir / "app-state.json"
+
+    def answers_cache_file(self, model_sha: str) -> Path:
+        """The app's cache of a model's answers on the pages (ui/model_answers.py), by its SHA-256."""
+        return self.cache_dir / "model-answers" / f"{model_sha}.json"
+
+    @property
+    def reviewed_export(self) -> Path:
+        """Where the app offers to export the reviewed labels first."""
+        return self.root / "reviewed.jsonl"
+
+    @property
+    def extracted_export(self) -> Path:
+        """Where the app offers to save the Extract tab's results first."""
+        return self.root / "extracted.jsonl"
+
+
+class Project(ProjectLayout):
     def __init__(self, root: Path, data: dict, schema: list[Field]):
         self.root = Path(root)
         self._data = data  # the whole dxproject.json, unknown keys included
@@ -285,8 +348,8 @@ class Project:
                                                             "api_key_env": DEFAULT_API_KEY_ENV},
                 "settings": {}}
         project = cls(root, data, fields)
-        for sub in ("pages", "labels", "runs"):
-            (root / sub).mkdir(parents=True, exist_ok=True)
+        for folder in (project.pages_dir, project.labels_dir, project.runs_dir):
+            folder.mkdir(parents=True, exist_ok=True)
         project.save()
         return project
 
@@ -317,7 +380,7 @@ class Project:
         """Remove the temp files that writers killed mid-save left in pages/, labels/ and the
         label cache (fsutil.remove_orphan_tmp: only those whose writer is gone)."""
         removed = []
-        for folder in (self.pages_dir, self.labels_dir, self.cache_dir / "labels"):
+        for folder in (self.pages_dir, self.labels_dir, self.labels_cache_dir):
             removed += remove_orphan_tmp(folder)
         return removed
 
@@ -333,10 +396,6 @@ class Project:
         write_json_atomic(self.project_file, d)
 
     # -- properties ----------------------------------------------------------------------
-    @property
-    def project_file(self) -> Path:
-        return self.root / PROJECT_FILE
-
     @property
     def name(self) -> str:
         return self._data["name"]
@@ -496,22 +555,6 @@ class Project:
         except ValueError:
             pass
         self._data["model"] = p.as_posix()
-
-    @property
-    def pages_dir(self) -> Path:
-        return self.root / "pages"
-
-    @property
-    def labels_dir(self) -> Path:
-        return self.root / "labels"
-
-    @property
-    def runs_dir(self) -> Path:
-        return self.root / "runs"
-
-    @property
-    def cache_dir(self) -> Path:
-        return self.root / ".cache"
 
     # -- pages ---------------------------------------------------------------------------
     def page_ids(self) -> list[str]:

@@ -22,9 +22,8 @@ from pathlib import Path
 
 from dxstudio.engine.page import PageError
 from dxstudio.fsutil import write_json_atomic
-from dxstudio.project import Project, ProjectError
+from dxstudio.project import Project, ProjectError, ProjectLayout
 
-CACHE_DIR = Path(".cache") / "model-answers"  # in the project folder
 CACHE_FORMAT = 2  # 2: values read with the model's decoding (engine/extract.py model_decoding)
 QUEUED = ("unreviewed", "conflicts")  # the page statuses the queue holds
 
@@ -101,7 +100,7 @@ def answers_work(project_root, model_path):
         loaded = load_model(model_path)
         job.report(("model", sha, list(loaded.cfg.fields)))
         params = None  # converted on the first page the cache does not have
-        cache_file = Path(project_root) / CACHE_DIR / f"{sha}.json"
+        cache_file = ProjectLayout(project_root).answers_cache_file(sha)
         cached = read_cache(cache_file, sha)
         pages: dict = {}
         pids = project.page_ids()

@@ -137,7 +137,7 @@ def _part_train_step():
             tags=rng.integers(-1, cfg.n_tags, n), roles=rng.integers(0, len(cfg.roles), n), doc=2,
             items=rng.integers(-1, n, n), kv=rng.integers(-1, n, n))))
     settings = TrainSettings(backbone_scale=0.5, loss_role=1.0, loss_doc=1.0, loss_items=0.5,
-                             loss_kv=0.5, clip=0.5, kernels="fast",
+                             loss_kv=0.5, clip=0.5, kernels="fast", weight_decay=0.01,
                              tag_class_weights=(1.0,) + (3.0,) * (cfg.n_tags - 1))
     state = TrainState.start(cfg, container, settings)
     result = train_step(state, examples, 1e-3)

@@ -467,7 +467,7 @@ def test_tune_on_a_full_disk_is_one_line(small_project, tmp_path, monkeypatch, c
 
 
 def test_metrics_on_a_full_disk_names_the_file(small_project, tmp_path, monkeypatch):
-    import dxstudio.tuning.run as run_module
+    import dxstudio.tuning.metrics as run_module  # the module that appends metrics.jsonl
     from dxstudio.fsutil import DiskFullError
     from dxstudio.tuning import TuneRun
 

@@ -56,7 +56,8 @@ class Parity:
         self.settings = dict(backbone_scale=s["backbone_scale"], loss_tag=lw["tag"], loss_role=lw["role"],
                              loss_doc=lw["doc"], loss_items=lw["items"], loss_kv=lw["kv"],
                              tag_class_weights=tuple(self.meta["tag_class_weights"]),
-                             weight_decay=s["weight_decay"], beta1=s["beta1"], beta2=s["beta2"], eps=s["eps"])
+                             weight_decay=s["weight_decay"], beta1=s["beta1"], beta2=s["beta2"], eps=s["eps"],
+                             clip=None)
         self.n_pages = len(self.meta["pages"])
         self.examples = [Example(self.inputs(i), self.targets(i)) for i in range(self.n_pages)]
 

@@ -7,7 +7,8 @@ import sys
 import threading
 from pathlib import Path
 
-from dxstudio.review_queue import (CACHE_DIR, Answer, FieldCompare, answers_work, compare, next_in_queue,
+from dxstudio.project import ProjectLayout
+from dxstudio.review_queue import (Answer, FieldCompare, answers_work, compare, next_in_queue,
                                    queue_key, read_cache, same_text)
 
 
@@ -79,7 +80,7 @@ def test_answers_work_reads_each_page_once_per_model_and_keeps_the_cache(small_p
     assert (computed, reused, cancelled) == (len(pids), 0, False)
     pages = {e[1]: e[2] for e in job.events if e[0] == "page"}
     assert list(pages) == pids and all(set(f) == set(project.field_names) for f in pages.values())
-    cache = Path(small_project) / CACHE_DIR / f"{sha}.json"
+    cache = ProjectLayout(small_project).answers_cache_file(sha)
     assert set(read_cache(cache, sha)) == set(pids) and read_cache(cache, "another model") == {}
 
     again = FakeJob()

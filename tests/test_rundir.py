@@ -190,3 +190,20 @@ def test_ctrl_c_stops_at_a_step_with_a_checkpoint_and_resume_gives_the_same_byte
     assert not RunDir(out).report_path.exists()
     assert cli_main(["tune", str(small_project), "--out", str(out), "--resume", "--epochs", "20"]) == 0
     assert (out / "model.safetensors").read_bytes() == (ref / "model.safetensors").read_bytes()
+
+
+def test_the_run_folder_knows_no_trainer():
+    """issue 25: folds.py -> run.py -> rundir.py -> folds.py was a circle (RunDir asked the
+    trainer for metrics rows and checkpoints). rundir.py imports neither run.py, folds.py nor
+    pretrain.py, at the top or inside a function."""
+    import ast
+    from pathlib import Path
+
+    import dxstudio.tuning.rundir as rundir_mod
+
+    tree = ast.parse(Path(rundir_mod.__file__).read_text(encoding="utf-8"))
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert "dxstudio.tuning.checkpoint" in imported  # the checkpoint through its own module
+    for trainer in ("dxstudio.tuning.run", "dxstudio.tuning.folds", "dxstudio.tuning.pretrain"):
+        assert trainer not in imported, trainer

@@ -13,6 +13,9 @@ from dxstudio.engine.training import (Example, Targets, TrainSettings, TrainStat
                                       global_norm, train_step, trainable_scales)
 
 CFG = size_config("tiny")
+# weight_decay, clip and kernels have no engine default (their defaults are the settings table's); these
+# are the values the engine's tests have always trained with
+ENGINE_DEFAULTS = dict(weight_decay=0.01, clip=None, kernels="fast")
 
 
 def make_page(n, seed=0):
@@ -38,7 +41,7 @@ def moved(before, after):
 
 def test_head_only_trains_only_the_tag_head():
     p = new_params(CFG, 7)
-    st = TrainState.start(CFG, p, TrainSettings(backbone_scale=0.0, loss_role=1.0))
+    st = TrainState.start(CFG, p, TrainSettings(backbone_scale=0.0, **ENGINE_DEFAULTS, loss_role=1.0))
     assert list(trainable_scales(CFG, st.settings)) == ["tag_head.weight", "tag_head.bias"]
     before = {k: v.copy() for k, v in st.params.items()}
     train_step(st, [example(roles=np.zeros(6, np.int64))], 1e-2)
@@ -46,11 +49,11 @@ def test_head_only_trains_only_the_tag_head():
 
 
 def test_positive_scale_trains_the_backbone_but_other_heads_only_with_their_loss():
-    s = TrainSettings(backbone_scale=0.5)
+    s = TrainSettings(backbone_scale=0.5, **ENGINE_DEFAULTS)
     scales = trainable_scales(CFG, s)
     assert scales["tag_head.weight"] == 1.0 and scales["blocks.0.qkv.weight"] == 0.5
     assert not any(k.startswith(("role_head", "doc_head", "rel_")) for k in scales)
-    s2 = TrainSettings(backbone_scale=0.5, loss_role=1.0, loss_kv=1.0)
+    s2 = TrainSettings(backbone_scale=0.5, **ENGINE_DEFAULTS, loss_role=1.0, loss_kv=1.0)
     scales2 = trainable_scales(CFG, s2)
     assert scales2["role_head.weight"] == 0.5 and "rel_q.weight" in scales2 and "doc_head.weight" not in scales2
     st = TrainState.start(CFG, new_params(CFG, 7), s)
@@ -62,7 +65,7 @@ def test_positive_scale_trains_the_backbone_but_other_heads_only_with_their_loss
 
 
 def test_padding_row_of_char_emb_gets_no_gradient():
-    st = TrainState.start(CFG, new_params(CFG, 7), TrainSettings(backbone_scale=1.0))
+    st = TrainState.start(CFG, new_params(CFG, 7), TrainSettings(backbone_scale=1.0, **ENGINE_DEFAULTS))
     _, g = batch_gradients(CFG, st.params, [example(9, 3)], st.settings, list(trainable_scales(CFG, st.settings)))
     assert not np.any(g["char_emb"][0])
     assert np.any(g["char_emb"][2:])
@@ -71,7 +74,7 @@ def test_padding_row_of_char_emb_gets_no_gradient():
 def test_no_counted_word_gives_loss_zero_and_zero_gradients():
     loss, grad = cross_entropy(np.ones((4, 5), np.float32), np.full(4, -1))
     assert loss == 0.0 and not np.any(grad)
-    st = TrainState.start(CFG, new_params(CFG, 7), TrainSettings(backbone_scale=1.0))
+    st = TrainState.start(CFG, new_params(CFG, 7), TrainSettings(backbone_scale=1.0, **ENGINE_DEFAULTS))
     loss, g = batch_gradients(CFG, st.params, [example(tags=np.full(6, -1))], st.settings,
                               list(trainable_scales(CFG, st.settings)))
     assert loss == 0.0 and all(not np.any(v) for v in g.values())
@@ -98,7 +101,7 @@ def test_ignored_words_do_not_change_the_loss():
     (dict(tags=np.zeros(6)), "integers"),
 ])
 def test_bad_targets_are_clear_errors(targets, message):
-    st = TrainState.start(CFG, new_params(CFG, 7), TrainSettings(backbone_scale=1.0, loss_items=1, loss_role=1, loss_doc=1))
+    st = TrainState.start(CFG, new_params(CFG, 7), TrainSettings(backbone_scale=1.0, **ENGINE_DEFAULTS, loss_items=1, loss_role=1, loss_doc=1))
     ex = example()
     ex.targets = Targets(**targets)
     with pytest.raises(ValueError, match=message):
@@ -106,7 +109,7 @@ def test_bad_targets_are_clear_errors(targets, message):
 
 
 def test_clipping_scales_the_gradient_to_the_threshold():
-    s = TrainSettings(backbone_scale=1.0)
+    s = TrainSettings(backbone_scale=1.0, **ENGINE_DEFAULTS)
     st = TrainState.start(CFG, new_params(CFG, 7), s)
     wanted = list(trainable_scales(CFG, s))
     _, g = batch_gradients(CFG, st.params, [example()], s, wanted)
@@ -114,7 +117,7 @@ def test_clipping_scales_the_gradient_to_the_threshold():
     ref = np.sqrt(sum(float((v.astype(float) ** 2).sum()) for v in g.values()))
     assert abs(norm - ref) / ref < 1e-5
     clip = norm / 4
-    st2 = TrainState.start(CFG, new_params(CFG, 7), TrainSettings(backbone_scale=1.0, clip=clip))
+    st2 = TrainState.start(CFG, new_params(CFG, 7), TrainSettings(backbone_scale=1.0, clip=clip, weight_decay=0.01, kernels="fast"))
     res = train_step(st2, [example()], 1e-3)
     assert res.grad_norm == norm
     assert abs(global_norm(res.grads) - clip) / clip < 1e-4

@@ -47,7 +47,7 @@ def batch(cfg, step, sizes):
 def every_term_settings(cfg, kernels, degree, clip):
     return TrainSettings(backbone_scale=0.5, loss_tag=1.0, loss_role=0.7, loss_doc=0.3, loss_items=0.5,
                          loss_kv=0.25, tag_class_weights=(1.0,) + (3.0,) * (cfg.n_tags - 1),
-                         clip=clip, degree=degree, kernels=kernels)
+                         clip=clip, degree=degree, kernels=kernels, weight_decay=0.01)
 
 
 def run_steps(cfg, container, kernels, degree, sizes, steps=3, clip=0.5, lr=2e-3):

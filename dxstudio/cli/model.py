@@ -8,6 +8,7 @@ from dxstudio.engine.config import size_config
 from dxstudio.scale import ScaleError
 from dxstudio.scale.ordered import Processes, Serial, ordered_map
 from dxstudio.scale.pages import DocumentGroups, chunks, count_pages, extract_chunk, page_items
+from dxstudio.tuning.settings import DEFAULT_KERNELS, KERNEL_CHOICES, SIZE_CHOICES
 
 MAX_SEED = (1 << 64) - 1
 
@@ -28,11 +29,11 @@ def configure(name, p):
     if name == "new-model":
         p.add_argument("out", help="model file to write (.safetensors)")
         p.add_argument("--seed", type=_seed, default=0, help="SplitMix64 seed, 0 to 2^64-1 (default 0)")
-        p.add_argument("--size", choices=["tiny", "base"], default="base", help="(default base)")
+        p.add_argument("--size", choices=SIZE_CHOICES, default="base", help="(default base)")
         p.add_argument("--input-layout", type=int, choices=[1, 2], default=2,
                        help="word features the model reads (docs/inputs.md; default 2)")
         p.add_argument("--fields", help="comma-separated schema fields (default: vendor,date,total,invoice_number)")
-        p.add_argument("--kernels", choices=["reference", "fast"], default="fast", help="(accepted for symmetry; a new model does no arithmetic)")
+        p.add_argument("--kernels", choices=KERNEL_CHOICES, default=DEFAULT_KERNELS, help="(accepted for symmetry; a new model does no arithmetic)")
     else:
         p.add_argument("model", help="model file (.safetensors)")
         p.add_argument("pages", nargs="+", help="page JSON files, folders of them, JSON-lines files "
@@ -42,7 +43,7 @@ def configure(name, p):
         p.add_argument("--pages", dest="per_page", action="store_true",
                        help="one line per page, not per document (the pages of a multi-page document "
                        "give one line by default)")
-        p.add_argument("--kernels", choices=["reference", "fast"], default="fast", help="(default fast)")
+        p.add_argument("--kernels", choices=KERNEL_CHOICES, default=DEFAULT_KERNELS, help="(default fast)")
         if name == "extract":
             p.add_argument("--ocr", choices=("rapidocr", "tesseract"), default="rapidocr", metavar="ENGINE",
                            help='images and scanned PDF pages: the OCR engine, rapidocr (default) or tesseract; '

@@ -1,7 +1,14 @@
 """`dxstudio pretrain`: train the docextract-v0 base model on a corpus (docs/base-model.md)."""
 from __future__ import annotations
 
+import time
 from pathlib import Path
+
+from dxstudio.cli.common import INTERRUPTED, OK, PARTIAL, emit_json, fail, progress, warn
+from dxstudio.cli.tune import _ray_runner  # Ray itself is imported only when --ray is given
+from dxstudio.scale import ScaleError
+from dxstudio.tuning.pretrain import PretrainRun
+from dxstudio.tuning.settings import TuneError, add_arguments, overrides_from_args
 
 
 def configure(name, p):
@@ -9,22 +16,7 @@ def configure(name, p):
                    help="a source folder (CORD v1, NAF, DocBank samples, invoice2data samples; the kind is "
                         "found from its files) or synthetic:COUNT[:SEED] for generated documents")
     p.add_argument("--out", required=True, help="run folder (model.safetensors, report.json, checkpoint)")
-    p.add_argument("--size", choices=["tiny", "base"])
-    p.add_argument("--input-layout", type=int, choices=[1, 2],
-                   help="input layout of the new model (docs/inputs.md; default 2)")
-    p.add_argument("--seed", type=int)
-    p.add_argument("--epochs", type=int)
-    p.add_argument("--steps", type=int, help="steps in all (overrides --epochs; the learning rate decays over them)")
-    p.add_argument("--batch", type=int)
-    p.add_argument("--lr", type=float, help="peak learning rate")
-    p.add_argument("--warmup", type=int, help="warm-up steps")
-    p.add_argument("--window", type=int, help="words per example (a longer document gives several)")
-    p.add_argument("--limit", type=int, help="use only the first N documents of each source")
-    for loss in ("tag", "role", "doc", "items", "kv"):
-        p.add_argument(f"--loss-{loss}", type=float, help=f"weight of the {loss} loss term")
-    p.add_argument("--degree", type=int, help="examples in parallel (the bytes do not depend on it)")
-    p.add_argument("--kernels", choices=["reference", "fast"])
-    p.add_argument("--checkpoint-every", type=int)
+    add_arguments(p, "pretrain")  # the settings: the table's rows of pretrain (tuning/settings.py)
     p.add_argument("--stop-after", type=int, metavar="STEPS", help="stop (with a checkpoint) after this many steps in all")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
     p.add_argument("--ray", metavar="ADDRESS", help="each step's examples as tasks on the Ray cluster at "
@@ -32,13 +24,7 @@ def configure(name, p):
                    'Needs the cluster extra: pip install "dxstudio[cluster]"')
 
 
-_KEYS = ["size", "input_layout", "seed", "epochs", "steps", "batch", "lr", "warmup", "window", "limit", "loss_tag", "loss_role",
-         "loss_doc", "loss_items", "loss_kv", "degree", "kernels", "checkpoint_every"]
-
-
 def run(name, args) -> int:
-    from dxstudio.cli.tune import _ray_runner
-
     runner, close = _ray_runner(args)  # before anything is made: a wrong --ray is said at once
     try:
         return _pretrain(args, runner)
@@ -47,14 +33,7 @@ def run(name, args) -> int:
 
 
 def _pretrain(args, runner) -> int:
-    import time
-
-    from dxstudio.cli.common import INTERRUPTED, OK, PARTIAL, emit_json, fail, progress, warn
-    from dxstudio.scale import ScaleError
-    from dxstudio.tuning.pretrain import PretrainRun
-    from dxstudio.tuning.run import TuneError
-
-    overrides = {k: getattr(args, k) for k in _KEYS if getattr(args, k, None) is not None}
+    overrides = overrides_from_args(args, "pretrain")
     out = Path(args.out)
     t0 = time.monotonic()
     try:

@@ -38,6 +38,7 @@ from dxstudio.project import Project, ProjectError
 from dxstudio.scale import ScaleError
 from dxstudio.scale.ordered import ordered_map
 from dxstudio.scale.pages import DocumentGroups, chunks, count_pages, extract_chunk, load_item, page_items
+from dxstudio.tuning.settings import DEFAULT_KERNELS, KERNEL_CHOICES
 
 
 def configure(name, p):
@@ -51,7 +52,7 @@ def configure(name, p):
                    help="labelling requests in flight at once (default 4)")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for one answer (default 60)")
     p.add_argument("--retries", type=int, default=3, help="tries after the first on timeouts, 429, 5xx (default 3)")
-    p.add_argument("--kernels", choices=["reference", "fast"], default="fast", help="(default fast)")
+    p.add_argument("--kernels", choices=KERNEL_CHOICES, default=DEFAULT_KERNELS, help="(default fast)")
     add_scale_arguments(p)
 
 

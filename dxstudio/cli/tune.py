@@ -252,7 +252,7 @@ def _prepare_and_train(project, args, runner) -> int:
     from dxstudio.tuning.localfirst import auto_folds_below
 
     auto = ""
-    if folds and resolve_settings(project.settings, _overrides(args))["folds"] is None:
+    if folds and resolve_settings(project.settings, _overrides(args), source=project.project_file)["folds"] is None:
         auto = (f" (the default below {auto_folds_below(run.settings)} usable pages, so that every page is "
                 f"held out once; --folds K or --auto-folds 0 to change)")
     split = (f"{folds} folds of {len(run.train_pages)} usable pages{auto}, then the final model "

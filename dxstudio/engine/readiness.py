@@ -134,7 +134,7 @@ def prepare(progress=None) -> float:
         tags=rng.integers(-1, tiny.n_tags, n), roles=rng.integers(0, len(tiny.roles), n), doc=2,
         items=rng.integers(-1, n, n), kv=rng.integers(-1, n, n))) for n, seed in ((6, 11), (9, 12))]
     settings = TrainSettings(backbone_scale=0.5, loss_role=1.0, loss_doc=1.0, loss_items=0.5, loss_kv=0.5,
-                             clip=0.5, kernels="fast", tag_class_weights=(1.0,) + (3.0,) * (tiny.n_tags - 1))
+                             clip=0.5, kernels="fast", weight_decay=0.01, tag_class_weights=(1.0,) + (3.0,) * (tiny.n_tags - 1))
     train_step(TrainState.start(tiny, tiny_params, settings), examples, 1e-3)
     done()
     mark_prepared()

@@ -46,6 +46,12 @@ class Example:
 
 @dataclass
 class TrainSettings:
+    """What one step needs to know. weight_decay, clip and kernels have no default here: they are
+    settings of a run, and their defaults are the settings table's (dxstudio/tuning/settings.py),
+    passed in by whoever trains."""
+    weight_decay: float = field(kw_only=True)
+    clip: float | None = field(kw_only=True)  # global-norm clipping threshold (None: no clipping)
+    kernels: str = field(kw_only=True)  # "fast" or "reference": the same bytes
     backbone_scale: float = 0.0  # 0: head-only (tag head, tag loss)
     loss_tag: float = 1.0
     loss_role: float = 0.0
@@ -53,13 +59,10 @@ class TrainSettings:
     loss_items: float = 0.0
     loss_kv: float = 0.0
     tag_class_weights: tuple | None = None  # (1 + 2K,) or None for all 1
-    weight_decay: float = 0.01
     beta1: float = 0.9
     beta2: float = 0.999
     eps: float = 1e-8
-    clip: float | None = None  # global-norm clipping threshold
     degree: int = 1  # examples in parallel
-    kernels: str = "fast"
 
     def loss_weights(self) -> dict:
         w = {"tag": self.loss_tag, "role": self.loss_role, "doc": self.loss_doc,

@@ -20,15 +20,19 @@ import threading
 import time
 from pathlib import Path
 
-from dxstudio.engine.container import canonical_json, save_model
+from dxstudio.engine.container import save_model
 from dxstudio.engine.extract import FieldValue, PagePrediction
 from dxstudio.fsutil import write_json_atomic
 from dxstudio.tuning import schedule
-from dxstudio.tuning.rundir import RunDir
-from dxstudio.tuning.run import (Event, TuneError, TuneRun, check_folds, resolve_settings, score_predictions,
-                                 score_summary, stored_thresholds)
+from dxstudio.tuning.checkpoint import fingerprint
+from dxstudio.tuning.evaluation import score_predictions, stored_thresholds
+from dxstudio.tuning.localfirst import auto_folds
+from dxstudio.tuning.metrics import Event, score_summary
+from dxstudio.tuning.pages import check_folds
+from dxstudio.tuning.run import TuneRun
+from dxstudio.tuning.rundir import RunDir, folded_step  # noqa: F401  (folded_step: a name of this module before)
+from dxstudio.tuning.settings import TuneError, resolve_settings
 
-HELDOUT_FILE = "heldout.json"  # a finished fold's held-out predictions
 
 
 class FoldedRun:
@@ -46,19 +50,20 @@ class FoldedRun:
         self.heldout_pages = [r for f in folds for r in f.heldout_pages]  # each page once
         self.excluded, self.errors = final.excluded, final.errors
         self.total_steps = sum(p.total_steps for p in self.parts)
-        self.fingerprint = _sha_json([p.fingerprint for p in self.parts])
+        self.fingerprint = fingerprint([p.fingerprint for p in self.parts])
 
     @classmethod
     def prepare(cls, project, run_dir, overrides: dict | None = None, model_path=None) -> "FoldedRun":
-        settings = resolve_settings(project.settings, overrides)
+        settings = resolve_settings(project.settings, overrides, source=project.project_file)
         n_folds = settings["folds"]
         if n_folds is None:
             raise TuneError("a cross-validated run needs the setting folds (K >= 2)")
         run_dir = Path(run_dir)
+        rd = RunDir(run_dir)
         # the final run first: it reads every page once and says how many are usable
-        final = TuneRun.prepare(project, run_dir / "final", overrides, model_path, fold=(None, n_folds))
+        final = TuneRun.prepare(project, rd.final_part().path, overrides, model_path, fold=(None, n_folds))
         check_folds(n_folds, len(final.train_pages), project)
-        folds = [TuneRun.prepare(project, run_dir / "folds" / str(k + 1), overrides, model_path, fold=(k, n_folds))
+        folds = [TuneRun.prepare(project, rd.fold_part(k).path, overrides, model_path, fold=(k, n_folds))
                  for k in range(n_folds)]
         return cls(project, run_dir, settings, folds, final)
 
@@ -98,7 +103,7 @@ class FoldedRun:
     def _part_done(self, part: TuneRun) -> bool:
         if part is self.final:
             return part.state is not None and part.state.step >= part.total_steps
-        path = part.run_dir / HELDOUT_FILE
+        path = part.rundir.heldout_path
         if not path.exists():
             return False
         try:
@@ -169,16 +174,16 @@ class FoldedRun:
             rows.append({"id": pid, "fields": {
                 f: (None if v is None else {"words": list(v.words), "text": v.text, "confidence": v.confidence})
                 for f, v in pred.fields.items()}})
-        write_json_atomic(part.run_dir / HELDOUT_FILE, {"fingerprint": part.fingerprint, "pages": rows})
+        write_json_atomic(part.rundir.heldout_path, {"fingerprint": part.fingerprint, "pages": rows})
 
     def pooled_predictions(self) -> list:
         """(id, Page, PageTargets, PagePrediction) of every usable page, predicted by the fold
         that held it out, in hash order."""
         rows = {}
         for part in self.folds:
-            data = json.loads((part.run_dir / HELDOUT_FILE).read_text(encoding="utf-8"))
+            data = json.loads(part.rundir.heldout_path.read_text(encoding="utf-8"))
             if data.get("fingerprint") != part.fingerprint:
-                raise TuneError(f"{part.run_dir / HELDOUT_FILE}: belongs to another run; tune again")
+                raise TuneError(f"{part.rundir.heldout_path}: belongs to another run; tune again")
             by_id = {r[0]: r for r in part.heldout_pages}
             for rec in data["pages"]:
                 pid, page, t = by_id[rec["id"]]
@@ -214,12 +219,6 @@ class FoldedRun:
         return report
 
 
-def _sha_json(obj) -> str:
-    import hashlib
-
-    return hashlib.sha256(canonical_json(obj).encode()).hexdigest()
-
-
 def prepare_run(project, run_dir, overrides: dict | None = None, model_path=None, resume: bool | None = None):
     """A TuneRun (the seed's single split) or, when the setting folds is K >= 2, a FoldedRun.
     With folds unset (auto), localfirst.auto_folds decides from the usable pages: K folds while
@@ -227,11 +226,9 @@ def prepare_run(project, run_dir, overrides: dict | None = None, model_path=None
     folded run is then the same run (the same bytes) as one with --folds K. A run folder being
     resumed keeps the kind it was started as. resume: as TuneRun.prepare's (a folded run's
     parts read their own label snapshots)."""
-    from dxstudio.tuning.localfirst import auto_folds
-
-    settings = resolve_settings(project.settings, overrides)
+    settings = resolve_settings(project.settings, overrides, source=project.project_file)
     if settings["folds"] is None:
-        kind = _started_as(run_dir) if resume is not False else None
+        kind = RunDir(run_dir).started_as() if resume is not False else None
         if kind is None:  # a new run: decide by the usable pages
             single = TuneRun.prepare(project, run_dir, overrides, model_path, resume=resume)
             k = auto_folds(len(single.train_pages) + len(single.heldout_pages), settings)
@@ -243,46 +240,3 @@ def prepare_run(project, run_dir, overrides: dict | None = None, model_path=None
             k = kind
         overrides = {**(overrides or {}), "folds": k}
     return FoldedRun.prepare(project, run_dir, overrides, model_path)
-
-
-def _started_as(run_dir):
-    """What a run folder holds to resume: its K (a cross-validated run), "single" (a single
-    split's checkpoint), or None (nothing to resume)."""
-    run_dir = Path(run_dir)
-    try:
-        info = json.loads((run_dir / "settings.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        info = None
-    if isinstance(info, dict) and isinstance(info.get("parts"), list) and isinstance(info.get("folds"), int):
-        return info["folds"] if folded_step(run_dir) is not None else None
-    return "single" if (run_dir / "checkpoint.safetensors").is_file() else None
-
-
-def folded_step(run_dir) -> int | None:
-    """Steps a stopped cross-validated run has done (finished folds plus the checkpoint of the
-    part it stopped in), or None when run_dir is not a folded run with something to resume."""
-    run_dir = Path(run_dir)
-    try:
-        info = json.loads((run_dir / "settings.json").read_text(encoding="utf-8"))
-        parts = info["parts"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    from dxstudio.tuning.run import read_checkpoint
-
-    done, found = 0, False
-    for rel in parts:
-        part = run_dir / rel
-        try:
-            total = int(json.loads((part / "settings.json").read_text(encoding="utf-8"))["total_steps"])
-        except (OSError, ValueError, KeyError, TypeError):
-            break
-        if (part / HELDOUT_FILE).exists():
-            done, found = done + total, True
-            continue
-        try:
-            done += int(read_checkpoint(part / "checkpoint.safetensors", tensors=False)[0]["step"])
-            found = True
-        except (TuneError, KeyError, TypeError, ValueError):
-            pass
-        break
-    return done if found else None

@@ -13,15 +13,11 @@ an uninterrupted one. docs/base-model.md.
 """
 from __future__ import annotations
 
-import json
-import math
 import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import numpy as np
 
 from dxstudio.corpus.document import CorpusError, corpus_digest, doc_targets, doc_windows
 from dxstudio.corpus.generic import GENERIC_FIELDS
@@ -31,68 +27,21 @@ from dxstudio.engine.container import canonical_json, model_bytes, save_model
 from dxstudio.engine.inputs import window_inputs
 from dxstudio.engine.params import new_params
 from dxstudio.engine.training import Example, TrainSettings, TrainState, train_step
-from dxstudio.fsutil import write_bytes_atomic, write_json_atomic
-from dxstudio.tuning import schedule
-from dxstudio.tuning.run import Event, TuneError, metrics_rows, read_checkpoint, sha256_hex
+from dxstudio.fsutil import write_json_atomic
+from dxstudio.tuning import checkpoint, schedule
+from dxstudio.tuning.metrics import Event, append_metric, trim_metrics
+from dxstudio.tuning.rundir import RunDir
+from dxstudio.tuning.settings import TuneError, defaults, not_fingerprinted, resolve_settings
 
-DEFAULTS = {
-    "size": "base",
-    "input_layout": 2,  # docs/inputs.md
-    "seed": 1,
-    "epochs": 1,
-    "steps": None,  # a number: stop the schedule after this many steps (the learning rate decays over them)
-    "batch": 8,
-    "lr": 1e-3,
-    "warmup": 50,
-    "window": 256,  # words per example: a longer document gives several windows
-    "limit": None,  # a number: the first N documents of each source only
-    "clip": 1.0,
-    "weight_decay": 0.01,
-    "field_weight": 3.0,
-    "loss_tag": 1.0,
-    "loss_role": 0.5,
-    "loss_doc": 0.25,
-    "loss_items": 0.25,
-    "loss_kv": 0.25,
-    "degree": 1,
-    "kernels": "fast",
-    "checkpoint_every": 100,
-}
-NOT_FINGERPRINTED = ("degree", "kernels", "checkpoint_every")
+# The settings are the table's rows of the command pretrain (tuning/settings.py)
+DEFAULTS = defaults("pretrain")
+NOT_FINGERPRINTED = not_fingerprinted("pretrain")
 LOSSES = ("loss_tag", "loss_role", "loss_doc", "loss_items", "loss_kv")
 
 
 def resolve(overrides: dict | None) -> dict:
-    s = dict(DEFAULTS)
-    for k, v in (overrides or {}).items():
-        if k not in DEFAULTS:
-            raise TuneError(f"unknown pretraining setting {k!r}")
-        if v is not None:
-            s[k] = v
-    for k, low in (("seed", 0), ("epochs", 1), ("batch", 1), ("warmup", 0), ("window", 1), ("degree", 1),
-                   ("checkpoint_every", 1)):
-        if isinstance(s[k], bool) or not isinstance(s[k], int) or s[k] < low:
-            raise TuneError(f"setting {k} must be an integer >= {low}, not {s[k]!r}")
-    for k in ("steps", "limit"):
-        if s[k] is not None and (isinstance(s[k], bool) or not isinstance(s[k], int) or s[k] < 1):
-            raise TuneError(f"setting {k} must be a positive integer or null, not {s[k]!r}")
-    for k in ("lr", "weight_decay", "field_weight") + LOSSES:
-        v = s[k]
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-            raise TuneError(f"setting {k} must be a number >= 0, not {v!r}")
-    if s["lr"] <= 0 or s["field_weight"] <= 0:
-        raise TuneError("settings lr and field_weight must be positive")
-    if s["clip"] is not None and (isinstance(s["clip"], bool) or not isinstance(s["clip"], (int, float)) or s["clip"] <= 0):
-        raise TuneError(f"setting clip must be a positive number or null, not {s['clip']!r}")
-    if s["input_layout"] not in (1, 2) or isinstance(s["input_layout"], bool):
-        raise TuneError(f"setting input_layout must be 1 or 2, not {s['input_layout']!r}")
-    if s["size"] not in ("tiny", "base"):
-        raise TuneError(f"setting size must be tiny or base, not {s['size']!r}")
-    if s["kernels"] not in ("fast", "reference"):
-        raise TuneError(f"setting kernels must be fast or reference, not {s['kernels']!r}")
-    if not any(s[k] > 0 for k in LOSSES):
-        raise TuneError("every loss weight is 0: nothing to train")
-    return s
+    """The pretraining settings: the defaults, then the overrides, each checked (TuneError)."""
+    return resolve_settings(None, overrides, command="pretrain")
 
 
 @dataclass
@@ -149,11 +98,11 @@ class PretrainRun:
     def _fingerprint(self) -> None:
         s = {k: v for k, v in self.settings.items() if k not in NOT_FINGERPRINTED}
         self.components = {
-            "starting model": sha256_hex(model_bytes(self.cfg, self.start_params)),
+            "starting model": checkpoint.sha256_hex(model_bytes(self.cfg, self.start_params)),
             "corpus": corpus_digest(self.docs),
-            "settings": sha256_hex(canonical_json(s).encode()),
+            "settings": checkpoint.sha256_hex(canonical_json(s).encode()),
         }
-        self.fingerprint = sha256_hex(canonical_json(self.components).encode())
+        self.fingerprint = checkpoint.fingerprint(self.components)
 
     def train_settings(self) -> TrainSettings:
         s = self.settings
@@ -169,48 +118,28 @@ class PretrainRun:
         doc = self.docs[k]
         return Example(window_inputs(doc.page, self.cfg, a, b), doc_targets(doc, self.cfg, a, b))
 
-    # -- checkpoints ----------------------------------------------------------------------
+    # -- checkpoints (checkpoint.py) -------------------------------------------------------
+    @property
+    def rundir(self) -> RunDir:
+        return RunDir(self.run_dir)
+
     @property
     def checkpoint_path(self) -> Path:
-        return self.run_dir / "checkpoint.safetensors"
+        return self.rundir.checkpoint_path
 
     def save_checkpoint(self) -> None:
-        from safetensors.numpy import save
-
-        st = self.state
-        tensors = {"param/" + n: np.ascontiguousarray(v) for n, v in st.params.items()}
-        for n in st.m:
-            tensors["adam_m/" + n] = np.ascontiguousarray(st.m[n])
-            tensors["adam_v/" + n] = np.ascontiguousarray(st.v[n])
-        meta = {"checkpoint": canonical_json({"step": st.step, "fingerprint": self.fingerprint,
-                                              "components": self.components})}
-        write_bytes_atomic(self.checkpoint_path, save(tensors, metadata=meta))
+        checkpoint.save_checkpoint(self.checkpoint_path, self.state, self.fingerprint, self.components)
 
     def load_checkpoint(self) -> int:
-        meta, tensors = read_checkpoint(self.checkpoint_path)
-        if meta.get("fingerprint") != self.fingerprint:
-            old = meta.get("components", {})
-            changed = [k for k, v in self.components.items() if old.get(k) != v]
-            raise TuneError(f"{self.checkpoint_path}: the checkpoint belongs to another run: "
-                            f"{', '.join(changed) or 'fingerprint'} changed since it was written")
-        st = self.state
-        try:
-            for n in st.params:
-                st.params[n] = tensors["param/" + n].astype(np.float32)
-            for n in st.m:
-                st.m[n] = tensors["adam_m/" + n].astype(np.float32)
-                st.v[n] = tensors["adam_v/" + n].astype(np.float32)
-        except KeyError as e:
-            raise TuneError(f"{self.checkpoint_path}: the checkpoint lacks tensor {e}") from None
-        st.step = int(meta["step"])
-        return st.step
+        return checkpoint.load_checkpoint(self.checkpoint_path, self.state, self.fingerprint, self.components,
+                                          self.total_steps)
 
     # -- training -------------------------------------------------------------------------
     def start_state(self, resume: bool = False) -> int:
         self.state = TrainState.start(self.cfg, self.start_params, self.train_settings())
         self.state.runner = self.runner
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(self.run_dir / "settings.json", {
+        write_json_atomic(self.rundir.settings_path, {
             "settings": self.settings, "fingerprint": self.fingerprint, "components": self.components,
             "fields": list(self.cfg.fields), "sources": self.sources, "windows": len(self.windows),
             "total_steps": self.total_steps})
@@ -223,9 +152,8 @@ class PretrainRun:
         start = self.start_state(resume)
         s = self.settings
         n = len(self.windows)
-        metrics = self.run_dir / "metrics.jsonl"
-        keep = [r for r in metrics_rows(metrics) if start > 0 and r.get("step", 0) <= start] if metrics.exists() else []
-        write_bytes_atomic(metrics, "".join(json.dumps(r) + "\n" for r in keep).encode())
+        metrics = self.rundir.metrics_path
+        trim_metrics(metrics, start)
         t0 = time.monotonic()
         for step in range(start, self.total_steps):
             if (cancel is not None and cancel.is_set()) or (stop_after is not None and step >= stop_after):
@@ -236,8 +164,7 @@ class PretrainRun:
             lr = schedule.learning_rate(step, self.total_steps, s["warmup"], float(s["lr"]))
             res = train_step(self.state, [self.example(i) for i in idx], lr)
             ev = Event("step", step + 1, self.total_steps, loss=res.loss, lr=lr, seconds=time.monotonic() - t0)
-            with open(metrics, "a", encoding="utf-8") as f:
-                f.write(json.dumps({k: v for k, v in ev.__dict__.items() if v is not None}) + "\n")
+            append_metric(metrics, ev)
             emit(ev)
             if (step + 1) % s["checkpoint_every"] == 0 and step + 1 < self.total_steps:
                 self.save_checkpoint()
@@ -248,18 +175,19 @@ class PretrainRun:
 
     def finish(self, started: float | None = None) -> dict:
         """Write model.safetensors (the base: generic fields, every head) and report.json."""
-        rows = [r for r in metrics_rows(self.run_dir / "metrics.jsonl") if r.get("kind") == "step"]
+        rd = self.rundir
+        rows = [r for r in rd.metrics() if r.get("kind") == "step"]
         tail = [r["loss"] for r in rows[-50:]]
         summary = {"base": True, "fingerprint": self.fingerprint, "steps": self.state.step,
                    "windows": len(self.windows), "documents": len(self.docs),
                    "final_loss": round(sum(tail) / len(tail), 6) if tail else None}
-        save_model(self.run_dir / "model.safetensors", self.cfg, self.state.container_params(), summary)
-        model_sha = sha256_hex((self.run_dir / "model.safetensors").read_bytes())
-        report = {"model": str(self.run_dir / "model.safetensors"), "sha256": model_sha, **summary,
+        save_model(rd.model_path, self.cfg, self.state.container_params(), summary)
+        model_sha = checkpoint.sha256_hex(rd.model_path.read_bytes())
+        report = {"model": str(rd.model_path), "sha256": model_sha, **summary,
                   "first_loss": rows[0]["loss"] if rows else None, "settings": self.settings,
                   "components": self.components, "sources": self.sources,
                   "errors": [{"file": f, "error": m} for f, m in self.errors]}
         if started is not None:
             report["wall_seconds"] = round(time.monotonic() - started, 3)
-        write_json_atomic(self.run_dir / "report.json", report)
+        write_json_atomic(rd.report_path, report)
         return report

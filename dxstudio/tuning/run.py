@@ -12,7 +12,6 @@ a run resumed from a checkpoint ends with the model bytes of an uninterrupted on
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import threading
 import time
@@ -22,44 +21,35 @@ from pathlib import Path
 
 import numpy as np
 
-from dxstudio.tuning import schedule
+from dxstudio.bundled import models_dir
+from dxstudio.corpus.generic import transfer_tag_head
 from dxstudio.engine.config import size_config
 from dxstudio.engine.container import ModelFileError, canonical_json, load_model, model_bytes, save_model
-from dxstudio.engine.extract import DEFAULT_DECODING, model_decoding, predict_page
+from dxstudio.engine.extract import DEFAULT_DECODING, predict_page
 from dxstudio.engine.inputs import window_inputs
-from dxstudio.tuning.augment import AUGMENT_SETTINGS, augment_page, enabled as augment_enabled
-from dxstudio.bundled import models_dir
 from dxstudio.engine.params import new_params, new_tag_head
 from dxstudio.engine.training import Example, Targets, TrainSettings, TrainState, train_step
-from dxstudio.fsutil import (JSONInputError, disk_full, is_disk_full, loads_json, write_bytes_atomic,
-                             write_json_atomic)
-from dxstudio.grounding import project_targets, value_key
+from dxstudio.fsutil import write_json_atomic
+from dxstudio.tuning import checkpoint, schedule
+from dxstudio.tuning.augment import AUGMENT_SETTINGS, augment_page, enabled as augment_enabled
+from dxstudio.tuning.evaluation import score_predictions, stored_thresholds
+from dxstudio.tuning.metrics import Event, append_metric, score_summary, trim_metrics
+from dxstudio.tuning.pages import snapshot_targets, usable_split
 from dxstudio.tuning.rundir import RunDir
-from dxstudio.tuning.scoring import HeldOutPage, score_documents, score_pages
-from dxstudio.tuning.settings import (  # noqa: F401  (DEFAULTS, TuneError: the run's names too)
-    DEFAULTS, NOT_FINGERPRINTED, TuneError, effective_backbone_scale, fingerprinted, resolve_settings)
+from dxstudio.tuning.settings import TuneError, effective_backbone_scale, fingerprinted, resolve_settings
+
+# Names that lived here before the split (run.py was the whole of fine-tuning); the modules that
+# own them now are checkpoint, metrics, pages and evaluation. Kept for the importers outside tuning/.
+from dxstudio.tuning.checkpoint import read_checkpoint, sha256_hex  # noqa: E402,F401
+from dxstudio.tuning.evaluation import (at_stored_thresholds, evaluate_model, held_out_documents,  # noqa: F401
+                                        value_matches)
+from dxstudio.tuning.metrics import metrics_rows  # noqa: F401
+from dxstudio.tuning.pages import (NOT_ACCEPTED, accepted_only_filter, check_folds, review_state,  # noqa: F401
+                                   training_breakdown)
+from dxstudio.tuning.settings import DEFAULTS, NOT_FINGERPRINTED  # noqa: F401
 
 # The pretrained base (docs/base-model.md); a run with no model named starts from it when it is there.
 BASE_MODEL = models_dir() / "docextract-v0-base.safetensors"  # resources/models/, or the installed wheel's
-
-
-@dataclass
-class Event:
-    """A progress event: kind "step" (step, total, loss, lr, seconds) or "epoch" (epoch, scores)
-    or "checkpoint" / "done" / "cancelled"."""
-    kind: str
-    step: int
-    total: int
-    loss: float | None = None
-    lr: float | None = None
-    seconds: float | None = None
-    epoch: int | None = None
-    scores: dict | None = None
-
-
-def sha256_hex(data: bytes) -> str:
-    """The SHA-256 of bytes, in hex: what fingerprints and model cards record."""
-    return hashlib.sha256(data).hexdigest()
 
 
 @dataclass
@@ -109,7 +99,7 @@ class TuneRun:
         fold: None for the seed's single split; (k, K) for fold k (0-based) of K, holding out
         every K-th page of the hash order from position k; (None, K) trains on every usable
         page (the final model of a cross-validated run, folds.py)."""
-        settings = resolve_settings(project.settings, overrides)
+        settings = resolve_settings(project.settings, overrides, source=project.project_file)
         snapshot = None
         rd = RunDir(run_dir)
         if rd.snapshot_path.is_file() and (resume or (resume is None and rd.checkpoint_path.is_file())):
@@ -152,8 +142,6 @@ class TuneRun:
                     model_fields, base_params, list(fields), params["tag_head.weight"], params["tag_head.bias"])
             if isinstance(base_summary, dict) and base_summary.get("base") is True:
                 # a pretrained base: fields naming its generic classes start from their rows
-                from dxstudio.corpus.generic import transfer_tag_head
-
                 params["tag_head.weight"], params["tag_head.bias"], _ = transfer_tag_head(
                     base_cfg, base_params, project.schema, params["tag_head.weight"], params["tag_head.bias"])
         run = cls(project, Path(run_dir), settings, cfg, params, start_bytes, source)
@@ -216,13 +204,13 @@ class TuneRun:
             pages.update(pid.encode() + b"\0" + page_raw + b"\0")
         schema = [{"name": f.name, "weight": w} for f, w in zip(self.project.schema, weights)]
         self.components = {
-            "starting model": sha256_hex(self.start_bytes),
-            "schema": sha256_hex(canonical_json(schema).encode()),
-            "settings": sha256_hex(canonical_json(s).encode()),
+            "starting model": checkpoint.sha256_hex(self.start_bytes),
+            "schema": checkpoint.sha256_hex(canonical_json(schema).encode()),
+            "settings": checkpoint.sha256_hex(canonical_json(s).encode()),
             "label files": labels.hexdigest(),
             "pages": pages.hexdigest(),
         }
-        self.fingerprint = sha256_hex(canonical_json(self.components).encode())
+        self.fingerprint = checkpoint.fingerprint(self.components)
 
     @property
     def backbone_scale(self) -> float:
@@ -234,47 +222,17 @@ class TuneRun:
                              tag_class_weights=self.class_weights, weight_decay=float(s["weight_decay"]),
                              clip=s["clip"], degree=s["degree"], kernels=s["kernels"])
 
-    # -- checkpoints ---------------------------------------------------------------------
+    # -- checkpoints (checkpoint.py) -------------------------------------------------------
     @property
     def checkpoint_path(self) -> Path:
         return self.rundir.checkpoint_path
 
     def save_checkpoint(self) -> None:
-        from safetensors.numpy import save
-
-        st = self.state
-        tensors = {}
-        for name, v in st.params.items():
-            tensors["param/" + name] = np.ascontiguousarray(v)
-        for name in st.m:
-            tensors["adam_m/" + name] = np.ascontiguousarray(st.m[name])
-            tensors["adam_v/" + name] = np.ascontiguousarray(st.v[name])
-        meta = {"checkpoint": canonical_json({"step": st.step, "fingerprint": self.fingerprint,
-                                              "components": self.components})}
-        write_bytes_atomic(self.checkpoint_path, save(tensors, metadata=meta))
+        checkpoint.save_checkpoint(self.checkpoint_path, self.state, self.fingerprint, self.components)
 
     def load_checkpoint(self) -> int:
-        path = self.checkpoint_path
-        meta, tensors = read_checkpoint(path)
-        if meta.get("fingerprint") != self.fingerprint:
-            old = meta.get("components", {})
-            changed = [k for k, v in self.components.items() if old.get(k) != v]
-            raise TuneError(f"{path}: the checkpoint belongs to another run: "
-                            f"{', '.join(changed) or 'fingerprint'} changed since it was written")
-        st = self.state
-        if meta["step"] > self.total_steps:
-            raise TuneError(f"{path}: the checkpoint is at step {meta['step']}, beyond the run's {self.total_steps} steps")
-        expected = {"param/" + n: st.params[n] for n in st.params}
-        expected.update({"adam_m/" + n: st.m[n] for n in st.m})
-        expected.update({"adam_v/" + n: st.v[n] for n in st.v})
-        _check_checkpoint_tensors(path, tensors, expected)
-        for name in st.params:
-            st.params[name] = tensors["param/" + name].copy()
-        for name in st.m:
-            st.m[name] = tensors["adam_m/" + name].copy()
-            st.v[name] = tensors["adam_v/" + name].copy()
-        st.step = meta["step"]
-        return st.step
+        return checkpoint.load_checkpoint(self.checkpoint_path, self.state, self.fingerprint, self.components,
+                                          self.total_steps)
 
     # -- training ------------------------------------------------------------------------
     def start_state(self, resume: bool = False, overwrite: bool = False) -> int:
@@ -345,7 +303,7 @@ class TuneRun:
         s = self.settings
         n = len(self.train_pages)
         metrics = self.rundir.metrics_path
-        self._trim_metrics(metrics, start)
+        trim_metrics(metrics, start)
         t0 = time.monotonic()
         for step in range(start, self.total_steps):
             if (cancel is not None and cancel.is_set()) or (stop_after is not None and step >= stop_after):
@@ -357,7 +315,7 @@ class TuneRun:
             res = train_step(self.state, [self.example(i, step) for i in idx], lr)
             self._check_finite(step + 1, res.loss, lr)
             ev = Event("step", step + 1, self.total_steps, loss=res.loss, lr=lr, seconds=time.monotonic() - t0)
-            self._log(metrics, ev)
+            append_metric(metrics, ev)
             emit(ev)
             done_positions = min((step + 1) * s["batch"], n * s["epochs"])
             prev_positions = step * s["batch"]
@@ -366,7 +324,7 @@ class TuneRun:
                 scores = self.evaluate()
                 ev = Event("epoch", step + 1, self.total_steps, epoch=epoch, scores=scores,
                            seconds=time.monotonic() - t0)
-                self._log(metrics, ev)
+                append_metric(metrics, ev)
                 emit(ev)
             if (step + 1) % s["checkpoint_every"] == 0 and step + 1 < self.total_steps:
                 self.save_checkpoint()
@@ -393,25 +351,6 @@ class TuneRun:
         raise TuneError(f"step {step}: {bad}: training diverged (lr {s['lr']:g}, now {lr:g}; weight_decay "
                         f"{s['weight_decay']:g}; backbone_scale {self.backbone_scale:g}); lower them and start "
                         f"again; {kept}")
-
-    def _log(self, path: Path, ev: Event) -> None:
-        row = {k: v for k, v in ev.__dict__.items() if v is not None}
-        if ev.scores is not None:
-            row["scores"] = score_summary(ev.scores)
-        try:
-            with open(path, "a", encoding="utf-8") as f:
-                f.write(json.dumps(row) + "\n")
-        except OSError as e:
-            raise (disk_full(path, e) if is_disk_full(e) else e) from None
-
-    @staticmethod
-    def _trim_metrics(path: Path, start: int) -> None:
-        """On resume keep the lines of the steps already taken; a fresh run starts a new file."""
-        if not path.exists():
-            return
-        keep = [row for row in metrics_rows(path)
-                if start > 0 and row.get("step", 0) <= start and row.get("kind") in ("step", "epoch")]
-        write_bytes_atomic(path, "".join(json.dumps(row) + "\n" for row in keep).encode())
 
     # -- scores ----------------------------------------------------------------------------
     def predictions(self, params_rt=None):
@@ -473,419 +412,3 @@ def _keep_head_rows(model_fields, base_params, fields, weight, bias):
                 w[off + 2 * c], b[off + 2 * c] = bw[off + 2 * g], bb[off + 2 * g]
     return w, b
 
-
-def score_predictions(fields, preds, share, min_values, by: str = "words", rule: str = "seed") -> dict:
-    """score_pages of the held-out pages, with "documents": score_documents of their documents."""
-    pages = []
-    for pid, page, t, pred in preds:
-        prediction = {f: ((v.words, v.confidence) if v is not None else None) for f, v in pred.fields.items()}
-        label = {f: tuple(t.field_words.get(f, ())) for f in fields}
-        pages.append(HeldOutPage(pid, label, prediction, frozenset(t.unscored), value_matches(page, label, pred)))
-    decodings = sorted({pred.decoding for _, _, _, pred in preds})
-    if len(decodings) > 1:
-        raise TuneError(f"predictions read with different decodings ({', '.join(decodings)}) cannot be scored together")
-    report = score_pages(fields, pages, share, min_values, by, rule)
-    report["decoding"] = decodings[0] if decodings else None  # how the values were read off the tags
-    report["documents"] = score_documents(fields, held_out_documents(fields, preds, pages), share, min_values, by)
-    return report
-
-
-def held_out_documents(fields, preds, held_pages) -> list:
-    """HeldOutDocument of the held-out pages grouped by document (documents in the order their
-    first page comes, pages in page order), with the document value's value match: the most
-    confident page's value against the label's words' text on the page that holds them."""
-    from dxstudio.tuning.scoring import HeldOutDocument, document_label, document_value
-
-    by_doc: dict = {}
-    for (pid, page, t, pred), hp in zip(preds, held_pages):
-        by_doc.setdefault(page.document_id, []).append((page, pred, hp))
-    out = []
-    for doc_id, members in by_doc.items():
-        members.sort(key=lambda m: (m[0].number, m[0].id))
-        doc = HeldOutDocument(doc_id, tuple(hp for _, _, hp in members))
-        pages_by_id = {page.id: (page, pred) for page, pred, _ in members}
-        match = set()
-        for f in fields:
-            label, value = document_label(doc, f), document_value(doc, f)
-            if not label or value is None:
-                continue
-            lpage = pages_by_id[label[0][0]][0]
-            want = value_key(" ".join(lpage.words[i].text for i in sorted(label[0][1])))
-            vpage, vpred = pages_by_id[value[0]]
-            if want and value_key(vpred.fields[f].text) == want:
-                match.add(f)
-        out.append(HeldOutDocument(doc_id, doc.pages, frozenset(match)))
-    return out
-
-
-def value_matches(page, label: dict, pred) -> frozenset:
-    """Fields whose predicted value equals the label's value after the grounding normalizer
-    (grounding.value_key of the words' texts): the same amount read where it is printed again."""
-    out = set()
-    for f, words in label.items():
-        v = pred.fields.get(f)
-        if v is None or not words:
-            continue
-        want = value_key(" ".join(page.words[i].text for i in words))
-        if want and value_key(v.text) == want:
-            out.add(f)
-    return frozenset(out)
-
-
-def read_checkpoint(path, tensors: bool = True) -> tuple[dict, dict]:
-    """(metadata {step, fingerprint, components}, tensors by name) of a run's checkpoint.
-    Validated like a model file: a regular file of bounded size, a header read by the
-    hardened JSON reader, metadata of the right shape (TuneError otherwise)."""
-    from safetensors.numpy import load
-
-    from dxstudio.engine.container import read_model_bytes, _read_header
-
-    path = Path(path)
-    if not path.exists():
-        raise TuneError(f"{path}: no checkpoint to resume from")
-    try:
-        data = read_model_bytes(path) if tensors else _header_bytes(path)
-        header, _ = _read_header(path, data)
-    except ModelFileError as e:
-        raise TuneError(f"{path}: not a readable checkpoint ({e.problem})") from None
-    meta = header.get("__metadata__")
-    try:
-        meta = loads_json(meta["checkpoint"])
-    except (TypeError, KeyError, JSONInputError) as e:
-        raise TuneError(f"{path}: not a readable checkpoint (no valid 'checkpoint' metadata: {e})") from None
-    if not isinstance(meta, dict):
-        raise TuneError(f"{path}: the checkpoint metadata must be an object, not {type(meta).__name__}")
-    step = meta.get("step")
-    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-        raise TuneError(f"{path}: the checkpoint has no valid step ({str(step)[:40]})")
-    if not isinstance(meta.get("fingerprint"), str) or not isinstance(meta.get("components", {}), dict):
-        raise TuneError(f"{path}: the checkpoint has no valid fingerprint")
-    if not tensors:
-        return meta, {}
-    try:
-        arrays = load(data)
-    except Exception as e:  # the library's errors are not one family
-        raise TuneError(f"{path}: not a readable checkpoint ({' '.join(str(e).split())[:200]})") from None
-    return meta, arrays
-
-
-def _header_bytes(path: Path) -> bytes:
-    """The length field and header of a safetensors file, without reading the tensors (the
-    run list asks every run for its step)."""
-    import os
-    import stat
-    import struct
-
-    from dxstudio.engine.container import MAX_HEADER_BYTES
-
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO must not block the open
-        with open(fd, "rb", buffering=0) as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                raise ModelFileError(path, "not a regular file (a device, FIFO or socket is never read)")
-            os.set_blocking(fd, True)
-            head = f.read(8)
-            if len(head) == 8:
-                (n,) = struct.unpack("<Q", head)
-                if 0 < n <= MAX_HEADER_BYTES:
-                    head += f.read(n)
-            return head
-    except OSError as e:
-        raise ModelFileError(path, f"cannot read ({e.strerror or e})") from None
-
-
-def _check_checkpoint_tensors(path, tensors: dict, expected: dict) -> None:
-    """Every tensor the state needs, float32 of the right shape and finite; nothing else."""
-    missing = [k for k in expected if k not in tensors]
-    if missing:
-        raise TuneError(f"{path}: the checkpoint lacks tensor {missing[0]!r} ({len(missing)} missing)")
-    extra = sorted(k for k in tensors if k not in expected)
-    if extra:
-        raise TuneError(f"{path}: the checkpoint has an unexpected tensor {extra[0]!r}")
-    for k, want in expected.items():
-        arr = tensors[k]
-        if arr.dtype != np.float32:
-            raise TuneError(f"{path}: checkpoint tensor {k!r} is {arr.dtype}, expected float32")
-        if tuple(arr.shape) != tuple(np.shape(want)):
-            raise TuneError(f"{path}: checkpoint tensor {k!r} has shape {tuple(arr.shape)}, "
-                            f"expected {tuple(np.shape(want))}")
-        if not np.isfinite(arr).all():
-            raise TuneError(f"{path}: checkpoint tensor {k!r} has non-finite values")
-
-
-def metrics_rows(path) -> list[dict]:
-    """The rows of a run's metrics.jsonl (one JSON object a line); a line cut by a crash is skipped."""
-    rows = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        try:
-            rows.append(loads_json(line))
-        except JSONInputError:  # a line cut by a crash, or one nobody should trust
-            continue
-    return rows
-
-
-def score_summary(report: dict) -> dict:
-    """The headline of a scores report: {"fields": {NAME: {recall, agreement, value_recall,
-    value_agreement, threshold}}, "threshold"}."""
-    return {"fields": {k: {m: v.get(m) for m in ("recall", "agreement", "value_recall", "value_agreement", "threshold")}
-                       for k, v in report["fields"].items()},
-            "threshold": report.get("threshold")}
-
-
-def review_state(label_raw: bytes) -> str:
-    """The review state ("unreviewed", "accepted", "excluded") in a label file's bytes."""
-    try:
-        d = loads_json(label_raw) if label_raw else {}
-    except JSONInputError:
-        return "unreviewed"
-    r = d.get("review") if isinstance(d, dict) else None
-    return r.get("state", "unreviewed") if isinstance(r, dict) else "unreviewed"
-
-
-NOT_ACCEPTED = "not accepted in review (the run trains on accepted pages only)"
-
-
-def accepted_only_filter(pt):
-    """The ProjectTargets with the pages a person has not accepted moved to `excluded`."""
-    from dxstudio.grounding import ProjectTargets
-
-    kept, excluded = [], list(pt.excluded)
-    for row in pt.kept:
-        if review_state(pt.sources[row[0]][1]) == "accepted":
-            kept.append(row)
-        else:
-            excluded.append((row[0], NOT_ACCEPTED))
-    return ProjectTargets(kept, excluded, pt.errors, {r[0]: pt.sources[r[0]] for r in kept}, pt.left_out)
-
-
-def snapshot_targets(project, snapshot: dict, max_words: int, source, repeats: str = "o") -> "ProjectTargets":
-    """The targets of a run's snapshot (targets.json): its label bytes over the project's pages."""
-    from dxstudio.engine.page import PageError
-    from dxstudio.fsutil import parse_json
-    from dxstudio.grounding import Excluded, ProjectTargets, page_targets
-    from dxstudio.project import LabelError, label_from_dict
-
-    from dxstudio.grounding import left_out_fields
-
-    kept, excluded, errors, sources = [], [], [], {}
-    read = []
-    for pid, text in snapshot["labels"].items():
-        raw = text.encode("utf-8")
-        try:
-            page, page_raw = project.read_page(pid)
-            labels = label_from_dict(parse_json(raw, f"{source} ({pid})", LabelError), f"{source} ({pid})", pid)
-        except (PageError, LabelError, ValueError) as e:
-            errors.append((pid, str(e)))
-            continue
-        read.append((pid, raw, page, page_raw, labels))
-    left_out = left_out_fields([r[4] for r in read], project.field_names)
-    for pid, raw, page, page_raw, labels in read:
-        try:
-            t = page_targets(page, labels, project.field_names, max_words, repeats, leave_out=left_out)
-        except (PageError, LabelError, ValueError) as e:
-            errors.append((pid, str(e)))
-            continue
-        if isinstance(t, Excluded):
-            excluded.append((pid, t.reason))
-        else:
-            kept.append((pid, page, t))
-            sources[pid] = (page_raw, raw)
-    excluded += [tuple(e) for e in snapshot.get("excluded", [])]
-    errors += [tuple(e) for e in snapshot.get("unreadable", [])]
-    return ProjectTargets(kept, excluded, errors, sources, left_out)
-
-
-def usable_split(project, settings: dict, max_words: int, purpose: str, fold: tuple | None = None, pt=None):
-    """(ProjectTargets, training rows, held-out rows) of the project's usable pages, each row
-    (id, Page, PageTargets), split by the settings' seed and held-out fraction; with fold
-    (k, K) the held-out rows are every K-th page of the hash order from position k
-    (schedule.fold_split), with (None, K) every page trains and none is held out. With the
-    setting accepted_only, only the pages a person accepted are usable. `pt`: targets already
-    read (a run's snapshot); default: the project's label files now."""
-    pt = pt if pt is not None else project_targets(project, max_words=max_words, repeats=settings.get("repeats", "o"))
-    if settings.get("accepted_only"):
-        pt = accepted_only_filter(pt)
-    pt = _document_problems(pt)
-    by_id = {pid: (pid, page, t) for pid, page, t in pt.kept}
-    if len(by_id) < 2:
-        accepted = " with accepted_only (accept pages in Review, or turn the setting off)" \
-            if settings.get("accepted_only") else ""
-        raise TuneError(
-            f"{project.root}: {len(by_id)} usable page(s){accepted}; {purpose} needs at least 2 "
-            f"(one to train on, one held out). Excluded: {len(pt.excluded)}, unreadable: {len(pt.errors)}")
-    # a document's pages stay together: the split hashes document ids (a page of its own: its id)
-    documents = {}
-    for pid, page, _ in sorted(pt.kept, key=lambda r: (r[1].document_id, r[1].number, r[0])):
-        documents.setdefault(page.document_id, []).append(pid)
-    if len(documents) < 2:
-        raise TuneError(f"{project.root}: the {len(by_id)} usable pages are all of document "
-                        f"{next(iter(documents))}; {purpose} needs at least 2 documents (one to train on, "
-                        f"one held out: a document's pages are never split between the two)")
-    if fold is None:
-        train_ids, held_ids = schedule.split_documents(documents, settings["seed"], settings["heldout_fraction"])
-    else:
-        k, n_folds = fold
-        check_folds(n_folds, len(documents), project)
-        if k is None:
-            train_ids, held_ids = schedule.document_pages_order(documents, settings["seed"]), []
-        else:
-            train_ids, held_ids = schedule.fold_split_documents(documents, settings["seed"], n_folds, k)
-    return pt, [by_id[i] for i in train_ids], [by_id[i] for i in held_ids]
-
-
-def _document_problems(pt):
-    """The targets without the pages of documents that have a problem (two pages with one
-    number, an id that is also a page's own): those pages move to `excluded` with the problem."""
-    from dxstudio.documents import group_documents
-    from dxstudio.grounding import ProjectTargets
-
-    docs = group_documents([page for _, page, _ in pt.kept])
-    if not docs.problems:
-        return pt
-    why = dict(docs.problems)
-    kept = [r for r in pt.kept if r[0] in docs.of_page]
-    moved = [(pid, why.get(page.document_id) or why.get(pid, "document problem")) for pid, page, _ in pt.kept
-             if pid not in docs.of_page]
-    return ProjectTargets(kept, pt.excluded + moved, pt.errors, {k: v for k, v in pt.sources.items()
-                                                                  if k in docs.of_page})
-
-
-def check_folds(n_folds, n_usable: int, project=None) -> int:
-    """K folds need 2 <= K <= the usable pages (each fold holds out at least one page)."""
-    where = f"{project.root}: " if project is not None else ""
-    if isinstance(n_folds, bool) or not isinstance(n_folds, int) or n_folds < 2:
-        raise TuneError(f"{where}--folds must be an integer >= 2, not {n_folds!r}")
-    if n_folds > n_usable:
-        raise TuneError(f"{where}--folds {n_folds} is more than the {n_usable} usable pages "
-                        f"(each fold holds out at least one page)")
-    return n_folds
-
-
-def stored_thresholds(report: dict) -> dict:
-    """The thresholds a tuned model file carries (container.py "thresholds"): the pooled one
-    and each field's, with the share and min_values they were found with."""
-    return {"pooled": report.get("threshold"),
-            "fields": {name: f.get("threshold") for name, f in report["fields"].items()},
-            "share": report.get("share"), "min_values": report.get("min_values"),
-            "by": report.get("threshold_by", "words"), "rule": report.get("threshold_rule", "seed"),
-            "decoding": report.get("decoding") or DEFAULT_DECODING}
-
-
-def evaluate_model(model_path, project, out_path=None, overrides: dict | None = None,
-                   all_pages: bool = False) -> dict:
-    """`dxstudio eval`: the same report for any model, on the project's held-out pages, or with
-    all_pages on every usable page (a separate test project, no split). The report's `stored`
-    says how the model's stored thresholds do on these pages (at_stored_thresholds)."""
-    try:
-        loaded = load_model(model_path)
-    except ModelFileError as e:
-        raise TuneError(str(e)) from None
-    if project.model_field_names(loaded.cfg.fields) != project.field_names:
-        raise TuneError(f"{model_path}: the model's fields {list(loaded.cfg.fields)} are not the "
-                        f"project's schema {project.field_names} ({project.project_file})")
-    settings = resolve_settings(project.settings, overrides)
-    cfg = loaded.cfg.with_fields(project.field_names)  # renamed fields under their names now
-    _, train, held = usable_split(project, settings, cfg.max_words, "evaluation")
-    if all_pages:
-        rows = {r[0]: r for r in train + held}
-        held = [rows[i] for i in schedule.hash_order(list(rows), settings["seed"])]
-    from dxstudio.engine.model import to_runtime
-
-    params = to_runtime(loaded.params)
-    # the model's own reading (the one its thresholds were found with) unless --decoding says otherwise
-    decoding = (overrides or {}).get("decoding") or model_decoding(loaded.thresholds)
-    preds = [(pid, page, t, predict_page(cfg, params, page, settings["kernels"], decoding))
-             for pid, page, t in held]
-    by = (loaded.thresholds or {}).get("by") or settings["threshold_by"]  # the model's own rule
-    report = score_predictions(list(cfg.fields), preds, settings["share"], settings["min_values"], by,
-                               settings["threshold_rule"])
-    report["stored"] = at_stored_thresholds(report, loaded.thresholds)
-    report["documents"]["stored"] = at_stored_thresholds(report["documents"], loaded.thresholds)
-    from dxstudio.tuning.localfirst import verdicts
-
-    # does the model's promise hold on these pages (eval --all on pages of a person's own)?
-    report["stored"]["verdicts"] = {k: {"holds": v.holds, "text": v.text} for k, v in verdicts(report).items()}
-    report["run"] = {"model": str(model_path), "heldout_pages": len(held),
-                     "pages": "all usable pages" if all_pages else "the held-out pages of the split"}
-    if out_path is not None:
-        write_json_atomic(out_path, report)
-    return report
-
-
-def training_breakdown(project, accepted_only: bool = False) -> dict:
-    """What a run would train on, in the words of the Train tab: counts of the pages that train
-    (accepted; fixed but not accepted; unreviewed whose values were found on the page) and of
-    those left out (excluded by a person; with conflicts; not labelled yet; not accepted, with
-    accepted_only; unreadable). "usable": the pages split into training and held-out pages."""
-    pt = project_targets(project)
-    c = dict.fromkeys(("accepted", "fixed", "unreviewed", "excluded", "conflicts", "not_labelled",
-                       "not_accepted", "unreadable"), 0)
-    for pid, _, _ in pt.kept:
-        raw = pt.sources[pid][1]
-        state = review_state(raw)
-        if state == "accepted":
-            c["accepted"] += 1
-            continue
-        try:
-            d = loads_json(raw)
-            fixed = bool(d.get("review", {}).get("fixes"))
-        except (JSONInputError, AttributeError):
-            fixed = False
-        if accepted_only:
-            c["not_accepted"] += 1
-        else:
-            c["fixed" if fixed else "unreviewed"] += 1
-    for pid, reason in pt.excluded:
-        if reason == "not labelled yet":
-            c["not_labelled"] += 1
-        else:
-            raw = b""
-            try:
-                raw = project.label_path(pid).read_bytes()
-            except OSError:
-                pass
-            c["excluded" if review_state(raw) == "excluded" else "conflicts"] += 1
-    c["unreadable"] = len(pt.errors)
-    c["usable"] = c["accepted"] + c["fixed"] + c["unreviewed"]
-    c["left_out"] = dict(pt.left_out)  # {field: pages where not asked}: left out of training and scoring
-    return c
-
-
-def at_stored_thresholds(report: dict, thresholds: dict | None) -> dict:
-    """Precision and coverage at a model's stored thresholds on the pages of `report`: per field
-    (its own threshold; a field without one routes every value ask, the pooled threshold is never
-    used for it) and pooled (every value routed by its field's threshold, as `dxstudio extract`
-    does). {"thresholds", "fields": {NAME: {...}}, "pooled": {...}}
-    with values, right, precision, precision_lower, value_precision, value_precision_lower,
-    coverage, threshold, bound_statement; a model without thresholds answers nothing locally."""
-    from dxstudio.engine.extract import field_threshold
-    from dxstudio.tuning.scoring import bound_statement, clopper_pearson_lower
-
-    by = (thresholds or {}).get("by") or "words"
-
-    def figures(rows, t, where=None):
-        above = [r for r in rows if r[3] is not None and r[0] >= r[3]]
-        n, vright = len(above), sum(r[2] for r in above)
-        right = vright if by == "value" else sum(r[1] for r in above)
-        lower = clopper_pearson_lower(right, n) if n else None
-        return {"threshold": t, "values": n, "right": right,
-                "precision": right / n if n else None, "precision_lower": lower,
-                "value_precision": vright / n if n else None,
-                "value_precision_lower": clopper_pearson_lower(vright, n) if n else None,
-                "coverage": n / len(rows) if rows else None,
-                "bound_statement": bound_statement(n, right, t or 0.0, lower, where=where) if n else
-                "The model stores no LocalFirst threshold, so no values are answered locally." if not thresholds
-                else "No threshold of its own, so every value is asked." if t is None and where is None
-                else "No field has a threshold of its own, so every value is asked."
-                if where is not None and not any(v is not None for v in (thresholds.get("fields") or {}).values())
-                else "No value on these pages clears the stored threshold."}
-
-    out, pooled_rows = {"thresholds": thresholds, "by": by, "fields": {}}, []
-    for name, f in report["fields"].items():
-        t = field_threshold(name, thresholds)
-        rows = [(c, ok, vok, t) for c, ok, vok in f["confidences"]]
-        pooled_rows += rows
-        out["fields"][name] = figures(rows, t)
-    out["pooled"] = figures(pooled_rows, thresholds.get("pooled") if thresholds else None,
-                            "at or above their field's threshold")
-    return out

@@ -22,12 +22,18 @@ these names and nothing else.
 from __future__ import annotations
 
 import errno
+import json
 import os
+import shutil
+import stat
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from dxstudio.fsutil import read_json
+from dxstudio.tuning.checkpoint import checkpoint_step, read_checkpoint
+from dxstudio.tuning.metrics import metrics_rows, score_summary
 from dxstudio.tuning.settings import TuneError
 
 try:
@@ -43,6 +49,10 @@ REPORT = "report.json"
 SNAPSHOT = "targets.json"
 LOCK = ".lock"
 RUN_FILES = (SETTINGS, METRICS, CHECKPOINT, MODEL, REPORT, SNAPSHOT)
+# A cross-validated run (tuning/folds.py): its parts are run folders of their own
+FOLDS = "folds"  # RUN/folds/<k+1>: fold k
+FINAL = "final"  # RUN/final: the final model, on every usable page
+HELDOUT = "heldout.json"  # in a finished fold: its held-out predictions
 
 # Run statuses
 FINISHED = "finished"  # model.safetensors and report.json written
@@ -108,6 +118,19 @@ class RunDir:
     def lock_path(self) -> Path:
         return self.path / LOCK
 
+    @property
+    def heldout_path(self) -> Path:
+        """A fold's held-out predictions (a part of a cross-validated run)."""
+        return self.path / HELDOUT
+
+    def fold_part(self, k: int) -> "RunDir":
+        """The folder of fold k (0-based) of a cross-validated run."""
+        return RunDir(self.path / FOLDS / str(k + 1))
+
+    def final_part(self) -> "RunDir":
+        """The folder of a cross-validated run's final model."""
+        return RunDir(self.path / FINAL)
+
     # -- creating --------------------------------------------------------------------------
     @classmethod
     def create(cls, runs_dir, stem: str | None = None) -> "RunDir":
@@ -164,14 +187,12 @@ class RunDir:
     def clear(self) -> None:
         """Remove the run's files (only those, and a cross-validated run's part folders), for a
         run started again with overwrite."""
-        import shutil
-
         for f in RUN_FILES:
             try:
                 (self.path / f).unlink()
             except FileNotFoundError:
                 pass
-        for part in ("folds", "final"):  # tuning/folds.py
+        for part in (FOLDS, FINAL):  # tuning/folds.py
             if (self.path / part).is_dir():
                 shutil.rmtree(self.path / part)
 
@@ -257,8 +278,6 @@ class RunDir:
     # -- reading -------------------------------------------------------------------------
     def read_settings(self) -> dict:
         """settings.json; TuneError naming the file when it is missing or broken."""
-        from dxstudio.fsutil import read_json
-
         d = read_json(self.settings_path, TuneError)
         if not isinstance(d, dict) or not isinstance(d.get("settings"), dict):
             raise TuneError(f"{self.settings_path}: not a run's settings file")
@@ -266,8 +285,6 @@ class RunDir:
 
     def read_snapshot(self) -> dict:
         """targets.json (the run's label snapshot); TuneError naming the file when broken."""
-        from dxstudio.fsutil import read_json
-
         d = read_json(self.snapshot_path, TuneError, max_bytes=1 << 30)
         if not isinstance(d, dict) or not isinstance(d.get("labels"), dict) \
                 or not all(isinstance(v, str) for v in d["labels"].values()):
@@ -277,15 +294,11 @@ class RunDir:
     def resume_problem(self) -> str | None:
         """Why Resume cannot work on this run now (None: it can): not stopped, no readable
         checkpoint, its settings unreadable, or a checkpoint of another run than settings.json."""
-        from dxstudio.tuning.run import read_checkpoint
-
         status = self.status()
         if status != STOPPED:
             return {FINISHED: "the run has finished", RUNNING: "another process is training it",
                     EMPTY: "it never reached a checkpoint"}[status]
-        from dxstudio.tuning.folds import folded_step
-
-        if folded_step(self.path) is not None:
+        if self.folded_step() is not None:
             return None  # a cross-validated run: each part checks its own checkpoint when resumed
         try:
             meta = read_checkpoint(self.checkpoint_path, tensors=False)[0]
@@ -304,8 +317,6 @@ class RunDir:
         return None
 
     def read_report(self) -> dict:
-        from dxstudio.fsutil import read_json
-
         d = read_json(self.report_path, TuneError)
         if not isinstance(d, dict) or not isinstance(d.get("fields"), dict):
             raise TuneError(f"{self.report_path}: not a run's report")
@@ -314,22 +325,49 @@ class RunDir:
     def checkpoint_step(self) -> int | None:
         """The step the checkpoint holds, or None when there is no readable one. A
         cross-validated run (tuning/folds.py) counts the steps of all its parts."""
-        from dxstudio.tuning.folds import folded_step
-        from dxstudio.tuning.run import read_checkpoint
+        folded = self.folded_step()
+        return folded if folded is not None else checkpoint_step(self.checkpoint_path)
 
-        folded = folded_step(self.path)
-        if folded is not None:
-            return folded
-
+    def _settings_json(self):
+        """settings.json as JSON, or None when missing or broken (for the questions below)."""
         try:
-            return int(read_checkpoint(self.checkpoint_path, tensors=False)[0]["step"])
-        except (TuneError, KeyError, TypeError, ValueError):  # missing, cut or foreign
+            return json.loads(self.settings_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
             return None
+
+    def folded_step(self) -> int | None:
+        """Steps a stopped cross-validated run has done (finished folds plus the checkpoint of
+        the part it stopped in), or None when this is not a folded run with something to resume."""
+        info = self._settings_json()
+        parts = info.get("parts") if isinstance(info, dict) else None
+        if not isinstance(parts, list):
+            return None
+        done, found = 0, False
+        for rel in parts:
+            part = RunDir(self.path / rel)
+            try:
+                total = int(part._settings_json()["total_steps"])
+            except (KeyError, TypeError, ValueError):
+                break
+            if part.heldout_path.exists():
+                done, found = done + total, True
+                continue
+            step = checkpoint_step(part.checkpoint_path)
+            if step is not None:
+                done, found = done + step, True
+            break
+        return done if found else None
+
+    def started_as(self):
+        """What the folder holds to resume: its K (a cross-validated run), "single" (a single
+        split's checkpoint), or None (nothing to resume)."""
+        info = self._settings_json()
+        if isinstance(info, dict) and isinstance(info.get("parts"), list) and isinstance(info.get("folds"), int):
+            return info["folds"] if self.folded_step() is not None else None
+        return "single" if self.checkpoint_path.is_file() else None
 
     def metrics(self, up_to_step: int | None = None) -> list[dict]:
         """The rows of metrics.jsonl (a line cut by a crash skipped), up to a step if given."""
-        from dxstudio.tuning.run import metrics_rows
-
         if not self.metrics_path.exists():
             return []
         rows = metrics_rows(self.metrics_path)
@@ -353,8 +391,6 @@ class RunDir:
         except TuneError:
             pass
         if status == FINISHED:
-            from dxstudio.tuning.run import score_summary
-
             try:
                 scores = score_summary(self.read_report())
             except (TuneError, KeyError, AttributeError):
@@ -381,14 +417,17 @@ class RunDir:
         return None
 
 
+def folded_step(run_dir) -> int | None:
+    """RunDir(run_dir).folded_step()."""
+    return RunDir(run_dir).folded_step()
+
+
 def _open_lock(path: Path, flags: int) -> int:
     """The lock file's descriptor, never through a link (O_NOFOLLOW: a .lock that is a link
     raises ELOOP, so its target is neither created, truncated nor written), and only a regular
     file (O_NONBLOCK: a FIFO put there does not block)."""
     fd = os.open(path, flags | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
                  | getattr(os, "O_CLOEXEC", 0), 0o644)
-    import stat
-
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise OSError(errno.EINVAL, "not a regular file", str(path))

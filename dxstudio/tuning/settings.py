@@ -1,31 +1,50 @@
 """The tuning settings, declared once.
 
-Every setting of a run is one row of SETTINGS: its name, kind, default, accepted range, help
-text, whether the run's fingerprint covers it, which commands take it as an option and, when
-a person may change it in the app, its label in the Train form. Everything else is generated
-from this table:
+Every setting of fine-tuning (`dxstudio tune`, `dxstudio eval`, the app's Train tab) and of
+pretraining (`dxstudio pretrain`) is one row of SETTINGS: its name, kind, default, accepted
+range, help text, whether the run's fingerprint covers it, the commands it belongs to and,
+when a person may change it in the app, its label in the Train form. A row of both commands
+lists both; a setting whose default differs between them (pretraining's epochs, batch, lr, ...)
+is a row of each, with the same name. Everything else is generated from this table:
 
-    DEFAULTS                  {name: default}
+    rows(c), defaults(c)      the rows and {name: default} of command c ("tune" or "pretrain")
+    DEFAULTS                  defaults("tune")
     NOT_FINGERPRINTED         the names the fingerprint leaves out (they cannot change the bytes)
-    resolve_settings(...)     defaults < dxproject.json "settings" < overrides, validated
+    resolve_settings(...)     defaults < dxproject.json "settings" < overrides, validated; an
+                              unknown name is refused with the nearest known one
     add_arguments(parser, c)  the argparse options of command c (defaults shown in --help)
     overrides_from_args(a, c) the options a person gave, as overrides
     FORM_SETTINGS             the rows the Train form shows (dxstudio/ui/training_panel.py)
+    markdown()                docs/tuning.md's settings tables (python -m dxstudio.tuning.settings --markdown)
 
 Adding a setting is adding a row. Qt-free: the form reads `label` and `form` here and builds
-its own widgets.
+its own widgets. eval takes the rows marked "eval" as options; its settings are tune's.
 """
 from __future__ import annotations
 
 import argparse
+import difflib
 import math
 import os
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
+
+from dxstudio.engine.config import SIZES
+from dxstudio.engine.numerics import KERNELS
+from dxstudio.fsutil import write_text_atomic
 
 
 class TuneError(ValueError):
     """A run that cannot start or resume; str() says why."""
 
+
+# The choices of the engine, in the order --help and errors name them: sizes from the smallest,
+# the kernel paths with the default first
+SIZE_CHOICES = tuple(sorted(SIZES, key=lambda name: (SIZES[name].d_model, name)))
+DEFAULT_KERNELS = "fast"
+KERNEL_CHOICES = (DEFAULT_KERNELS,) + tuple(k for k in KERNELS if k != DEFAULT_KERNELS)
+COMMANDS = ("tune", "eval", "pretrain")  # the commands rows belong to; eval's settings are tune's
 
 BASE_START_BACKBONE_SCALE = 0.3  # the backbone scale a null setting means from a pretrained base
 
@@ -51,8 +70,9 @@ class Setting:
 
     low/high bound the value (inclusive unless low_open/high_open); nullable: null (None) is a
     value with a meaning (`null_means`); fingerprinted: the fingerprint covers it (False only for
-    settings that cannot change the model bytes); commands: the commands that take it as an
-    option; label: the Train form's label (None: not in the form); form: hints for the form's
+    settings that cannot change the model bytes); commands: the commands it belongs to (it is
+    their setting and their option; eval's settings are tune's, it takes the rows marked eval
+    as options); label: the Train form's label (None: not in the form); form: hints for the form's
     widget (top: the largest value the widget offers; decimals; step; null_text: what the
     widget shows for null, which it stores as its lowest value); saved: False for a setting of
     the machine rather than the project (the form passes it to the run but does not save it).
@@ -73,6 +93,7 @@ class Setting:
     label: str | None = None
     form: dict = field(default_factory=dict)
     default_text: str | None = None  # how --help shows the default when the value alone says little
+    doc_default: str | None = None  # how docs/tuning.md shows it, when default_text depends on the machine
     saved: bool = True  # False: the app's form does not save it into dxproject.json (a machine's setting)
 
     @property
@@ -166,28 +187,30 @@ SETTINGS: tuple[Setting, ...] = (
             "how a field's threshold is chosen: bound = the lowest confidence where the one-sided 95% "
             "lower bound of the precision reaches share; seed = where the share itself does, with "
             "min_values values (the seed's rule)", choices=("bound", "seed"), commands=("tune", "eval")),
-    Setting("seed", "int", 1, "split, batch order, a new model's weights and a new tag head",
-            low=0, high=_MAX_SEED, commands=("tune", "eval"),
+    Setting("seed", "int", 1, "split, batch order, a new model's weights and a new tag head "
+            "(pretrain: batch order and the new model's weights)",
+            low=0, high=_MAX_SEED, commands=("tune", "eval", "pretrain"),
             label="Seed", form={"top": 2**31 - 1}),
     Setting("clip", "float", 1.0, "global gradient-norm threshold", low=0, low_open=True,
-            nullable=True, null_means="no clipping"),
-    Setting("weight_decay", "float", 0.01, "AdamW weight decay", low=0),
-    Setting("size", "choice", "base", "size of a new model when the project names none",
-            choices=("tiny", "base"), label="New model size"),
+            nullable=True, null_means="no clipping", commands=("tune", "pretrain")),
+    Setting("weight_decay", "float", 0.01, "AdamW weight decay", low=0, commands=("tune", "pretrain")),
+    Setting("size", "choice", "base", "size of a new model (tune: when the project names none)",
+            choices=SIZE_CHOICES, commands=("tune", "pretrain"), label="New model size"),
     Setting("input_layout", "int", 2,
             "input layout of a new model (docs/inputs.md: 1 = the 16 word features, 2 = with the "
             "keyword, amount and line context); a model file keeps its own", low=1, high=2,
-            commands=("tune",)),
+            commands=("tune", "pretrain")),
     Setting("start", "choice", "base",
             "with no model named: base = the shipped pretrained base model (at the base size, "
             "docs/base-model.md), new = a new random model", choices=("base", "new"),
             label="Start from"),
     Setting("degree", "int", usable_cores(),
             "examples in parallel; the model bytes do not depend on it", low=1,
-            fingerprinted=False, default_text=f"this machine's usable cores, {usable_cores()}", saved=False,
+            fingerprinted=False, default_text=f"this machine's usable cores, {usable_cores()}",
+            doc_default="the machine's usable cores", saved=False,
             label="Threads", form={"top": max(1, os.cpu_count() or 1)}),
-    Setting("kernels", "choice", "fast", "kernel path; both give the same bytes",
-            choices=("fast", "reference"), fingerprinted=False, commands=("tune", "eval")),
+    Setting("kernels", "choice", DEFAULT_KERNELS, "kernel path; both give the same bytes",
+            choices=KERNEL_CHOICES, fingerprinted=False, commands=("tune", "eval", "pretrain")),
     Setting("checkpoint_every", "int", 50, "steps between checkpoints", low=1, fingerprinted=False),
     Setting("repeats", "choice", "ignore",
             "other printings of a grounded value: ignore (target -1) or o (the seed's rule)",
@@ -224,27 +247,111 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("threshold_by", "choice", "value",
             "what right means for the threshold: the label's value, or exactly its words (the seed's rule)",
             choices=("value", "words")),
+
+    # dxstudio pretrain (tuning/pretrain.py, docs/base-model.md): the rows of its own, where its
+    # default differs from fine-tuning's or fine-tuning has no such setting. Its order in
+    # settings.json: seed, clip, weight_decay, size, input_layout, kernels (the rows above), then these.
+    Setting("epochs", "int", 1, "passes over the corpus's windows (unless steps is set)", low=1,
+            commands=("pretrain",)),
+    Setting("steps", "int", None, "steps in all (overrides epochs; the learning rate decays over them)",
+            low=1, nullable=True, null_means="epochs passes", commands=("pretrain",)),
+    Setting("batch", "int", 8, "windows per step", low=1, commands=("pretrain",)),
+    Setting("lr", "float", 1e-3, "peak learning rate after the warm-up", low=0, low_open=True,
+            commands=("pretrain",)),
+    Setting("warmup", "int", 50, "steps of linear warm-up to the peak rate", low=0, commands=("pretrain",)),
+    Setting("window", "int", 256, "words per example (a longer document gives several windows)", low=1,
+            commands=("pretrain",)),
+    Setting("limit", "int", None, "use only the first N documents of each source", low=1, nullable=True,
+            null_means="every document", commands=("pretrain",)),
+    Setting("field_weight", "float", 3.0, "weight of every B-/I- tag against O", low=0, low_open=True,
+            commands=("pretrain",)),
+    Setting("loss_tag", "float", 1.0, "weight of the tag loss term", low=0, commands=("pretrain",)),
+    Setting("loss_role", "float", 0.5, "weight of the role loss term", low=0, commands=("pretrain",)),
+    Setting("loss_doc", "float", 0.25, "weight of the document-type loss term", low=0, commands=("pretrain",)),
+    Setting("loss_items", "float", 0.25, "weight of the line-item loss term", low=0, commands=("pretrain",)),
+    Setting("loss_kv", "float", 0.25, "weight of the key-value loss term", low=0, commands=("pretrain",)),
+    Setting("degree", "int", 1, "examples in parallel; the model bytes do not depend on it", low=1,
+            fingerprinted=False, commands=("pretrain",)),
+    Setting("checkpoint_every", "int", 100, "steps between checkpoints", low=1, fingerprinted=False,
+            commands=("pretrain",)),
 )
 
-BY_NAME = {s.name: s for s in SETTINGS}
-DEFAULTS = {s.name: s.default for s in SETTINGS}
-# Settings that cannot change the model bytes; they are left out of the fingerprint so that a
-# run may be resumed at another degree or kernel path, or checkpointed more or less often.
-NOT_FINGERPRINTED = tuple(s.name for s in SETTINGS if not s.fingerprinted)
-FORM_SETTINGS = tuple(s for s in SETTINGS if s.label is not None)
+# Checks across rows, by command: (command, check(settings) -> the problem or None)
+RULES: tuple = (
+    ("pretrain", lambda s: "every loss weight is 0: nothing to train"
+     if not any(s[k] > 0 for k in ("loss_tag", "loss_role", "loss_doc", "loss_items", "loss_kv")) else None),
+)
 
 
-def resolve_settings(project_settings: dict | None, overrides: dict | None = None) -> dict:
-    """DEFAULTS, then dxproject.json "settings", then the overrides; each checked against its
-    row. Unknown names are ignored (a newer version's settings survive); null means "not set"
-    here, so the default (which may itself be null) stays."""
-    s = dict(DEFAULTS)
-    for src in (project_settings or {}, overrides or {}):
+
+def _settings_of(command: str) -> str:
+    if command not in COMMANDS:
+        raise ValueError(f"no settings of command {command!r}; choose one of {', '.join(COMMANDS)}")
+    return "tune" if command == "eval" else command  # eval's settings are tune's
+
+
+def rows(command: str = "tune") -> tuple:
+    """The rows of a command's settings, in the table's order (eval: tune's)."""
+    c = _settings_of(command)
+    return tuple(r for r in SETTINGS if c in r.commands)
+
+
+def defaults(command: str = "tune") -> dict:
+    return {r.name: r.default for r in rows(command)}
+
+
+def not_fingerprinted(command: str = "tune") -> tuple:
+    """Settings that cannot change the model bytes; they are left out of the fingerprint so that a
+    run may be resumed at another degree or kernel path, or checkpointed more or less often."""
+    return tuple(r.name for r in rows(command) if not r.fingerprinted)
+
+
+BY_NAME = {r.name: r for r in rows("tune")}
+DEFAULTS = defaults("tune")
+NOT_FINGERPRINTED = not_fingerprinted("tune")
+FORM_SETTINGS = tuple(r for r in rows("tune") if r.label is not None)
+_WHAT = {"tune": "tuning", "pretrain": "pretraining"}
+
+
+def unknown_setting(name, known, where: str, command: str = "tune") -> TuneError:
+    """The error for a setting name no row has: where it was given, and the nearest known name."""
+    return TuneError(f"{where}unknown {_WHAT[_settings_of(command)]} setting {name!r}; "
+                     f"did you mean {nearest_setting(name, known)!r}?")
+
+
+def nearest_setting(name, known) -> str:
+    """The known name nearest to `name`: the one its words' initials spell (learning_rate: lr),
+    else difflib's closest."""
+    text = str(name).lower().replace("-", "_")
+    initials = "".join(w[:1] for w in text.split("_") if w)
+    if len(initials) > 1 and initials in known:
+        return initials
+    return difflib.get_close_matches(text, list(known), n=1, cutoff=0.0)[0]
+
+
+def resolve_settings(project_settings: dict | None, overrides: dict | None = None, command: str = "tune",
+                     source=None) -> dict:
+    """The defaults of the command's rows, then dxproject.json "settings", then the overrides;
+    each checked against its row, then the command's RULES. An unknown name raises TuneError
+    naming it and the nearest known one, and the file (`source`, the project file, or
+    dxproject.json) when it comes from the project's settings. Null means "not set" here, so
+    the default (which may itself be null) stays."""
+    table = {r.name: r for r in rows(command)}
+    s = {name: r.default for name, r in table.items()}
+    project_where = f"{source}: \"settings\": " if source is not None else 'dxproject.json "settings": '
+    for src, where in ((project_settings or {}, project_where), (overrides or {}, "")):
         for k, v in src.items():
-            if k in BY_NAME and v is not None:
+            if k not in table:
+                raise unknown_setting(k, table, where, command)
+            if v is not None:
                 s[k] = v
-    for row in SETTINGS:
+    for row in table.values():
         s[row.name] = row.check(s[row.name])
+    c = _settings_of(command)
+    for rule_command, check in RULES:
+        problem = check(s) if rule_command == c else None
+        if problem:
+            raise TuneError(problem)
     return s
 
 
@@ -266,15 +373,28 @@ def _parse(row: Setting):
     return parse
 
 
+def _shown_default(row: Setting, doc: bool = False) -> str:
+    if doc and row.doc_default:
+        return row.doc_default
+    if row.default_text:
+        return row.default_text
+    if row.default is None:
+        return row.null_means
+    if row.kind == "bool":
+        return "true" if row.default else "false"
+    return _num(row.default)
+
+
 def add_arguments(parser, command: str) -> None:
     """The options of `dxstudio COMMAND` for the settings it takes; the default is the project's
     saved setting, else the one shown."""
-    group = parser.add_argument_group("settings (default: the project's dxproject.json \"settings\", "
-                                      "else the value shown)")
+    group = parser.add_argument_group(
+        "settings (default: the value shown)" if _settings_of(command) == "pretrain" else
+        "settings (default: the project's dxproject.json \"settings\", else the value shown)")
     for row in SETTINGS:
         if command not in row.commands:
             continue
-        shown = row.default_text or (row.null_means if row.default is None else _num(row.default))
+        shown = _shown_default(row)
         help_text = f"{row.help} (default {shown})".replace("%", "%%")  # argparse formats help with %
         if row.kind == "choice":
             group.add_argument(row.option, dest=row.name, choices=row.choices, help=help_text)
@@ -290,3 +410,64 @@ def overrides_from_args(args, command: str) -> dict:
     """The settings given on the command line (those left out are None and not overrides)."""
     return {row.name: getattr(args, row.name) for row in SETTINGS
             if command in row.commands and getattr(args, row.name, None) is not None}
+
+
+# ---------------------------------------------------------------------------------------
+# docs/tuning.md
+
+DOC_BEGIN = "<!-- the settings tables: generated by `python -m dxstudio.tuning.settings --markdown` from SETTINGS; edit the rows, not this -->"
+DOC_END = "<!-- end of the generated settings tables -->"
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown() -> str:
+    """docs/tuning.md's settings tables (between DOC_BEGIN and DOC_END), one per command's
+    settings, made from the rows (tests/test_settings.py compares the doc with this)."""
+    out = [DOC_BEGIN, ""]
+    titles = {"tune": "`dxstudio tune`, `dxstudio eval` and the Train tab (dxproject.json \"settings\")",
+              "pretrain": "`dxstudio pretrain` (docs/base-model.md)"}
+    for c in ("tune", "pretrain"):
+        out += [f"Settings of {titles[c]}:", "",
+                "| setting | default | range | fingerprinted | options of | what it does |",
+                "|---|---|---|---|---|---|"]
+        for r in rows(c):
+            options = ", ".join(x for x in r.commands if x in (("tune", "eval") if c == "tune" else ("pretrain",)))
+            out.append(f"| {r.name} | {_cell(_shown_default(r, doc=True))} | {_cell(r.range_text())} | "
+                       f"{'yes' if r.fingerprinted else 'no'} | {options} | {_cell(r.help)} |")
+        out.append("")
+    out.append(DOC_END)
+    return "\n".join(out) + "\n"
+
+
+def doc_section(text: str) -> str | None:
+    """The generated part of a document's text (DOC_BEGIN to DOC_END, both lines kept), or None."""
+    a, b = text.find(DOC_BEGIN), text.find(DOC_END)
+    if a < 0 or b < a:
+        return None
+    return text[a:b + len(DOC_END)] + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m dxstudio.tuning.settings",
+                                 description="the settings table as docs/tuning.md shows it")
+    ap.add_argument("--markdown", action="store_true", help="print the settings tables (Markdown)")
+    ap.add_argument("--write", metavar="DOC", help="replace the generated tables in DOC (e.g. docs/tuning.md)")
+    args = ap.parse_args(argv)
+    if args.write:
+        path = Path(args.write)
+        text = path.read_text(encoding="utf-8")
+        old = doc_section(text)
+        if old is None:
+            print(f"{path}: no generated settings tables (the line {DOC_BEGIN!r} and its end)", file=sys.stderr)
+            return 1
+        write_text_atomic(path, text.replace(old, markdown()))
+        return 0
+    sys.stdout.write(markdown())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -41,7 +41,7 @@ from PySide6.QtWidgets import (QApplication, QFileDialog, QInputDialog, QLabel, 
 from dxstudio.bundled import sample_dir
 from dxstudio.engine.page import PageError
 from dxstudio.fsutil import read_json, write_json_atomic
-from dxstudio.project import LabelError, ProjectError
+from dxstudio.project import LabelError, ProjectError, ProjectLayout
 from dxstudio.review import ReviewError, ReviewSession, export_reviewed
 from dxstudio.ui.extract_panel import ExtractPanel
 from dxstudio.ui.field_panel import FieldPanel, same_value_pairs
@@ -81,9 +81,9 @@ def sample_project(home: Path | None = None, source: Path = SAMPLE) -> Path:
     """The writable copy of the bundled sample project; copied on first use (and again only
     if the copy was deleted), so a person's review of the sample survives restarts."""
     target = (home or app_home()) / "sample"
-    if (target / "dxproject.json").is_file():
+    if ProjectLayout(target).project_file.is_file():
         return target
-    if not (source / "dxproject.json").is_file():
+    if not ProjectLayout(source).project_file.is_file():
         raise ProjectError(f"{source}: the bundled sample project is missing")
     if target.is_symlink() or (target.exists() and not _is_empty_dir(target)):
         # Not ours: the copy below appears whole (with dxproject.json) or not at all, so a
@@ -99,8 +99,8 @@ def sample_project(home: Path | None = None, source: Path = SAMPLE) -> Path:
         shutil.rmtree(partial)
     partial.mkdir()
     (partial / _COPY_MARK).write_text("a copy of the sample project in progress; safe to delete\n")
-    shutil.copytree(source, partial, ignore=shutil.ignore_patterns("runs", ".cache"), dirs_exist_ok=True)
-    (partial / "runs").mkdir(exist_ok=True)
+    shutil.copytree(source, partial, ignore=shutil.ignore_patterns(*ProjectLayout.NOT_COPIED), dirs_exist_ok=True)
+    ProjectLayout(partial).runs_dir.mkdir(exist_ok=True)
     (partial / _COPY_MARK).unlink()
     if target.exists():  # an empty folder: nothing in it to lose
         target.rmdir()
@@ -149,7 +149,6 @@ REVIEW_ACTIONS = ("accept", "exclude", "exclude_reason", "unreview", "next", "pr
                   "next_conflict", "next_queue", "use_model", "use_model_all", "undo", "redo", "remove_words", "zoom_in",
                   "zoom_out", "fit", "toggle_fill", "fill_lighter", "fill_stronger") \
     + tuple(f"field_{k}" for k in range(1, 10)) + tuple(f"no_value_{k}" for k in range(1, 10))
-STATE_FILE = Path(".cache") / "app-state.json"  # in the project folder: the page shown last
 
 
 def fitted_size(avail_width: int | None, avail_height: int | None) -> tuple[int, int]:
@@ -666,7 +665,7 @@ class MainWindow(QMainWindow):
     def export_labels_dialog(self, path=None) -> int | None:
         if not path:
             path, _ = QFileDialog.getSaveFileName(self, "Export reviewed labels",
-                                                  str(self.project_root / "reviewed.jsonl"),
+                                                  str(ProjectLayout(self.project_root).reviewed_export),
                                                   "JSON lines (*.jsonl);;CSV (*.csv)")
             if not path:
                 return None
@@ -739,7 +738,7 @@ class MainWindow(QMainWindow):
         if not self.remember:
             return
         try:
-            state = read_json(self.project_root / STATE_FILE)
+            state = read_json(ProjectLayout(self.project_root).app_state_file)
             pid = state.get("page") if isinstance(state, dict) else None
         except (OSError, ValueError):
             return
@@ -752,7 +751,7 @@ class MainWindow(QMainWindow):
         if self.session.current is None or not self.remember:
             return
         try:
-            write_json_atomic(self.project_root / STATE_FILE, {"page": self.session.current})
+            write_json_atomic(ProjectLayout(self.project_root).app_state_file, {"page": self.session.current})
         except OSError:
             pass  # a read-only project still works; it only forgets the page
 

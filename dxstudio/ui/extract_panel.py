@@ -29,6 +29,7 @@ from dxstudio.engine.page import PageError, load_page
 from dxstudio.fsutil import MAX_SOURCE_BYTES, read_regular_file, write_bytes_atomic
 from dxstudio.importers import SourceError, document_pages, is_document
 from dxstudio.project import LabelFile, Project, ProjectError, check_page_id, safe_page_id
+from dxstudio.tuning import rundir
 from dxstudio.ui.jobs import Job, process_events_while
 from dxstudio.ui.page_view import FillBar, PageView
 
@@ -90,7 +91,7 @@ def add_to_project(project, result: "ExtractResult") -> str:
                 raise
     status = project.add_page(page)  # refuses another page under the same id
     if image is not None and status == "added":
-        (project.pages_dir / "images").mkdir(parents=True, exist_ok=True)
+        project.images_dir.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, project.pages_dir / image)
     names = project.field_names
     by_model = dict(zip(list(result.fields), project.model_field_names(list(result.fields))))
@@ -113,7 +114,7 @@ def newest_model(project) -> Path | None:
     m = project.model
     if m is not None and m.is_file():
         return m
-    runs = sorted(p for p in project.runs_dir.glob("*/model.safetensors") if p.is_file()) \
+    runs = sorted(p for p in project.runs_dir.glob(f"*/{rundir.MODEL}") if p.is_file()) \
         if project.runs_dir.is_dir() else []
     return runs[-1] if runs else None
 
@@ -564,7 +565,7 @@ class ExtractPanel(QWidget):
 
     def save_jsonl(self, path=None) -> int | None:
         if not path:
-            path, _ = QFileDialog.getSaveFileName(self, "Save results", str(self.project.root / "extracted.jsonl"),
+            path, _ = QFileDialog.getSaveFileName(self, "Save results", str(self.project.extracted_export),
                                                   "JSON lines (*.jsonl)")
             if not path:
                 return None

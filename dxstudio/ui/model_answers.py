@@ -38,6 +38,7 @@ from dxstudio.project import Project, ProjectError
 from dxstudio.review import display_targets
 from dxstudio import review_queue
 from dxstudio.review_queue import Answer, FieldCompare, answers_work
+from dxstudio.tuning import rundir
 from dxstudio.ui.extract_panel import newest_model
 from dxstudio.ui.jobs import Job, process_events_while
 
@@ -306,7 +307,7 @@ class ModelBar(QWidget):
         queue = a.queue()
         differ = sum(1 for pid in queue if a.queue_key(pid)[0] == 0)
         # short (two lines at most in a 1024 px window): the model's run folder, not its whole path
-        name = shown.parent.name if shown.name == "model.safetensors" and shown.parent.name else shown.name
+        name = shown.parent.name if shown.name == rundir.MODEL and shown.parent.name else shown.name
         text = f"<b>Model</b> {escape(name)} · queue {len(queue)} ({differ} differ) · <b>Q</b> · <b>M</b>"
         if a.problems:
             text += f" · <span style='color:#D7191C'>{len(a.problems)} not read</span>"

@@ -62,7 +62,7 @@ def render_page_image(page, scale: float = 0.5) -> bytes:
 
 def write_sample_images(project_root, scale: float = 0.5) -> int:
     project = Project.open(project_root)
-    out_dir = project.pages_dir / "images"
+    out_dir = project.images_dir
     out_dir.mkdir(exist_ok=True)
     n = 0
     for pid in project.page_ids():

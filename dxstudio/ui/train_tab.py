@@ -448,7 +448,7 @@ class TrainingPanel(QWidget):
         The project file is read afresh so that what others saved meanwhile is kept."""
         values = self.settings_values()
         project = self._project()
-        resolve_settings(project.settings, values)  # raises TuneError naming a bad setting
+        resolve_settings(project.settings, values, source=project.project_file)  # raises TuneError naming a bad setting
         # settings of this machine (Threads) are the run's, not the project's: a project
         # opened on another machine starts at that machine's default
         project.settings.update({k: v for k, v in values.items() if BY_NAME[k].saved})
@@ -714,7 +714,9 @@ class TrainingPanel(QWidget):
         seconds per step when there is one."""
         try:
             form = self.settings_values()
-            settings = resolve_settings(self._project().settings, {k: v for k, v in form.items() if v is not None})
+            project = self._project()
+            settings = resolve_settings(project.settings, {k: v for k, v in form.items() if v is not None},
+                                        source=project.project_file)
             if form.get("folds") is None:
                 settings["folds"] = None  # the form's "auto" wins over a saved K
         except (TuneError, ValueError, OSError):
