@@ -16,7 +16,7 @@
         ...
     RunDir.list(project.runs_dir)              # [RunInfo]: status, steps, scores, newest first
 
-The trainer (run.py), the command line (cli/tune.py) and the app (ui/training_panel.py) use
+The trainer (run.py), the command line (cli/tune.py) and the app (ui/train_tab.py, ui/results_tab.py) use
 these names and nothing else.
 """
 from __future__ import annotations

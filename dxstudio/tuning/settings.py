@@ -14,7 +14,7 @@ is a row of each, with the same name. Everything else is generated from this tab
                               unknown name is refused with the nearest known one
     add_arguments(parser, c)  the argparse options of command c (defaults shown in --help)
     overrides_from_args(a, c) the options a person gave, as overrides
-    FORM_SETTINGS             the rows the Train form shows (dxstudio/ui/training_panel.py)
+    FORM_SETTINGS             the rows the Train form shows (dxstudio/ui/train_tab.py)
     markdown()                docs/tuning.md's settings tables (python -m dxstudio.tuning.settings --markdown)
 
 Adding a setting is adding a row. Qt-free: the form reads `label` and `form` here and builds
