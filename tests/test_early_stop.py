@@ -60,7 +60,7 @@ def test_early_stop_and_averaging_same_bytes_at_any_degree_and_after_resume(rece
     # the early-stop pages trained on nothing and are not the run's held-out pages
     assert set(es["pages"]).isdisjoint(r[0] for r in run1.train_pages + run1.heldout_pages)
     assert len(es["pages"]) == 3 and rep1["run"]["train_pages"] == len(run1.train_pages)
-    scores = {int(e): v for e, v in es["scores"].items()}
+    scores = {int(e): tuple(v) for e, v in es["scores"].items()}
     kept = es["kept_epoch"]
     assert scores[kept] == max(scores.values()) and all(scores[e] < scores[kept] for e in scores if e < kept)
     assert es["last_epoch"] == max(scores) and (es["last_epoch"] == ON["epochs"] or es["last_epoch"] - kept == 2)

@@ -2,8 +2,9 @@
 "Early stopping and averaging").
 
     early_stop        patience in epochs: the run scores its early-stop pages after every epoch
-                      and stops when their mean agreement has not risen for this many epochs; the
-                      model is the best epoch's weights (the earliest of equal scores). 0 = off:
+                      and stops when their mean agreement (ties: their B-/I- tag F1) has not risen
+                      for this many epochs; the model is the best epoch's weights (the earliest
+                      of equal scores). 0 = off:
                       every epoch trains and the model is the last one's.
     early_stop_share  the share of the training documents held back as early-stop pages (never
                       trained on, never in the run's scores: the run's held-out pages stay for
@@ -80,6 +81,21 @@ def _mean_agreement(report: dict) -> float:
     return float(sum(vals) / len(vals)) if vals else 0.0
 
 
+def tag_f1(preds) -> float:
+    """F1 of the B-/I- tags over the words of the pages (ignored words left out): the tie-break
+    of equal agreements, which on a few pages move in steps too coarse to see a change."""
+    tp = fp = fn = 0
+    for _, _, t, pred in preds:
+        want = np.asarray(t.tags, np.int64)
+        n = min(len(want), len(pred.tags))
+        want, got = want[:n], np.asarray(pred.tags[:n], np.int64)
+        scored = want >= 0
+        tp += int(np.sum(scored & (want > 0) & (got == want)))
+        fp += int(np.sum(scored & (got > 0) & (got != want)))
+        fn += int(np.sum(scored & (want > 0) & (got != want)))
+    return 2 * tp / (2 * tp + fp + fn) if tp else 0.0
+
+
 def _save_params(path: Path, params) -> None:
     from safetensors.numpy import save
 
@@ -142,7 +158,7 @@ class Selection:
         if path.is_file():
             try:
                 rows = json.loads(path.read_text(encoding="utf-8"))["scores"]
-                self.scores = {int(e): [int(v[0]), float(v[1])] for e, v in rows.items()}
+                self.scores = {int(e): [int(v[0]), float(v[1]), float(v[2])] for e, v in rows.items()}
             except (OSError, ValueError, KeyError, TypeError, IndexError) as e:
                 raise TuneError(f"{path}: not readable ({e}); start the run again with overwrite") from None
         # epochs after the checkpoint are trained again (the same weights, the same scores)
@@ -150,10 +166,11 @@ class Selection:
         self.folder.mkdir(parents=True, exist_ok=True)
 
     def best(self) -> int:
-        """The kept epoch: the best early-stop score (the earliest of equal ones), else the last."""
+        """The kept epoch: the best early-stop score (mean agreement, then the tag F1; the earliest
+        of equal ones), else the last."""
         if self.patience and self.scores:
-            top = max(v[1] for v in self.scores.values())
-            return min(e for e, v in self.scores.items() if v[1] == top)
+            top = max((v[1], v[2]) for v in self.scores.values())
+            return min(e for e, v in self.scores.items() if (v[1], v[2]) == top)
         return self.last_epoch
 
     def epoch_end(self, epoch: int, step: int) -> bool:
@@ -171,7 +188,7 @@ class Selection:
                      for pid, page, t in run.stop_pages]
             rep = score_predictions(list(run.cfg.fields), preds, s["share"], s["min_values"], s["threshold_by"],
                                     s["threshold_rule"])
-            self.scores[epoch] = [step, _mean_agreement(rep)]
+            self.scores[epoch] = [step, _mean_agreement(rep), tag_f1(preds)]
             write_json_atomic(self.folder / SCORES, {"scores": {str(e): v for e, v in sorted(self.scores.items())}})
         keep_from = self.best() - self.k + 1  # earlier epochs are never averaged now
         for f in self.folder.glob("*.safetensors"):
@@ -198,4 +215,4 @@ class Selection:
         return {"early_stop": {"patience": self.patience, "share": self.run.settings["early_stop_share"],
                                "pages": [r[0] for r in self.run.stop_pages], "last_epoch": self.last_epoch,
                                "kept_epoch": self.kept, "averaged_epochs": self.averaged,
-                               "scores": {str(e): v[1] for e, v in sorted(self.scores.items())}}}
+                               "scores": {str(e): v[1:] for e, v in sorted(self.scores.items())}}}
