@@ -14,7 +14,7 @@ from dxstudio.tuning import TuneRun
 from dxstudio.tuning.early_stop import average, carve
 from dxstudio.tuning.settings import TuneError, resolve_settings
 
-ON = {"epochs": 5, "early_stop": 2, "early_stop_share": 0.25, "average_last": 2}
+ON = {"epochs": 8, "lr": 0.03, "early_stop": 2, "early_stop_share": 0.25, "average_last": 2}
 
 
 def _tune(project_dir, run_dir, **overrides):
@@ -62,6 +62,7 @@ def test_early_stop_and_averaging_same_bytes_at_any_degree_and_after_resume(rece
     assert len(es["pages"]) == 3 and rep1["run"]["train_pages"] == len(run1.train_pages)
     scores = {int(e): tuple(v) for e, v in es["scores"].items()}
     kept = es["kept_epoch"]
+    assert max(scores.values()) > (0.0, 0.0)  # the tiny model finds something, so an epoch is chosen
     assert scores[kept] == max(scores.values()) and all(scores[e] < scores[kept] for e in scores if e < kept)
     assert es["last_epoch"] == max(scores) and (es["last_epoch"] == ON["epochs"] or es["last_epoch"] - kept == 2)
     assert es["averaged_epochs"] == list(range(max(1, kept - 1), kept + 1))
@@ -92,3 +93,22 @@ def test_averaging_alone_is_the_mean_of_the_last_epochs(receipts_project, tmp_pa
     # the last epoch alone (averaging off) is another model
     _, _, last = _tune(receipts_project, tmp_path / "l", epochs=3)
     assert last != (tmp_path / "a" / "model.safetensors").read_bytes()
+
+
+def test_no_signal_yet_never_stops(tmp_path):
+    """Scores of 0 (the model tags nothing on the early-stop pages yet: FUNSD's first epochs)
+    neither stop the run nor choose an epoch; the first score above 0 does."""
+    from types import SimpleNamespace
+
+    from dxstudio.tuning.early_stop import Selection
+
+    run = SimpleNamespace(settings={"early_stop": 2, "average_last": 0}, run_dir=tmp_path)
+    sel = Selection(run, 0)
+    sel.scores = {1: [1, 0.0, 0.0], 2: [2, 0.0, 0.0], 3: [3, 0.0, 0.0]}
+    sel.last_epoch = 3
+    assert sel.best() == 3
+    sel.scores[4], sel.last_epoch = [4, 0.0, 0.1], 4
+    sel.scores[5], sel.last_epoch = [5, 0.0, 0.1], 5
+    assert sel.best() == 4  # the tag F1 breaks the tie of agreements; equal scores: the earliest
+    sel.scores[6], sel.last_epoch = [6, 0.25, 0.05], 6
+    assert sel.best() == 6

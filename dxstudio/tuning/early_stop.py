@@ -4,8 +4,9 @@
     early_stop        patience in epochs: the run scores its early-stop pages after every epoch
                       and stops when their mean agreement (ties: their B-/I- tag F1) has not risen
                       for this many epochs; the model is the best epoch's weights (the earliest
-                      of equal scores). 0 = off:
-                      every epoch trains and the model is the last one's.
+                      of equal scores); while every score is 0 (the model tags nothing on those
+                      pages yet) the run goes on and the last epoch counts as the best.
+                      0 = off: every epoch trains and the model is the last one's.
     early_stop_share  the share of the training documents held back as early-stop pages (never
                       trained on, never in the run's scores: the run's held-out pages stay for
                       those), the first of the training order (the split's hash order).
@@ -170,7 +171,8 @@ class Selection:
         of equal ones), else the last."""
         if self.patience and self.scores:
             top = max((v[1], v[2]) for v in self.scores.values())
-            return min(e for e, v in self.scores.items() if (v[1], v[2]) == top)
+            if top > (0.0, 0.0):  # else the model finds nothing on them yet: no epoch to prefer
+                return min(e for e, v in self.scores.items() if (v[1], v[2]) == top)
         return self.last_epoch
 
     def epoch_end(self, epoch: int, step: int) -> bool:
