@@ -242,6 +242,22 @@ def fill_missing(page, fields, probs, values: dict, floor: float) -> dict:
     return out
 
 
+def diverged(losses, where: str = "") -> str | None:
+    """Why a boosting run's training log loss (one value a round) says it diverged, else None:
+    the loss may only fall; a final loss above twice its lowest plus 0.01 means the trees broke
+    it (docs/base-model.md "The gradient-boosted baseline": 0.013 on SROIE all before lambda_l2)."""
+    if not losses:
+        return None
+    low = min(losses)
+    at = losses.index(low)
+    if losses[-1] > 2 * low + 0.01 or not all(math.isfinite(x) for x in losses):
+        first = next(i for i in range(at, len(losses)) if not (losses[i] <= 2 * low + 0.01))
+        return (f"{where}the baseline diverged: its training log loss fell to {low:.4g} at round {at + 1}, "
+                f"then rose to {losses[first]:.4g} at round {first + 1} and ends at {losses[-1]:.4g} "
+                f"(raise --l2, or lower --lr)")
+    return None
+
+
 def _split(project_dir, max_words):
     from dxstudio.project import Project
     from dxstudio.tuning.run import usable_split
@@ -262,6 +278,9 @@ def main(argv=None) -> int:
     ap.add_argument("--leaves", type=int, default=31)
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--l2", type=float, default=1.0,
+                    help="LightGBM lambda_l2 (leaf-value regularisation; 0, LightGBM's default, let the "
+                         "multiclass leaves blow up on SROIE's 378 receipts: docs/base-model.md)")
     ap.add_argument("--fill", type=float, default=0.05,
                     help="a field with no B/I run takes the word most likely B- of it when that probability "
                          "is at least this (0: off), extended by following words likelier I- of it than O")
@@ -305,15 +324,22 @@ def main(argv=None) -> int:
     # LightGBM needs classes 0..C-1; a class never seen in training gets probability 0
     remap = {c: i for i, c in enumerate(present)}
     params = {"objective": "multiclass", "num_class": len(present), "num_leaves": a.leaves,
-              "learning_rate": a.lr, "min_data_in_leaf": 5, "feature_fraction": 0.5, "seed": a.seed,
+              "learning_rate": a.lr, "lambda_l2": a.l2, "min_data_in_leaf": 5, "feature_fraction": 0.5, "seed": a.seed,
               "deterministic": True, "force_row_wise": True, "num_threads": a.threads, "verbose": -1}
     if len(present) < 2:
         print(f"gbdt_baseline: {a.train_project}: the training pages have only one tag", file=sys.stderr)
         return 2
-    booster = lgb.train(params, lgb.Dataset(X, np.asarray([remap[c] for c in y.tolist()]),
-                                                weight=np.where(y > 0, tag_weight[y] * a.field_boost, 1.0)),
-                        num_boost_round=a.trees)
+    data = lgb.Dataset(X, np.asarray([remap[c] for c in y.tolist()]),
+                       weight=np.where(y > 0, tag_weight[y] * a.field_boost, 1.0))
+    curve: dict = {}  # the training log loss every round (the training set as its own valid set: no extra pass)
+    booster = lgb.train(params, data, num_boost_round=a.trees, valid_sets=[data], valid_names=["train"],
+                        callbacks=[lgb.record_evaluation(curve)])
     t_train = time.monotonic() - t0
+    losses = [float(x) for x in curve["train"]["multi_logloss"]]
+    why = diverged(losses, f"gbdt_baseline: {a.train_project}: ")
+    if why:
+        print(why, file=sys.stderr)
+        return 2
 
     eval_project, eval_settings, eval_train, held = _split(a.eval_project, max_words)
     if a.all_pages:  # every usable page, in the order `dxstudio eval --all` scores them
@@ -346,7 +372,8 @@ def main(argv=None) -> int:
     mean = float(np.mean([x for x in agreements if x is not None]))
     report["run"] = {"baseline": "lightgbm", "train_project": str(a.train_project), "train_pages": len(train),
                      "train_words": int(len(y)), "features": int(X.shape[1]), "eval_project": str(a.eval_project),
-                     "heldout_pages": len(held), "decoding": a.decoding, "trees": a.trees, "leaves": a.leaves, "lr": a.lr,
+                     "heldout_pages": len(held), "decoding": a.decoding, "trees": a.trees, "leaves": a.leaves, "lr": a.lr, "l2": a.l2,
+                     "train_logloss": {"lowest": min(losses), "final": losses[-1]},
                      "train_seconds": round(t_train, 1), "mean_agreement": mean}
     print(f"{len(train)} training pages ({len(y)} words, {X.shape[1]} features, {t_train:.1f} s), "
           f"{len(held)} scored pages")

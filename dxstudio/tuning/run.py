@@ -30,7 +30,7 @@ from dxstudio.engine.inputs import window_inputs
 from dxstudio.engine.params import new_params, new_tag_head
 from dxstudio.engine.training import Example, Targets, TrainSettings, TrainState, train_step
 from dxstudio.fsutil import write_json_atomic
-from dxstudio.tuning import checkpoint, schedule
+from dxstudio.tuning import checkpoint, early_stop, schedule
 from dxstudio.tuning.augment import AUGMENT_SETTINGS, augment_page, enabled as augment_enabled
 from dxstudio.tuning.evaluation import score_predictions, stored_thresholds
 from dxstudio.tuning.metrics import Event, append_metric, score_summary, trim_metrics
@@ -161,6 +161,7 @@ class TuneRun:
                                   self.settings.get("repeats", "o"))
         pt, self.train_pages, self.heldout_pages = usable_split(
             self.project, self.settings, self.cfg.max_words, "tuning", self.fold, pt)
+        self.train_pages, self.stop_pages = early_stop.carve(self.train_pages, self.settings, f"{self.project.root}: ")
         self.excluded, self.errors, self.sources = pt.excluded, pt.errors, pt.sources
         self.left_out = dict(pt.left_out)  # fields not asked yet on some page: not trained, not scored
         self.class_weights = tuple(float(w) for w in schedule.class_weights_for(weights))
@@ -182,7 +183,7 @@ class TuneRun:
         return Example(window_inputs(page, self.cfg, 0, stop), Targets(tags=np.asarray(tags[:stop], np.int64)))
 
     def _fingerprint(self, weights) -> None:
-        s = fingerprinted(self.settings)
+        s = early_stop.unfingerprinted(fingerprinted(self.settings))
         if not s.get("accepted_only"):  # the default: a run's fingerprint stays what it was before the setting
             s.pop("accepted_only", None)
         if s.get("threshold_rule") == "bound":  # likewise (the rule never changes the weights)
@@ -198,7 +199,7 @@ class TuneRun:
         pages = hashlib.sha256()
         # the bytes that were read and parsed (not read again: a file edited meanwhile must not
         # give a fingerprint of labels the run did not train on)
-        for pid, _, _ in sorted(self.train_pages + self.heldout_pages, key=lambda r: r[0]):
+        for pid, _, _ in sorted(self.train_pages + self.heldout_pages + self.stop_pages, key=lambda r: r[0]):
             page_raw, label_raw = self.sources[pid]
             labels.update(pid.encode() + b"\0" + label_raw + b"\0")
             pages.update(pid.encode() + b"\0" + page_raw + b"\0")
@@ -268,7 +269,7 @@ class TuneRun:
         they were read (the fingerprint's "label files" are these bytes), so that the labels
         may be reviewed on while the run stops and resumes."""
         labels = {}
-        for pid, _, _ in sorted(self.train_pages + self.heldout_pages, key=lambda r: r[0]):
+        for pid, _, _ in sorted(self.train_pages + self.heldout_pages + self.stop_pages, key=lambda r: r[0]):
             labels[pid] = self.sources[pid][1].decode("utf-8")
         write_json_atomic(self.rundir.snapshot_path, {
             "format": 1, "fingerprint": self.fingerprint, "starting_model_path": self.start_model_path,
@@ -305,6 +306,7 @@ class TuneRun:
         metrics = self.rundir.metrics_path
         trim_metrics(metrics, start)
         t0 = time.monotonic()
+        self.selection = early_stop.Selection(self, start)
         for step in range(start, self.total_steps):
             if (cancel is not None and cancel.is_set()) or (stop_after is not None and step >= stop_after):
                 self.save_checkpoint()
@@ -319,16 +321,20 @@ class TuneRun:
             emit(ev)
             done_positions = min((step + 1) * s["batch"], n * s["epochs"])
             prev_positions = step * s["batch"]
-            if self.heldout_pages and (done_positions // n > prev_positions // n or step + 1 == self.total_steps):
+            epoch_end = done_positions // n > prev_positions // n or step + 1 == self.total_steps
+            if self.heldout_pages and epoch_end:
                 epoch = done_positions // n  # epochs completed
                 scores = self.evaluate()
                 ev = Event("epoch", step + 1, self.total_steps, epoch=epoch, scores=scores,
                            seconds=time.monotonic() - t0)
                 append_metric(metrics, ev)
                 emit(ev)
+            if epoch_end and self.selection.epoch_end(done_positions // n, step + 1):
+                break  # early stopping (early_stop.py)
             if (step + 1) % s["checkpoint_every"] == 0 and step + 1 < self.total_steps:
                 self.save_checkpoint()
                 emit(Event("checkpoint", step + 1, self.total_steps))
+        self.selection.finish()  # the kept / averaged weights (early_stop.py)
         self.save_checkpoint()
         emit(Event("done", self.total_steps, self.total_steps))
         return True
@@ -377,7 +383,7 @@ class TuneRun:
             "excluded_pages": len(self.excluded), "unreadable_pages": len(self.errors),
             "excluded": [{"id": i, "reason": r} for i, r in self.excluded],
             "unreadable": [{"id": i, "error": e} for i, e in self.errors],
-            "settings": self.settings,
+            "settings": self.settings, **(self.selection.report() if hasattr(self, "selection") else {}),
         }
         summary = {"fingerprint": self.fingerprint, **score_summary(report),
                    "steps": self.state.step, "share": report["share"]}

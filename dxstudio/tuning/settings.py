@@ -239,6 +239,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("augment_shift", "float", 0.0,
             "augmentation: each line moved sideways by up to this share of the page width (0 = off)",
             low=0, high=0.2),
+    # early stopping and checkpoint averaging (dxstudio/tuning/early_stop.py); 0 = off
+    Setting("early_stop", "int", 0, "early stopping: stop when the early-stop pages' mean agreement has not "
+            "risen for this many epochs; the model is the best epoch's (0 = off: the last epoch's)", low=0),
+    Setting("early_stop_share", "float", 0.15, "early stopping: the share of the training documents held back "
+            "to score each epoch (not trained on)", low=0, low_open=True, high=0.5),
+    Setting("average_last", "int", 0, "checkpoint averaging: the model is the mean of the weights at the end "
+            "of this many epochs, ending at the kept one (0 or 1 = off)", low=0),
     # span: measured on SROIE and FUNSD pages outside the projects (docs/model.md "Span decoding")
     Setting("decoding", "choice", "span",
             "how values are read off the tags: span = each field's best-scoring BIO span, one value per "
