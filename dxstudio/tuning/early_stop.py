@@ -37,7 +37,6 @@ from dxstudio.fsutil import write_bytes_atomic, write_json_atomic
 from dxstudio.tuning.settings import TuneError
 
 EPOCH_SETTINGS = ("early_stop", "early_stop_share", "average_last")
-FOLDER = "epochs"  # in the run folder
 SCORES = "scores.json"
 
 
@@ -143,7 +142,7 @@ class Selection:
         self.on = enabled(s)
         self.patience = int(s.get("early_stop") or 0)
         self.k = max(1, int(s.get("average_last") or 0))
-        self.folder = Path(run.run_dir) / FOLDER
+        self.folder = run.rundir.epochs_dir  # RunDir names the run folder's files
         self.scores: dict = {}  # {epoch: [step, mean agreement]}
         self.last_epoch = 0
         if not self.on:

@@ -48,6 +48,7 @@ MODEL = "model.safetensors"
 REPORT = "report.json"
 SNAPSHOT = "targets.json"
 LOCK = ".lock"
+EPOCHS = "epochs"  # the weights at each epoch's end, with early_stop or average_last on
 RUN_FILES = (SETTINGS, METRICS, CHECKPOINT, MODEL, REPORT, SNAPSHOT)
 # A cross-validated run (tuning/folds.py): its parts are run folders of their own
 FOLDS = "folds"  # RUN/folds/<k+1>: fold k
@@ -113,6 +114,10 @@ class RunDir:
     @property
     def snapshot_path(self) -> Path:
         return self.path / SNAPSHOT
+
+    @property
+    def epochs_dir(self) -> Path:
+        return self.path / EPOCHS
 
     @property
     def lock_path(self) -> Path:
