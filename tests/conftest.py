@@ -66,14 +66,20 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     for note in config.summary_notes:
         terminalreporter.write_line(note)
     reports = terminalreporter.stats.get("skipped", [])
-    ran = {r.nodeid for r in reports}
-    skipped = [s for s in config._shared_data_skipped if s in ran]  # those selected and skipped
+    # those selected and skipped (from the reports: under pytest-xdist the workers collect)
+    skipped = [r for r in reports if _skip_reason(r).startswith("shared_data: ")]
     if skipped:
         terminalreporter.write_line(
             f"shared_data: {len(skipped)} test(s) skipped because data in {SHARED} is missing "
             f"(pytest -rs lists them)", yellow=True)
     for reason, count in skip_reasons(reports):
         terminalreporter.write_line(f"skipped {count}: {reason}", yellow=True)
+
+
+def _skip_reason(report) -> str:
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    return reason.removeprefix("Skipped: ")
 
 
 def skip_reasons(reports) -> list[tuple[str, int]]:
@@ -84,9 +90,7 @@ def skip_reasons(reports) -> list[tuple[str, int]]:
 
     counts = Counter()
     for r in reports:
-        longrepr = r.longrepr
-        reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
-        reason = reason.removeprefix("Skipped: ")
+        reason = _skip_reason(r)
         if reason.startswith("shared_data: "):
             reason = f"shared_data: data in {SHARED} is missing"
         counts[reason] += 1
@@ -113,6 +117,14 @@ def pytest_timeout_set_timer(item, settings):
         terminal.line(f"\nTIMEOUT: {item.nodeid} ran over {settings.timeout:g} s; its output and the "
                       "stacks of every thread follow", red=True)
         terminal.flush()
+        folder = getattr(item.config, "workerinput", {}).get("dx_timeouts")
+        if folder:  # a pytest-xdist worker: its terminal is not shown; the controller reports this file
+            import faulthandler
+
+            with open(Path(folder) / _timeout_file(item.nodeid), "w") as fh:
+                fh.write(f"TIMEOUT: {item.nodeid} ran over {settings.timeout:g} s; the stacks of every thread:\n")
+                fh.flush()
+                faulthandler.dump_traceback(fh, all_threads=True)
         pytest_timeout.timeout_timer(item, settings)
 
     timer = threading.Timer(settings.timeout, expired)
@@ -122,6 +134,32 @@ def pytest_timeout_set_timer(item, settings):
     item._dx_timer = timer
     timer.start()
     return True
+
+
+def _timeout_file(nodeid: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(nodeid.encode()).hexdigest()[:24] + ".txt"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """pytest-xdist's controller, for each worker: where a timed-out test leaves its stacks."""
+    import tempfile
+
+    config = node.config
+    if not getattr(config, "_dx_timeouts", None):
+        config._dx_timeouts = Path(tempfile.mkdtemp(prefix="dx-timeouts-"))
+    node.workerinput["dx_timeouts"] = str(config._dx_timeouts)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_handlecrashitem(crashitem, report, sched):
+    """A worker ended (a timeout's os._exit): say the test's name and, if it timed out, its stacks."""
+    folder = getattr(sched.config, "_dx_timeouts", None)
+    note = folder / _timeout_file(crashitem) if folder else None
+    if note and note.is_file():
+        report.longrepr = f"{report.longrepr}\n{note.read_text(errors='replace')}"
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -144,6 +182,119 @@ def pytest_timeout_cancel_timer(item):
 def pytest_runtest_teardown(item):
     yield
     item._dx_torn_down = True
+
+
+# -- the engine's kernels built for other CPUs, in the background from the session's start ----
+# tests/test_kernel_paths.py compares the bytes of the fast kernels compiled afresh for other
+# instruction sets (tests/cpu_subprocess_check.py in a subprocess: all the kernels, about 100 s
+# of CPU each). A test asks for its build with @pytest.mark.cpu_build(NAME) and the `cpu_build`
+# fixture; every build the selected tests ask for starts when collection ends, all at once, so
+# they compile on the other core while the suite goes on instead of one after another in the
+# middle of it. Each is bounded (CPU_BUILD_LIMIT, then killed) and none outlives the session.
+HASWELL_FEATURES = "+avx,+avx2,+fma,+bmi,+bmi2,+f16c,+popcnt,+sse4.2,+cx16,+movbe,+lzcnt"
+CPU_BUILDS = {  # name: (NUMBA_CPU_NAME, NUMBA_CPU_FEATURES); None: the host's
+    "generic": ("generic", None),  # baseline x86-64: SSE2 only
+    "haswell": ("haswell", HASWELL_FEATURES),  # AVX2, and FMA available to LLVM
+    "host": (None, None),  # the host's own instruction set, compiled afresh
+}
+CPU_BUILD_LIMIT = 1800  # seconds of wall time for one build (about 100 s of CPU when idle)
+
+
+class CpuBuild:
+    """One cpu_subprocess_check.py subprocess, started now, its result read once."""
+
+    def __init__(self, name, folder):
+        import subprocess
+        import sys
+        import tempfile
+        import time
+
+        cpu_name, features = CPU_BUILDS[name]
+        env = dict(os.environ)
+        env.pop("NUMBA_CPU_FEATURES", None)
+        env.pop("NUMBA_CPU_NAME", None)
+        if cpu_name:
+            env["NUMBA_CPU_NAME"] = cpu_name
+        if features:
+            env["NUMBA_CPU_FEATURES"] = features
+        env["NUMBA_CACHE_DIR"] = str(folder / "numba-cache")
+        env["DXSTUDIO_NUMBA_CACHE"] = "0"  # compile afresh: never reuse the host's cached build
+        self.name, self.started = name, time.monotonic()
+        self.out, self.err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+        self.proc = subprocess.Popen([sys.executable, str(REPO / "tests" / "cpu_subprocess_check.py")], env=env,
+                                     stdout=self.out, stderr=self.err, stdin=subprocess.DEVNULL, text=True)
+        self._result = None
+
+    def result(self) -> dict:
+        import subprocess
+        import time
+
+        if self._result is None:
+            left = CPU_BUILD_LIMIT - (time.monotonic() - self.started)
+            try:
+                code = self.proc.wait(timeout=max(left, 1))
+            except subprocess.TimeoutExpired:
+                self.stop()
+                pytest.fail(f"the {self.name} build (cpu_subprocess_check.py) ran over {CPU_BUILD_LIMIT} s; killed")
+            self.out.seek(0)
+            self.err.seek(0)
+            out, err = self.out.read(), self.err.read()
+            assert code == 0, f"cpu_subprocess_check.py failed for the {self.name} build:\n{err[-3000:]}"
+            self._result = json.loads(out)
+        return self._result
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def _build_wanted(item):
+    mark = item.get_closest_marker("cpu_build")
+    if mark is None or item.get_closest_marker("skip"):
+        return None
+    if any(m.args and m.args[0] is True for m in item.iter_markers("skipif")):
+        return None
+    return mark.args[0]
+
+
+def pytest_collection_finish(session):
+    import tempfile
+
+    wanted = sorted({b for b in map(_build_wanted, session.items) if b})
+    session.config._cpu_builds = {}
+    # under pytest-xdist every worker collects every test: each starts only what it runs, on need
+    if wanted and not session.config.option.collectonly and not hasattr(session.config, "workerinput"):
+        folder = Path(tempfile.mkdtemp(prefix="dx-cpu-builds-"))
+        session.config._cpu_builds_folder = folder
+        for name in wanted:
+            (folder / name).mkdir()
+            session.config._cpu_builds[name] = CpuBuild(name, folder / name)
+
+
+def pytest_unconfigure(config):
+    for build in getattr(config, "_cpu_builds", {}).values():
+        build.stop()
+    for folder in (getattr(config, "_cpu_builds_folder", None), getattr(config, "_dx_timeouts", None)):
+        if folder:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def cpu_build(request, tmp_path) -> dict:
+    """The result of cpu_subprocess_check.py for the build the test's cpu_build mark names:
+    {"digests", "cpu_name", "vector_registers", "fma_instructions", "assembly_chars",
+    "fma_when_contraction_allowed", "cpu_seconds"}. Started at the session's start (or now, for
+    a test selected some other way)."""
+    name = request.node.get_closest_marker("cpu_build").args[0]
+    builds = request.config.__dict__.setdefault("_cpu_builds", {})
+    if name not in builds:
+        builds[name] = CpuBuild(name, tmp_path)
+    result = builds[name].result()
+    note = f"cpu build {name}: {result['cpu_seconds']:.0f} s of CPU (tests/cpu_subprocess_check.py)"
+    if note not in request.config.summary_notes:
+        request.config.summary_notes.append(note)
+    return result
 
 
 # -- the receipts project --------------------------------------------------------------------

@@ -62,7 +62,11 @@ def test_readme_test_command_is_ci_s():
     import re
 
     ci = (REPO / ".ci" / "run").read_text()
-    command = re.search(r"python3 -m venv \.venv && .*pytest -q", ci)
+    command = re.search(r"python3 -m venv \.venv && .*pytest -q[^\n]*", ci)
     assert command, "no test command in .ci/run"
     assert '".[test,cluster,ocr]"' in command.group(0)
-    assert command.group(0) in (REPO / "README.md").read_text()
+    assert command.group(0) + "\n" in (REPO / "README.md").read_text()
+    # two workers (pytest-xdist, in the test extra)
+    assert command.group(0).endswith(" -n 2")
+    extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["test"]
+    assert any(r.startswith("pytest-xdist") for r in extra)
