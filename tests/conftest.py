@@ -144,20 +144,24 @@ def _timeout_file(nodeid: str) -> str:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node):
-    """pytest-xdist's controller, for each worker: where a timed-out test leaves its stacks."""
+    """pytest-xdist's controller, for each worker: where a timed-out test leaves its stacks, and
+    where the first worker leaves the builds for other CPUs."""
     import tempfile
 
     config = node.config
-    if not getattr(config, "_dx_timeouts", None):
-        config._dx_timeouts = Path(tempfile.mkdtemp(prefix="dx-timeouts-"))
-    node.workerinput["dx_timeouts"] = str(config._dx_timeouts)
+    if not getattr(config, "_dx_shared", None):
+        config._dx_shared = Path(tempfile.mkdtemp(prefix="dx-xdist-"))
+        (config._dx_shared / "timeouts").mkdir()
+        (config._dx_shared / "builds").mkdir()
+    node.workerinput["dx_timeouts"] = str(config._dx_shared / "timeouts")
+    node.workerinput["dx_builds"] = str(config._dx_shared / "builds")
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_handlecrashitem(crashitem, report, sched):
     """A worker ended (a timeout's os._exit): say the test's name and, if it timed out, its stacks."""
-    folder = getattr(sched.config, "_dx_timeouts", None)
-    note = folder / _timeout_file(crashitem) if folder else None
+    folder = getattr(sched.config, "_dx_shared", None)
+    note = folder / "timeouts" / _timeout_file(crashitem) if folder else None
     if note and note.is_file():
         report.longrepr = f"{report.longrepr}\n{note.read_text(errors='replace')}"
 
@@ -189,8 +193,11 @@ def pytest_runtest_teardown(item):
 # instruction sets (tests/cpu_subprocess_check.py in a subprocess: all the kernels, about 100 s
 # of CPU each). A test asks for its build with @pytest.mark.cpu_build(NAME) and the `cpu_build`
 # fixture; every build the selected tests ask for starts when collection ends, all at once, so
-# they compile on the other core while the suite goes on instead of one after another in the
-# middle of it. Each is bounded (CPU_BUILD_LIMIT, then killed) and none outlives the session.
+# they compile on a free core while the suite goes on instead of one after another in the
+# middle of it. Under pytest-xdist the first worker starts them and leaves each result in a
+# folder the controller gave every worker, where the others read it. Each is bounded
+# (CPU_BUILD_LIMIT, then killed; its tests' timeout is that, not the suite's 600 s, as under
+# load a build waited for takes longer) and none outlives the session.
 HASWELL_FEATURES = "+avx,+avx2,+fma,+bmi,+bmi2,+f16c,+popcnt,+sse4.2,+cx16,+movbe,+lzcnt"
 CPU_BUILDS = {  # name: (NUMBA_CPU_NAME, NUMBA_CPU_FEATURES); None: the host's
     "generic": ("generic", None),  # baseline x86-64: SSE2 only
@@ -201,12 +208,14 @@ CPU_BUILD_LIMIT = 1800  # seconds of wall time for one build (about 100 s of CPU
 
 
 class CpuBuild:
-    """One cpu_subprocess_check.py subprocess, started now, its result read once."""
+    """One cpu_subprocess_check.py subprocess, started now; `publish`: a folder to leave its
+    outcome in (NAME.json, written whole) for other workers, from a thread as soon as it ends."""
 
-    def __init__(self, name, folder):
+    def __init__(self, name, folder, publish=None):
         import subprocess
         import sys
         import tempfile
+        import threading
         import time
 
         cpu_name, features = CPU_BUILDS[name]
@@ -223,30 +232,70 @@ class CpuBuild:
         self.out, self.err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
         self.proc = subprocess.Popen([sys.executable, str(REPO / "tests" / "cpu_subprocess_check.py")], env=env,
                                      stdout=self.out, stderr=self.err, stdin=subprocess.DEVNULL, text=True)
-        self._result = None
+        self._lock, self._outcome = threading.Lock(), None
+        if publish:
+            threading.Thread(target=self._publish, args=(Path(publish),), daemon=True,
+                             name=f"cpu build {name}").start()
 
-    def result(self) -> dict:
+    def outcome(self) -> dict:
+        """{"code": exit status or None (ran over the limit, killed), "out": stdout, "err": stderr}."""
         import subprocess
         import time
 
-        if self._result is None:
-            left = CPU_BUILD_LIMIT - (time.monotonic() - self.started)
-            try:
-                code = self.proc.wait(timeout=max(left, 1))
-            except subprocess.TimeoutExpired:
-                self.stop()
-                pytest.fail(f"the {self.name} build (cpu_subprocess_check.py) ran over {CPU_BUILD_LIMIT} s; killed")
-            self.out.seek(0)
-            self.err.seek(0)
-            out, err = self.out.read(), self.err.read()
-            assert code == 0, f"cpu_subprocess_check.py failed for the {self.name} build:\n{err[-3000:]}"
-            self._result = json.loads(out)
-        return self._result
+        with self._lock:
+            if self._outcome is None:
+                try:
+                    code = self.proc.wait(timeout=max(CPU_BUILD_LIMIT - (time.monotonic() - self.started), 1))
+                except subprocess.TimeoutExpired:
+                    self.stop()
+                    code = None
+                self.out.seek(0)
+                self.err.seek(0)
+                self._outcome = {"code": code, "out": self.out.read(), "err": self.err.read()}
+            return self._outcome
+
+    def _publish(self, folder: Path):
+        outcome = self.outcome()
+        tmp = folder / f".{self.name}.json.part"
+        tmp.write_text(json.dumps(outcome))
+        tmp.replace(folder / f"{self.name}.json")
+
+    def result(self) -> dict:
+        return build_result(self.name, self.outcome())
 
     def stop(self):
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
+
+class PublishedBuild:
+    """A build another pytest-xdist worker started: its outcome, once that worker left it."""
+
+    def __init__(self, name, folder):
+        import time
+
+        self.name, self.path, self.started = name, Path(folder) / f"{name}.json", time.monotonic()
+
+    def result(self) -> dict:
+        import time
+
+        while not self.path.is_file():
+            if time.monotonic() - self.started > CPU_BUILD_LIMIT + 60:
+                pytest.fail(f"the {self.name} build started by the first worker left no result in "
+                            f"{CPU_BUILD_LIMIT + 60} s ({self.path})")
+            time.sleep(1)
+        return build_result(self.name, json.loads(self.path.read_text()))
+
+    def stop(self):
+        pass
+
+
+def build_result(name, outcome) -> dict:
+    if outcome["code"] is None:
+        pytest.fail(f"the {name} build (cpu_subprocess_check.py) ran over {CPU_BUILD_LIMIT} s; killed")
+    assert outcome["code"] == 0, f"cpu_subprocess_check.py failed for the {name} build:\n{outcome['err'][-3000:]}"
+    return json.loads(outcome["out"])
 
 
 def _build_wanted(item):
@@ -261,21 +310,29 @@ def _build_wanted(item):
 def pytest_collection_finish(session):
     import tempfile
 
+    config = session.config
+    for item in session.items:  # a build waited for is bounded by its own limit
+        if item.get_closest_marker("cpu_build") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(CPU_BUILD_LIMIT + 120))
     wanted = sorted({b for b in map(_build_wanted, session.items) if b})
-    session.config._cpu_builds = {}
-    # under pytest-xdist every worker collects every test: each starts only what it runs, on need
-    if wanted and not session.config.option.collectonly and not hasattr(session.config, "workerinput"):
-        folder = Path(tempfile.mkdtemp(prefix="dx-cpu-builds-"))
-        session.config._cpu_builds_folder = folder
-        for name in wanted:
-            (folder / name).mkdir()
-            session.config._cpu_builds[name] = CpuBuild(name, folder / name)
+    config._cpu_builds = {}
+    if not wanted or config.option.collectonly:
+        return
+    folder = Path(tempfile.mkdtemp(prefix="dx-cpu-builds-"))
+    config._cpu_builds_folder = folder
+    shared = getattr(config, "workerinput", {}).get("dx_builds")
+    if shared and config.workerinput.get("workerid") != "gw0":  # another pytest-xdist worker builds
+        config._cpu_builds = {name: PublishedBuild(name, shared) for name in wanted}
+        return
+    for name in wanted:
+        (folder / name).mkdir()
+        config._cpu_builds[name] = CpuBuild(name, folder / name, publish=shared)
 
 
 def pytest_unconfigure(config):
     for build in getattr(config, "_cpu_builds", {}).values():
         build.stop()
-    for folder in (getattr(config, "_cpu_builds_folder", None), getattr(config, "_dx_timeouts", None)):
+    for folder in (getattr(config, "_cpu_builds_folder", None), getattr(config, "_dx_shared", None)):
         if folder:
             shutil.rmtree(folder, ignore_errors=True)
 
