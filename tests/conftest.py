@@ -125,6 +125,8 @@ def pytest_timeout_set_timer(item, settings):
                 fh.write(f"TIMEOUT: {item.nodeid} ran over {settings.timeout:g} s; the stacks of every thread:\n")
                 fh.flush()
                 faulthandler.dump_traceback(fh, all_threads=True)
+        for build in getattr(item.config, "_cpu_builds", {}).values():
+            build.stop()  # the run ends here: no build compiles on after it
         pytest_timeout.timeout_timer(item, settings)
 
     timer = threading.Timer(settings.timeout, expired)
@@ -207,6 +209,19 @@ CPU_BUILDS = {  # name: (NUMBA_CPU_NAME, NUMBA_CPU_FEATURES); None: the host's
 CPU_BUILD_LIMIT = 1800  # seconds of wall time for one build (about 100 s of CPU when idle)
 
 
+def _die_with_parent():
+    """In the build's child, before exec: killed when the pytest process that started it ends,
+    however it ends (a timeout's os._exit skips every cleanup; such a build once compiled on for
+    half an hour after its run)."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG (Linux)
+    except (OSError, AttributeError):
+        pass
+
+
 class CpuBuild:
     """One cpu_subprocess_check.py subprocess, started now; `publish`: a folder to leave its
     outcome in (NAME.json, written whole) for other workers, from a thread as soon as it ends."""
@@ -231,7 +246,8 @@ class CpuBuild:
         self.name, self.started = name, time.monotonic()
         self.out, self.err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
         self.proc = subprocess.Popen([sys.executable, str(REPO / "tests" / "cpu_subprocess_check.py")], env=env,
-                                     stdout=self.out, stderr=self.err, stdin=subprocess.DEVNULL, text=True)
+                                     stdout=self.out, stderr=self.err, stdin=subprocess.DEVNULL, text=True,
+                                     preexec_fn=_die_with_parent)
         self._lock, self._outcome = threading.Lock(), None
         if publish:
             threading.Thread(target=self._publish, args=(Path(publish),), daemon=True,
