@@ -196,8 +196,9 @@ def pytest_runtest_teardown(item):
 # of CPU each). A test asks for its build with @pytest.mark.cpu_build(NAME) and the `cpu_build`
 # fixture; every build the selected tests ask for starts when collection ends, all at once, so
 # they compile on a free core while the suite goes on instead of one after another in the
-# middle of it. Under pytest-xdist the first worker starts them and leaves each result in a
-# folder the controller gave every worker, where the others read it. Each is bounded
+# middle of it. Under pytest-xdist (two workers already on two cores) the first worker whose
+# test needs a build starts it and leaves the result in a folder the controller gave every
+# worker, where the others read it (or build it themselves, should that worker have died). Each is bounded
 # (CPU_BUILD_LIMIT, then killed; its tests' timeout is that, not the suite's 600 s, as under
 # load a build waited for takes longer) and none outlives the session.
 HASWELL_FEATURES = "+avx,+avx2,+fma,+bmi,+bmi2,+f16c,+popcnt,+sse4.2,+cx16,+movbe,+lzcnt"
@@ -297,6 +298,8 @@ class PublishedBuild:
         import time
 
         while not self.path.is_file():
+            if not _alive(self.path.with_suffix(".claim")):  # the worker building it ended: build here
+                return CpuBuild(self.name, Path(tempfile_dir())).result()
             if time.monotonic() - self.started > CPU_BUILD_LIMIT + 60:
                 pytest.fail(f"the {self.name} build started by the first worker left no result in "
                             f"{CPU_BUILD_LIMIT + 60} s ({self.path})")
@@ -305,6 +308,36 @@ class PublishedBuild:
 
     def stop(self):
         pass
+
+
+def tempfile_dir() -> str:
+    import tempfile
+
+    return tempfile.mkdtemp(prefix="dx-cpu-build-")
+
+
+def _alive(claim: Path) -> bool:
+    """Whether the process whose pid the claim file holds still runs."""
+    try:
+        os.kill(int(claim.read_text()), 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, ValueError):  # not written yet, or not ours to signal: take it as running
+        return True
+    return True
+
+
+def claimed_build(name, shared) -> "CpuBuild | PublishedBuild":
+    """Under pytest-xdist: the first worker whose test needs the build starts it and leaves its
+    outcome in the shared folder; every other worker reads it there."""
+    claim = Path(shared) / f"{name}.claim"
+    try:
+        fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return PublishedBuild(name, shared)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(str(os.getpid()))
+    return CpuBuild(name, Path(tempfile_dir()), publish=shared)
 
 
 def build_result(name, outcome) -> dict:
@@ -336,13 +369,11 @@ def pytest_collection_finish(session):
         return
     folder = Path(tempfile.mkdtemp(prefix="dx-cpu-builds-"))
     config._cpu_builds_folder = folder
-    shared = getattr(config, "workerinput", {}).get("dx_builds")
-    if shared and config.workerinput.get("workerid") != "gw0":  # another pytest-xdist worker builds
-        config._cpu_builds = {name: PublishedBuild(name, shared) for name in wanted}
-        return
+    if getattr(config, "workerinput", {}).get("dx_builds"):
+        return  # pytest-xdist: both workers already keep both cores busy; built on first need
     for name in wanted:
         (folder / name).mkdir()
-        config._cpu_builds[name] = CpuBuild(name, folder / name, publish=shared)
+        config._cpu_builds[name] = CpuBuild(name, folder / name)
 
 
 def pytest_unconfigure(config):
@@ -362,7 +393,8 @@ def cpu_build(request, tmp_path) -> dict:
     name = request.node.get_closest_marker("cpu_build").args[0]
     builds = request.config.__dict__.setdefault("_cpu_builds", {})
     if name not in builds:
-        builds[name] = CpuBuild(name, tmp_path)
+        shared = getattr(request.config, "workerinput", {}).get("dx_builds")
+        builds[name] = claimed_build(name, shared) if shared else CpuBuild(name, tmp_path)
     result = builds[name].result()
     note = f"cpu build {name}: {result['cpu_seconds']:.0f} s of CPU (tests/cpu_subprocess_check.py)"
     if note not in request.config.summary_notes:
