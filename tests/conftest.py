@@ -198,9 +198,9 @@ def pytest_runtest_teardown(item):
 # they compile on a free core while the suite goes on instead of one after another in the
 # middle of it. Under pytest-xdist (two workers already on two cores) the first worker whose
 # test needs a build starts it and leaves the result in a folder the controller gave every
-# worker, where the others read it (or build it themselves, should that worker have died). Each is bounded
-# (CPU_BUILD_LIMIT, then killed; its tests' timeout is that, not the suite's 600 s, as under
-# load a build waited for takes longer) and none outlives the session.
+# worker, where the others read it (or build it themselves, should that worker have died).
+# Each is bounded (CPU_BUILD_LIMIT, then killed; its tests' timeout is that, not the suite's
+# 600 s, as under load a build waited for takes longer) and none outlives the session.
 HASWELL_FEATURES = "+avx,+avx2,+fma,+bmi,+bmi2,+f16c,+popcnt,+sse4.2,+cx16,+movbe,+lzcnt"
 CPU_BUILDS = {  # name: (NUMBA_CPU_NAME, NUMBA_CPU_FEATURES); None: the host's
     "generic": ("generic", None),  # baseline x86-64: SSE2 only
