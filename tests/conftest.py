@@ -66,14 +66,20 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     for note in config.summary_notes:
         terminalreporter.write_line(note)
     reports = terminalreporter.stats.get("skipped", [])
-    ran = {r.nodeid for r in reports}
-    skipped = [s for s in config._shared_data_skipped if s in ran]  # those selected and skipped
+    # those selected and skipped (from the reports: under pytest-xdist the workers collect)
+    skipped = [r for r in reports if _skip_reason(r).startswith("shared_data: ")]
     if skipped:
         terminalreporter.write_line(
             f"shared_data: {len(skipped)} test(s) skipped because data in {SHARED} is missing "
             f"(pytest -rs lists them)", yellow=True)
     for reason, count in skip_reasons(reports):
         terminalreporter.write_line(f"skipped {count}: {reason}", yellow=True)
+
+
+def _skip_reason(report) -> str:
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    return reason.removeprefix("Skipped: ")
 
 
 def skip_reasons(reports) -> list[tuple[str, int]]:
@@ -84,9 +90,7 @@ def skip_reasons(reports) -> list[tuple[str, int]]:
 
     counts = Counter()
     for r in reports:
-        longrepr = r.longrepr
-        reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
-        reason = reason.removeprefix("Skipped: ")
+        reason = _skip_reason(r)
         if reason.startswith("shared_data: "):
             reason = f"shared_data: data in {SHARED} is missing"
         counts[reason] += 1
@@ -113,6 +117,16 @@ def pytest_timeout_set_timer(item, settings):
         terminal.line(f"\nTIMEOUT: {item.nodeid} ran over {settings.timeout:g} s; its output and the "
                       "stacks of every thread follow", red=True)
         terminal.flush()
+        folder = getattr(item.config, "workerinput", {}).get("dx_timeouts")
+        if folder:  # a pytest-xdist worker: its terminal is not shown; the controller reports this file
+            import faulthandler
+
+            with open(Path(folder) / _timeout_file(item.nodeid), "w") as fh:
+                fh.write(f"TIMEOUT: {item.nodeid} ran over {settings.timeout:g} s; the stacks of every thread:\n")
+                fh.flush()
+                faulthandler.dump_traceback(fh, all_threads=True)
+        for build in getattr(item.config, "_cpu_builds", {}).values():
+            build.stop()  # the run ends here: no build compiles on after it
         pytest_timeout.timeout_timer(item, settings)
 
     timer = threading.Timer(settings.timeout, expired)
@@ -122,6 +136,36 @@ def pytest_timeout_set_timer(item, settings):
     item._dx_timer = timer
     timer.start()
     return True
+
+
+def _timeout_file(nodeid: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(nodeid.encode()).hexdigest()[:24] + ".txt"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """pytest-xdist's controller, for each worker: where a timed-out test leaves its stacks, and
+    where the first worker leaves the builds for other CPUs."""
+    import tempfile
+
+    config = node.config
+    if not getattr(config, "_dx_shared", None):
+        config._dx_shared = Path(tempfile.mkdtemp(prefix="dx-xdist-"))
+        (config._dx_shared / "timeouts").mkdir()
+        (config._dx_shared / "builds").mkdir()
+    node.workerinput["dx_timeouts"] = str(config._dx_shared / "timeouts")
+    node.workerinput["dx_builds"] = str(config._dx_shared / "builds")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_handlecrashitem(crashitem, report, sched):
+    """A worker ended (a timeout's os._exit): say the test's name and, if it timed out, its stacks."""
+    folder = getattr(sched.config, "_dx_shared", None)
+    note = folder / "timeouts" / _timeout_file(crashitem) if folder else None
+    if note and note.is_file():
+        report.longrepr = f"{report.longrepr}\n{note.read_text(errors='replace')}"
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -144,6 +188,218 @@ def pytest_timeout_cancel_timer(item):
 def pytest_runtest_teardown(item):
     yield
     item._dx_torn_down = True
+
+
+# -- the engine's kernels built for other CPUs, in the background from the session's start ----
+# tests/test_kernel_paths.py compares the bytes of the fast kernels compiled afresh for other
+# instruction sets (tests/cpu_subprocess_check.py in a subprocess: all the kernels, about 100 s
+# of CPU each). A test asks for its build with @pytest.mark.cpu_build(NAME) and the `cpu_build`
+# fixture; every build the selected tests ask for starts when collection ends, all at once, so
+# they compile on a free core while the suite goes on instead of one after another in the
+# middle of it. Under pytest-xdist (two workers already on two cores) the first worker whose
+# test needs a build starts it and leaves the result in a folder the controller gave every
+# worker, where the others read it (or build it themselves, should that worker have died).
+# Each is bounded (CPU_BUILD_LIMIT, then killed; its tests' timeout is that, not the suite's
+# 600 s, as under load a build waited for takes longer) and none outlives the session.
+HASWELL_FEATURES = "+avx,+avx2,+fma,+bmi,+bmi2,+f16c,+popcnt,+sse4.2,+cx16,+movbe,+lzcnt"
+CPU_BUILDS = {  # name: (NUMBA_CPU_NAME, NUMBA_CPU_FEATURES); None: the host's
+    "generic": ("generic", None),  # baseline x86-64: SSE2 only
+    "haswell": ("haswell", HASWELL_FEATURES),  # AVX2, and FMA available to LLVM
+    "host": (None, None),  # the host's own instruction set, compiled afresh
+}
+CPU_BUILD_LIMIT = 1800  # seconds of wall time for one build (about 100 s of CPU when idle)
+
+
+def _die_with_parent():
+    """In the build's child, before exec: killed when the pytest process that started it ends,
+    however it ends (a timeout's os._exit skips every cleanup; such a build once compiled on for
+    half an hour after its run)."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG (Linux)
+    except (OSError, AttributeError):
+        pass
+
+
+class CpuBuild:
+    """One cpu_subprocess_check.py subprocess, started now; `publish`: a folder to leave its
+    outcome in (NAME.json, written whole) for other workers, from a thread as soon as it ends."""
+
+    def __init__(self, name, folder, publish=None):
+        import subprocess
+        import sys
+        import tempfile
+        import threading
+        import time
+
+        cpu_name, features = CPU_BUILDS[name]
+        env = dict(os.environ)
+        env.pop("NUMBA_CPU_FEATURES", None)
+        env.pop("NUMBA_CPU_NAME", None)
+        if cpu_name:
+            env["NUMBA_CPU_NAME"] = cpu_name
+        if features:
+            env["NUMBA_CPU_FEATURES"] = features
+        env["NUMBA_CACHE_DIR"] = str(folder / "numba-cache")
+        env["DXSTUDIO_NUMBA_CACHE"] = "0"  # compile afresh: never reuse the host's cached build
+        self.name, self.started = name, time.monotonic()
+        self.out, self.err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+        self.proc = subprocess.Popen([sys.executable, str(REPO / "tests" / "cpu_subprocess_check.py")], env=env,
+                                     stdout=self.out, stderr=self.err, stdin=subprocess.DEVNULL, text=True,
+                                     preexec_fn=_die_with_parent)
+        self._lock, self._outcome = threading.Lock(), None
+        if publish:
+            threading.Thread(target=self._publish, args=(Path(publish),), daemon=True,
+                             name=f"cpu build {name}").start()
+
+    def outcome(self) -> dict:
+        """{"code": exit status or None (ran over the limit, killed), "out": stdout, "err": stderr}."""
+        import subprocess
+        import time
+
+        with self._lock:
+            if self._outcome is None:
+                try:
+                    code = self.proc.wait(timeout=max(CPU_BUILD_LIMIT - (time.monotonic() - self.started), 1))
+                except subprocess.TimeoutExpired:
+                    self.stop()
+                    code = None
+                self.out.seek(0)
+                self.err.seek(0)
+                self._outcome = {"code": code, "out": self.out.read(), "err": self.err.read()}
+            return self._outcome
+
+    def _publish(self, folder: Path):
+        outcome = self.outcome()
+        tmp = folder / f".{self.name}.json.part"
+        tmp.write_text(json.dumps(outcome))
+        tmp.replace(folder / f"{self.name}.json")
+
+    def result(self) -> dict:
+        return build_result(self.name, self.outcome())
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class PublishedBuild:
+    """A build another pytest-xdist worker started: its outcome, once that worker left it."""
+
+    def __init__(self, name, folder):
+        import time
+
+        self.name, self.path, self.started = name, Path(folder) / f"{name}.json", time.monotonic()
+
+    def result(self) -> dict:
+        import time
+
+        while not self.path.is_file():
+            if not _alive(self.path.with_suffix(".claim")):  # the worker building it ended: build here
+                return CpuBuild(self.name, Path(tempfile_dir())).result()
+            if time.monotonic() - self.started > CPU_BUILD_LIMIT + 60:
+                pytest.fail(f"the {self.name} build started by the first worker left no result in "
+                            f"{CPU_BUILD_LIMIT + 60} s ({self.path})")
+            time.sleep(1)
+        return build_result(self.name, json.loads(self.path.read_text()))
+
+    def stop(self):
+        pass
+
+
+def tempfile_dir() -> str:
+    import tempfile
+
+    return tempfile.mkdtemp(prefix="dx-cpu-build-")
+
+
+def _alive(claim: Path) -> bool:
+    """Whether the process whose pid the claim file holds still runs."""
+    try:
+        os.kill(int(claim.read_text()), 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, ValueError):  # not written yet, or not ours to signal: take it as running
+        return True
+    return True
+
+
+def claimed_build(name, shared) -> "CpuBuild | PublishedBuild":
+    """Under pytest-xdist: the first worker whose test needs the build starts it and leaves its
+    outcome in the shared folder; every other worker reads it there."""
+    claim = Path(shared) / f"{name}.claim"
+    try:
+        fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return PublishedBuild(name, shared)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(str(os.getpid()))
+    return CpuBuild(name, Path(tempfile_dir()), publish=shared)
+
+
+def build_result(name, outcome) -> dict:
+    if outcome["code"] is None:
+        pytest.fail(f"the {name} build (cpu_subprocess_check.py) ran over {CPU_BUILD_LIMIT} s; killed")
+    assert outcome["code"] == 0, f"cpu_subprocess_check.py failed for the {name} build:\n{outcome['err'][-3000:]}"
+    return json.loads(outcome["out"])
+
+
+def _build_wanted(item):
+    mark = item.get_closest_marker("cpu_build")
+    if mark is None or item.get_closest_marker("skip"):
+        return None
+    if any(m.args and m.args[0] is True for m in item.iter_markers("skipif")):
+        return None
+    return mark.args[0]
+
+
+def pytest_collection_finish(session):
+    import tempfile
+
+    config = session.config
+    for item in session.items:  # a build waited for is bounded by its own limit
+        if item.get_closest_marker("cpu_build") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(CPU_BUILD_LIMIT + 120))
+    wanted = sorted({b for b in map(_build_wanted, session.items) if b})
+    config._cpu_builds = {}
+    if not wanted or config.option.collectonly:
+        return
+    folder = Path(tempfile.mkdtemp(prefix="dx-cpu-builds-"))
+    config._cpu_builds_folder = folder
+    if getattr(config, "workerinput", {}).get("dx_builds"):
+        return  # pytest-xdist: both workers already keep both cores busy; built on first need
+    for name in wanted:
+        (folder / name).mkdir()
+        config._cpu_builds[name] = CpuBuild(name, folder / name)
+
+
+def pytest_unconfigure(config):
+    for build in getattr(config, "_cpu_builds", {}).values():
+        build.stop()
+    for folder in (getattr(config, "_cpu_builds_folder", None), getattr(config, "_dx_shared", None)):
+        if folder:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def cpu_build(request, tmp_path) -> dict:
+    """The result of cpu_subprocess_check.py for the build the test's cpu_build mark names:
+    {"digests", "cpu_name", "vector_registers", "fma_instructions", "assembly_chars",
+    "fma_when_contraction_allowed", "cpu_seconds"}. Started at the session's start (or now, for
+    a test selected some other way)."""
+    name = request.node.get_closest_marker("cpu_build").args[0]
+    builds = request.config.__dict__.setdefault("_cpu_builds", {})
+    if name not in builds:
+        shared = getattr(request.config, "workerinput", {}).get("dx_builds")
+        builds[name] = claimed_build(name, shared) if shared else CpuBuild(name, tmp_path)
+    result = builds[name].result()
+    note = f"cpu build {name}: {result['cpu_seconds']:.0f} s of CPU (tests/cpu_subprocess_check.py)"
+    if note not in request.config.summary_notes:
+        request.config.summary_notes.append(note)
+    return result
 
 
 # -- the receipts project --------------------------------------------------------------------

@@ -8,7 +8,8 @@ digests with the ones the host computes in-process through `digests()`.
     python tests/cpu_subprocess_check.py [part ...]     # parts: see PARTS; default all
 
 prints one JSON object: {"digests": {part: sha256 hex}, "cpu_name": ..., "vector_registers": [...],
-"fma_instructions": count, "assembly_chars": count, "fma_when_contraction_allowed": count}.
+"fma_instructions": count, "assembly_chars": count, "fma_when_contraction_allowed": count,
+"cpu_seconds": this process's CPU time}.
 """
 from __future__ import annotations
 
@@ -216,7 +217,11 @@ def _contracted_sample_assembly() -> str:
 def main(argv) -> int:
     import numba
 
+    import resource
+
     result = {"digests": digests(argv), "cpu_name": numba.config.CPU_NAME, **assembly_facts()}
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    result["cpu_seconds"] = round(usage.ru_utime + usage.ru_stime, 1)  # compiling is most of it
     print(json.dumps(result, sort_keys=True))
     return 0
 

@@ -416,9 +416,6 @@ def test_whole_backward(tiny_params, n):
 # ----------------------------------------------------------------------------------------
 # Other instruction sets: the fast kernels compiled for another CPU in a subprocess
 # ----------------------------------------------------------------------------------------
-HASWELL_FEATURES = "+avx,+avx2,+fma,+bmi,+bmi2,+f16c,+popcnt,+sse4.2,+cx16,+movbe,+lzcnt"
-
-
 def load_check_module():
     return load_script(TESTS / "cpu_subprocess_check.py")
 
@@ -429,33 +426,23 @@ def host_digests():
     return load_check_module().digests()
 
 
-def run_check(tmp_path, cpu_name, features=None, parts=()):
-    env = dict(os.environ)
-    env.pop("NUMBA_CPU_FEATURES", None)
-    env.pop("NUMBA_CPU_NAME", None)
-    if cpu_name:
-        env["NUMBA_CPU_NAME"] = cpu_name
-    if features:
-        env["NUMBA_CPU_FEATURES"] = features
-    env["NUMBA_CACHE_DIR"] = str(tmp_path / "numba-cache")
-    env["DXSTUDIO_NUMBA_CACHE"] = "0"  # compile afresh: never reuse the host's cached build
-    proc = subprocess.run([sys.executable, str(TESTS / "cpu_subprocess_check.py"), *parts],
-                          env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, f"cpu_subprocess_check.py failed for {cpu_name}:\n{proc.stderr[-3000:]}"
-    return json.loads(proc.stdout)
-
-
 X86 = platform.machine().lower() in ("x86_64", "amd64")
 
 
-@pytest.mark.skipif(not X86, reason="the instruction sets named here are x86's")
-@pytest.mark.parametrize("cpu_name,features,registers,has_fma", [
-    ("generic", None, {"xmm"}, False),  # baseline x86-64: SSE2 only
-    ("haswell", HASWELL_FEATURES, {"xmm", "ymm"}, True),  # AVX2, and FMA available to LLVM
-])
-def test_other_instruction_sets_give_the_host_bytes(tmp_path, host_digests, cpu_name, features, registers,
-                                                    has_fma):
-    result = run_check(tmp_path, cpu_name, features)
+def host_isa_is_haswells() -> bool:
+    """The host's vector instruction set is the haswell build's: AVX2 with FMA, no AVX-512 (the
+    features that decide the kernels' code: register width and whether LLVM could fuse a
+    multiply-add). Then the haswell build is this CPU's check too."""
+    from llvmlite import binding as ll
+
+    features = ll.get_host_cpu_features()
+    return X86 and bool(features.get("avx2")) and bool(features.get("fma")) and not features.get("avx512f")
+
+
+HOST_IS_HASWELLS = X86 and host_isa_is_haswells()
+
+
+def check_other_build(result, host_digests, cpu_name, registers, has_fma):
     assert result["cpu_name"] == cpu_name
     assert result["assembly_chars"] > 0, "the subprocess compiled its kernels (no cached build)"
     assert set(result["vector_registers"]) == registers, "the kernels were built for that instruction set"
@@ -466,15 +453,40 @@ def test_other_instruction_sets_give_the_host_bytes(tmp_path, host_digests, cpu_
     assert not differ, f"{cpu_name} build gives other bytes for {differ}"
 
 
-@pytest.mark.skipif(not X86, reason="x86 only")
-def test_fresh_host_build_has_no_fma_and_gives_the_cached_bytes(tmp_path, host_digests):
-    """The host's own instruction set (AVX-512 here), compiled afresh so its assembly is visible."""
-    result = run_check(tmp_path, None)
+# The builds start in the background when collection ends (tests/conftest.py, `cpu_build`).
+@pytest.mark.skipif(not X86, reason="the instruction sets named here are x86's")
+@pytest.mark.parametrize("cpu_name,registers,has_fma", [
+    pytest.param("generic", {"xmm"}, False, marks=pytest.mark.cpu_build("generic")),  # x86-64: SSE2 only
+    pytest.param("haswell", {"xmm", "ymm"}, True, marks=pytest.mark.cpu_build("haswell")),  # AVX2 + FMA
+])
+def test_other_instruction_sets_give_the_host_bytes(cpu_build, host_digests, cpu_name, registers, has_fma):
+    check_other_build(cpu_build, host_digests, cpu_name, registers, has_fma)
+
+
+def check_fresh_host_build(result, host_digests):
+    """The host's own instruction set (AVX-512 on such a CPU), compiled afresh so its assembly
+    is visible, gives the bytes of the cached build."""
     assert result["assembly_chars"] > 0
     if result["fma_when_contraction_allowed"] == 0:
         pytest.skip("this CPU has no FMA instructions")
     assert result["fma_instructions"] == 0, "LLVM contracted a multiply-add into an FMA"
     assert result["digests"] == host_digests
+
+
+@pytest.mark.skipif(not X86, reason="x86 only")
+@pytest.mark.skipif(HOST_IS_HASWELLS, reason="this CPU's vector instructions are the haswell build's (AVX2, FMA, "
+                    "no AVX-512), which test_other_instruction_sets_give_the_host_bytes[haswell] checks; "
+                    "-m heavy builds the host's too")
+@pytest.mark.cpu_build("host")
+def test_fresh_host_build_has_no_fma_and_gives_the_cached_bytes(cpu_build, host_digests):
+    check_fresh_host_build(cpu_build, host_digests)
+
+
+@pytest.mark.heavy
+@pytest.mark.skipif(not X86, reason="x86 only")
+@pytest.mark.cpu_build("host")
+def test_fresh_host_build_even_where_the_haswell_build_covers_it(cpu_build, host_digests):
+    check_fresh_host_build(cpu_build, host_digests)
 
 
 # ----------------------------------------------------------------------------------------

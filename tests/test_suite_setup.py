@@ -40,6 +40,26 @@ def test_a_test_hung_in_the_qt_event_loop_ends_with_its_name(tmp_path):
     assert took < 100
 
 
+def test_a_hung_test_under_xdist_ends_once_with_its_name_and_stacks(tmp_path):
+    """The README's command runs two pytest-xdist workers, whose terminal is not shown: the
+    controller reports the timed-out test's name and its stacks (tests/conftest.py), and the
+    test is not run again on a new worker."""
+    import pytest
+
+    pytest.importorskip("xdist")
+    (tmp_path / "test_hung.py").write_text(HUNG)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), *sys.path[1:]]), QT_QPA_PLATFORM="offscreen")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c", str(REPO / "pyproject.toml"),
+                        "--rootdir", str(tmp_path), "-p", "tests.conftest", "-o", "timeout=3", "-n", "1",
+                        "test_hung.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    out = r.stdout + r.stderr
+    assert r.returncode != 0, out
+    assert "crashed while running 'test_hung.py::test_sleeps_in_qt'" in out, out
+    assert "TIMEOUT: test_hung.py::test_sleeps_in_qt ran over 3 s; the stacks of every thread" in out, out
+    assert "in test_sleeps_in_qt" in out  # the main thread's stack, where it slept
+    assert "1 failed" in out, out  # once: a test re-run after each crash would fail again and again
+
+
 def test_the_summary_names_every_skip_reason_with_counts(tmp_path):
     (tmp_path / "test_skips.py").write_text(
         "import pytest\n"
@@ -62,7 +82,10 @@ def test_readme_test_command_is_ci_s():
     import re
 
     ci = (REPO / ".ci" / "run").read_text()
-    command = re.search(r"python3 -m venv \.venv && .*pytest -q", ci)
+    command = re.search(r"python3 -m venv \.venv && .*pytest -q[^\n]*", ci)
     assert command, "no test command in .ci/run"
     assert '".[test,cluster,ocr]"' in command.group(0)
-    assert command.group(0) in (REPO / "README.md").read_text()
+    assert command.group(0) + "\n" in (REPO / "README.md").read_text()
+    # the test extra brings pytest-xdist (-n 2: tests/conftest.py supports it)
+    extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["test"]
+    assert any(r.startswith("pytest-xdist") for r in extra)
