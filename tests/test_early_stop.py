@@ -101,8 +101,9 @@ def test_no_signal_yet_never_stops(tmp_path):
     from types import SimpleNamespace
 
     from dxstudio.tuning.early_stop import Selection
+    from dxstudio.tuning.rundir import RunDir
 
-    run = SimpleNamespace(settings={"early_stop": 2, "average_last": 0}, run_dir=tmp_path)
+    run = SimpleNamespace(settings={"early_stop": 2, "average_last": 0}, run_dir=tmp_path, rundir=RunDir(tmp_path))
     sel = Selection(run, 0)
     sel.scores = {1: [1, 0.0, 0.0], 2: [2, 0.0, 0.0], 3: [3, 0.0, 0.0]}
     sel.last_epoch = 3
