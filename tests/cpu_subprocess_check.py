@@ -165,17 +165,18 @@ def _compiled_assembly() -> str:
                kc.exp32_vec, kc.tanh32_vec, kc.exp64_scalar,
                kc.log64_scalar, *kc._MAP_EXP32, *kc._MAP_TANH32, kc._map_exp64, kc._map_log64,
                kc.rows32_block, kc.transpose32]
+    from dxstudio.engine.blocks import transformer
     from dxstudio.engine.kernels import fused
 
     for pair in (fused._LAYERNORM_FWD, fused._LAYERNORM_BWD, fused._SOFTMAX_FWD, fused._SOFTMAX_BWD,
                  fused._GELU_FWD, fused._GELU_BWD, fused._RELU_FWD, fused._RELU_BWD, fused._LINEAR8_RELU,
                  fused._LINEAR32, fused._LINEAR16_RELU_BWD,
-                 (fused._attention_heads_par, fused._attention_heads_ser)):
+                 (transformer._attention_heads_par, transformer._attention_heads_ser)):
         kernels += list(pair)  # the fused layer kernels: (parallel, serial) builds
     # the forward's compiled sections (a block, the characters, the embedding sum, the heads)
-    kernels += [fused._block_forward_body, fused._charconv_words_body, fused._embed_forward_body,
+    kernels += [transformer._block_forward_body, fused._charconv_words_body, fused._embed_forward_body,
                 fused._heads_forward_body, fused._linear_nt, fused._layernorm_nt, fused._pointer_scores,
-                fused._block_forward_lean, fused._heads_forward_lean, fused._pair_bias_body, fused._add_into]
+                transformer._block_forward_lean, fused._heads_forward_lean, fused._pair_bias_body, transformer._add_into]
     parts = []
     for kernel in kernels:
         for sig in kernel.signatures:

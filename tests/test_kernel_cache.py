@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 
+from dxstudio.engine.blocks import transformer
 from dxstudio.engine.kernels import compiled as kc
 from dxstudio.engine.kernels import fused
 from dxstudio.engine.kernels import runtime as rt
@@ -23,7 +24,7 @@ def test_kernels_of_every_file_carry_the_engine_digest():
         return
     assert rt.ENGINE_CACHE_STAMPED
     digest = rt.engine_source_digest()
-    for kernel in (fused._LAYERNORM_FWD[1], fused._block_forward_body, kc._MM_NT[0]):
+    for kernel in (fused._LAYERNORM_FWD[1], transformer._block_forward_body, kc._MM_NT[0]):
         stamp = kernel._cache._impl._locator.get_source_stamp()
         assert stamp[:2] == ("dxstudio-engine", digest)
 

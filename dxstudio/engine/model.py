@@ -2,8 +2,10 @@
 
 One window of a page in (WindowInputs), every output out. Parameters are in the runtime
 layout (to_runtime). `forward(..., keep=True)` keeps every activation the backward needs, by
-name (Activations, one BlockActivations per block); its outputs are the same bytes as with
-keep=False.
+name (Activations, with the block type's Activations per block); its outputs are the same bytes
+as with keep=False. The blocks are the config's block type (blocks/, ModelConfig.block): each
+block module holds the block whole (tensors, reference and compiled forward, backward); here
+the model iterates over cfg.layers of them.
 The order of operations is docs/model.md's, one line of code per line of the spec.
 """
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import layers as L
+from .blocks import block_type
 from .config import ModelConfig
 from .kernels import fused
 from .kernels.compiled import pack_t
@@ -22,21 +25,6 @@ from .kernels.runtime import parallel_allowed
 from .layers import CharConvSaved, LayerNormSaved
 
 F32 = np.float32
-
-
-@dataclass
-class BlockActivations:
-    """What block l's backward needs from its forward."""
-    ln1: LayerNormSaved
-    h: np.ndarray  # ln1(x)
-    qkv: np.ndarray  # (n, 3d)
-    probs: list  # per head: the attention probabilities (n, n)
-    a: np.ndarray  # the heads' outputs side by side (n, d)
-    ln2: LayerNormSaved
-    h2: np.ndarray  # ln2(x)
-    f1: np.ndarray  # fc1 output
-    g: np.ndarray  # gelu(f1)
-    t: np.ndarray  # tanh32 of GELU's argument
 
 
 @dataclass
@@ -50,7 +38,7 @@ class Activations:
     emb_ln: LayerNormSaved
     pf: np.ndarray  # (n*n, 8) pair features
     ph: np.ndarray  # (n*n, Hp) relu(pair1)
-    blocks: list = field(default_factory=list)  # BlockActivations, first block first
+    blocks: list = field(default_factory=list)  # the block type's Activations, first block first
     final: LayerNormSaved | None = None
     f: np.ndarray | None = None  # final_ln output
     mean: np.ndarray | None = None  # colsum(f) / n
@@ -96,7 +84,8 @@ def _scale(dtype, size) -> np.floating:
 
 # ----------------------------------------------------------------------------------------
 # The forward's sections: each a registry entry (kernels/registry.py): its reference here, its
-# compiled twin in kernels/fused.py (one compiled call), and the rule saying when the twin runs
+# compiled twin in kernels/fused.py (one compiled call), and the rule saying when the twin runs.
+# The blocks (section 4) are their block type's module (blocks/).
 # ----------------------------------------------------------------------------------------
 def _charconv_ref(ops: Ops, char_ids, char_len, emb, w_rt, b, n, keep, allowed):
     """1. characters -> pooled channels: (tap_ids, owners, pooled, CharConvSaved or None)."""
@@ -148,47 +137,6 @@ def _pair_bias_ref(ops: Ops, pf, w1, b1, w2, b2, allowed):
 pair_bias_section = register("pair_bias_section", _pair_bias_ref, late(fused, "pair_bias_forward"),
                              lambda pf, w1, b1, w2, b2, allowed: (binary32(pf) and pf.shape[1] == 8
                                                                   and w2.shape[1] == 32))
-
-
-def _block_ref(ops: Ops, x, p, q, pbias_t, row0, heads, scale, eps, keep, allowed):
-    """4. one block (prefix q): x out and, when keep, its BlockActivations."""
-    n, d = x.shape
-    dt = x.dtype
-    dh = d // heads
-    h, ln1 = L.layernorm_forward(ops, x, p[q + "ln1.weight"], p[q + "ln1.bias"], eps)
-    qkv = L.linear_forward(ops, h, p[q + "qkv.weight"], p[q + "qkv.bias"])
-    a = np.empty((n, d), dt)
-    probs = []
-    for hd in range(heads):
-        cols = slice(hd * dh, (hd + 1) * dh)
-        qh = np.ascontiguousarray(qkv[:, cols])
-        kh = np.ascontiguousarray(qkv[:, d + hd * dh: d + (hd + 1) * dh])
-        vh = np.ascontiguousarray(qkv[:, 2 * d + hd * dh: 2 * d + (hd + 1) * dh])
-        bias = pbias_t[row0 + hd, :n * n].reshape(n, n)
-        a[:, cols], prob = L.attention_forward(ops, qh, kh, vh, bias, scale)
-        probs.append(prob)
-    x = x + L.linear_forward(ops, a, p[q + "proj.weight"], p[q + "proj.bias"])
-    h2, ln2 = L.layernorm_forward(ops, x, p[q + "ln2.weight"], p[q + "ln2.bias"], eps)
-    f1 = L.linear_forward(ops, h2, p[q + "fc1.weight"], p[q + "fc1.bias"])
-    g, t = L.gelu_forward(ops, f1)
-    x = x + L.linear_forward(ops, g, p[q + "fc2.weight"], p[q + "fc2.bias"])
-    if not keep:
-        return x, None
-    return x, BlockActivations(ln1=ln1, h=h, qkv=qkv, probs=probs, a=a, ln2=ln2, h2=h2, f1=f1, g=g, t=t)
-
-
-def _block_compiled(x, p, q, pbias_t, row0, heads, scale, eps, keep, allowed):
-    if not keep:
-        return fused.block_forward(x, p, q, pbias_t, row0, heads, scale, eps, False, allowed), None
-    x, h, xh1, inv1, qkv, probs3, a, h2, xh2, inv2, f1, g, t = fused.block_forward(
-        x, p, q, pbias_t, row0, heads, scale, eps, True, allowed)
-    return x, BlockActivations(ln1=LayerNormSaved(xh1, inv1), h=h, qkv=qkv, probs=list(probs3), a=a,
-                               ln2=LayerNormSaved(xh2, inv2), h2=h2, f1=f1, g=g, t=t)
-
-
-block_section = register("block_section", _block_ref, _block_compiled,
-                         lambda x, p, q, pbias_t, row0, heads, scale, eps, keep, allowed:
-                         binary32(x, pbias_t, p[q + "qkv.weight"]))
 
 
 def _heads_ref(ops: Ops, x, p, eps, r, rscale, keep, allowed):
@@ -245,12 +193,10 @@ def forward(cfg: ModelConfig, params, inp, ops: Ops, keep: bool = False) -> Outp
         cache = Activations(tap_ids=tap_ids, w_rt=w_rt, conv=conv_saved, pooled=pooled, feats=feats,
                             emb_ln=emb_ln_saved, pf=pf, ph=ph)
 
-    # 4. blocks
-    heads = cfg.heads
-    scale = _scale(dt, cfg.head_dim)
+    # 4. blocks: block l reads the pair bias rows l*heads .. l*heads + heads - 1
+    block = block_type(cfg.block)
     for l in range(cfg.layers):
-        x, acts = block_section(ops, x, p, f"blocks.{l}.", pbias_t, l * heads, heads, scale, cfg.ln_eps, keep,
-                                allowed)
+        x, acts = block.forward(ops, cfg, p, f"blocks.{l}.", x, pbias_t, l * cfg.heads, keep, allowed)
         if keep:
             cache.blocks.append(acts)
 
@@ -329,34 +275,10 @@ def backward(cfg: ModelConfig, params, inp, out: Outputs, go: OutputGrads, ops: 
     dx, grads["final_ln.weight"], grads["final_ln.bias"] = L.layernorm_backward(ops, df, c.final, p["final_ln.weight"])
 
     # 4. blocks, last first
-    d, heads, dh = cfg.d_model, cfg.heads, cfg.head_dim
-    scale = _scale(dt, dh)
-    dpbias = np.zeros((n * n, cfg.layers * heads), dt)
+    block = block_type(cfg.block)
+    dpbias = np.zeros((n * n, cfg.layers * cfg.heads), dt)
     for l in range(cfg.layers - 1, -1, -1):
-        q = f"blocks.{l}."
-        bc = c.blocks[l]
-        # x = x + fc2(gelu(fc1(ln2(x))))
-        dg, grads[q + "fc2.weight"], grads[q + "fc2.bias"] = L.linear_backward(ops, dx, bc.g, p[q + "fc2.weight"])
-        df1 = L.gelu_backward(ops, dg, bc.f1, bc.t)
-        dh2, grads[q + "fc1.weight"], grads[q + "fc1.bias"] = L.linear_backward(ops, df1, bc.h2, p[q + "fc1.weight"])
-        dln2, grads[q + "ln2.weight"], grads[q + "ln2.bias"] = L.layernorm_backward(ops, dh2, bc.ln2, p[q + "ln2.weight"])
-        dx = dx + dln2
-        # x = x + proj(attention(ln1(x)))
-        da, grads[q + "proj.weight"], grads[q + "proj.bias"] = L.linear_backward(ops, dx, bc.a, p[q + "proj.weight"])
-        qkv = bc.qkv
-        dqkv = np.empty_like(qkv)
-        for hd in range(heads):
-            cols = slice(hd * dh, (hd + 1) * dh)
-            kc = slice(d + hd * dh, d + (hd + 1) * dh)
-            vc = slice(2 * d + hd * dh, 2 * d + (hd + 1) * dh)
-            dq, dk, dv, ds = L.attention_backward(
-                ops, np.ascontiguousarray(da[:, cols]), np.ascontiguousarray(qkv[:, cols]),
-                np.ascontiguousarray(qkv[:, kc]), np.ascontiguousarray(qkv[:, vc]), bc.probs[hd], scale)
-            dqkv[:, cols], dqkv[:, kc], dqkv[:, vc] = dq, dk, dv
-            dpbias[:, l * heads + hd] = ds.reshape(-1)
-        dh1, grads[q + "qkv.weight"], grads[q + "qkv.bias"] = L.linear_backward(ops, dqkv, bc.h, p[q + "qkv.weight"])
-        dln1, grads[q + "ln1.weight"], grads[q + "ln1.bias"] = L.layernorm_backward(ops, dh1, bc.ln1, p[q + "ln1.weight"])
-        dx = dx + dln1
+        dx = block.backward(ops, cfg, p, f"blocks.{l}.", c.blocks[l], dx, dpbias, l * cfg.heads, grads)
 
     # 3. pair MLP: weight gradients are dots over the pairs in row-major order; features get none
     dph, grads["pair2.weight"], grads["pair2.bias"] = L.linear_relu_backward(ops, dpbias, c.ph, p["pair2.weight"])

@@ -507,12 +507,10 @@ def add_rows_skip0(table, ids, vals) -> None:
 
 
 # ----------------------------------------------------------------------------------------
-# One transformer block's forward in one call (model.forward on the fast path)
+# Pieces of the compiled forward sections (here and the blocks' in blocks/), called from
+# compiled code: the same kernels as the layer-by-layer path, so the same bytes. `par` picks the
+# kernels' parallel builds (rows over the threads) or the serial ones, as pick() would.
 # ----------------------------------------------------------------------------------------
-# The same kernels as the layer-by-layer path (mm_nt's tiles, layer norm, the scaled softmax,
-# GELU), called from compiled code: the bytes are the same, and the ~30 Python calls a block
-# makes (dispatch, shape checks, the per-head copies) become one. `par` picks the kernels'
-# parallel builds (rows over the threads) or the serial ones, as pick() would.
 _mm_nt_par, _mm_nt_ser = kc._MM_NT
 _rows32_par, _rows32_ser = kc.ROWS32
 _pack_t_par, _pack_t_ser = kc._PACK_T
@@ -554,119 +552,6 @@ def _layernorm_nt(x, w, b, eps, par):
     else:
         _ln_fwd_ser(x, w, b, eps, y, xhat, inv)
     return y, xhat, inv
-
-
-def _attention_heads_body(qkv, pbias_t, row0, heads, scale, probs, a):
-    """Each head of one block: q, k, v copied out of qkv (v transposed, the words padded with +0
-    to whole chunks), raw = q k^T, p = softmax(raw / scale + bias) into probs[hd], p v into a's
-    columns of the head. The serial kernels inside: one thread per head."""
-    n = qkv.shape[0]
-    d = a.shape[1]
-    dh = d // heads
-    n16 = (n + 15) // 16 * 16
-    qkvf = qkv.reshape(n * 3 * d)
-    # every head's scratch, allocated once per call (v^T and k^T padded with +0 to whole chunks)
-    vts = np.zeros((heads, dh, n16), np.float32)
-    kts = np.empty((heads, 32 if dh == 32 else 0, n16), np.float32)
-    raws = np.empty((heads, n, n), np.float32)
-    ohs = np.empty((heads, n, dh), np.float32)
-    tbs = np.empty((heads, 64), np.float32)
-    zeros = np.zeros(max(n16, (dh + _NR - 1) // _NR * _NR), np.float32)  # no bias: +0 changes no bit
-    for hd in prange(heads):
-        vt = vts[hd]
-        raw = raws[hd]
-        oh = ohs[hd]
-        c0 = hd * dh
-        for i in range(n):
-            for c in range(dh):
-                vt[c, i] = qkv[i, 2 * d + c0 + c]
-        if dh == 32:  # q read in place, k^T with the keys in the lanes (compiled.rows32_block)
-            kt = kts[hd]
-            kc.transpose32_into(qkvf, d + c0, 3 * d, n, kt)
-            kc.rows32_block(qkvf, c0, 3 * d, np.int64(0), n, kt, zeros[:n16], raw.reshape(n * n), n, n, tbs[hd])
-        else:
-            qh = np.empty((n, dh), np.float32)
-            kh = np.empty((n, dh), np.float32)
-            for i in range(n):
-                for c in range(dh):
-                    qh[i, c] = qkv[i, c0 + c]
-                    kh[i, c] = qkv[i, d + c0 + c]
-            _mm_nt_ser(qh, kh, np.zeros((n + _NR - 1) // _NR * _NR, np.float32), raw)
-        bias = pbias_t[row0 + hd, :n * n].reshape((n, n))
-        p = probs[hd]
-        _softmax_fwd_ser(raw, bias, scale, True, p)
-        _mm_nt_ser(p, vt, zeros[:(dh + _NR - 1) // _NR * _NR], oh)
-        for i in range(n):
-            for c in range(dh):
-                a[i, c0 + c] = oh[i, c]
-
-
-_attention_heads_par, _attention_heads_ser = _build(_attention_heads_body, "_attention_heads")
-
-
-@njit(**_jit)
-def _add_into(x, y):
-    """y = x + y elementwise (x's element first, as x + y)."""
-    xf = x.reshape(x.size)
-    yf = y.reshape(y.size)
-    for i in range(xf.size):
-        yf[i] = xf[i] + yf[i]
-
-
-@njit(**_jit)
-def _block_forward_body(x, ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fc1w, fc1b, fc2w, fc2b,
-                        pbias_t, row0, heads, scale, eps, par):
-    n, d = x.shape
-    h, xhat1, inv1 = _layernorm_nt(x, ln1w, ln1b, eps, par)
-    qkv = _linear_nt(h, qkvw, qkvb, par)
-    # attention: raw = q k^T, p = softmax(raw / scale + bias), a = p v; the heads side by side
-    # over the threads when par (a page alone still uses the cores; each head is computed whole
-    # by one thread, so the bytes are the same)
-    a = np.empty((n, d), np.float32)
-    probs = np.empty((heads, n, n), np.float32)
-    if par:
-        _attention_heads_par(qkv, pbias_t, row0, heads, scale, probs, a)
-    else:
-        _attention_heads_ser(qkv, pbias_t, row0, heads, scale, probs, a)
-    x1 = _linear_nt(a, projw, projb, par)
-    _add_into(x, x1)  # x1 = x + x1: the residual, without another array
-    h2, xhat2, inv2 = _layernorm_nt(x1, ln2w, ln2b, eps, par)
-    f1 = _linear_nt(h2, fc1w, fc1b, par)
-    g = np.empty(f1.shape, np.float32)
-    t = np.empty(f1.shape, np.float32)
-    if par:
-        _gelu_fwd_par(f1.reshape(-1), g.reshape(-1), t.reshape(-1))
-    else:
-        _gelu_fwd_ser(f1.reshape(-1), g.reshape(-1), t.reshape(-1))
-    x2 = _linear_nt(g, fc2w, fc2b, par)
-    _add_into(x1, x2)
-    return x2, h, xhat1, inv1, qkv, probs, a, h2, xhat2, inv2, f1, g, t
-
-
-@njit(**_jit)
-def _block_forward_lean(x, ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fc1w, fc1b, fc2w, fc2b,
-                        pbias_t, row0, heads, scale, eps, par):
-    """x out alone: the other arrays are freed here instead of going back to Python (each array
-    handed to Python costs a quarter of a microsecond)."""
-    return _block_forward_body(x, ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fc1w, fc1b, fc2w, fc2b,
-                               pbias_t, row0, heads, scale, eps, par)[0]
-
-
-def block_forward(x, p, prefix: str, pbias_t, row0: int, heads: int, scale, eps, keep: bool = True,
-                  allowed: bool | None = None):
-    """Block `prefix`'s forward (model.forward's step 4 for one block) in one compiled call:
-    (x out, h, ln1 (xhat, inv), qkv, probs (heads, n, n), a, h2, ln2 (xhat, inv), f1, g, t), or
-    x out alone when not keep. allowed: runtime.parallel_allowed(), when the caller has it."""
-    x = np.ascontiguousarray(x, F32)
-    n, d = x.shape
-    par = parallel_pays(n, n * d * 3 * d, allowed)
-    w = [np.ascontiguousarray(p[prefix + name], F32) for name in _BLOCK_TENSORS]
-    body = _block_forward_body if keep else _block_forward_lean
-    return body(x, *w, pbias_t, row0, heads, F32(scale), F32(eps), par)
-
-
-_BLOCK_TENSORS = ("ln1.weight", "ln1.bias", "qkv.weight", "qkv.bias", "proj.weight", "proj.bias",
-                  "ln2.weight", "ln2.bias", "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias")
 
 
 # ----------------------------------------------------------------------------------------

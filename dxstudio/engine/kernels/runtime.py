@@ -65,14 +65,14 @@ from numba import njit, prange  # noqa: E402,F401  (prange: the bodies' parallel
 
 _jit = dict(cache=_NUMBA_CACHE, nogil=True, fastmath=False, error_model="numpy")
 
-# The engine's files whose kernels call one another (fused.py's call compiled.py's products,
-# lanes and exp, which call intrinsics.py's IR). Numba keys a cached kernel to its own file's
+# The engine's files whose kernels call one another (the blocks' and fused.py's call
+# compiled.py's products, lanes and exp, which call intrinsics.py's IR). Numba keys a cached kernel to its own file's
 # contents only, so after an edit (or an upgrade) that changes compiled.py alone, fused.py's
 # cached kernels would still hold the old code of what they call (seen here: a segmentation
 # fault, then slower code). The locators below stamp every kernel of these files with the
 # digest of all of them together: every module of the folders in ENGINE_KERNEL_DIRS (relative
 # to the engine package, this package's parent).
-ENGINE_KERNEL_DIRS = ("kernels",)
+ENGINE_KERNEL_DIRS = ("kernels", "blocks")  # blocks/: each block type's compiled forward
 _ENGINE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -175,7 +175,7 @@ def parallel_pays(rows: int, work: int, allowed: bool | None = None) -> bool:
     """pick's choice: a large input, outside serial_kernels(), and more than one Numba thread
     (on one thread a parallel build still launches its thread pool's scheduler for every call,
     a few µs each, 8% of a forward pass at 150 words). The compiled forward sections
-    (fused.block_forward, ...) take it to choose the builds they call; allowed: the answer of
+    (blocks/transformer.block_forward, fused.heads_forward, ...) take it to choose the builds they call; allowed: the answer of
     parallel_allowed() when the caller already has it."""
     if rows <= 1 or work < PARALLEL_MIN_WORK:
         return False
