@@ -11,6 +11,10 @@ torch.nn.functional.scaled_dot_product_attention (all heads in one call, the bia
 mask), the heads are fused where PyTorch allows, and AdamW runs with foreach=True or
 fused=True. The same module under torch.compile is the third variant. bench/train_step.py
 checks each variant's loss against the mirror's on the same page and weights.
+
+An independent mirror for measuring and checking, written again on purpose: the engine's own
+forward exists once (model.py and the block types of dxstudio/engine/blocks/); this file knows
+only the transformer block (docs/model.md, "Where the code is").
 """
 from __future__ import annotations
 

@@ -106,7 +106,7 @@ def test_pretrain_options_are_generated_from_its_rows():
 
 def test_size_and_kernel_choices_are_the_engines():
     from dxstudio.engine.config import SIZES
-    from dxstudio.engine.numerics import KERNELS
+    from dxstudio.engine.kernels.runtime import KERNELS
 
     assert set(st.BY_NAME["size"].choices) == set(SIZES) and st.SIZE_CHOICES == ("tiny", "base")
     assert set(st.BY_NAME["kernels"].choices) == set(KERNELS) and st.KERNEL_CHOICES[0] == DEFAULTS["kernels"]

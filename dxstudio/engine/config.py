@@ -9,6 +9,8 @@ import json
 import unicodedata
 from dataclasses import dataclass, field
 
+from .blocks import block_names
+
 # Printable ASCII, common Latin-1 letters and currency signs. Character id = index + 2
 # (0 = padding, 1 = unknown). Stored in every container, so this default only seeds new models.
 _LATIN1_LETTERS = "".join(chr(c) for c in range(0xC0, 0x100) if chr(c) not in "\u00d7\u00f7")
@@ -66,6 +68,7 @@ class ModelConfig:
     roles: tuple = DEFAULT_ROLES
     doc_types: tuple = DEFAULT_DOC_TYPES
     input_layout: int = 1  # the dataclass default is the layout of files without the key
+    block: str = "transformer"  # the block type (blocks/<block>.py); files without the key: transformer
 
     # -- derived sizes ------------------------------------------------------------------
     @property
@@ -103,6 +106,8 @@ class ModelConfig:
                 or self.input_layout not in WORD_FEATURES_OF_LAYOUT):
             raise ValueError(f"config: input_layout must be one of {sorted(WORD_FEATURES_OF_LAYOUT)}, "
                              f"not {str(self.input_layout)[:40]}")
+        if self.block not in block_names():
+            raise ValueError(f"config: block must be one of {block_names()}, not {str(self.block)[:40]}")
         expected = WORD_FEATURES_OF_LAYOUT[self.input_layout]
         if self.word_features != expected or self.pair_features != 8:
             raise ValueError(f"config: input layout {self.input_layout} has word_features {expected} "
@@ -136,6 +141,8 @@ class ModelConfig:
         d["tags"] = self.tags
         if self.input_layout == 1:
             del d["input_layout"]  # layout 1 files predate the key: their bytes stay the same
+        if self.block == "transformer":
+            del d["block"]  # so do files of the first block type
         return d
 
     def to_json(self) -> str:
@@ -150,7 +157,7 @@ class ModelConfig:
         unknown = set(d) - known - {"tags"}
         if unknown:
             raise ValueError(f"config has unknown keys {sorted(unknown)}")
-        missing = known - set(d) - {"input_layout"}  # absent: layout 1
+        missing = known - set(d) - {"input_layout", "block"}  # absent: layout 1, the transformer block
         if missing:
             raise ValueError(f"config lacks keys {sorted(missing)}")
         kw = {k: d[k] for k in known if k in d}

@@ -10,8 +10,9 @@ from collections import OrderedDict
 
 import numpy as np
 
+from .blocks import block_type
 from .config import ModelConfig
-from .numerics import SplitMix64
+from .kernels.rng import SplitMix64
 
 # kinds: "weight" (a matrix, fan_in = product of the trailing dims), "table", "bias", "ln_weight", "ln_bias"
 
@@ -34,16 +35,9 @@ def param_spec(cfg: ModelConfig) -> list[tuple[str, tuple, str]]:
         ("emb_ln.weight", (d,), "ln_weight"),
         ("emb_ln.bias", (d,), "ln_bias"),
     ]
+    block = block_type(cfg.block)  # the block type declares its tensors (blocks/)
     for layer in range(cfg.layers):
-        p = f"blocks.{layer}."
-        spec += [
-            (p + "ln1.weight", (d,), "ln_weight"), (p + "ln1.bias", (d,), "ln_bias"),
-            (p + "qkv.weight", (3 * d, d), "weight"), (p + "qkv.bias", (3 * d,), "bias"),
-            (p + "proj.weight", (d, d), "weight"), (p + "proj.bias", (d,), "bias"),
-            (p + "ln2.weight", (d,), "ln_weight"), (p + "ln2.bias", (d,), "ln_bias"),
-            (p + "fc1.weight", (cfg.ffn, d), "weight"), (p + "fc1.bias", (cfg.ffn,), "bias"),
-            (p + "fc2.weight", (d, cfg.ffn), "weight"), (p + "fc2.bias", (d,), "bias"),
-        ]
+        spec += [(f"blocks.{layer}.{name}", shape, kind) for name, shape, kind in block.tensors(cfg)]
     spec += [
         ("pair1.weight", (cfg.pair_hidden, cfg.pair_features), "weight"),
         ("pair1.bias", (cfg.pair_hidden,), "bias"),

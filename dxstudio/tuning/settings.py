@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dxstudio.engine.config import SIZES
-from dxstudio.engine.numerics import KERNELS
+from dxstudio.engine.kernels.runtime import KERNELS
 from dxstudio.fsutil import write_text_atomic
 
 

@@ -1,0 +1,286 @@
+"""The transformer block of docextract-v0, whole: its tensors, its reference forward, its compiled
+forward and its backward, here and nowhere else (docs/model.md, "4. blocks").
+
+    x = x + proj(attention(ln1(x)))          attention per head: softmax(q k^T / sqrt(dh) + pair bias) v
+    x = x + fc2(gelu(fc1(ln2(x))))
+
+What model.py asks of a block type (blocks/__init__.py lists them; ModelConfig.block names one):
+
+    NAME                                   the config's name of this block type
+    tensors(cfg) -> [(suffix, shape, kind)]  the block's trainable tensors, in the seed's order
+    Weights                                the tensors by name, as the compiled forward takes them
+    Activations                            what the backward needs from the forward, by name
+    forward(ops, cfg, p, prefix, x, pbias_t, row0, keep, allowed) -> (x, Activations or None)
+    backward(ops, cfg, p, prefix, acts, dx, dpbias, row0, grads) -> dx
+
+`forward` is a registry entry (kernels/registry.py): the reference (`_forward_ref`, the layers
+of layers.py in NumPy) or, on the fast path with binary32 arrays, the compiled forward
+(`_forward_compiled`: one Numba call for the whole block, the same kernels in the same order, so
+the same bytes). row0 is the block's first row of the pair bias (one row per head).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from .. import layers as L
+from ..kernels import compiled as kc
+from ..kernels.fused import _gelu_fwd_par, _gelu_fwd_ser, _layernorm_nt, _linear_nt, _mm_nt_ser, _softmax_fwd_ser
+from ..kernels.intrinsics import _NR
+from ..kernels.registry import Ops, binary32, register
+from ..kernels.runtime import _build, _jit, njit, parallel_pays, prange
+from ..layers import LayerNormSaved
+
+NAME = "transformer"
+F32 = np.float32
+
+
+# ----------------------------------------------------------------------------------------
+# The tensors
+# ----------------------------------------------------------------------------------------
+def tensors(cfg) -> list[tuple[str, tuple, str]]:
+    """(name within the block, container shape, kind) in the seed's fixed order."""
+    d = cfg.d_model
+    return [
+        ("ln1.weight", (d,), "ln_weight"), ("ln1.bias", (d,), "ln_bias"),
+        ("qkv.weight", (3 * d, d), "weight"), ("qkv.bias", (3 * d,), "bias"),
+        ("proj.weight", (d, d), "weight"), ("proj.bias", (d,), "bias"),
+        ("ln2.weight", (d,), "ln_weight"), ("ln2.bias", (d,), "ln_bias"),
+        ("fc1.weight", (cfg.ffn, d), "weight"), ("fc1.bias", (cfg.ffn,), "bias"),
+        ("fc2.weight", (d, cfg.ffn), "weight"), ("fc2.bias", (d,), "bias"),
+    ]
+
+
+class Weights(NamedTuple):
+    """The block's tensors (runtime layout, binary32, contiguous) for the compiled forward."""
+    ln1w: np.ndarray
+    ln1b: np.ndarray
+    qkvw: np.ndarray
+    qkvb: np.ndarray
+    projw: np.ndarray
+    projb: np.ndarray
+    ln2w: np.ndarray
+    ln2b: np.ndarray
+    fc1w: np.ndarray
+    fc1b: np.ndarray
+    fc2w: np.ndarray
+    fc2b: np.ndarray
+
+    @classmethod
+    def of(cls, p, prefix: str) -> "Weights":
+        return cls(*(np.ascontiguousarray(p[prefix + name], F32) for name in _TENSOR_NAMES))
+
+
+_TENSOR_NAMES = ("ln1.weight", "ln1.bias", "qkv.weight", "qkv.bias", "proj.weight", "proj.bias",
+                 "ln2.weight", "ln2.bias", "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias")
+
+
+@dataclass
+class Activations:
+    """What the block's backward needs from its forward."""
+    ln1: LayerNormSaved
+    h: np.ndarray  # ln1(x)
+    qkv: np.ndarray  # (n, 3d)
+    probs: list  # per head: the attention probabilities (n, n)
+    a: np.ndarray  # the heads' outputs side by side (n, d)
+    ln2: LayerNormSaved
+    h2: np.ndarray  # ln2(x)
+    f1: np.ndarray  # fc1 output
+    g: np.ndarray  # gelu(f1)
+    t: np.ndarray  # tanh32 of GELU's argument
+
+
+def _scale(dtype, heads_dim) -> np.floating:
+    """sqrt(d / heads) rounded to the working precision."""
+    return np.sqrt(np.dtype(dtype).type(heads_dim))
+
+
+# ----------------------------------------------------------------------------------------
+# The reference forward: the layers in NumPy, in docs/model.md's order
+# ----------------------------------------------------------------------------------------
+def _forward_ref(ops: Ops, cfg, p, q, x, pbias_t, row0, keep, allowed):
+    n, d = x.shape
+    dt = x.dtype
+    heads, dh = cfg.heads, cfg.head_dim
+    scale = _scale(dt, dh)
+    h, ln1 = L.layernorm_forward(ops, x, p[q + "ln1.weight"], p[q + "ln1.bias"], cfg.ln_eps)
+    qkv = L.linear_forward(ops, h, p[q + "qkv.weight"], p[q + "qkv.bias"])
+    a = np.empty((n, d), dt)
+    probs = []
+    for hd in range(heads):
+        cols = slice(hd * dh, (hd + 1) * dh)
+        qh = np.ascontiguousarray(qkv[:, cols])
+        kh = np.ascontiguousarray(qkv[:, d + hd * dh: d + (hd + 1) * dh])
+        vh = np.ascontiguousarray(qkv[:, 2 * d + hd * dh: 2 * d + (hd + 1) * dh])
+        bias = pbias_t[row0 + hd, :n * n].reshape(n, n)
+        a[:, cols], prob = L.attention_forward(ops, qh, kh, vh, bias, scale)
+        probs.append(prob)
+    x = x + L.linear_forward(ops, a, p[q + "proj.weight"], p[q + "proj.bias"])
+    h2, ln2 = L.layernorm_forward(ops, x, p[q + "ln2.weight"], p[q + "ln2.bias"], cfg.ln_eps)
+    f1 = L.linear_forward(ops, h2, p[q + "fc1.weight"], p[q + "fc1.bias"])
+    g, t = L.gelu_forward(ops, f1)
+    x = x + L.linear_forward(ops, g, p[q + "fc2.weight"], p[q + "fc2.bias"])
+    if not keep:
+        return x, None
+    return x, Activations(ln1=ln1, h=h, qkv=qkv, probs=probs, a=a, ln2=ln2, h2=h2, f1=f1, g=g, t=t)
+
+
+# ----------------------------------------------------------------------------------------
+# The compiled forward: the whole block in one call
+# ----------------------------------------------------------------------------------------
+# The same kernels as the layer-by-layer path (mm_nt's tiles, layer norm, the scaled softmax,
+# GELU), called from compiled code: the bytes are the same, and the ~30 Python calls a block
+# makes (dispatch, shape checks, the per-head copies) become one. `par` picks the kernels'
+# parallel builds (rows over the threads) or the serial ones, as runtime.pick() would.
+def _attention_heads_body(qkv, pbias_t, row0, heads, scale, probs, a):
+    """Each head of one block: q, k, v copied out of qkv (v transposed, the words padded with +0
+    to whole chunks), raw = q k^T, p = softmax(raw / scale + bias) into probs[hd], p v into a's
+    columns of the head. The serial kernels inside: one thread per head."""
+    n = qkv.shape[0]
+    d = a.shape[1]
+    dh = d // heads
+    n16 = (n + 15) // 16 * 16
+    qkvf = qkv.reshape(n * 3 * d)
+    # every head's scratch, allocated once per call (v^T and k^T padded with +0 to whole chunks)
+    vts = np.zeros((heads, dh, n16), np.float32)
+    kts = np.empty((heads, 32 if dh == 32 else 0, n16), np.float32)
+    raws = np.empty((heads, n, n), np.float32)
+    ohs = np.empty((heads, n, dh), np.float32)
+    tbs = np.empty((heads, 64), np.float32)
+    zeros = np.zeros(max(n16, (dh + _NR - 1) // _NR * _NR), np.float32)  # no bias: +0 changes no bit
+    for hd in prange(heads):
+        vt = vts[hd]
+        raw = raws[hd]
+        oh = ohs[hd]
+        c0 = hd * dh
+        for i in range(n):
+            for c in range(dh):
+                vt[c, i] = qkv[i, 2 * d + c0 + c]
+        if dh == 32:  # q read in place, k^T with the keys in the lanes (compiled.rows32_block)
+            kt = kts[hd]
+            kc.transpose32_into(qkvf, d + c0, 3 * d, n, kt)
+            kc.rows32_block(qkvf, c0, 3 * d, np.int64(0), n, kt, zeros[:n16], raw.reshape(n * n), n, n, tbs[hd])
+        else:
+            qh = np.empty((n, dh), np.float32)
+            kh = np.empty((n, dh), np.float32)
+            for i in range(n):
+                for c in range(dh):
+                    qh[i, c] = qkv[i, c0 + c]
+                    kh[i, c] = qkv[i, d + c0 + c]
+            _mm_nt_ser(qh, kh, np.zeros((n + _NR - 1) // _NR * _NR, np.float32), raw)
+        bias = pbias_t[row0 + hd, :n * n].reshape((n, n))
+        p = probs[hd]
+        _softmax_fwd_ser(raw, bias, scale, True, p)
+        _mm_nt_ser(p, vt, zeros[:(dh + _NR - 1) // _NR * _NR], oh)
+        for i in range(n):
+            for c in range(dh):
+                a[i, c0 + c] = oh[i, c]
+
+
+_attention_heads_par, _attention_heads_ser = _build(_attention_heads_body, "_attention_heads")
+
+
+@njit(**_jit)
+def _add_into(x, y):
+    """y = x + y elementwise (x's element first, as x + y)."""
+    xf = x.reshape(x.size)
+    yf = y.reshape(y.size)
+    for i in range(xf.size):
+        yf[i] = xf[i] + yf[i]
+
+
+@njit(**_jit)
+def _block_forward_body(x, w, pbias_t, row0, heads, scale, eps, par):
+    """w: Weights. (x out, h, xhat1, inv1, qkv, probs, a, h2, xhat2, inv2, f1, g, t)."""
+    n, d = x.shape
+    h, xhat1, inv1 = _layernorm_nt(x, w.ln1w, w.ln1b, eps, par)
+    qkv = _linear_nt(h, w.qkvw, w.qkvb, par)
+    # attention: raw = q k^T, p = softmax(raw / scale + bias), a = p v; the heads side by side
+    # over the threads when par (a page alone still uses the cores; each head is computed whole
+    # by one thread, so the bytes are the same)
+    a = np.empty((n, d), np.float32)
+    probs = np.empty((heads, n, n), np.float32)
+    if par:
+        _attention_heads_par(qkv, pbias_t, row0, heads, scale, probs, a)
+    else:
+        _attention_heads_ser(qkv, pbias_t, row0, heads, scale, probs, a)
+    x1 = _linear_nt(a, w.projw, w.projb, par)
+    _add_into(x, x1)  # x1 = x + x1: the residual, without another array
+    h2, xhat2, inv2 = _layernorm_nt(x1, w.ln2w, w.ln2b, eps, par)
+    f1 = _linear_nt(h2, w.fc1w, w.fc1b, par)
+    g = np.empty(f1.shape, np.float32)
+    t = np.empty(f1.shape, np.float32)
+    if par:
+        _gelu_fwd_par(f1.reshape(-1), g.reshape(-1), t.reshape(-1))
+    else:
+        _gelu_fwd_ser(f1.reshape(-1), g.reshape(-1), t.reshape(-1))
+    x2 = _linear_nt(g, w.fc2w, w.fc2b, par)
+    _add_into(x1, x2)
+    return x2, h, xhat1, inv1, qkv, probs, a, h2, xhat2, inv2, f1, g, t
+
+
+@njit(**_jit)
+def _block_forward_lean(x, w, pbias_t, row0, heads, scale, eps, par):
+    """x out alone: the other arrays are freed here instead of going back to Python (each array
+    handed to Python costs a quarter of a microsecond)."""
+    return _block_forward_body(x, w, pbias_t, row0, heads, scale, eps, par)[0]
+
+
+def block_forward(x, p, prefix: str, pbias_t, row0: int, heads: int, scale, eps, keep: bool = True,
+                  allowed: bool | None = None):
+    """Block `prefix`'s forward in one compiled call: (x out, h, ln1 (xhat, inv), qkv, probs
+    (heads, n, n), a, h2, ln2 (xhat, inv), f1, g, t), or x out alone when not keep.
+    allowed: runtime.parallel_allowed(), when the caller has it."""
+    x = np.ascontiguousarray(x, F32)
+    n, d = x.shape
+    par = parallel_pays(n, n * d * 3 * d, allowed)
+    body = _block_forward_body if keep else _block_forward_lean
+    return body(x, Weights.of(p, prefix), pbias_t, row0, heads, F32(scale), F32(eps), par)
+
+
+def _forward_compiled(cfg, p, q, x, pbias_t, row0, keep, allowed):
+    scale = _scale(F32, cfg.head_dim)
+    if not keep:
+        return block_forward(x, p, q, pbias_t, row0, cfg.heads, scale, cfg.ln_eps, False, allowed), None
+    x, h, xh1, inv1, qkv, probs3, a, h2, xh2, inv2, f1, g, t = block_forward(
+        x, p, q, pbias_t, row0, cfg.heads, scale, cfg.ln_eps, True, allowed)
+    return x, Activations(ln1=LayerNormSaved(xh1, inv1), h=h, qkv=qkv, probs=list(probs3), a=a,
+                          ln2=LayerNormSaved(xh2, inv2), h2=h2, f1=f1, g=g, t=t)
+
+
+forward = register(NAME + "_block", _forward_ref, _forward_compiled,
+                   lambda cfg, p, q, x, pbias_t, row0, keep, allowed: binary32(x, pbias_t, p[q + "qkv.weight"]))
+
+
+# ----------------------------------------------------------------------------------------
+# The backward (reference layers; each layer's compiled twin through the registry)
+# ----------------------------------------------------------------------------------------
+def backward(ops: Ops, cfg, p, q, bc: Activations, dx, dpbias, row0, grads):
+    """The block's parameter gradients into grads, its pair-bias gradients into dpbias's columns
+    row0 .. row0 + heads - 1; returns dx at the block's input."""
+    d, heads, dh = cfg.d_model, cfg.heads, cfg.head_dim
+    scale = _scale(dx.dtype, dh)
+    # x = x + fc2(gelu(fc1(ln2(x))))
+    dg, grads[q + "fc2.weight"], grads[q + "fc2.bias"] = L.linear_backward(ops, dx, bc.g, p[q + "fc2.weight"])
+    df1 = L.gelu_backward(ops, dg, bc.f1, bc.t)
+    dh2, grads[q + "fc1.weight"], grads[q + "fc1.bias"] = L.linear_backward(ops, df1, bc.h2, p[q + "fc1.weight"])
+    dln2, grads[q + "ln2.weight"], grads[q + "ln2.bias"] = L.layernorm_backward(ops, dh2, bc.ln2, p[q + "ln2.weight"])
+    dx = dx + dln2
+    # x = x + proj(attention(ln1(x)))
+    da, grads[q + "proj.weight"], grads[q + "proj.bias"] = L.linear_backward(ops, dx, bc.a, p[q + "proj.weight"])
+    qkv = bc.qkv
+    dqkv = np.empty_like(qkv)
+    for hd in range(heads):
+        cols = slice(hd * dh, (hd + 1) * dh)
+        kcols = slice(d + hd * dh, d + (hd + 1) * dh)
+        vcols = slice(2 * d + hd * dh, 2 * d + (hd + 1) * dh)
+        dq, dk, dv, ds = L.attention_backward(
+            ops, np.ascontiguousarray(da[:, cols]), np.ascontiguousarray(qkv[:, cols]),
+            np.ascontiguousarray(qkv[:, kcols]), np.ascontiguousarray(qkv[:, vcols]), bc.probs[hd], scale)
+        dqkv[:, cols], dqkv[:, kcols], dqkv[:, vcols] = dq, dk, dv
+        dpbias[:, row0 + hd] = ds.reshape(-1)
+    dh1, grads[q + "qkv.weight"], grads[q + "qkv.bias"] = L.linear_backward(ops, dqkv, bc.h, p[q + "qkv.weight"])
+    dln1, grads[q + "ln1.weight"], grads[q + "ln1.bias"] = L.layernorm_backward(ops, dh1, bc.ln1, p[q + "ln1.weight"])
+    return dx + dln1
