@@ -191,6 +191,84 @@ from numba import njit, prange  # noqa: E402
 
 _jit = dict(cache=_NUMBA_CACHE, nogil=True, fastmath=False, error_model="numpy")
 
+# ---- The instruction set and the tile shape: the one place both are decided -------------
+# A 16-lane accumulator is one zmm register on AVX-512 (32 of them), two ymm on AVX/AVX2 (16 of
+# them), four xmm on SSE2 (16) or four q registers on ARM64 NEON (32). mm_nt's tile keeps
+# _MR x _NR accumulators in registers across its k loop; a tile whose accumulators fill half of
+# the register file leaves the other half to the operands. The 4 x 4 tile of AVX-512 is 32 ymm
+# registers on AVX2, twice what there is: LLVM spills them to the stack every chunk (measured on
+# a 2-core AMD EPYC: 2 x 2 runs mm_nt 1.8-2.8x faster than 4 x 4). The shape changes no bit: each
+# output has its own accumulator, its lanes take the same products in the same order (chunk c of
+# k adds a[16c + l] b[16c + l] to lane l) and the fold is the same (_fold_tile_ir); register
+# blocking over outputs only chooses which outputs run side by side.
+TILE_SHAPES = {  # register kind: (rows of a, rows of bt) per tile, 16-lane accumulators
+    "zmm": (4, 4),  # AVX-512: 16 accumulators, 16 of 32 registers
+    "ymm": (2, 2),  # AVX / AVX2: 4 accumulators, 8 of 16 registers
+    "xmm": (2, 1),  # SSE2 (x86-64 baseline): 2 accumulators, 8 of 16 registers
+    "neon": (2, 2),  # ARM64 NEON (on paper): 4 accumulators, 16 of 32 registers
+}
+
+
+def target_cpu() -> tuple[str, str]:
+    """(name, features) of the CPU LLVM compiles the kernels for, as Numba decides them:
+    NUMBA_CPU_NAME / NUMBA_CPU_FEATURES when set (the cross-CPU tests), else the host's."""
+    import llvmlite.binding as llvm
+    from numba.core import codegen as _codegen
+
+    name = numba.config.CPU_NAME or llvm.get_host_cpu_name()
+    features = numba.config.CPU_FEATURES
+    if features is None:
+        features = _codegen.get_host_cpu_features()
+    return name, features
+
+
+def register_kind(name: str, features: str, machine: str | None = None) -> str:
+    """The vector registers a 16-lane accumulator lives in on that target: zmm, ymm, xmm, neon."""
+    import platform
+
+    machine = (machine or platform.machine()).lower()
+    if machine in ("arm64", "aarch64"):
+        return "neon"
+    flags = set(features.split(","))
+    if "+avx512f" in flags:
+        return "zmm"
+    if "+avx" in flags or "+avx2" in flags:
+        return "ymm"
+    if not features and name not in ("generic", "x86-64"):  # a named CPU without a feature list:
+        return "ymm"  # LLVM takes that CPU's features; AVX for every x86 sold since 2011
+    return "xmm"
+
+
+def _tile_shape() -> tuple[str, int, int]:
+    """(why, rows, cols) of mm_nt's tile: DXSTUDIO_TILE=MxN (M, N in 1, 2, 4; benchmarks and the
+    test that every shape gives the same bytes), else the target's register kind."""
+    forced = os.environ.get("DXSTUDIO_TILE", "").strip().lower()
+    if forced:
+        try:
+            mr, nr = (int(v) for v in forced.split("x"))
+        except ValueError:
+            raise ValueError(f"DXSTUDIO_TILE={forced!r}: expected rows x cols such as 2x2") from None
+        if mr not in (1, 2, 4) or nr not in (1, 2, 4):
+            raise ValueError(f"DXSTUDIO_TILE={forced!r}: rows and cols must each be 1, 2 or 4")
+        return "DXSTUDIO_TILE", mr, nr
+    kind = register_kind(*target_cpu())
+    return kind, *TILE_SHAPES[kind]
+
+
+TILE_CHOICE, _MR, _NR = _tile_shape()  # output tile: rows of a x rows of bt (a power of two)
+
+
+def describe_target() -> str:
+    """One line for the benchmarks: the target CPU, its vector flags, and the tile that runs."""
+    name, features = target_cpu()
+    flags = [f[1:] for f in features.split(",") if f.startswith("+") and
+             (f[1:] in ("sse2", "avx", "avx2", "fma", "neon") or f[1:].startswith("avx512"))]
+    kind = register_kind(name, features)
+    return (f"target CPU {name} ({' '.join(sorted(flags)) or 'baseline flags'}): 16-lane accumulators in "
+            f"{kind} registers; mm_nt tile {_MR}x{_NR} ({'forced by ' if TILE_CHOICE.startswith('D') else 'for '}"
+            f"{TILE_CHOICE}{'' if TILE_CHOICE.startswith('D') else ', the default'})")
+
+
 # The engine's files whose kernels call one another (fused.py's call numerics.py's products,
 # lanes and exp). Numba keys a cached kernel to its own file's contents only, so after an edit
 # (or an upgrade) that changes numerics.py alone, fused.py's cached kernels would still hold the
@@ -207,6 +285,9 @@ def engine_source_digest() -> str:
     for name in ENGINE_KERNEL_FILES:
         with open(os.path.join(here, name), "rb") as fh:
             h.update(name.encode() + b"\0" + fh.read() + b"\0")
+    # the tile shape is a choice made at import (the target CPU, DXSTUDIO_TILE): a build cached
+    # for one shape is never loaded for another
+    h.update(f"tile {_MR}x{_NR}".encode())
     return h.hexdigest()
 
 
@@ -500,7 +581,7 @@ def mm(a, b, kernels: str = "fast"):
 # register: lane l of output (i, j) is acc_ij[l], and chunk c of k adds a[i, 16c:16c+16] *
 # bt[j, 16c:16c+16] to it (16 products rounded, then 16 sums rounded: docs/numerics.md
 # section 1, rule 3, lane by lane). A tile of _MR x _NR outputs keeps its accumulators in
-# registers across the whole k loop (16 of the 32 zmm registers on AVX-512); the tile is
+# registers across the whole k loop (its shape: the section above); the tile is
 # written as LLVM IR through a Numba intrinsic, because Numba keeps no array in registers.
 # The IR has plain fmul and fadd without fast-math flags, so LLVM may not contract them into
 # fused multiply-adds (the assembly is checked). A k that is not a multiple of 16 is padded
@@ -508,7 +589,6 @@ def mm(a, b, kernels: str = "fast"):
 # every accumulator value (a lane starts at +0 and a sum of two values is -0 only when both
 # are -0, so a lane is never -0). The fold is the spec's: lanes l and l+8, then l+4, l+2, l+1,
 # done for the 16 outputs of a tile at once (pairs of registers shuffled into halves).
-_MR, _NR = 4, 4  # output tile: rows of a x rows of bt (16 accumulators, a power of two)
 
 try:
     from llvmlite import ir as _ir
@@ -865,15 +945,16 @@ def _mm_nt_body(a, bt, bias, out):
 _MM_NT = _build(_mm_nt_body, "_mm_nt")
 
 
-# When the register-blocked product (mm_nt) runs for mm and mm_tn: a tile has _MR x _NR
-# outputs, so narrower products keep the older kernels; mm_tn over a long k (the n^2 pairs'
+# When the register-blocked product (mm_nt) runs for mm and mm_tn: at least two tiles of the
+# AVX-512 shape (4 x 4) each way, whatever the shape that runs (the same routing on every CPU),
+# so narrower products keep the older kernels; mm_tn over a long k (the n^2 pairs'
 # weight gradients, k = 160000 for 16 x 32 outputs) keeps its k-outermost kernel, which
 # streams its operands once instead of transposing them. Either way the bytes are the same.
 _NT_MAX_K_TN = 4096
 
 
 def _nt_pays(m: int, k: int, n: int) -> bool:
-    return m >= 2 * _MR and n >= 2 * _NR and k >= 8
+    return m >= 8 and n >= 8 and k >= 8
 
 
 @_intrinsic
