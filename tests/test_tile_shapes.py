@@ -93,14 +93,15 @@ def _operands():
     return cases
 
 
-SHAPES = [(4, 4), (2, 2), (2, 1), (4, 1), (1, 4)]  # AVX-512, AVX2 and NEON, SSE2, the others measured
+SHAPES = [(4, 4), (2, 2), (2, 1)]  # AVX-512; AVX2 and NEON; SSE2 (each compiled here: a few s)
 
 
 def test_every_tile_shape_gives_the_bytes_of_the_reference():
     kernels = {s: _mm_nt_with(*s) for s in SHAPES}
     for a, bt, bias in _operands():
         m, n = a.shape[0], bt.shape[0]
-        want = (nu.mm_nt_ref(a, bt) + bias).astype(F32)  # dot16, then + bias: one rounding each
+        with np.errstate(all="ignore"):  # the overflowing case: inf - inf in the fold is NaN
+            want = (nu.mm_nt_ref(a, bt) + bias).astype(F32)  # dot16, then + bias: one rounding each
         host = nu.mm_nt_fast(a, bt, bias) if not (a.shape[1] == 32 and n >= 16) else None
         for (mr, nr), kernel in kernels.items():
             biasp = np.zeros((n + nr - 1) // nr * nr, F32)
@@ -115,6 +116,7 @@ def test_every_tile_shape_gives_the_bytes_of_the_reference():
 # ----------------------------------------------------------------------------------------
 # The whole engine with the other shape, compiled afresh in a subprocess
 # ----------------------------------------------------------------------------------------
+@pytest.mark.heavy  # compiles the engine afresh (a minute of CPU); the fast test above covers mm_nt
 def test_the_engine_built_with_the_other_shape_gives_the_host_bytes(tmp_path):
     """On AVX2 (2 x 2 here) the AVX-512 shape, 4 x 4, on ymm registers; on AVX-512 the AVX2
     shape on zmm. The products, a forward and a training step of the tiny model."""
