@@ -25,7 +25,7 @@ if str(REPO) not in sys.path:  # run as `python bench/forward.py` from a checkou
 
 from dxstudio.engine.config import ModelConfig  # noqa: E402
 from dxstudio.engine.inputs import WindowInputs  # noqa: E402
-from dxstudio.engine.numerics import SplitMix64  # noqa: E402
+from dxstudio.engine.kernels.rng import SplitMix64  # noqa: E402
 from dxstudio.engine.page import Page, Word  # noqa: E402
 
 DATA = Path(os.environ.get("DXSTUDIO_DATA", REPO.parent / "shared" / "data"))
@@ -134,7 +134,7 @@ def set_threads(n: int = THREADS, torch_too: bool = True) -> dict:
     """Numba kernels and PyTorch on the same number of threads; returns what each reports."""
     import numba
 
-    from dxstudio.engine import numerics as nu
+    from dxstudio.engine.kernels import runtime as nu
 
     nu.set_threads(n)
     out = {"numba": numba.get_num_threads()}
@@ -148,16 +148,16 @@ def set_threads(n: int = THREADS, torch_too: bool = True) -> dict:
 
 def target_line() -> str:
     """The CPU the kernels are compiled for, its vector flags and the product tile that runs
-    (numerics.describe_target: the one place the instruction set and the shape are decided)."""
-    from dxstudio.engine import numerics as nu
+    (kernels/isa.py: the one place the instruction set and the shape are decided)."""
+    from dxstudio.engine.kernels import isa
 
-    return nu.describe_target()
+    return isa.describe_target()
 
 
 def target_tile() -> str:
-    from dxstudio.engine import numerics as nu
+    from dxstudio.engine.kernels import isa
 
-    return f"{nu._MR}x{nu._NR}"
+    return isa.TILE
 
 
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}

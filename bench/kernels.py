@@ -26,8 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from bench import common as C  # noqa: E402
-from dxstudio.engine import fused  # noqa: E402
-from dxstudio.engine import numerics as nu  # noqa: E402
+from dxstudio.engine.kernels import compiled as kc, fused, runtime as rt  # noqa: E402
 
 
 def clock_ghz() -> float:
@@ -63,7 +62,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=15)
     args = ap.parse_args(argv)
-    nu.set_threads(1)
+    rt.set_threads(1)
     rng = np.random.default_rng(0)
     ghz = clock_ghz()
     peak = 32 * ghz
@@ -82,11 +81,11 @@ def main(argv=None) -> int:
     for m, k, n in [(150, 128, 384), (150, 128, 512), (150, 512, 128), (150, 32, 150), (400, 128, 512),
                     (400, 512, 128), (400, 32, 400), (22500, 32, 16), (160000, 32, 16)]:
         a, bt = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((n, k)).astype(np.float32)
-        sec = best_cpu_seconds(lambda: nu.mm_nt_fast(a, bt), args.repeats)
+        sec = best_cpu_seconds(lambda: kc.mm_nt_fast(a, bt), args.repeats)
         g = 2 * m * k * n / sec / 1e9
         figures[f"gflops_mm_nt_{m}x{k}x{n}"] = g
         rows.append(f"  {'mm_nt':6s} {str((m, k, n)):20s} {1e3 * sec:8.3f} ms  {g:6.1f} GFLOP/s  {100 * g / peak:5.1f}% of peak")
-    for name, fn in (("mm", nu.mm_fast), ("mm_tn", nu.mm_tn_fast)):
+    for name, fn in (("mm", kc.mm_fast), ("mm_tn", kc.mm_tn_fast)):
         for s in shapes[name]:
             if name == "mm":
                 m, k, n = s
@@ -115,9 +114,9 @@ def main(argv=None) -> int:
     x = rng.standard_normal(1 << 20).astype(np.float32) * 4
     out = np.empty_like(x)
     sq = rng.standard_normal((400, 400)).astype(np.float32)
-    for name, fn, count in (("exp32_vec", lambda: nu.exp32_vec(x, out), x.size),
-                            ("tanh32_vec", lambda: nu.tanh32_vec(x, out), x.size),
-                            ("pack_t 400x400", lambda: nu.pack_t(sq), sq.size),
+    for name, fn, count in (("exp32_vec", lambda: kc.exp32_vec(x, out), x.size),
+                            ("tanh32_vec", lambda: kc.tanh32_vec(x, out), x.size),
+                            ("pack_t 400x400", lambda: kc.pack_t(sq), sq.size),
                             ("scaled softmax 400x400", lambda: fused.scaled_softmax_forward(sq, sq, 5.65), sq.size)):
         sec = best_cpu_seconds(fn, args.repeats)
         figures[f"ns_per_element_{name.replace(' ', '_')}"] = 1e9 * sec / count
@@ -128,23 +127,23 @@ def main(argv=None) -> int:
     fused.softmax_forward(small)  # compile the serial builds of the fused layers for inspect_asm
     fused.layernorm_forward(small, small[0], small[0], 1e-5)
     fused.gelu_forward(small)
-    nu.rowdot_fast(small, small)
-    nu._MM[1](small, np.ascontiguousarray(small.T), np.empty((4, 4), np.float32))
-    nu._MM_TN[1](small, small, np.empty((8, 8), np.float32))
-    nu._MM_NT[1](small, small, np.zeros(4, np.float32), np.empty((4, 4), np.float32))
-    nu._PACK_T[1](small, np.zeros((8, 16), np.float32))
+    kc.rowdot_fast(small, small)
+    kc._MM[1](small, np.ascontiguousarray(small.T), np.empty((4, 4), np.float32))
+    kc._MM_TN[1](small, small, np.empty((8, 8), np.float32))
+    kc._MM_NT[1](small, small, np.zeros(4, np.float32), np.empty((4, 4), np.float32))
+    kc._PACK_T[1](small, np.zeros((8, 16), np.float32))
     fused.softmax_backward(small, small)
     fused.layernorm_backward(small, fused.layernorm_forward(small, small[0], small[0], 1e-5)[1:], small[0])
     fused._ADAMW[1](small.reshape(-1), small.reshape(-1), small.reshape(-1).copy(), np.abs(small).reshape(-1),
                     True, *(np.float32(v) for v in (0.99, 0.9, 0.1, 0.999, 0.001, 0.5, 1e-8, 1e-3)))
     print("assembly (inspect_asm; counts of instructions, by register width):")
-    kernels = {"mm_nt (serial)": nu._MM_NT[1], "pack_t (serial)": nu._PACK_T[1],
-               "mm (serial)": nu._MM[1], "mm_tn (serial)": nu._MM_TN[1], "rowdot (serial)": nu._ROWDOT[1],
+    kernels = {"mm_nt (serial)": kc._MM_NT[1], "pack_t (serial)": kc._PACK_T[1],
+               "mm (serial)": kc._MM[1], "mm_tn (serial)": kc._MM_TN[1], "rowdot (serial)": kc._ROWDOT[1],
                "softmax bwd (serial)": fused._SOFTMAX_BWD[1], "layernorm bwd (serial)": fused._LAYERNORM_BWD[1],
                "adamw (serial)": fused._ADAMW[1],
                "linear8_relu (parallel)": fused._LINEAR8_RELU[0], "linear32 (parallel)": fused._LINEAR32[0],
                "linear16_relu_bwd (parallel)": fused._LINEAR16_RELU_BWD[0],
-               "exp32_vec": nu.exp32_vec, "tanh32_vec": nu.tanh32_vec, "softmax fwd (serial)": fused._SOFTMAX_FWD[1],
+               "exp32_vec": kc.exp32_vec, "tanh32_vec": kc.tanh32_vec, "softmax fwd (serial)": fused._SOFTMAX_FWD[1],
                "layernorm fwd (serial)": fused._LAYERNORM_FWD[1], "gelu fwd (serial)": fused._GELU_FWD[1]}
     for label, kernel in kernels.items():
         if not kernel.signatures:

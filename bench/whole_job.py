@@ -95,7 +95,7 @@ def tune_runs(project: Path, tmp: Path, degrees, epochs) -> tuple[dict, list[str
 
 
 def extract_speed(model_path: Path | None, project: Path, n_pages: int, tmp: Path) -> tuple[dict, list[str]]:
-    from dxstudio.engine import numerics as nu
+    from dxstudio.engine.kernels import runtime as nu
     from dxstudio.engine.config import size_config
     from dxstudio.engine.container import load_model, save_model
     from dxstudio.engine.extract import predict_page

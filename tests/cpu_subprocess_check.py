@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository r
 
 import numpy as np  # noqa: E402
 
-from dxstudio.engine import numerics as nu  # noqa: E402
+from dxstudio.engine.kernels import compiled as kc, runtime as rt  # noqa: E402,F401
 from synthetic import fake_window as _fake_window  # noqa: E402
 
 F32 = np.float32
@@ -72,31 +72,31 @@ def _sweeps():
 
 
 def _part_mm():
-    return _sha(*(nu.mm_fast(a, b) for a, b in _matrices()))
+    return _sha(*(kc.mm_fast(a, b) for a, b in _matrices()))
 
 
 def _part_rowdot():
     outs = []
     for a, _ in _matrices():
-        outs.append(nu.rowdot_fast(a, a[:, ::-1]))  # each row against itself reversed
-        outs.append(nu.rowdot_fast(a.reshape(1, -1), np.ones((1, a.size), F32)))  # one long row
+        outs.append(kc.rowdot_fast(a, a[:, ::-1]))  # each row against itself reversed
+        outs.append(kc.rowdot_fast(a.reshape(1, -1), np.ones((1, a.size), F32)))  # one long row
     return _sha(*outs)
 
 
 def _part_exp32():
-    return _sha(nu.exp32_fast(_sweeps()[0]))
+    return _sha(kc.exp32_fast(_sweeps()[0]))
 
 
 def _part_tanh32():
-    return _sha(nu.tanh32_fast(_sweeps()[0] / F32(8)))
+    return _sha(kc.tanh32_fast(_sweeps()[0] / F32(8)))
 
 
 def _part_exp64():
-    return _sha(nu.exp64_fast(_sweeps()[1]))
+    return _sha(kc.exp64_fast(_sweeps()[1]))
 
 
 def _part_log64():
-    return _sha(nu.log64_fast(_sweeps()[2]))
+    return _sha(kc.log64_fast(_sweeps()[2]))
 
 
 def _tiny_setup():
@@ -161,11 +161,11 @@ def digests(parts=None) -> dict:
 
 def _compiled_assembly() -> str:
     """The assembly of every compiled fast kernel (empty for builds loaded from the cache)."""
-    kernels = [*nu._MM, *nu._MM_TN, *nu._MM_NT, *nu._PACK_T, *nu._ROWDOT, nu.fold16, nu.exp32_scalar,
-               nu.tanh32_scalar, nu.exp32_vec, nu.tanh32_vec, nu.exp64_scalar,
-               nu.log64_scalar, *nu._MAP_EXP32, *nu._MAP_TANH32, nu._map_exp64, nu._map_log64,
-               nu.rows32_block, nu.transpose32]
-    from dxstudio.engine import fused
+    kernels = [*kc._MM, *kc._MM_TN, *kc._MM_NT, *kc._PACK_T, *kc._ROWDOT, kc.fold16,
+               kc.exp32_vec, kc.tanh32_vec, kc.exp64_scalar,
+               kc.log64_scalar, *kc._MAP_EXP32, *kc._MAP_TANH32, kc._map_exp64, kc._map_log64,
+               kc.rows32_block, kc.transpose32]
+    from dxstudio.engine.kernels import fused
 
     for pair in (fused._LAYERNORM_FWD, fused._LAYERNORM_BWD, fused._SOFTMAX_FWD, fused._SOFTMAX_BWD,
                  fused._GELU_FWD, fused._GELU_BWD, fused._RELU_FWD, fused._RELU_BWD, fused._LINEAR8_RELU,

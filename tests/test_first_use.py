@@ -35,7 +35,7 @@ def test_the_marker_says_when_the_engine_is_prepared(unprepared):
     readiness.mark_prepared()
     assert readiness.is_prepared()
     (marker,) = unprepared.iterdir()
-    from dxstudio.engine.numerics import engine_source_digest
+    from dxstudio.engine.kernels.runtime import engine_source_digest
     assert engine_source_digest()[:16] in marker.name  # an edit of the engine asks again
 
 

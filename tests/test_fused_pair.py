@@ -33,7 +33,7 @@ def inputs(rng, n, k, m, special: bool):
 
 @pytest.mark.parametrize("n,special", [(1, False), (37, False), (5000, False), (300, True)])
 def test_pair_mlp_fused_kernels_are_the_reference_layers(n, special, monkeypatch):
-    from dxstudio.engine import fused
+    from dxstudio.engine.kernels import fused
 
     used = set()
     for name in ("linear8_relu_forward", "linear32_forward", "linear16_relu_backward"):

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dxstudio.engine import fused
+from dxstudio.engine.kernels import compiled as kc, fused, runtime as rt
 from dxstudio.engine import layers as L
 from dxstudio.engine.config import SIZES
 from dxstudio.engine.layers import Ops
@@ -124,7 +124,6 @@ def test_rows32_is_the_reference_product(n, m, ldx, xoff, threads):
     """numerics.ROWS32 (16 outputs in a register's lanes, for k = 32): the reference's x W^T + b
     on every shape it meets (rows past a multiple of 4, outputs past a multiple of 16, x read as
     32 columns of a wider array) and on special values (-0, subnormals, infinities, NaN)."""
-    from dxstudio.engine import numerics as nu
 
     rng = np.random.default_rng(n * 1000 + m)
     wide = randn(rng, n, ldx, scale=2.0)
@@ -145,12 +144,12 @@ def test_rows32_is_the_reference_product(n, m, ldx, xoff, threads):
     bp = np.zeros(m16, F32)
     bp[:m] = b
     y = np.full((n, m), 7.0, F32)
-    old = nu.numba.get_num_threads()
-    nu.set_threads(threads)
+    old = rt.numba.get_num_threads()
+    rt.set_threads(threads)
     try:
-        nu.ROWS32[0 if threads > 1 else 1](flat, xoff, ldx, n, wt, bp, y.reshape(-1), m, m)
+        kc.ROWS32[0 if threads > 1 else 1](flat, xoff, ldx, n, wt, bp, y.reshape(-1), m, m)
     finally:
-        nu.set_threads(old)
+        rt.set_threads(old)
     with np.errstate(all="ignore"):
         want = L.linear_forward(PATHS[0], x, w, b)
     assert_same_bits(y, want, f"rows32 {n} x 32 -> {m}")
@@ -250,9 +249,7 @@ BIG = 520  # n*n and n*d above PARALLEL_MIN_WORK: the parallel builds run
 
 @pytest.mark.parametrize("threads", [1, 2, "serial"])
 def test_fused_layers_parallel_builds(threads):
-    from dxstudio.engine import numerics as nu
-
-    assert BIG * BIG >= nu.PARALLEL_MIN_WORK
+    assert BIG * BIG >= rt.PARALLEL_MIN_WORK
     rng = np.random.default_rng(5)
     x, dy = randn(rng, BIG, 512, scale=2.0), randn(rng, BIG, 512)
     w, b = randn(rng, 512), randn(rng, 512)
@@ -271,19 +268,19 @@ def test_fused_layers_parallel_builds(threads):
             ds = L.softmax_backward(ops, dp, p)
             dsc = ds / scale
         return (y, *saved, *L.layernorm_backward(ops, dy, saved, w), g, t, L.gelu_backward(ops, dy, x, t), r,
-                L.relu_backward(ops, dy, r), p, ds, dsc, nu.exp32(-np.abs(x), ops.kernels),
-                nu.tanh32(x, ops.kernels))
+                L.relu_backward(ops, dy, r), p, ds, dsc, ops.exp(-np.abs(x)),
+                ops.tanh(x))
 
-    old = nu.numba.get_num_threads()
+    old = rt.numba.get_num_threads()
     try:
         if threads == "serial":
-            with nu.serial_kernels():
+            with rt.serial_kernels():
                 assert_paths_agree(run, "fused layers, serial builds")
         else:
-            nu.set_threads(threads)
+            rt.set_threads(threads)
             assert_paths_agree(run, f"fused layers, {threads} threads")
     finally:
-        nu.set_threads(old)
+        rt.set_threads(old)
 
 
 def test_fast_path_dispatches_to_the_fused_kernels(monkeypatch):
@@ -621,10 +618,9 @@ def test_forward_reproduced_from_the_document(cfg, n):
 
 
 def test_exp_and_tanh_reproduced_from_the_document():
-    from dxstudio.engine import numerics as nu
 
     x = np.linspace(-110, 95, 200001, dtype=np.float64).astype(F32)
     with np.errstate(all="ignore"):
-        assert_same_bits(nu.exp32_fast(x), doc_exp32(x), "exp32 from the document's constants")
+        assert_same_bits(kc.exp32_fast(x), doc_exp32(x), "exp32 from the document's constants")
         x = x / F32(8)
-        assert_same_bits(nu.tanh32_fast(x), doc_tanh32(x), "tanh32 from the document's constants")
+        assert_same_bits(kc.tanh32_fast(x), doc_tanh32(x), "tanh32 from the document's constants")

@@ -1,4 +1,4 @@
-"""The exact numerics (dxstudio/engine/numerics.py, docs/numerics.md).
+"""The exact numerics (dxstudio/engine/kernels/, docs/numerics.md).
 
 * dot16 products: the reference (NumPy) and fast (Numba) paths give the same bits, and both
   match an independent scalar implementation of the rule written here;
@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dxstudio.engine import numerics as nu
+from dxstudio.engine.kernels import compiled as kc, constants as kconst, reference
+from dxstudio.engine.kernels import registry as kreg, rng as krng, runtime as rt
 
 F32 = np.float32
 F64 = np.float64
@@ -66,12 +67,12 @@ def mm_python(a, b) -> np.ndarray:
 
 def both_mm(a, b):
     with np.errstate(all="ignore"):
-        return nu.mm_ref(a, b), nu.mm_fast(a, b)
+        return reference.mm_ref(a, b), kc.mm_fast(a, b)
 
 
 def both_rowdot(a, b):
     with np.errstate(all="ignore"):
-        return nu.rowdot_ref(a, b), nu.rowdot_fast(a, b)
+        return reference.rowdot_ref(a, b), kc.rowdot_fast(a, b)
 
 
 RNG_SEED = 1234
@@ -112,7 +113,7 @@ def test_paths_match_independent_scalar_dot16(m, k, n):
     ref, fast = both_rowdot(a, c)
     assert_same_bits(ref, want_rows, "rowdot_ref vs scalar dot16")
     assert_same_bits(fast, want_rows, "rowdot_fast vs scalar dot16")
-    assert_same_bits(nu.dot16_ref(a[0], c[0]), want_rows[0], "dot16_ref")
+    assert_same_bits(reference.dot16_ref(a[0], c[0]), want_rows[0], "dot16_ref")
 
 
 def test_summation_order_is_the_lane_rule_not_left_to_right():
@@ -197,9 +198,9 @@ def test_input_layout_does_not_matter_and_shapes_are_checked():
     ref, fast = both_mm(a, b)
     assert_same_bits(fast, ref, "non-contiguous inputs")
     with pytest.raises(ValueError, match="inner sizes differ"):
-        nu.mm_fast(a, a)
+        kc.mm_fast(a, a)
     with pytest.raises(ValueError, match="inner sizes differ"):
-        nu.mm_ref(a, a)
+        reference.mm_ref(a, a)
 
 
 # ----------------------------------------------------------------------------------------
@@ -228,14 +229,15 @@ def test_mm_and_rowdot_do_not_fuse_multiply_add():
     b[0, :] = 1.0
     b[16, :] = ONE_PLUS
     unfused, fused = F32(0.0), F32(2.0 ** -24)
-    for kernels in nu.KERNELS:
-        out = nu.mm(a, b, kernels)
+    for kernels in rt.KERNELS:
+        ops = kreg.Ops(kernels)
+        out = ops.mm(a, b)
         assert np.all(out == unfused) and not np.any(out == fused), kernels
-        out = nu.rowdot(a, np.ascontiguousarray(b[:, :rows].T), kernels)
+        out = ops.rowdot(a, np.ascontiguousarray(b[:, :rows].T))
         assert np.all(out == unfused) and not np.any(out == fused), kernels
-    with nu.serial_kernels():
-        assert np.all(nu.mm_fast(a, b) == unfused)
-        assert np.all(nu.rowdot_fast(a, np.ascontiguousarray(b[:, :rows].T)) == unfused)
+    with rt.serial_kernels():
+        assert np.all(kc.mm_fast(a, b) == unfused)
+        assert np.all(kc.rowdot_fast(a, np.ascontiguousarray(b[:, :rows].T)) == unfused)
 
 
 # ----------------------------------------------------------------------------------------
@@ -252,17 +254,17 @@ def test_thread_count_does_not_change_the_bytes():
     results = []
     try:
         for threads in (1, 2):
-            nu.set_threads(threads)
+            rt.set_threads(threads)
             assert numba.get_num_threads() == min(threads, numba.config.NUMBA_NUM_THREADS)
-            results.append((nu.mm_fast(a, b), nu.rowdot_fast(a, c)))
+            results.append((kc.mm_fast(a, b), kc.rowdot_fast(a, c)))
     finally:
         numba.set_num_threads(before)
-    with nu.serial_kernels():
-        results.append((nu.mm_fast(a, b), nu.rowdot_fast(a, c)))
+    with rt.serial_kernels():
+        results.append((kc.mm_fast(a, b), kc.rowdot_fast(a, c)))
     for mm_out, rowdot_out in results[1:]:
         assert_same_bits(mm_out, results[0][0], "mm across thread counts")
         assert_same_bits(rowdot_out, results[0][1], "rowdot across thread counts")
-    assert_same_bits(results[0][0], nu.mm_ref(a, b), "mm threads vs reference")
+    assert_same_bits(results[0][0], reference.mm_ref(a, b), "mm threads vs reference")
 
 
 # ----------------------------------------------------------------------------------------
@@ -294,8 +296,8 @@ def neighbours(values, count, dtype):
 
 
 def check_sweep(name, x, exact, fmt, bound):
-    ref = getattr(nu, name + "_ref")(x)
-    fast = getattr(nu, name + "_fast")(x)
+    ref = getattr(reference, name + "_ref")(x)
+    fast = getattr(kc, name + "_fast")(x)
     assert_same_bits(fast, ref, name + " fast vs reference")
     with np.errstate(over="ignore"):
         finite = np.isfinite(exact.astype(fmt))
@@ -308,7 +310,7 @@ def check_sweep(name, x, exact, fmt, bound):
 
 
 def test_exp32_error_sweep():
-    edges = neighbours([nu.EXP32_MAX, nu.EXP32_MIN, -87.33654, 0.0, 1.0, -1.0], 8, F32)
+    edges = neighbours([kconst.EXP32_MAX, kconst.EXP32_MIN, -87.33654, 0.0, 1.0, -1.0], 8, F32)
     x = with_edges(np.linspace(-103, 88, 2 ** 20, dtype=F64), edges, F32)
     with np.errstate(over="ignore"):
         exact = np.exp(x.astype(LD))
@@ -316,7 +318,7 @@ def test_exp32_error_sweep():
 
 
 def test_tanh32_error_sweep():
-    edges = neighbours([nu.TANH32_SMALL, -nu.TANH32_SMALL, nu.TANH32_BIG, -nu.TANH32_BIG, 1e-20, 0.0], 8, F32)
+    edges = neighbours([kconst.TANH32_SMALL, -kconst.TANH32_SMALL, kconst.TANH32_BIG, -kconst.TANH32_BIG, 1e-20, 0.0], 8, F32)
     x = with_edges(np.linspace(-10, 10, 2 ** 20, dtype=F64), edges, F32)
     exact = np.tanh(x.astype(LD))
     check_sweep("tanh32", x, exact, F32, TANH32_MAX_ULP)
@@ -324,7 +326,7 @@ def test_tanh32_error_sweep():
 
 @pytest.mark.skipif(not EXTENDED_LONGDOUBLE, reason="needs an extended-precision long double")
 def test_exp64_error_sweep():
-    edges = neighbours([nu.EXP64_MAX, nu.EXP64_MIN, -708.3964185322641, 0.0, 1.0], 8, F64)
+    edges = neighbours([kconst.EXP64_MAX, kconst.EXP64_MIN, -708.3964185322641, 0.0, 1.0], 8, F64)
     x = with_edges(np.linspace(-745, 709, 2 ** 20), edges, F64)
     with np.errstate(over="ignore"):
         exact = np.exp(x.astype(LD))
@@ -335,7 +337,7 @@ def test_exp64_error_sweep():
 def test_log64_error_sweep():
     logspaced = np.exp(np.linspace(np.log(1e-300), np.log(1e300), 2 ** 20))
     near_one = np.linspace(0.5, 2.0, 2 ** 20)
-    edges = neighbours([1.0, nu.LOG64_SQRT_HALF, 2 * nu.LOG64_SQRT_HALF, 5e-324, 2.2250738585072014e-308,
+    edges = neighbours([1.0, kconst.LOG64_SQRT_HALF, 2 * kconst.LOG64_SQRT_HALF, 5e-324, 2.2250738585072014e-308,
                         np.finfo(F64).max / 2], 6, F64)
     edges = edges[np.isfinite(edges) & (edges > 0)]
     for what, x in (("log-spaced", with_edges(logspaced, edges, F64)), ("[0.5, 2]", near_one)):
@@ -348,25 +350,25 @@ def test_log64_error_sweep():
 def test_overflow_and_underflow_thresholds_round_like_the_exact_result():
     """Around every threshold the result is the correctly rounded exp (to within the bound)
     and switches to inf / 0 exactly where the correctly rounded result does."""
-    x = neighbours([nu.EXP32_MAX, nu.EXP32_MIN, -87.33654, -103.27893], 6, F32)
+    x = neighbours([kconst.EXP32_MAX, kconst.EXP32_MIN, -87.33654, -103.27893], 6, F32)
     with np.errstate(over="ignore"):
         want = np.exp(x.astype(LD)).astype(F32)
-    assert_same_bits(nu.exp32_ref(x), want, "exp32 at thresholds")
-    assert_same_bits(nu.exp32_fast(x), want, "exp32 fast at thresholds")
-    assert nu.exp32_ref(nu.EXP32_MAX) < np.inf and nu.exp32_ref(np.nextafter(nu.EXP32_MAX, F32(np.inf))) == np.inf
-    assert nu.exp32_ref(nu.EXP32_MIN) == F32(2.0 ** -149)
-    assert nu.exp32_ref(np.nextafter(nu.EXP32_MIN, F32(-np.inf))) == 0.0
+    assert_same_bits(reference.exp32_ref(x), want, "exp32 at thresholds")
+    assert_same_bits(kc.exp32_fast(x), want, "exp32 fast at thresholds")
+    assert reference.exp32_ref(kconst.EXP32_MAX) < np.inf and reference.exp32_ref(np.nextafter(kconst.EXP32_MAX, F32(np.inf))) == np.inf
+    assert reference.exp32_ref(kconst.EXP32_MIN) == F32(2.0 ** -149)
+    assert reference.exp32_ref(np.nextafter(kconst.EXP32_MIN, F32(-np.inf))) == 0.0
 
-    x = neighbours([nu.EXP64_MAX, nu.EXP64_MIN, -708.3964185322641], 6, F64)
+    x = neighbours([kconst.EXP64_MAX, kconst.EXP64_MIN, -708.3964185322641], 6, F64)
     with np.errstate(over="ignore"):
         exact = np.exp(x.astype(LD))
-    for got in (nu.exp64_ref(x), nu.exp64_fast(x)):
+    for got in (reference.exp64_ref(x), kc.exp64_fast(x)):
         with np.errstate(over="ignore"):
             assert np.array_equal(np.isinf(got), np.isinf(exact.astype(F64)))
         finite = np.isfinite(got)
         assert float(ulp_errors(got[finite], exact[finite], F64).max()) <= EXP64_MAX_ULP
-    assert nu.exp64_ref(np.nextafter(nu.EXP64_MAX, np.inf)) == np.inf
-    assert nu.exp64_ref(np.nextafter(nu.EXP64_MIN, -np.inf)) == 0.0
+    assert reference.exp64_ref(np.nextafter(kconst.EXP64_MAX, np.inf)) == np.inf
+    assert reference.exp64_ref(np.nextafter(kconst.EXP64_MIN, -np.inf)) == 0.0
 
 
 # ----------------------------------------------------------------------------------------
@@ -378,8 +380,8 @@ DENORMALS32 = np.array([1e-45, -1e-45, 1e-39, -1e-39, 1.1754942e-38], F32)
 
 def both(name, x):
     with np.errstate(all="ignore"):
-        ref = getattr(nu, name + "_ref")(x)
-        fast = getattr(nu, name + "_fast")(x)
+        ref = getattr(reference, name + "_ref")(x)
+        fast = getattr(kc, name + "_fast")(x)
     assert_same_bits(fast, ref, name)
     return ref
 
@@ -427,35 +429,37 @@ def test_log64_special_values():
     out = both("log64", x)
     if EXTENDED_LONGDOUBLE:
         assert float(ulp_errors(out, np.log(x.astype(LD)), F64).max()) <= LOG64_MAX_ULP
-    assert both("log64", np.array([2.0]))[0] == nu.EXP64_LN2_HI + nu.EXP64_LN2_LO
+    assert both("log64", np.array([2.0]))[0] == kconst.EXP64_LN2_HI + kconst.EXP64_LN2_LO
 
 
 # ----------------------------------------------------------------------------------------
 # SplitMix64: the published test vector
 # ----------------------------------------------------------------------------------------
 def test_splitmix64_known_values_and_block_equals_scalar():
-    rng = nu.SplitMix64(1234567)
+    rng = krng.SplitMix64(1234567)
     # Reference outputs of Vigna's splitmix64.c seeded with 1234567
     assert [rng.next_u64() for _ in range(3)] == [6457827717110365317, 3203168211198807973,
                                                   9817491932198370423]
-    a, b = nu.SplitMix64(99), nu.SplitMix64(99)
+    a, b = krng.SplitMix64(99), krng.SplitMix64(99)
     assert [a.next_u64() for _ in range(50)] == [int(v) for v in b.block(50)]
     assert a.state == b.state
-    u = nu.SplitMix64(3).uniform(10000, -0.5, 0.5)
+    u = krng.SplitMix64(3).uniform(10000, -0.5, 0.5)
     assert u.dtype == F32 and u.min() >= -0.5 and u.max() < 0.5
 
 
-@pytest.mark.parametrize("name", ["mm", "rowdot", "exp32", "tanh32", "exp64", "log64"])
-def test_an_unknown_kernel_name_raises_in_every_primitive(name):
-    """numerics.mm(a, b, "blas") used to run the reference silently."""
+@pytest.mark.parametrize("name", ["mm", "rowdot", "exp", "tanh", "exp64", "log64"])
+def test_an_unknown_kernel_name_raises_before_any_primitive(name):
+    """A kernel path is named once, in Ops(kernels): mm(a, b, "blas") used to run the reference
+    silently; now no primitive runs without an Ops, and an Ops of an unknown name is refused."""
     a = np.ones((2, 2), F32)
     args = (a, a) if name in ("mm", "rowdot") else (a,)
+    assert getattr(kreg.Ops("fast"), name)(*args).dtype == (F64 if name in ("exp64", "log64") else F32)
     with pytest.raises(ValueError, match=r"kernels must be one of \('reference', 'fast'\), not 'blas'"):
-        getattr(nu, name)(*args, "blas")
+        kreg.Ops("blas")
     with pytest.raises(ValueError, match="not 'Fast'"):
-        getattr(nu, name)(*args, kernels="Fast")
+        kreg.Ops(kernels="Fast")
     with pytest.raises(ValueError, match="not 'blas'"):
-        nu.Ops("blas")
+        rt.check_kernels("blas")
 
 
 @pytest.mark.parametrize("k,m,n", [(1, 1, 1), (5, 3, 7), (17, 40, 33), (300, 2, 70), (40, 600, 3)])
@@ -473,24 +477,25 @@ def test_mm_tn_is_mm_of_the_transpose_bit_for_bit(k, m, n):
     flat_b[-1] = np.nan if flat_b.size > 3 else flat_b[-1]
     flat_b[0] = -np.inf if flat_b.size > 3 else flat_b[0]
     with np.errstate(all="ignore"):
-        want = nu.mm_ref(np.ascontiguousarray(at.T), b)
-        gots = (nu.mm_tn(at, b, "fast"), nu.mm_tn(at, b, "reference"), nu.mm_fast(np.ascontiguousarray(at.T), b))
+        want = reference.mm_ref(np.ascontiguousarray(at.T), b)
+        gots = (kreg.Ops("fast").mm_tn(at, b), kreg.Ops("reference").mm_tn(at, b), kc.mm_fast(np.ascontiguousarray(at.T), b))
     for got in gots:
         assert got.shape == (m, n)
         assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
-def test_branch_free_exp32_and_tanh32_are_the_scalar_kernels():
-    """exp32_vec / tanh32_vec (what the maps, softmax and GELU run) against the scalar kernels,
+def test_branch_free_exp32_and_tanh32_are_the_reference():
+    """exp32_vec / tanh32_vec (what the maps, softmax and GELU run) against the reference,
     element by element, on the thresholds, the branch edges, specials and a wide sweep."""
-    edges = [nu.EXP32_MAX, nu.EXP32_MIN, 0.5, 9.0, -0.5, -9.0, 0.0, -0.0, 1e-45, 44.36, -51.98]
+    edges = [kconst.EXP32_MAX, kconst.EXP32_MIN, 0.5, 9.0, -0.5, -9.0, 0.0, -0.0, 1e-45, 44.36, -51.98]
     x = np.concatenate([np.nextafter(np.array(edges, F32)[:, None], np.array([[-np.inf, np.inf]], F32)).ravel(),
                         np.array(edges + [np.inf, -np.inf, np.nan], F32),
                         np.linspace(-110, 95, 4099).astype(F32)])
     e, t = np.empty_like(x), np.empty_like(x)
-    nu.exp32_vec(x, e)
-    nu.tanh32_vec(x, t)
+    kc.exp32_vec(x, e)
+    kc.tanh32_vec(x, t)
+    want_es, want_ts = reference.exp32_ref(x), reference.tanh32_ref(x)
     for i, v in enumerate(x):
-        want_e, want_t = F32(nu.exp32_scalar(v)), F32(nu.tanh32_scalar(v))
+        want_e, want_t = want_es[i], want_ts[i]
         assert e[i].view(np.uint32) == want_e.view(np.uint32) or (np.isnan(e[i]) and np.isnan(v)), v
         assert t[i].view(np.uint32) == want_t.view(np.uint32) or (np.isnan(t[i]) and np.isnan(v)), v

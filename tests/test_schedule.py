@@ -53,7 +53,7 @@ def test_reference_splitmix64_matches_published_value_and_engine():
     gen = ref_splitmix64(0)
     assert next(gen) == 0xE220A8397B1DCDAF  # first output for seed 0, as published
     assert next(gen) == 0x6E789E6AA1B965F4
-    from dxstudio.engine.numerics import SplitMix64
+    from dxstudio.engine.kernels.rng import SplitMix64
 
     engine = SplitMix64(1234567)
     gen = ref_splitmix64(1234567)

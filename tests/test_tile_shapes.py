@@ -1,5 +1,4 @@
-"""mm_nt's tile shape is chosen per instruction set (numerics: "The instruction set and the tile
-shape") and changes no bit: AVX-512's 4 x 4 tile, AVX2's 2 x 2, SSE2's 2 x 1 and the others give
+"""mm_nt's tile shape is chosen per instruction set (dxstudio/engine/kernels/isa.py) and changes no bit: AVX-512's 4 x 4 tile, AVX2's 2 x 2, SSE2's 2 x 1 and the others give
 the bytes of the reference product, on this machine, for the same inputs; and the whole engine
 built with another shape than the host's (in a subprocess, compiled afresh) gives the host's
 digests (tests/cpu_subprocess_check.py)."""
@@ -16,7 +15,10 @@ import numpy as np
 import pytest
 from numba import njit
 
-from dxstudio.engine import numerics as nu
+from dxstudio.engine.kernels import compiled as kc
+from dxstudio.engine.kernels import intrinsics
+from dxstudio.engine.kernels import isa
+from dxstudio.engine.kernels import reference as ref
 from tests.conftest import load_script
 
 F32 = np.float32
@@ -28,39 +30,39 @@ TESTS = Path(__file__).resolve().parent
 # ----------------------------------------------------------------------------------------
 def test_register_kind_follows_the_features():
     off512 = "+avx,+avx2,+fma,-avx512f,-avx512bw"
-    assert nu.register_kind("znver3", off512, "x86_64") == "ymm"
-    assert nu.register_kind("skylake-avx512", "+avx,+avx2,+avx512f,+avx512bw", "x86_64") == "zmm"
-    assert nu.register_kind("generic", "", "x86_64") == "xmm"
-    assert nu.register_kind("nehalem", "+sse2,+sse4.2,-avx,-avx2", "x86_64") == "xmm"
-    assert nu.register_kind("apple-m1", "+neon", "arm64") == "neon"
-    assert nu.register_kind("neoverse-n1", "", "aarch64") == "neon"
+    assert isa.register_kind("znver3", off512, "x86_64") == "ymm"
+    assert isa.register_kind("skylake-avx512", "+avx,+avx2,+avx512f,+avx512bw", "x86_64") == "zmm"
+    assert isa.register_kind("generic", "", "x86_64") == "xmm"
+    assert isa.register_kind("nehalem", "+sse2,+sse4.2,-avx,-avx2", "x86_64") == "xmm"
+    assert isa.register_kind("apple-m1", "+neon", "arm64") == "neon"
+    assert isa.register_kind("neoverse-n1", "", "aarch64") == "neon"
 
 
 @pytest.mark.parametrize("kind,registers,lanes", [("zmm", 32, 16), ("ymm", 16, 8), ("xmm", 16, 4),
                                                    ("neon", 32, 4)])
 def test_each_shape_keeps_its_accumulators_in_half_the_register_file(kind, registers, lanes):
-    mr, nr = nu.TILE_SHAPES[kind]
+    mr, nr = isa.TILE_SHAPES[kind]
     assert (mr * nr) & (mr * nr - 1) == 0, "the fold pairs accumulators: a power of two of them"
-    assert nu._NT_ROWS % mr == 0
+    assert kc._NT_ROWS % mr == 0
     assert mr * nr * (16 // lanes) <= registers // 2
 
 
 def test_the_host_shape_is_the_one_its_registers_ask_for():
     if os.environ.get("DXSTUDIO_TILE"):
         pytest.skip("DXSTUDIO_TILE forces the shape")
-    kind = nu.register_kind(*nu.target_cpu())
-    assert (nu._MR, nu._NR) == nu.TILE_SHAPES[kind]
-    assert nu.TILE_CHOICE == kind
-    assert f"tile {nu._MR}x{nu._NR}" in nu.describe_target()
+    kind = isa.register_kind(*isa.target_cpu())
+    assert (isa._MR, isa._NR) == isa.TILE_SHAPES[kind]
+    assert isa.TILE_CHOICE == kind
+    assert f"tile {isa.TILE}" in isa.describe_target()
 
 
 def test_a_bad_forced_shape_is_refused(monkeypatch):
     for bad in ("3x3", "big", "8x1"):
         monkeypatch.setenv("DXSTUDIO_TILE", bad)
         with pytest.raises(ValueError, match="DXSTUDIO_TILE"):
-            nu._tile_shape()
+            isa._tile_shape()
     monkeypatch.setenv("DXSTUDIO_TILE", "4x2")
-    assert nu._tile_shape() == ("DXSTUDIO_TILE", 4, 2)
+    assert isa._tile_shape() == ("DXSTUDIO_TILE", 4, 2)
 
 
 # ----------------------------------------------------------------------------------------
@@ -69,9 +71,9 @@ def test_a_bad_forced_shape_is_refused(monkeypatch):
 def _mm_nt_with(mr, nr):
     """mm_nt's serial body with another tile (Numba freezes module globals when it compiles:
     a copy of the function over a copy of the globals)."""
-    g = dict(nu.__dict__)
-    g.update(_MR=mr, _NR=nr, _tile_mr_nr=nu._make_tile(mr, nr))
-    body = types.FunctionType(nu._mm_nt_body.__code__, g, f"mm_nt_tile_{mr}x{nr}")
+    g = dict(kc.__dict__)
+    g.update(_MR=mr, _NR=nr, _tile_mr_nr=intrinsics._make_tile(mr, nr))
+    body = types.FunctionType(kc._mm_nt_body.__code__, g, f"mm_nt_tile_{mr}x{nr}")
     return njit(nogil=True, fastmath=False, error_model="numpy")(body)
 
 
@@ -101,8 +103,8 @@ def test_every_tile_shape_gives_the_bytes_of_the_reference():
     for a, bt, bias in _operands():
         m, n = a.shape[0], bt.shape[0]
         with np.errstate(all="ignore"):  # the overflowing case: inf - inf in the fold is NaN
-            want = (nu.mm_nt_ref(a, bt) + bias).astype(F32)  # dot16, then + bias: one rounding each
-        host = nu.mm_nt_fast(a, bt, bias) if not (a.shape[1] == 32 and n >= 16) else None
+            want = (ref.mm_nt_ref(a, bt) + bias).astype(F32)  # dot16, then + bias: one rounding each
+        host = kc.mm_nt_fast(a, bt, bias) if not (a.shape[1] == 32 and n >= 16) else None
         for (mr, nr), kernel in kernels.items():
             biasp = np.zeros((n + nr - 1) // nr * nr, F32)
             biasp[:n] = bias
@@ -122,13 +124,13 @@ def test_the_engine_built_with_the_other_shape_gives_the_host_bytes(tmp_path):
     shape on zmm. The products, a forward and a training step of the tiny model."""
     parts = ("mm", "forward", "train_step")
     host = load_script(TESTS / "cpu_subprocess_check.py").digests(parts)
-    other = "2x2" if (nu._MR, nu._NR) == (4, 4) else "4x4"
+    other = "2x2" if (isa._MR, isa._NR) == (4, 4) else "4x4"
     env = dict(os.environ, DXSTUDIO_TILE=other, NUMBA_CACHE_DIR=str(tmp_path / "numba-cache"),
                DXSTUDIO_NUMBA_CACHE="0")
     proc = subprocess.run([sys.executable, "-c", "import sys, json; sys.path[:0] = [sys.argv[1], sys.argv[2]]\n"
-                           "from dxstudio.engine import numerics as nu\n"
+                           "from dxstudio.engine.kernels import isa\n"
                            "from cpu_subprocess_check import digests\n"
-                           "print(json.dumps({'tile': f'{nu._MR}x{nu._NR}', 'digests': digests(sys.argv[3:])}))",
+                           "print(json.dumps({'tile': isa.TILE, 'digests': digests(sys.argv[3:])}))",
                            str(TESTS.parent), str(TESTS), *parts],
                           env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -30,7 +30,6 @@ from .config import ModelConfig
 from .inputs import iter_page_inputs
 from .layers import Ops, softmax_forward
 from .model import forward
-from .numerics import exp64
 from .page import Page
 
 
@@ -88,7 +87,7 @@ def tag_confidence(tag_logits: np.ndarray, tags: np.ndarray, kernels: str = "fas
     n, k = logits.shape
     t = np.asarray(tags, np.int64)
     top = logits[np.arange(n), t]
-    e = exp64(np.ascontiguousarray(logits - top[:, None]), kernels)
+    e = Ops(kernels).exp64(np.ascontiguousarray(logits - top[:, None]))
     q = np.zeros(n, np.float64)
     for j in range(k):
         q = q + np.where(t == j, 0.0, e[:, j])

@@ -5,13 +5,15 @@ every other operation is one separately rounded NumPy elementwise operation, wri
 order docs/model.md pins. A forward returns its output and the values its backward needs;
 a backward takes the output gradient and returns the input gradient and the parameter gradients.
 
-`Ops` (numerics.py) is the one dispatcher of the kernel path. The NumPy code below is the
-reference path and the readable spec. Each layer that has a compiled twin (fused.py: layer
-norm, softmax with the attention scale and bias, GELU, ReLU, forward and backward) calls it in
-its first line when `ops.compiled(...)`: the fast path with binary32 arrays; the twin does the
-same operations in the same order, and tests hold the two paths bit-identical. The products,
-row dots and exp/tanh go through `ops`. Binary64 arrays (the finite-difference check) take the
-reference code and NumPy's exp/tanh: there we check calculus, not bytes.
+The NumPy code below is the reference path and the readable spec. Each layer that has a
+compiled twin (kernels/fused.py: layer norm, softmax with the attention scale and bias, GELU,
+ReLU, the pair MLP's layers, forward and backward) is an entry of the kernels registry
+(kernels/registry.py): `name = register("name", _name_ref, compiled, applies)`, where `applies`
+is the rule saying when the twin runs on the fast path (binary32 arrays, and shapes such as 8
+inputs); `name(ops, ...)` chooses. The twin does the same operations in the same order, and
+tests hold the two paths bit-identical. The products, row dots and exp/tanh go through `ops`
+(kernels.registry.Ops). Binary64 arrays (the finite-difference check) take the reference code
+and NumPy's exp/tanh: there we check calculus, not bytes.
 
 What a backward needs from its forward travels in a named tuple (LayerNormSaved,
 CharConvSaved), never in a string-keyed dict.
@@ -22,8 +24,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import fused
-from .numerics import GELU_C0, GELU_C1, GELU_C3, Ops  # noqa: F401  (Ops: the layers' dispatcher)
+from .kernels import fused
+from .kernels.constants import GELU_C0, GELU_C1, GELU_C3
+from .kernels.registry import Ops, binary32, late, register  # noqa: F401  (Ops: the layers' dispatcher)
 
 F32 = np.float32
 F64 = np.float64
@@ -43,10 +46,13 @@ class CharConvSaved(NamedTuple):
 # ----------------------------------------------------------------------------------------
 # Linear: y = x W^T + b, W stored (out, in)
 # ----------------------------------------------------------------------------------------
-def linear_forward(ops: Ops, x, w, b):
-    if ops.compiled(x, w, b) and x.shape[1] == 32 and w.shape[0] <= 16:
-        return fused.linear32_forward(x, w, b)  # narrow outputs (the pair MLP's second layer)
+def _linear_forward_ref(ops: Ops, x, w, b):
     return ops.mm_nt(x, w, b)  # x W^T + b (the fast path adds b in the product's epilogue)
+
+
+# narrow outputs over 32 inputs (the pair MLP's second layer): 16 outputs in a register's lanes
+linear_forward = register("linear_forward", _linear_forward_ref, late(fused, "linear32_forward"),
+                          lambda x, w, b: binary32(x, w, b) and x.shape[1] == 32 and w.shape[0] <= 16)
 
 
 def linear_backward(ops: Ops, dy, x, w):
@@ -61,10 +67,7 @@ def linear_backward(ops: Ops, dy, x, w):
 # Layer normalization, per row: mean = dot16(x, 1)/d, xc = x - mean, var = dot16(xc, xc)/d,
 # inv = 1/sqrt(var + eps), xhat = xc * inv, y = xhat * w + b
 # ----------------------------------------------------------------------------------------
-def layernorm_forward(ops: Ops, x, w, b, eps):
-    if ops.compiled(x):
-        y, xhat, inv = fused.layernorm_forward(x, w, b, eps)
-        return y, LayerNormSaved(xhat, inv)
+def _layernorm_forward_ref(ops: Ops, x, w, b, eps):
     t = x.dtype.type
     d = t(x.shape[1])
     mean = ops.rowsum(x) / d
@@ -75,11 +78,18 @@ def layernorm_forward(ops: Ops, x, w, b, eps):
     return xhat * w + b, LayerNormSaved(xhat, inv)
 
 
-def layernorm_backward(ops: Ops, dy, saved: LayerNormSaved, w):
+def _layernorm_forward_compiled(x, w, b, eps):
+    y, xhat, inv = fused.layernorm_forward(x, w, b, eps)
+    return y, LayerNormSaved(xhat, inv)
+
+
+layernorm_forward = register("layernorm_forward", _layernorm_forward_ref, _layernorm_forward_compiled,
+                             lambda x, w, b, eps: binary32(x))
+
+
+def _layernorm_backward_ref(ops: Ops, dy, saved: LayerNormSaved, w):
     """g = dy*w; dx = inv * ((g - mean(g)) - xhat * mean(g*xhat)); dw, db column sums of dy*xhat, dy."""
     xhat, inv = saved
-    if ops.compiled(dy, xhat):
-        return fused.layernorm_backward(dy, saved, w)
     d = xhat.dtype.type(xhat.shape[1])
     g = dy * w
     mg = ops.rowsum(g) / d
@@ -90,77 +100,108 @@ def layernorm_backward(ops: Ops, dy, saved: LayerNormSaved, w):
     return dx, dw, db
 
 
+layernorm_backward = register("layernorm_backward", _layernorm_backward_ref, late(fused, "layernorm_backward"),
+                              lambda dy, saved, w: binary32(dy, saved.xhat))
+
+
 # ----------------------------------------------------------------------------------------
 # GELU (tanh form): u = c0 * (x + c1 * ((x*x)*x)), t = tanh(u), y = (0.5*x) * (1 + t)
 # ----------------------------------------------------------------------------------------
-def gelu_forward(ops: Ops, x):
-    if ops.compiled(x):
-        return fused.gelu_forward(x)
+def _gelu_forward_ref(ops: Ops, x):
     c = x.dtype.type
     u = c(GELU_C0) * (x + c(GELU_C1) * ((x * x) * x))
     t = ops.tanh(u)
     return (c(0.5) * x) * (c(1.0) + t), t
 
 
-def gelu_backward(ops: Ops, dy, x, t):
+def _gelu_backward_ref(ops: Ops, dy, x, t):
     """dx = dy * (0.5 (1 + t) + ((0.5 x)(1 - t*t)) c0 (1 + 3c1 x*x)): the function as computed."""
-    if ops.compiled(dy, x, t):
-        return fused.gelu_backward(dy, x, t)
     c = x.dtype.type
     a = c(0.5) * (c(1.0) + t)
     b = (((c(0.5) * x) * (c(1.0) - t * t)) * c(GELU_C0)) * (c(1.0) + c(GELU_C3) * (x * x))
     return dy * (a + b)
 
 
+gelu_forward = register("gelu_forward", _gelu_forward_ref, late(fused, "gelu_forward"))
+gelu_backward = register("gelu_backward", _gelu_backward_ref, late(fused, "gelu_backward"))
+
+
 # ----------------------------------------------------------------------------------------
 # ReLU (gradient 0 where the output is 0, as PyTorch)
 # ----------------------------------------------------------------------------------------
-def relu_forward(ops: Ops, x):
-    if ops.compiled(x):
-        return fused.relu_forward(x)
+def _relu_forward_ref(ops: Ops, x):
     # np.where, not np.maximum: maximum(-0, +0) may return either zero depending on the build
     return np.where(x > 0, x, x.dtype.type(0.0))
 
 
-def relu_backward(ops: Ops, dy, y):
-    if ops.compiled(dy, y):
-        return fused.relu_backward(dy, y)
+def _relu_backward_ref(ops: Ops, dy, y):
     return np.where(y > 0, dy, dy.dtype.type(0.0))
 
 
-def linear_relu_backward(ops: Ops, dy, x, w):
-    """linear_backward where x is a ReLU's output: (dx through the ReLU, dw, db). With 16
-    outputs on the fast path the product and the ReLU's mask are one fused kernel."""
-    if ops.compiled(dy, x, w) and dy.shape[1] == 16:
-        return fused.linear16_relu_backward(dy, w, x), ops.mm_tn(dy, x), ops.colsum(dy)
+relu_forward = register("relu_forward", _relu_forward_ref, late(fused, "relu_forward"))
+relu_backward = register("relu_backward", _relu_backward_ref, late(fused, "relu_backward"))
+
+_FAST = Ops("fast")
+
+
+def _linear_relu_backward_ref(ops: Ops, dy, x, w):
+    """linear_backward where x is a ReLU's output: (dx through the ReLU, dw, db)."""
     dx, dw, db = linear_backward(ops, dy, x, w)
     return relu_backward(ops, dx, x), dw, db
 
 
-def linear_relu_forward(ops: Ops, x, w, b):
-    """relu(x W^T + b) (the pair MLP's first layer, over the n^2 pairs); with 8 inputs on the
-    fast path one fused kernel does the product, the bias and the ReLU in one pass."""
-    if ops.compiled(x, w, b) and x.shape[1] == 8:
-        return fused.linear8_relu_forward(x, w, b)
+def _linear16_relu_backward(dy, x, w):
+    """With 16 outputs the product and the ReLU's mask are one fused kernel."""
+    return fused.linear16_relu_backward(dy, w, x), _FAST.mm_tn(dy, x), _FAST.colsum(dy)
+
+
+linear_relu_backward = register("linear_relu_backward", _linear_relu_backward_ref, _linear16_relu_backward,
+                                lambda dy, x, w: binary32(dy, x, w) and dy.shape[1] == 16)
+
+
+def _linear_relu_forward_ref(ops: Ops, x, w, b):
+    """relu(x W^T + b) (the pair MLP's first layer, over the n^2 pairs)."""
     return relu_forward(ops, linear_forward(ops, x, w, b))
+
+
+# with 8 inputs one fused kernel does the product, the bias and the ReLU in one pass
+linear_relu_forward = register("linear_relu_forward", _linear_relu_forward_ref, late(fused, "linear8_relu_forward"),
+                               lambda x, w, b: binary32(x, w, b) and x.shape[1] == 8)
 
 
 # ----------------------------------------------------------------------------------------
 # Softmax over rows of s = raw / scale + bias: m = max, e = exp(s - m), z = dot16(e, 1), p = e / z
 # ----------------------------------------------------------------------------------------
-def softmax_forward(ops: Ops, s):
-    if ops.compiled(s):
-        return fused.softmax_forward(s)
+def _softmax_forward_ref(ops: Ops, s):
     m = np.max(s, axis=1, keepdims=True)  # a max is exact in any order
     e = ops.exp(s - m)
     return e / ops.rowsum(e)[:, None]
 
 
-def softmax_backward(ops: Ops, dp, p):
+def _softmax_backward_ref(ops: Ops, dp, p):
     """ds = p * (dp - dot16(p, dp))."""
-    if ops.compiled(dp, p):
-        return fused.softmax_backward(dp, p)
     return p * (dp - ops.rowdot(p, dp)[:, None])
+
+
+softmax_forward = register("softmax_forward", _softmax_forward_ref, late(fused, "softmax_forward"))
+softmax_backward = register("softmax_backward", _softmax_backward_ref, late(fused, "softmax_backward"))
+
+
+def _scaled_softmax_forward_ref(ops: Ops, raw, bias, scale):
+    """p = softmax(raw / scale + bias)."""
+    return softmax_forward(ops, raw / scale + bias)
+
+
+def _scaled_softmax_backward_ref(ops: Ops, dp, p, scale):
+    """(ds, ds / scale)."""
+    ds = softmax_backward(ops, dp, p)
+    return ds, ds / scale
+
+
+scaled_softmax_forward = register("scaled_softmax_forward", _scaled_softmax_forward_ref,
+                                  late(fused, "scaled_softmax_forward"), lambda raw, bias, scale: binary32(raw, bias))
+scaled_softmax_backward = register("scaled_softmax_backward", _scaled_softmax_backward_ref,
+                                   late(fused, "scaled_softmax_backward"), lambda dp, p, scale: binary32(dp, p))
 
 
 # ----------------------------------------------------------------------------------------
@@ -168,11 +209,7 @@ def softmax_backward(ops: Ops, dp, p):
 # ----------------------------------------------------------------------------------------
 def attention_forward(ops: Ops, q, k, v, bias, scale):
     raw = ops.mm_nt(q, k)
-    if ops.compiled(raw, bias):
-        p = fused.scaled_softmax_forward(raw, bias, scale)
-    else:
-        s = raw / scale + bias
-        p = softmax_forward(ops, s)
+    p = scaled_softmax_forward(ops, raw, bias, scale)
     return ops.mm(p, v), p
 
 
@@ -180,11 +217,7 @@ def attention_backward(ops: Ops, da, q, k, v, p, scale):
     """dP = dA V^T, dV = P^T dA, ds (softmax), dbias = ds, dS = ds/scale, dQ = dS K, dK = dS^T Q."""
     dp = ops.mm_nt(da, v)
     dv = ops.mm_tn(p, da)  # p^T da
-    if ops.compiled(dp, p):
-        ds, dsc = fused.scaled_softmax_backward(dp, p, scale)
-    else:
-        ds = softmax_backward(ops, dp, p)
-        dsc = ds / scale
+    ds, dsc = scaled_softmax_backward(ops, dp, p, scale)
     dq = ops.mm(dsc, k)
     dk = ops.mm_tn(dsc, q)  # dsc^T q
     return dq, dk, dv, ds
@@ -259,12 +292,18 @@ def charconv_backward(ops: Ops, dpooled, saved: CharConvSaved, w_rt, tap_ids, vo
     demb = np.zeros((vocab, dc), dh.dtype)
     rows = tap_ids.reshape(-1)
     grads = du.reshape(-1, dc)
-    if ops.compiled(grads):
-        fused.add_rows_skip0(demb, rows, grads)  # the same additions in the same order, compiled
-        return demb, dw, db
-    keep = rows != 0
-    np.add.at(demb, rows[keep], grads[keep])  # unbuffered, in index order: plain sequential additions
+    add_rows_skip0(ops, demb, rows, grads)
     return demb, dw, db
+
+
+def _add_rows_skip0_ref(ops: Ops, table, rows, grads):
+    keep = rows != 0
+    np.add.at(table, rows[keep], grads[keep])  # unbuffered, in index order: plain sequential additions
+
+
+# table[rows[i]] += grads[i] for rows[i] != 0: the same additions in the same order, compiled
+add_rows_skip0 = register("add_rows_skip0", _add_rows_skip0_ref, late(fused, "add_rows_skip0"),
+                          lambda table, rows, grads: binary32(grads))
 
 
 def conv_weight_to_runtime(w):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import numerics as nu
+from .kernels.registry import Ops
 
 F64 = np.float64
 
@@ -53,9 +53,9 @@ def cross_entropy(logits, targets, weight=None, scale: float = 1.0, kernels: str
     if w.shape != (c,):
         raise ValueError(f"class weights have shape {w.shape}, expected ({c},)")
     m = np.max(zr, axis=1)
-    e = nu.exp64(zr - m[:, None], kernels)
+    e = Ops(kernels).exp64(zr - m[:, None])
     s = _seqsum_rows(e)
-    lse = m + nu.log64(s, kernels)
+    lse = m + Ops(kernels).log64(s)
     nll = lse - zr[np.arange(len(rows)), tr]
     wt = w[tr]
     wsum = _seqsum(wt)

@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import fused
 from . import layers as L
 from .config import ModelConfig
-from .layers import CharConvSaved, LayerNormSaved, Ops
-from .numerics import pack_t, parallel_allowed
+from .kernels import fused
+from .kernels.compiled import pack_t
+from .kernels.registry import Ops, binary32, late, register
+from .kernels.runtime import parallel_allowed
+from .layers import CharConvSaved, LayerNormSaved
 
 F32 = np.float32
 
@@ -92,116 +94,172 @@ def _scale(dtype, size) -> np.floating:
     return np.sqrt(t(size))
 
 
+# ----------------------------------------------------------------------------------------
+# The forward's sections: each a registry entry (kernels/registry.py): its reference here, its
+# compiled twin in kernels/fused.py (one compiled call), and the rule saying when the twin runs
+# ----------------------------------------------------------------------------------------
+def _charconv_ref(ops: Ops, char_ids, char_len, emb, w_rt, b, n, keep, allowed):
+    """1. characters -> pooled channels: (tap_ids, owners, pooled, CharConvSaved or None)."""
+    tap_ids, owners = L.char_windows(char_ids, char_len)
+    pooled, saved = L.charconv_forward(ops, emb, w_rt, b, tap_ids, owners, n, keep)
+    return tap_ids, owners, pooled, saved
+
+
+def _charconv_compiled(char_ids, char_len, emb, w_rt, b, n, keep, allowed):
+    tap_ids, owners, pooled, saved = fused.charconv_words_forward(char_ids, char_len, emb, w_rt, b, keep, allowed)
+    return tap_ids, owners, pooled, (CharConvSaved(*saved) if keep else None)
+
+
+charconv_section = register("charconv_section", _charconv_ref, _charconv_compiled,
+                            lambda char_ids, char_len, emb, w_rt, b, n, keep, allowed: binary32(emb, w_rt))
+
+
+def _embed_ref(ops: Ops, pooled, p, b, feats, eps, keep, allowed):
+    """2. e = char_proj(pooled) + pos_x0 + pos_y0 + pos_x1 + pos_y1 + feat_proj(features), left
+    to right, then emb_ln: (x, LayerNormSaved)."""
+    e = L.linear_forward(ops, pooled, p["char_proj.weight"], p["char_proj.bias"])
+    e = e + p["pos_x0"][b[:, 0]]
+    e = e + p["pos_y0"][b[:, 1]]
+    e = e + p["pos_x1"][b[:, 2]]
+    e = e + p["pos_y1"][b[:, 3]]
+    e = e + L.linear_forward(ops, feats, p["feat_proj.weight"], p["feat_proj.bias"])
+    return L.layernorm_forward(ops, e, p["emb_ln.weight"], p["emb_ln.bias"], eps)
+
+
+def _embed_compiled(pooled, p, b, feats, eps, keep, allowed):
+    x, xh, inv = fused.embed_forward(pooled, p, b, feats, eps, allowed)
+    return x, (LayerNormSaved(xh, inv) if keep else None)
+
+
+embed_section = register("embed_section", _embed_ref, _embed_compiled,
+                         lambda pooled, p, b, feats, eps, keep, allowed: binary32(pooled, p["char_proj.weight"]))
+
+
+def _pair_bias_ref(ops: Ops, pf, w1, b1, w2, b2, allowed):
+    """3. pair bias over the n^2 pairs in row-major (i, j) order, once per window: (ph, pbias_t).
+    pbias (n*n, L*heads) goes on as pbias_t: one copy with each (layer, head)'s bias map
+    contiguous, rather than a strided column per head."""
+    ph = L.linear_relu_forward(ops, pf, w1, b1)
+    pbias = L.linear_forward(ops, ph, w2, b2)
+    pbias_t = pack_t(pbias) if ops.compiled(pbias) else np.ascontiguousarray(pbias.T)
+    return ph, pbias_t
+
+
+pair_bias_section = register("pair_bias_section", _pair_bias_ref, late(fused, "pair_bias_forward"),
+                             lambda pf, w1, b1, w2, b2, allowed: (binary32(pf) and pf.shape[1] == 8
+                                                                  and w2.shape[1] == 32))
+
+
+def _block_ref(ops: Ops, x, p, q, pbias_t, row0, heads, scale, eps, keep, allowed):
+    """4. one block (prefix q): x out and, when keep, its BlockActivations."""
+    n, d = x.shape
+    dt = x.dtype
+    dh = d // heads
+    h, ln1 = L.layernorm_forward(ops, x, p[q + "ln1.weight"], p[q + "ln1.bias"], eps)
+    qkv = L.linear_forward(ops, h, p[q + "qkv.weight"], p[q + "qkv.bias"])
+    a = np.empty((n, d), dt)
+    probs = []
+    for hd in range(heads):
+        cols = slice(hd * dh, (hd + 1) * dh)
+        qh = np.ascontiguousarray(qkv[:, cols])
+        kh = np.ascontiguousarray(qkv[:, d + hd * dh: d + (hd + 1) * dh])
+        vh = np.ascontiguousarray(qkv[:, 2 * d + hd * dh: 2 * d + (hd + 1) * dh])
+        bias = pbias_t[row0 + hd, :n * n].reshape(n, n)
+        a[:, cols], prob = L.attention_forward(ops, qh, kh, vh, bias, scale)
+        probs.append(prob)
+    x = x + L.linear_forward(ops, a, p[q + "proj.weight"], p[q + "proj.bias"])
+    h2, ln2 = L.layernorm_forward(ops, x, p[q + "ln2.weight"], p[q + "ln2.bias"], eps)
+    f1 = L.linear_forward(ops, h2, p[q + "fc1.weight"], p[q + "fc1.bias"])
+    g, t = L.gelu_forward(ops, f1)
+    x = x + L.linear_forward(ops, g, p[q + "fc2.weight"], p[q + "fc2.bias"])
+    if not keep:
+        return x, None
+    return x, BlockActivations(ln1=ln1, h=h, qkv=qkv, probs=probs, a=a, ln2=ln2, h2=h2, f1=f1, g=g, t=t)
+
+
+def _block_compiled(x, p, q, pbias_t, row0, heads, scale, eps, keep, allowed):
+    if not keep:
+        return fused.block_forward(x, p, q, pbias_t, row0, heads, scale, eps, False, allowed), None
+    x, h, xh1, inv1, qkv, probs3, a, h2, xh2, inv2, f1, g, t = fused.block_forward(
+        x, p, q, pbias_t, row0, heads, scale, eps, True, allowed)
+    return x, BlockActivations(ln1=LayerNormSaved(xh1, inv1), h=h, qkv=qkv, probs=list(probs3), a=a,
+                               ln2=LayerNormSaved(xh2, inv2), h2=h2, f1=f1, g=g, t=t)
+
+
+block_section = register("block_section", _block_ref, _block_compiled,
+                         lambda x, p, q, pbias_t, row0, heads, scale, eps, keep, allowed:
+                         binary32(x, pbias_t, p[q + "qkv.weight"]))
+
+
+def _heads_ref(ops: Ops, x, p, eps, r, rscale, keep, allowed):
+    """5. the output heads: (tag, role, doc, items, kvs, (final_ln, f, mean, rq, rk) or None)."""
+    n = x.shape[0]
+    f, fin = L.layernorm_forward(ops, x, p["final_ln.weight"], p["final_ln.bias"], eps)
+    tag = L.linear_forward(ops, f, p["tag_head.weight"], p["tag_head.bias"])
+    role = L.linear_forward(ops, f, p["role_head.weight"], p["role_head.bias"])
+    mean = ops.colsum(f) / x.dtype.type(n)
+    doc = L.linear_forward(ops, mean[None, :], p["doc_head.weight"], p["doc_head.bias"])[0]
+    rq = L.linear_forward(ops, f, p["rel_q.weight"], p["rel_q.bias"])
+    rk = L.linear_forward(ops, f, p["rel_k.weight"], p["rel_k.bias"])
+    qi, ki = np.ascontiguousarray(rq[:, :r]), np.ascontiguousarray(rk[:, :r])
+    qv, kv = np.ascontiguousarray(rq[:, r:]), np.ascontiguousarray(rk[:, r:])
+    items = L.pointer_forward(ops, qi, ki, rscale)
+    kvs = L.pointer_forward(ops, qv, kv, rscale)
+    return tag, role, doc, items, kvs, ((fin, f, mean, rq, rk) if keep else None)
+
+
+def _heads_compiled(x, p, eps, r, rscale, keep, allowed):
+    if not keep:
+        tag, role, doc, items, kvs = fused.heads_forward(x, p, eps, r, rscale, False, allowed)
+        return tag, role, doc, items, kvs, None
+    f, fxh, finv, tag, role, mean, doc, rq, rk, items, kvs = fused.heads_forward(x, p, eps, r, rscale, True, allowed)
+    return tag, role, doc, items, kvs, (LayerNormSaved(fxh, finv), f, mean, rq, rk)
+
+
+heads_section = register("heads_section", _heads_ref, _heads_compiled,
+                         lambda x, p, eps, r, rscale, keep, allowed: binary32(x, p["tag_head.weight"]))
+
+
 def forward(cfg: ModelConfig, params, inp, ops: Ops, keep: bool = False) -> Outputs:
     p = params
     dt = p["char_emb"].dtype
     n = inp.n
     cache = None
+    # the compiled sections: whether they may use the threads, asked once (runtime.parallel_pays)
+    allowed = parallel_allowed() if ops.compiled(p["char_emb"]) else None
 
     # 1. characters -> pooled channels
     w_rt = p["char_conv.weight"]
-    # the compiled sections: whether they may use the threads, asked once (numerics.parallel_pays)
-    allowed = parallel_allowed() if ops.compiled(p["char_emb"]) else None
-    if ops.compiled(p["char_emb"], w_rt):  # the same operations in one compiled call
-        tap_ids, owners, pooled, saved = fused.charconv_words_forward(
-            inp.char_ids, inp.char_len, p["char_emb"], w_rt, p["char_conv.bias"], keep, allowed)
-        conv_saved = CharConvSaved(*saved) if keep else None
-    else:
-        tap_ids, owners = L.char_windows(inp.char_ids, inp.char_len)
-        pooled, conv_saved = L.charconv_forward(ops, p["char_emb"], w_rt, p["char_conv.bias"], tap_ids, owners,
-                                                 n, keep)
+    tap_ids, owners, pooled, conv_saved = charconv_section(
+        ops, inp.char_ids, inp.char_len, p["char_emb"], w_rt, p["char_conv.bias"], n, keep, allowed)
 
-    # 2. e = char_proj(pooled) + pos_x0 + pos_y0 + pos_x1 + pos_y1 + feat_proj(features), left to right
-    b = inp.buckets
+    # 2. the embedding sum and its layer norm
     feats = np.asarray(inp.word_feats, dt)  # no copy when it is already dt (read only below)
-    if ops.compiled(pooled, p["char_proj.weight"]):  # the same operations in one compiled call
-        x, xh, inv = fused.embed_forward(pooled, p, b, feats, cfg.ln_eps, allowed)
-        emb_ln_saved = LayerNormSaved(xh, inv) if keep else None
-    else:
-        e = L.linear_forward(ops, pooled, p["char_proj.weight"], p["char_proj.bias"])
-        e = e + p["pos_x0"][b[:, 0]]
-        e = e + p["pos_y0"][b[:, 1]]
-        e = e + p["pos_x1"][b[:, 2]]
-        e = e + p["pos_y1"][b[:, 3]]
-        e = e + L.linear_forward(ops, feats, p["feat_proj.weight"], p["feat_proj.bias"])
-        x, emb_ln_saved = L.layernorm_forward(ops, e, p["emb_ln.weight"], p["emb_ln.bias"], cfg.ln_eps)
+    x, emb_ln_saved = embed_section(ops, pooled, p, inp.buckets, feats, cfg.ln_eps, keep, allowed)
 
-    # 3. pair bias over the n^2 pairs in row-major (i, j) order, once per window
+    # 3. pair bias over the n^2 pairs
     pf = np.asarray(inp.pair_feats, dt)
-    # pbias (n*n, L*heads) goes on as pbias_t: one copy with each (layer, head)'s bias map
-    # contiguous, rather than a strided column per head
-    if ops.compiled(pf) and pf.shape[1] == 8 and p["pair2.weight"].shape[1] == 32:  # one compiled call
-        ph, pbias_t = fused.pair_bias_forward(pf, p["pair1.weight"], p["pair1.bias"], p["pair2.weight"],
-                                              p["pair2.bias"], allowed)
-    else:
-        ph = L.linear_relu_forward(ops, pf, p["pair1.weight"], p["pair1.bias"])
-        pbias = L.linear_forward(ops, ph, p["pair2.weight"], p["pair2.bias"])
-        pbias_t = pack_t(pbias) if ops.compiled(pbias) else np.ascontiguousarray(pbias.T)
+    ph, pbias_t = pair_bias_section(ops, pf, p["pair1.weight"], p["pair1.bias"], p["pair2.weight"],
+                                    p["pair2.bias"], allowed)
     if keep:
         cache = Activations(tap_ids=tap_ids, w_rt=w_rt, conv=conv_saved, pooled=pooled, feats=feats,
                             emb_ln=emb_ln_saved, pf=pf, ph=ph)
 
     # 4. blocks
-    d, heads, dh = cfg.d_model, cfg.heads, cfg.head_dim
-    scale = _scale(dt, dh)
-    eps32 = dt.type(cfg.ln_eps)
+    heads = cfg.heads
+    scale = _scale(dt, cfg.head_dim)
     for l in range(cfg.layers):
-        q = f"blocks.{l}."
-        if ops.compiled(x, pbias_t, p[q + "qkv.weight"]):  # the same operations in one compiled call
-            if not keep:
-                x = fused.block_forward(x, p, q, pbias_t, l * heads, heads, scale, eps32, False, allowed)
-                continue
-            x, h, xh1, inv1, qkv, probs3, a, h2, xh2, inv2, f1, g, t = fused.block_forward(
-                x, p, q, pbias_t, l * heads, heads, scale, eps32, True, allowed)
-            cache.blocks.append(BlockActivations(
-                ln1=LayerNormSaved(xh1, inv1), h=h, qkv=qkv, probs=list(probs3), a=a,
-                ln2=LayerNormSaved(xh2, inv2), h2=h2, f1=f1, g=g, t=t))
-            continue
-        h, ln1 = L.layernorm_forward(ops, x, p[q + "ln1.weight"], p[q + "ln1.bias"], cfg.ln_eps)
-        qkv = L.linear_forward(ops, h, p[q + "qkv.weight"], p[q + "qkv.bias"])
-        a = np.empty((n, d), dt)
-        probs = []
-        for hd in range(heads):
-            cols = slice(hd * dh, (hd + 1) * dh)
-            qh = np.ascontiguousarray(qkv[:, cols])
-            kh = np.ascontiguousarray(qkv[:, d + hd * dh: d + (hd + 1) * dh])
-            vh = np.ascontiguousarray(qkv[:, 2 * d + hd * dh: 2 * d + (hd + 1) * dh])
-            bias = pbias_t[l * heads + hd, :n * n].reshape(n, n)
-            a[:, cols], prob = L.attention_forward(ops, qh, kh, vh, bias, scale)
-            probs.append(prob)
-        x = x + L.linear_forward(ops, a, p[q + "proj.weight"], p[q + "proj.bias"])
-        h2, ln2 = L.layernorm_forward(ops, x, p[q + "ln2.weight"], p[q + "ln2.bias"], cfg.ln_eps)
-        f1 = L.linear_forward(ops, h2, p[q + "fc1.weight"], p[q + "fc1.bias"])
-        g, t = L.gelu_forward(ops, f1)
-        x = x + L.linear_forward(ops, g, p[q + "fc2.weight"], p[q + "fc2.bias"])
+        x, acts = block_section(ops, x, p, f"blocks.{l}.", pbias_t, l * heads, heads, scale, cfg.ln_eps, keep,
+                                allowed)
         if keep:
-            cache.blocks.append(BlockActivations(ln1=ln1, h=h, qkv=qkv, probs=probs, a=a, ln2=ln2, h2=h2,
-                                                 f1=f1, g=g, t=t))
+            cache.blocks.append(acts)
 
     # 5. heads
     r = cfg.rel_dim
     rscale = _scale(dt, r)
-    if ops.compiled(x, p["tag_head.weight"]) and not keep:  # the same operations in one compiled call
-        tag, role, doc, items, kvs = fused.heads_forward(x, p, cfg.ln_eps, r, rscale, False, allowed)
-        return Outputs(tag, role, doc, items, kvs, None)
-    if ops.compiled(x, p["tag_head.weight"]):
-        f, fxh, finv, tag, role, mean, doc, rq, rk, items, kvs = fused.heads_forward(
-            x, p, cfg.ln_eps, r, rscale, True, allowed)
-        fin = LayerNormSaved(fxh, finv)
-    else:
-        f, fin = L.layernorm_forward(ops, x, p["final_ln.weight"], p["final_ln.bias"], cfg.ln_eps)
-        tag = L.linear_forward(ops, f, p["tag_head.weight"], p["tag_head.bias"])
-        role = L.linear_forward(ops, f, p["role_head.weight"], p["role_head.bias"])
-        mean = ops.colsum(f) / dt.type(n)
-        doc = L.linear_forward(ops, mean[None, :], p["doc_head.weight"], p["doc_head.bias"])[0]
-        rq = L.linear_forward(ops, f, p["rel_q.weight"], p["rel_q.bias"])
-        rk = L.linear_forward(ops, f, p["rel_k.weight"], p["rel_k.bias"])
-        qi, ki = np.ascontiguousarray(rq[:, :r]), np.ascontiguousarray(rk[:, :r])
-        qv, kv = np.ascontiguousarray(rq[:, r:]), np.ascontiguousarray(rk[:, r:])
-        items = L.pointer_forward(ops, qi, ki, rscale)
-        kvs = L.pointer_forward(ops, qv, kv, rscale)
+    tag, role, doc, items, kvs, kept = heads_section(ops, x, p, cfg.ln_eps, r, rscale, keep, allowed)
     if keep:
-        cache.final, cache.f, cache.mean, cache.rq, cache.rk = fin, f, mean, rq, rk
+        cache.final, cache.f, cache.mean, cache.rq, cache.rk = kept
     return Outputs(tag, role, doc, items, kvs, cache)
 
 

@@ -11,7 +11,7 @@ from collections import OrderedDict
 import numpy as np
 
 from .config import ModelConfig
-from .numerics import SplitMix64
+from .kernels.rng import SplitMix64
 
 # kinds: "weight" (a matrix, fan_in = product of the trailing dims), "table", "bias", "ln_weight", "ln_bias"
 

@@ -29,12 +29,12 @@ PREPARE_CPU_SECONDS = 100
 
 def _cache_dir() -> Path | None:
     """Where Numba caches the engine's kernels (None: caching is off or unknown)."""
-    from dxstudio.engine import numerics
+    from dxstudio.engine.kernels import compiled, runtime
 
-    if not numerics._NUMBA_CACHE:
+    if not runtime._NUMBA_CACHE:
         return None
     try:
-        return Path(numerics._map_exp64._cache._cache_path)
+        return Path(compiled._map_exp64._cache._cache_path)
     except AttributeError:  # another Numba's internals
         return None
 
@@ -46,7 +46,7 @@ def _marker() -> Path | None:
     import llvmlite.binding as llvm
     import numba
 
-    from dxstudio.engine.numerics import engine_source_digest
+    from dxstudio.engine.kernels.runtime import engine_source_digest
 
     cpu = os.environ.get("NUMBA_CPU_NAME") or llvm.get_host_cpu_name()
     return directory / f"dxstudio-prepared-{engine_source_digest()[:16]}-numba{numba.__version__}-{cpu}"

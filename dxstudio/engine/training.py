@@ -17,9 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import fused
-from . import numerics as nu
 from .config import ModelConfig
+from .kernels import fused, runtime
 from .layers import Ops
 from .losses import cross_entropy
 from .model import OutputGrads, forward, backward, to_container, to_runtime
@@ -167,7 +166,7 @@ def batch_gradients(cfg, params, examples, settings: TrainSettings, wanted, runn
 
     def one(ex):
         if settings.degree > 1 and settings.kernels == "fast":
-            with nu.serial_kernels():
+            with runtime.serial_kernels():
                 return example_gradients(cfg, params, ex, settings, wanted, b)
         return example_gradients(cfg, params, ex, settings, wanted, b)
 
@@ -200,7 +199,7 @@ def global_norm(grads, kernels: str = "fast") -> float:
     total = 0.0
     for g in grads.values():
         flat = np.ascontiguousarray(g, F32).reshape(1, -1)
-        total = total + float(nu.rowdot(flat, flat, kernels)[0])
+        total = total + float(Ops(kernels).rowdot(flat, flat)[0])
     return math.sqrt(total)
 
 

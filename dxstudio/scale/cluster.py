@@ -138,7 +138,7 @@ class RayTasks:
 
 def _gradient_chunk(cfg, params, examples, settings, wanted, batch_size):
     """Each example's (loss, gradient set), as batch_gradients computes it on one thread."""
-    from dxstudio.engine import numerics as nu
+    from dxstudio.engine.kernels import runtime as nu
     from dxstudio.engine.training import example_gradients
 
     if settings.kernels == "fast":

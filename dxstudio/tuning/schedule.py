@@ -14,7 +14,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from dxstudio.engine.numerics import MASK64 as _MASK64, SplitMix64
+from dxstudio.engine.kernels.constants import MASK64 as _MASK64
+from dxstudio.engine.kernels.rng import SplitMix64
 
 DECAY_FLOOR = 0.1  # the learning rate ends at 10% of the peak
 DEFAULT_FIELD_WEIGHT = 3.0

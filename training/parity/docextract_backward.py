@@ -40,7 +40,7 @@ from dxstudio.engine.container import ModelFileError, load_model, save_model  # 
 from dxstudio.engine.inputs import window_inputs  # noqa: E402
 from dxstudio.engine.layers import Ops  # noqa: E402
 from dxstudio.engine.model import forward as engine_forward, to_runtime  # noqa: E402
-from dxstudio.engine.numerics import SplitMix64  # noqa: E402
+from dxstudio.engine.kernels.rng import SplitMix64  # noqa: E402
 from dxstudio.engine.page import page_from_dict  # noqa: E402
 from dxstudio.engine.params import decays, new_params, param_spec  # noqa: E402
 from dxstudio.fsutil import write_bytes_atomic  # noqa: E402

@@ -3,9 +3,9 @@ GELU and ReLU, forward and backward, each one fused Numba kernel.
 
 Each kernel computes exactly the operations of the NumPy reference in layers.py, in the same
 order, each one separately rounded binary32 (docs/numerics.md, section 3): the row sums are the
-16-lane dot16 (lane k & 15, then the fold in halves), exp/tanh are numerics' scalar kernels.
-Conventions are numerics.py's: fastmath off (no fused multiply-add, no reassociation), every
-constant a binary32: numerics' typed constants or np.float32(...) built inside the kernel (a
+16-lane dot16 (lane k & 15, then the fold in halves), exp/tanh are compiled.py's kernels.
+Conventions are the package's (runtime.py, compiled.py): fastmath off (no fused multiply-add, no reassociation), every
+constant a binary32: constants.py's typed constants or np.float32(...) built inside the kernel (a
 float32 times a Python float literal would be binary64 in Numba), one thread per output row (or element) in the parallel
 build, a serial build under another name for `serial_kernels()` and small inputs.
 
@@ -14,10 +14,12 @@ The wrappers take binary32 arrays only; layers.py calls them on the fast path.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
-from . import numerics as nu
-from .numerics import GELU32_C0, GELU32_C1, GELU32_C3, _build, fold16, pick, prange
+from . import compiled as kc
+from .compiled import fold16
+from .constants import GELU32_C0, GELU32_C1, GELU32_C3
+from .intrinsics import _NR
+from .runtime import _build, _jit, njit, parallel_pays, pick, prange
 
 F32 = np.float32
 
@@ -27,19 +29,19 @@ F32 = np.float32
 def _layernorm_fwd_body(x, w, b, eps, y, xhat, inv):
     n, d = x.shape
     df = np.float32(d)
-    d16 = d // 16 * 16  # whole chunks of 16 in a register (nu.lanes_*), then the last columns
+    d16 = d // 16 * 16  # whole chunks of 16 in a register (kc.lanes_*), then the last columns
     nblk = (n + 7) // 8
     accs = np.empty((nblk, 16), np.float32)  # each task's lanes: one allocation per call
     for blk in prange(nblk):
         acc = accs[blk]
         for i in range(blk * 8, min(n, blk * 8 + 8)):
-            nu.lanes_sum(x, i * d, d16 // 16, acc, 0)
+            kc.lanes_sum(x, i * d, d16 // 16, acc, 0)
             for k in range(d16, d):
                 acc[k & 15] += x[i, k]  # dot16(x, 1): x * 1 is x
             mean = fold16(acc) / df
             for k in range(d):
                 xhat[i, k] = x[i, k] - mean  # xc for now
-            nu.lanes_dot(xhat, i * d, xhat, i * d, d16 // 16, acc, 0)
+            kc.lanes_dot(xhat, i * d, xhat, i * d, d16 // 16, acc, 0)
             for k in range(d16, d):
                 c = xhat[i, k]
                 acc[k & 15] += c * c
@@ -66,8 +68,8 @@ def _layernorm_bwd_body(dy, xhat, inv, w, dx, dw, db):
         for i in range(blk * 8, min(n, blk * 8 + 8)):
             for k in range(d):
                 g[k] = dy[i, k] * w[k]
-            nu.lanes_sum(g, 0, d16 // 16, acc_g, 0)
-            nu.lanes_dot(g, 0, xhat, i * d, d16 // 16, acc_gx, 0)
+            kc.lanes_sum(g, 0, d16 // 16, acc_g, 0)
+            kc.lanes_dot(g, 0, xhat, i * d, d16 // 16, acc_gx, 0)
             for k in range(d16, d):
                 acc_g[k & 15] += g[k]
                 acc_gx[k & 15] += g[k] * xhat[i, k]
@@ -143,7 +145,7 @@ def _softmax_fwd_body(raw, bias, scale, scaled, p):
             # the row maximum, 16 lanes at a time in a register (a max is exact in any order);
             # a NaN, or a maximum of zero (whose sign the scan order picks), takes the scalar
             # scan below, as before
-            nan = nu.lanes_max(p, i * m, m16 // 16, tops, 0)
+            nan = kc.lanes_max(p, i * m, m16 // 16, tops, 0)
             top = tops[0]
             for lane in range(1, 16):
                 top = tops[lane] if tops[lane] > top else top
@@ -160,10 +162,10 @@ def _softmax_fwd_body(raw, bias, scale, scaled, p):
             for j in range(m):
                 row[j] = row[j] - top
         block = p[i0:i1].reshape((i1 - i0) * m)  # the block's rows are consecutive: one exp call
-        nu.exp32_vec(block, block)
+        kc.exp32_vec(block, block)
         for i in range(i0, i1):
             row = p[i]
-            nu.lanes_sum(p, i * m, m16 // 16, acc, 0)  # dot16 with ones: lane j & 15, j ascending
+            kc.lanes_sum(p, i * m, m16 // 16, acc, 0)  # dot16 with ones: lane j & 15, j ascending
             for j in range(m16, m):
                 acc[j & 15] += row[j]
             z = fold16(acc)
@@ -179,7 +181,7 @@ def _softmax_bwd_body(dp, p, scale, scaled, ds, dsc):
     for blk in prange(nblk):
         acc = accs[blk]
         for i in range(blk * _SOFTMAX_ROWS, min(n, blk * _SOFTMAX_ROWS + _SOFTMAX_ROWS)):
-            nu.lanes_dot(p, i * m, dp, i * m, m16 // 16, acc, 0)  # whole chunks in a register
+            kc.lanes_dot(p, i * m, dp, i * m, m16 // 16, acc, 0)  # whole chunks in a register
             for j in range(m16, m):
                 acc[j & 15] += p[i, j] * dp[i, j]
             r = fold16(acc)
@@ -240,7 +242,7 @@ def scaled_softmax_backward(dp, p, scale):
 # GELU (tanh form) and ReLU, elementwise over the flattened arrays
 # ----------------------------------------------------------------------------------------
 def _gelu_fwd_body(x, y, t):
-    """x, y, t flat and contiguous. Whole chunks of 16 in registers (numerics.gelu_lanes: the
+    """x, y, t flat and contiguous. Whole chunks of 16 in registers (compiled.gelu_lanes: the
     operations below, in IR); the last x.size % 16 as written here."""
     c0 = GELU32_C0
     c1 = GELU32_C1
@@ -250,12 +252,12 @@ def _gelu_fwd_body(x, y, t):
     for blk in prange((whole + 4095) // 4096):
         lo = blk * 4096
         hi = min(whole, lo + 4096)
-        nu.gelu_lanes(x, lo, y, t, lo, (hi - lo) // 16)
+        kc.gelu_lanes(x, lo, y, t, lo, (hi - lo) // 16)
     if whole < x.size:
         for i in range(whole, x.size):
             v = x[i]
             y[i] = c0 * (v + c1 * ((v * v) * v))  # u for now, in y: then tanh32 into t
-        nu.tanh32_vec(y[whole:], t[whole:])
+        kc.tanh32_vec(y[whole:], t[whole:])
         for i in range(whole, x.size):
             v = x[i]
             y[i] = (half * v) * (one + t[i])
@@ -329,7 +331,7 @@ def relu_backward(dy, y):
 # ----------------------------------------------------------------------------------------
 # The pair MLP's first layer, relu(x W^T + b) over 8 inputs, product, bias and ReLU in one pass
 # ----------------------------------------------------------------------------------------
-@njit(inline="always", **nu._jit)  # numba-level inlining: the loop vectorises as if written in place
+@njit(inline="always", **_jit)  # numba-level inlining: the loop vectorises as if written in place
 def _linear8_relu_row(x, p, wt, b, y, q, h):
     """y[q, j] = relu(dot16(x[p, :], W[j, :]) + b[j]) with 8 terms: lane l < 8 takes its one
     product (+0 + x*w), lanes 8..15 stay +0, then the fold in halves, the bias, the ReLU. The
@@ -342,7 +344,7 @@ def _linear8_relu_row(x, p, wt, b, y, q, h):
     for j in range(h):
         # lane l: (+0 + x*w), then the fold's + lane l + 8 (+0); written x*w + 0, which is the
         # same bits (both give +0 for -0 and x*w for everything else): one add instead of two
-        v = nu.fold8(x0 * wt[0, j] + z, x1 * wt[1, j] + z, x2 * wt[2, j] + z, x3 * wt[3, j] + z,
+        v = kc.fold8(x0 * wt[0, j] + z, x1 * wt[1, j] + z, x2 * wt[2, j] + z, x3 * wt[3, j] + z,
                      x4 * wt[4, j] + z, x5 * wt[5, j] + z, x6 * wt[6, j] + z, x7 * wt[7, j] + z) + b[j]
         y[q, j] = v if v > z else z
 
@@ -394,24 +396,24 @@ def _linear16_relu_bwd_body(d, wt, h, y):
             a13 = z + d[p, 13] * wt[13, j]
             a14 = z + d[p, 14] * wt[14, j]
             a15 = z + d[p, 15] * wt[15, j]
-            v = nu.fold8(a0 + a8, a1 + a9, a2 + a10, a3 + a11, a4 + a12, a5 + a13, a6 + a14, a7 + a15)
+            v = kc.fold8(a0 + a8, a1 + a9, a2 + a10, a3 + a11, a4 + a12, a5 + a13, a6 + a14, a7 + a15)
             y[p, j] = v if h[p, j] > z else z
 
 
-_LINEAR32 = nu.ROWS32  # (x, xoff, ldx, n, wt, b, y, ldy, m): numerics.rows32_block over the rows
+_LINEAR32 = kc.ROWS32  # (x, xoff, ldx, n, wt, b, y, ldy, m): compiled.rows32_block over the rows
 _LINEAR16_RELU_BWD = _build(_linear16_relu_bwd_body, "_linear16_relu_bwd")
 
 
 def linear32_forward(x, w, b):
     """x W^T + b for x (n, 32), W (m, 32), as layers.linear_forward: 16 outputs in a register's
-    lanes (numerics.rows32_block; the pair MLP's second layer over the n^2 pairs)."""
-    return nu.rows32_product(x, w, b)
+    lanes (compiled.rows32_block; the pair MLP's second layer over the n^2 pairs)."""
+    return kc.rows32_product(x, w, b)
 
 
-@njit(**nu._jit)
+@njit(**_jit)
 def _pair_bias_body(pf, w1, b1, w2, b2, par):
     """The pair MLP in one call: ph = relu(pf W1^T + b1) (linear8_relu), pbias = ph W2^T + b2
-    (rows32), then pbias^T padded with +0 to whole chunks (numerics.pack_t)."""
+    (rows32), then pbias^T padded with +0 to whole chunks (compiled.pack_t)."""
     npair = pf.shape[0]
     hidden = w1.shape[0]
     m = w2.shape[0]
@@ -422,7 +424,7 @@ def _pair_bias_body(pf, w1, b1, w2, b2, par):
             w1t[k, j] = w1[j, k]
     at0 = np.int64(0)  # not a literal 0: a literal argument compiles the callee once more
     w2t = np.empty((32, m16), np.float32)
-    nu.transpose32_into(w2.reshape(w2.size), at0, w2.shape[1], m, w2t)
+    kc.transpose32_into(w2.reshape(w2.size), at0, w2.shape[1], m, w2t)
     b2p = np.zeros(m16, np.float32)
     for j in range(m):
         b2p[j] = b2[j]
@@ -442,10 +444,10 @@ def _pair_bias_body(pf, w1, b1, w2, b2, par):
 
 def pair_bias_forward(pf, w1, b1, w2, b2, allowed: bool | None = None):
     """(ph, pbias_t): model.forward's step 3 for the base model's pair MLP (8 -> 32 -> L*heads)
-    in one compiled call; pbias_t as numerics.pack_t(pbias)."""
+    in one compiled call; pbias_t as compiled.pack_t(pbias)."""
     pf = np.ascontiguousarray(pf, F32)
     npair = pf.shape[0]
-    par = nu.parallel_pays(npair, npair * 8 * w1.shape[0], allowed)
+    par = parallel_pays(npair, npair * 8 * w1.shape[0], allowed)
     return _pair_bias_body(pf, np.ascontiguousarray(w1, F32), np.ascontiguousarray(b1, F32),
                            np.ascontiguousarray(w2, F32), np.ascontiguousarray(b2, F32), par)
 
@@ -489,7 +491,7 @@ def adamw_tensor(p, g, m, v, decay, wdf, b1, omb1, b2, omb2, sbc2, eps, lrb) -> 
 # ----------------------------------------------------------------------------------------
 # Rows added into a table in index order (np.add.at's unbuffered, sequential additions)
 # ----------------------------------------------------------------------------------------
-@njit(**nu._jit)
+@njit(**_jit)
 def _add_rows(table, ids, vals):
     for i in range(ids.size):
         r = ids[i]
@@ -511,28 +513,28 @@ def add_rows_skip0(table, ids, vals) -> None:
 # GELU), called from compiled code: the bytes are the same, and the ~30 Python calls a block
 # makes (dispatch, shape checks, the per-head copies) become one. `par` picks the kernels'
 # parallel builds (rows over the threads) or the serial ones, as pick() would.
-_mm_nt_par, _mm_nt_ser = nu._MM_NT
-_rows32_par, _rows32_ser = nu.ROWS32
-_pack_t_par, _pack_t_ser = nu._PACK_T
+_mm_nt_par, _mm_nt_ser = kc._MM_NT
+_rows32_par, _rows32_ser = kc.ROWS32
+_pack_t_par, _pack_t_ser = kc._PACK_T
 _ln_fwd_par, _ln_fwd_ser = _LAYERNORM_FWD
 _softmax_fwd_par, _softmax_fwd_ser = _SOFTMAX_FWD
 _gelu_fwd_par, _gelu_fwd_ser = _GELU_FWD
 
 
-@njit(**nu._jit)
+@njit(**_jit)
 def _padded_bias(b, m):
     """b (m,) with +0 past m up to whole tiles (mm_nt reads the bias a tile's width at a time)."""
-    out = np.zeros((m + nu._NR - 1) // nu._NR * nu._NR, np.float32)
+    out = np.zeros((m + _NR - 1) // _NR * _NR, np.float32)
     for j in range(b.shape[0]):
         out[j] = b[j]
     return out
 
 
-@njit(**nu._jit)
+@njit(**_jit)
 def _linear_nt(x, w, b, par):
     """x W^T + b on mm_nt (the bias in the tile's epilogue), as ops.mm_nt(x, w, b)."""
     y = np.empty((x.shape[0], w.shape[0]), np.float32)
-    bp = b if w.shape[0] % nu._NR == 0 else _padded_bias(b, w.shape[0])  # whole tiles: b as it is
+    bp = b if w.shape[0] % _NR == 0 else _padded_bias(b, w.shape[0])  # whole tiles: b as it is
     if par:
         _mm_nt_par(x, w, bp, y)
     else:
@@ -540,7 +542,7 @@ def _linear_nt(x, w, b, par):
     return y
 
 
-@njit(**nu._jit)
+@njit(**_jit)
 def _layernorm_nt(x, w, b, eps, par):
     """(y, xhat, inv) = layer norm of x's rows, as layernorm_forward, from compiled code."""
     n, d = x.shape
@@ -569,7 +571,7 @@ def _attention_heads_body(qkv, pbias_t, row0, heads, scale, probs, a):
     raws = np.empty((heads, n, n), np.float32)
     ohs = np.empty((heads, n, dh), np.float32)
     tbs = np.empty((heads, 64), np.float32)
-    zeros = np.zeros(max(n16, (dh + nu._NR - 1) // nu._NR * nu._NR), np.float32)  # no bias: +0 changes no bit
+    zeros = np.zeros(max(n16, (dh + _NR - 1) // _NR * _NR), np.float32)  # no bias: +0 changes no bit
     for hd in prange(heads):
         vt = vts[hd]
         raw = raws[hd]
@@ -578,10 +580,10 @@ def _attention_heads_body(qkv, pbias_t, row0, heads, scale, probs, a):
         for i in range(n):
             for c in range(dh):
                 vt[c, i] = qkv[i, 2 * d + c0 + c]
-        if dh == 32:  # q read in place, k^T with the keys in the lanes (numerics.rows32_block)
+        if dh == 32:  # q read in place, k^T with the keys in the lanes (compiled.rows32_block)
             kt = kts[hd]
-            nu.transpose32_into(qkvf, d + c0, 3 * d, n, kt)
-            nu.rows32_block(qkvf, c0, 3 * d, np.int64(0), n, kt, zeros[:n16], raw.reshape(n * n), n, n, tbs[hd])
+            kc.transpose32_into(qkvf, d + c0, 3 * d, n, kt)
+            kc.rows32_block(qkvf, c0, 3 * d, np.int64(0), n, kt, zeros[:n16], raw.reshape(n * n), n, n, tbs[hd])
         else:
             qh = np.empty((n, dh), np.float32)
             kh = np.empty((n, dh), np.float32)
@@ -589,11 +591,11 @@ def _attention_heads_body(qkv, pbias_t, row0, heads, scale, probs, a):
                 for c in range(dh):
                     qh[i, c] = qkv[i, c0 + c]
                     kh[i, c] = qkv[i, d + c0 + c]
-            _mm_nt_ser(qh, kh, np.zeros((n + nu._NR - 1) // nu._NR * nu._NR, np.float32), raw)
+            _mm_nt_ser(qh, kh, np.zeros((n + _NR - 1) // _NR * _NR, np.float32), raw)
         bias = pbias_t[row0 + hd, :n * n].reshape((n, n))
         p = probs[hd]
         _softmax_fwd_ser(raw, bias, scale, True, p)
-        _mm_nt_ser(p, vt, zeros[:(dh + nu._NR - 1) // nu._NR * nu._NR], oh)
+        _mm_nt_ser(p, vt, zeros[:(dh + _NR - 1) // _NR * _NR], oh)
         for i in range(n):
             for c in range(dh):
                 a[i, c0 + c] = oh[i, c]
@@ -602,7 +604,7 @@ def _attention_heads_body(qkv, pbias_t, row0, heads, scale, probs, a):
 _attention_heads_par, _attention_heads_ser = _build(_attention_heads_body, "_attention_heads")
 
 
-@njit(**nu._jit)
+@njit(**_jit)
 def _add_into(x, y):
     """y = x + y elementwise (x's element first, as x + y)."""
     xf = x.reshape(x.size)
@@ -611,7 +613,7 @@ def _add_into(x, y):
         yf[i] = xf[i] + yf[i]
 
 
-@njit(**nu._jit)
+@njit(**_jit)
 def _block_forward_body(x, ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fc1w, fc1b, fc2w, fc2b,
                         pbias_t, row0, heads, scale, eps, par):
     n, d = x.shape
@@ -641,7 +643,7 @@ def _block_forward_body(x, ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fc1
     return x2, h, xhat1, inv1, qkv, probs, a, h2, xhat2, inv2, f1, g, t
 
 
-@njit(**nu._jit)
+@njit(**_jit)
 def _block_forward_lean(x, ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fc1w, fc1b, fc2w, fc2b,
                         pbias_t, row0, heads, scale, eps, par):
     """x out alone: the other arrays are freed here instead of going back to Python (each array
@@ -654,10 +656,10 @@ def block_forward(x, p, prefix: str, pbias_t, row0: int, heads: int, scale, eps,
                   allowed: bool | None = None):
     """Block `prefix`'s forward (model.forward's step 4 for one block) in one compiled call:
     (x out, h, ln1 (xhat, inv), qkv, probs (heads, n, n), a, h2, ln2 (xhat, inv), f1, g, t), or
-    x out alone when not keep. allowed: numerics.parallel_allowed(), when the caller has it."""
+    x out alone when not keep. allowed: runtime.parallel_allowed(), when the caller has it."""
     x = np.ascontiguousarray(x, F32)
     n, d = x.shape
-    par = nu.parallel_pays(n, n * d * 3 * d, allowed)
+    par = parallel_pays(n, n * d * 3 * d, allowed)
     w = [np.ascontiguousarray(p[prefix + name], F32) for name in _BLOCK_TENSORS]
     body = _block_forward_body if keep else _block_forward_lean
     return body(x, *w, pbias_t, row0, heads, F32(scale), F32(eps), par)
@@ -670,7 +672,7 @@ _BLOCK_TENSORS = ("ln1.weight", "ln1.bias", "qkv.weight", "qkv.bias", "proj.weig
 # ----------------------------------------------------------------------------------------
 # Character convolution and max pooling in one call (layers.char_windows + charconv_forward)
 # ----------------------------------------------------------------------------------------
-@njit(**nu._jit)
+@njit(**_jit)
 def _charconv_words_body(char_ids, char_len, emb, w_rt, b, par):
     n = char_ids.shape[0]
     dc = emb.shape[1]
@@ -728,7 +730,7 @@ def charconv_words_forward(char_ids, char_len, emb, w_rt, b, keep: bool, allowed
     in one compiled call; (None, None, pooled, None) when not keep."""
     char_len = np.ascontiguousarray(char_len, np.int64)
     rows = int(char_len.sum())
-    par = nu.parallel_pays(rows, rows * w_rt.shape[1] * w_rt.shape[0], allowed)
+    par = parallel_pays(rows, rows * w_rt.shape[1] * w_rt.shape[0], allowed)
     tap_ids, owners, pooled, u, h, arg = _charconv_words_body(
         np.ascontiguousarray(char_ids, np.int64), char_len, np.ascontiguousarray(emb, F32),
         np.ascontiguousarray(w_rt, F32), np.ascontiguousarray(b, F32), par)
@@ -740,10 +742,10 @@ def charconv_words_forward(char_ids, char_len, emb, w_rt, b, keep: bool, allowed
 # ----------------------------------------------------------------------------------------
 # The embedding sum and the output heads in one call each (model.forward's steps 2 and 5)
 # ----------------------------------------------------------------------------------------
-_mm_ser = nu._MM[1]
+_mm_ser = kc._MM[1]
 
 
-@njit(**nu._jit)
+@njit(**_jit)
 def _embed_forward_body(pooled, cpw, cpb, pos_x0, pos_y0, pos_x1, pos_y1, buckets, feats, fpw, fpb,
                         lnw, lnb, eps, par):
     e = _linear_nt(pooled, cpw, cpb, par)
@@ -766,7 +768,7 @@ def embed_forward(pooled, p, buckets, feats, eps, allowed: bool | None = None):
     """(x, emb_ln (xhat, inv)): model.forward's step 2 in one compiled call (no lean build for
     extract: half a microsecond a forward against 2 s more of the first compile)."""
     n = pooled.shape[0]
-    par = nu.parallel_pays(n, n * pooled.shape[1] * p["char_proj.weight"].shape[0], allowed)
+    par = parallel_pays(n, n * pooled.shape[1] * p["char_proj.weight"].shape[0], allowed)
     w = [np.ascontiguousarray(p[k], F32) for k in _EMBED_TENSORS]
     return _embed_forward_body(
         np.ascontiguousarray(pooled, F32), *w, np.ascontiguousarray(buckets, np.int64),
@@ -775,14 +777,14 @@ def embed_forward(pooled, p, buckets, feats, eps, allowed: bool | None = None):
         np.ascontiguousarray(p["emb_ln.bias"], F32), F32(eps), par)
 
 
-@njit(**nu._jit)
+@njit(**_jit)
 def _pointer_scores(rq, rk, c0, r, scale, par):
     """(q k^T) / scale for q and k the columns c0 .. c0 + r - 1 of rel_q's and rel_k's outputs."""
     n = rq.shape[0]
-    if r == 32:  # q read in place, k^T with the keys in the lanes (numerics.rows32_block)
+    if r == 32:  # q read in place, k^T with the keys in the lanes (compiled.rows32_block)
         n16 = (n + 15) // 16 * 16
         s = np.empty((n, n), np.float32)
-        kt = nu.transpose32(rk.reshape(rk.size), c0, rk.shape[1], n)
+        kt = kc.transpose32(rk.reshape(rk.size), c0, rk.shape[1], n)
         args = (rq.reshape(rq.size), c0, rq.shape[1], n, kt, np.zeros(n16, np.float32), s.reshape(n * n), n, n)
         if par:
             _rows32_par(*args)
@@ -798,7 +800,7 @@ def _pointer_scores(rq, rk, c0, r, scale, par):
     return s
 
 
-@njit(**nu._jit)
+@njit(**_jit)
 def _heads_forward_body(x, lnw, lnb, eps, tagw, tagb, rolew, roleb, docw, docb, rqw, rqb, rkw, rkb,
                         r, rscale, par):
     n, d = x.shape
@@ -824,7 +826,7 @@ _HEAD_TENSORS = ("final_ln.weight", "final_ln.bias", "tag_head.weight", "tag_hea
                  "rel_k.weight", "rel_k.bias")
 
 
-@njit(**nu._jit)
+@njit(**_jit)
 def _heads_forward_lean(x, lnw, lnb, eps, tagw, tagb, rolew, roleb, docw, docb, rqw, rqb, rkw, rkb,
                         r, rscale, par):
     out = _heads_forward_body(x, lnw, lnb, eps, tagw, tagb, rolew, roleb, docw, docb, rqw, rqb, rkw, rkb,
@@ -837,7 +839,7 @@ def heads_forward(x, p, eps, r: int, rscale, keep: bool = True, allowed: bool | 
     in one compiled call; (tag, role, doc, items, kv) when not keep."""
     x = np.ascontiguousarray(x, F32)
     n, d = x.shape
-    par = nu.parallel_pays(n, n * d * d, allowed)
+    par = parallel_pays(n, n * d * d, allowed)
     w = [np.ascontiguousarray(p[k], F32) for k in _HEAD_TENSORS]
     body = _heads_forward_body if keep else _heads_forward_lean
     return body(x, w[0], w[1], F32(eps), *w[2:], r, F32(rscale), par)

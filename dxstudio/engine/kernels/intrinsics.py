@@ -1,0 +1,503 @@
+"""The IR intrinsics: kernels written as LLVM IR through Numba intrinsics (llvmlite), because
+Numba keeps no array in registers. Plain fmul/fadd without fast-math flags, so LLVM may not
+contract them into fused multiply-adds (the assembly is checked).
+
+    _make_tile / _tile_mr_nr    mm_nt's register-blocked tile of _MR x _NR outputs
+    _make_rows32 / _rows32_x*   32-term products with 16 outputs in a register's lanes
+    _t16                        a 16 x 16 block transposed in registers (pack_t)
+    lanes_dot, lanes_sum, lanes_max        16-lane row loops in one register
+    exp32_lanes, tanh32_lanes, gelu_lanes  the branch-free exp32 / tanh32 / GELU, a register per 16
+"""
+from __future__ import annotations
+
+from . import runtime  # noqa: F401  (the environment before Numba starts)
+from .constants import (EXP32_C, EXP32_LN2_HI, EXP32_LN2_LO, EXP32_LOG2E, EXP32_MAX, EXP32_MIN, GELU32_C0,
+                        GELU32_C1, TANH32_BIG, TANH32_C, TANH32_SMALL)
+
+# ---- mm_nt: C[i, j] = dot16(a[i, :], bt[j, :]), register-blocked ------------------------
+# Both operands have k contiguous, so the 16 lanes of dot16 are the 16 floats of one vector
+# register: lane l of output (i, j) is acc_ij[l], and chunk c of k adds a[i, 16c:16c+16] *
+# bt[j, 16c:16c+16] to it (16 products rounded, then 16 sums rounded: docs/numerics.md
+# section 1, rule 3, lane by lane). A tile of _MR x _NR outputs keeps its accumulators in
+# registers across the whole k loop (its shape per instruction set: isa.py); the tile is
+# written as LLVM IR through a Numba intrinsic, because Numba keeps no array in registers.
+# The IR has plain fmul and fadd without fast-math flags, so LLVM may not contract them into
+# fused multiply-adds (the assembly is checked). A k that is not a multiple of 16 is padded
+# with zeros in both operands: the padding adds +0 * +0 = +0 to a lane, and x + (+0) == x for
+# every accumulator value (a lane starts at +0 and a sum of two values is -0 only when both
+# are -0, so a lane is never -0). The fold is the spec's: lanes l and l+8, then l+4, l+2, l+1,
+# done for the 16 outputs of a tile at once (pairs of registers shuffled into halves).
+from .isa import _MR, _NR  # noqa: E402  (output tile: rows of a x rows of bt, chosen per instruction set)
+
+try:
+    from llvmlite import ir as _ir
+    from numba.core import types as _nbtypes
+    from numba.core.extending import intrinsic as _intrinsic
+except ImportError:  # pragma: no cover - llvmlite and numba ship together
+    _intrinsic = None
+
+
+def _fold_tile_ir(builder, vecs):
+    """The 16-lane fold of each <16 x float> in vecs (a power of two of them), in the spec's
+    order: every step adds lane l and lane l + s/2 of each output's segment of s lanes.
+    Pairs of registers are shuffled so one fadd does a step for several outputs; the outputs
+    come out in order. Returns a list of vectors holding the outputs in order."""
+    i32 = _ir.IntType(32)
+    s = 16
+    while s > 1:
+        h = s // 2
+        if len(vecs) >= 2:
+            nxt = []
+            for v, w in zip(vecs[0::2], vecs[1::2]):
+                segs = 16 // s
+                lo = [g * s + i for g in range(segs) for i in range(h)]
+                lo = lo + [16 + x for x in lo]
+                hi = [x + h for x in lo]
+                vl = builder.shuffle_vector(v, w, _ir.Constant(_ir.VectorType(i32, 16), lo))
+                vh = builder.shuffle_vector(v, w, _ir.Constant(_ir.VectorType(i32, 16), hi))
+                nxt.append(builder.fadd(vl, vh))
+            vecs = nxt
+        else:
+            (v,) = vecs
+            width = v.type.count
+            lo = [g * s + i for g in range(width // s) for i in range(h)]
+            hi = [x + h for x in lo]
+            vl = builder.shuffle_vector(v, v, _ir.Constant(_ir.VectorType(i32, len(lo)), lo))
+            vh = builder.shuffle_vector(v, v, _ir.Constant(_ir.VectorType(i32, len(hi)), hi))
+            vecs = [builder.fadd(vl, vh)]
+        s = h
+    return vecs
+
+
+def _chunk_loop(builder, nch, inits, step):
+    """A loop over c in [0, nch) carrying vector values: step(c, values) -> new values.
+    Returns the values after the loop (the inits when nch <= 0). The one loop of the IR
+    kernels: mm_nt's tile (its accumulators), the lane loops and the lane maps below."""
+    i64 = _ir.IntType(64)
+    pre = builder.basic_block
+    loop = builder.append_basic_block("lanes.loop")
+    done = builder.append_basic_block("lanes.done")
+    builder.cbranch(builder.icmp_signed(">", nch, _ir.Constant(i64, 0)), loop, done)
+    builder.position_at_end(loop)
+    c = builder.phi(i64)
+    c.add_incoming(_ir.Constant(i64, 0), pre)
+    phis = []
+    for v in inits:
+        p = builder.phi(v.type)
+        p.add_incoming(v, pre)
+        phis.append(p)
+    new = step(c, phis)
+    cn = builder.add(c, _ir.Constant(i64, 1))
+    end = builder.basic_block
+    c.add_incoming(cn, end)
+    for p, v in zip(phis, new):
+        p.add_incoming(v, end)
+    builder.cbranch(builder.icmp_signed("<", cn, nch), loop, done)
+    builder.position_at_end(done)
+    outs = []
+    for v0, v in zip(inits, new):
+        p = builder.phi(v0.type)
+        p.add_incoming(v0, pre)
+        p.add_incoming(v, end)
+        outs.append(p)
+    return outs
+
+
+def _make_tile(mr, nr):
+    """Intrinsic tile(a, aoff, lda, b, boff, ldb, nch, out, ooff, ldo, bias, zoff):
+    out[ooff + r*ldo + c] = dot16 over nch chunks of 16 of a[aoff + r*lda + ...] and
+    b[boff + c*ldb + ...], plus bias[zoff + c] (flat offsets into C-contiguous binary32
+    arrays), r < mr, c < nr. A dot16 is never -0 (its lanes never are), so a bias of +0 changes
+    no bit: products without a bias pass zeros."""
+
+    @_intrinsic
+    def tile(typingctx, a, aoff, lda, b, boff, ldb, nch, out, ooff, ldo, bias, zoff):
+        sig = _nbtypes.void(a, aoff, lda, b, boff, ldb, nch, out, ooff, ldo, bias, zoff)
+
+        def codegen(context, builder, sig, args):
+            a_, aoff_, lda_, b_, boff_, ldb_, nch_, out_, ooff_, ldo_, bias_, zoff_ = args
+            i64 = _ir.IntType(64)
+            i32 = _ir.IntType(32)
+            aoff_, lda_, boff_, ldb_, nch_, ooff_, ldo_, zoff_ = (
+                context.cast(builder, v, t, _nbtypes.int64)
+                for v, t in zip((aoff_, lda_, boff_, ldb_, nch_, ooff_, ldo_, zoff_),
+                                (sig.args[1], sig.args[2], sig.args[4], sig.args[5], sig.args[6], sig.args[8],
+                                 sig.args[9], sig.args[11])))
+            zp = context.make_array(sig.args[10])(context, builder, bias_).data
+            ap = context.make_array(sig.args[0])(context, builder, a_).data
+            bp = context.make_array(sig.args[3])(context, builder, b_).data
+            op = context.make_array(sig.args[7])(context, builder, out_).data
+            v16 = _ir.VectorType(_ir.FloatType(), 16)
+            zero = _ir.Constant(v16, [0.0] * 16)
+            arow = [builder.add(aoff_, builder.mul(_ir.Constant(i64, r), lda_)) for r in range(mr)]
+            brow = [builder.add(boff_, builder.mul(_ir.Constant(i64, c), ldb_)) for c in range(nr)]
+
+            def step(kc, accs):
+                k0 = builder.mul(kc, _ir.Constant(i64, 16))
+
+                def load(base, off):
+                    ptr = builder.gep(base, [builder.add(off, k0)])
+                    return builder.load(builder.bitcast(ptr, v16.as_pointer()), align=4)
+
+                avs = [load(ap, o) for o in arow]
+                bvs = [load(bp, o) for o in brow]
+                return [builder.fadd(accs[r * nr + c], builder.fmul(avs[r], bvs[c]))
+                        for r in range(mr) for c in range(nr)]
+
+            res = _chunk_loop(builder, nch_, [zero] * (mr * nr), step)  # 16 accumulators in registers
+            folded = _fold_tile_ir(builder, res)  # the outputs r*nr + c in order
+            width = folded[0].type.count
+            vnr = _ir.VectorType(_ir.FloatType(), nr)
+            bvec = builder.load(builder.bitcast(builder.gep(zp, [zoff_]), vnr.as_pointer()), align=4)
+            for r in range(mr):
+                v = folded[r * nr // width]
+                first = r * nr % width
+                row = builder.shuffle_vector(
+                    v, v, _ir.Constant(_ir.VectorType(i32, nr), list(range(first, first + nr))))
+                row = builder.fadd(row, bvec)  # the epilogue: dot16 + bias[c], one rounding
+                off = builder.add(ooff_, builder.mul(_ir.Constant(i64, r), ldo_))
+                ptr = builder.gep(op, [off])
+                builder.store(row, builder.bitcast(ptr, vnr.as_pointer()), align=4)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return tile
+
+
+_tile_mr_nr = _make_tile(_MR, _NR)
+
+
+# ---- 32-term products with the outputs in the lanes -------------------------------------
+# At k = 32 the tile above spends as much on its fold as on its products (two chunks, then 30
+# shuffles and 15 adds a tile). Here 16 outputs share a register instead: dot16's lane l is a
+# register of its own, across 16 outputs (+0 + x[l] w[l], then + x[l + 16] w[l + 16], the x
+# broadcast), and the fold is plain register adds in the spec's order (lanes l and l + 8, then
+# l + 4, l + 2, l + 1), done depth first so few registers stay live. _ROWS32 rows of x share
+# every weight register. The operations are the spec's, in its order, for every output: the
+# pair MLP's second layer (32 -> 16 over the n^2 pairs) and the attention scores q k^T (32 per
+# head) of the base model take it, 1.7x faster than the tiles.
+_ROWS32 = 4
+
+
+def _make_rows32(rows):
+    """Intrinsic rows32(x, xoff, ldx, wt, woff, ldw, b, boff, y, yoff, ldy): for r < rows, c < 16,
+    y[yoff + r*ldy + c] = dot16 over k < 32 of x[xoff + r*ldx + k] and wt[woff + k*ldw + c], plus
+    b[boff + c] (flat offsets into C-contiguous binary32 arrays; wt holds W^T)."""
+
+    @_intrinsic
+    def rows32(typingctx, x, xoff, ldx, wt, woff, ldw, b, boff, y, yoff, ldy):
+        sig = _nbtypes.void(x, xoff, ldx, wt, woff, ldw, b, boff, y, yoff, ldy)
+
+        def codegen(context, builder, sig, args):
+            i64 = _ir.IntType(64)
+            i32 = _ir.IntType(32)
+            v16 = _ir.VectorType(_ir.FloatType(), 16)
+            xp, wp, bp, yp = (context.make_array(sig.args[k])(context, builder, args[k]).data for k in (0, 3, 6, 8))
+            xoff_, ldx_, woff_, ldw_, boff_, yoff_, ldy_ = (
+                context.cast(builder, args[k], sig.args[k], _nbtypes.int64) for k in (1, 2, 4, 5, 7, 9, 10))
+            zero = _ir.Constant(v16, [0.0] * 16)
+            undef = _ir.Constant(v16, None)
+            lane0 = _ir.Constant(_ir.VectorType(i32, 16), [0] * 16)
+
+            def at(base, off):
+                return builder.bitcast(builder.gep(base, [off]), v16.as_pointer())
+
+            def offset(base_off, k, ld):
+                return builder.add(base_off, builder.mul(_ir.Constant(i64, k), ld))
+
+            def broadcast(off):
+                v = builder.insert_element(undef, builder.load(builder.gep(xp, [off])), _ir.Constant(i32, 0))
+                return builder.shuffle_vector(v, undef, lane0)
+
+            xrow = [offset(xoff_, r, ldx_) for r in range(rows)]
+
+            def lane(l):  # dot16's lane l of every row: x[l] w[l] + x[l + 16] w[l + 16] (see below)
+                w_lo = builder.load(at(wp, offset(woff_, l, ldw_)), align=4)
+                w_hi = builder.load(at(wp, offset(woff_, l + 16, ldw_)), align=4)
+                out = []
+                for xr in xrow:
+                    lo = builder.fmul(broadcast(builder.add(xr, _ir.Constant(i64, l))), w_lo)
+                    hi = builder.fmul(broadcast(builder.add(xr, _ir.Constant(i64, l + 16))), w_hi)
+                    out.append(builder.fadd(lo, hi))
+                return out
+
+            def fold(step, l):  # the fold's value at lane l after the steps of `step` and wider
+                if step == 16:
+                    return lane(l)
+                lo, hi = fold(step * 2, l), fold(step * 2, l + step)
+                return [builder.fadd(u, v) for u, v in zip(lo, hi)]
+
+            # A lane starts from +0 in the spec: (+0 + lo) + hi. lo + hi is the same bits but for
+            # lo = hi = -0, where it gives -0 for the spec's +0; a fold of such lanes stays the
+            # same bits or -0 for +0 (the spec's lanes and sums are never -0), so adding +0 once
+            # to the folded value gives the spec's dot16 exactly: one add an output instead of 16.
+            dots = [builder.fadd(v, zero) for v in fold(1, 0)]
+            bias = builder.load(at(bp, boff_), align=4)
+            for r, dot in enumerate(dots):
+                builder.store(builder.fadd(dot, bias), at(yp, offset(yoff_, r, ldy_)), align=4)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return rows32
+
+
+_rows32_x4 = _make_rows32(_ROWS32)
+_rows32_x1 = _make_rows32(1)
+
+
+@_intrinsic
+def _t16(typingctx, x, xoff, ldx, out, ooff, ldo):
+    """out[ooff + c*ldo + r] = x[xoff + r*ldx + c] for r, c < 16: one 16 x 16 block transposed in
+    registers (16 loads, four rounds of 16 two-register shuffles swapping blocks of 8, 4, 2, 1,
+    16 stores). Moves only: no arithmetic."""
+    sig = _nbtypes.void(x, xoff, ldx, out, ooff, ldo)
+
+    def codegen(context, builder, sig, args):
+        x_, xoff_, ldx_, out_, ooff_, ldo_ = args
+        i64 = _ir.IntType(64)
+        i32 = _ir.IntType(32)
+        xoff_, ldx_, ooff_, ldo_ = (context.cast(builder, v, t, _nbtypes.int64) for v, t in
+                                    zip((xoff_, ldx_, ooff_, ldo_), (sig.args[1], sig.args[2], sig.args[4], sig.args[5])))
+        xp = context.make_array(sig.args[0])(context, builder, x_).data
+        op = context.make_array(sig.args[3])(context, builder, out_).data
+        v16 = _ir.VectorType(_ir.FloatType(), 16)
+        rows = []
+        for r in range(16):
+            ptr = builder.gep(xp, [builder.add(xoff_, builder.mul(_ir.Constant(i64, r), ldx_))])
+            rows.append(builder.load(builder.bitcast(ptr, v16.as_pointer()), align=4))
+        for d in (8, 4, 2, 1):
+            mi = _ir.Constant(_ir.VectorType(i32, 16), [k if k & d == 0 else 16 + k - d for k in range(16)])
+            mj = _ir.Constant(_ir.VectorType(i32, 16), [k + d if k & d == 0 else 16 + k for k in range(16)])
+            new = list(rows)
+            for i in range(16):
+                if i & d == 0:
+                    new[i] = builder.shuffle_vector(rows[i], rows[i + d], mi)
+                    new[i + d] = builder.shuffle_vector(rows[i], rows[i + d], mj)
+            rows = new
+        for c in range(16):
+            ptr = builder.gep(op, [builder.add(ooff_, builder.mul(_ir.Constant(i64, c), ldo_))])
+            builder.store(rows[c], builder.bitcast(ptr, v16.as_pointer()), align=4)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+# ---- 16-lane row loops in registers: sums, dots and the maximum of 16-float chunks ----------
+# Numba leaves a loop over a 16-float lane buffer scalar (the buffer lives in memory); these
+# intrinsics keep the 16 lanes in one vector register across the chunks. lanes_dot and
+# lanes_sum give the 16 lane accumulators of dot16 over whole chunks (lane l takes k = 16c + l,
+# c ascending, each product rounded, then the sum rounded; the sum adds x, which is 1*x); the
+# caller adds the last k % 16 terms into the stored lanes and folds them (fold16).
+def _lanes_codegen(kind):
+    def codegen(context, builder, sig, args):
+        i64 = _ir.IntType(64)
+        v16 = _ir.VectorType(_ir.FloatType(), 16)
+        nin = 2 if kind == "dot" else 1
+        ptrs, offs = [], []
+        for t in range(nin):
+            ptrs.append(context.make_array(sig.args[2 * t])(context, builder, args[2 * t]).data)
+            offs.append(context.cast(builder, args[2 * t + 1], sig.args[2 * t + 1], _nbtypes.int64))
+        nch = context.cast(builder, args[2 * nin], sig.args[2 * nin], _nbtypes.int64)
+        optr = context.make_array(sig.args[2 * nin + 1])(context, builder, args[2 * nin + 1]).data
+        ooff = context.cast(builder, args[2 * nin + 2], sig.args[2 * nin + 2], _nbtypes.int64)
+
+        def load(t, c):
+            ptr = builder.gep(ptrs[t], [builder.add(offs[t], builder.mul(c, _ir.Constant(i64, 16)))])
+            return builder.load(builder.bitcast(ptr, v16.as_pointer()), align=4)
+
+        if kind == "max":
+            bad0 = _ir.Constant(_ir.VectorType(_ir.IntType(1), 16), [0] * 16)
+
+            def step(c, vals):
+                top, bad = vals
+                v = load(0, c)
+                top = builder.select(builder.fcmp_ordered(">", v, top), v, top)
+                return [top, builder.or_(bad, builder.fcmp_unordered("uno", v, v))]
+
+            res, bad = _chunk_loop(builder, nch, [_ir.Constant(v16, [float("-inf")] * 16), bad0], step)
+        else:
+            def step(c, vals):
+                x = load(0, c)
+                if kind == "dot":
+                    x = builder.fmul(x, load(1, c))
+                return [builder.fadd(vals[0], x)]
+
+            (res,) = _chunk_loop(builder, nch, [_ir.Constant(v16, [0.0] * 16)], step)
+        ptr = builder.gep(optr, [ooff])
+        builder.store(res, builder.bitcast(ptr, v16.as_pointer()), align=4)
+        if kind == "max":
+            anybad = builder.icmp_unsigned("!=", builder.bitcast(bad, _ir.IntType(16)), _ir.Constant(_ir.IntType(16), 0))
+            return anybad
+        return context.get_dummy_value()
+
+    return codegen
+
+
+@_intrinsic
+def lanes_dot(typingctx, a, aoff, b, boff, nch, out, ooff):
+    """out[ooff + l] = lane l of dot16(a[aoff:], b[boff:]) over nch whole chunks of 16."""
+    return _nbtypes.void(a, aoff, b, boff, nch, out, ooff), _lanes_codegen("dot")
+
+
+@_intrinsic
+def lanes_sum(typingctx, a, aoff, nch, out, ooff):
+    """out[ooff + l] = lane l of dot16(a[aoff:], 1) over nch whole chunks of 16."""
+    return _nbtypes.void(a, aoff, nch, out, ooff), _lanes_codegen("sum")
+
+
+@_intrinsic
+def lanes_max(typingctx, a, aoff, nch, out, ooff):
+    """out[ooff + l] = the largest of a[aoff + 16c + l] (strict >, from -inf) over nch chunks;
+    returns True when any of them is a NaN (then the caller scans the row itself)."""
+    return _nbtypes.boolean(a, aoff, nch, out, ooff), _lanes_codegen("max")
+
+
+def _exp32_ir(builder, v, in_range=False):
+    """exp32 of every lane of the <16 x float> v: exp32_vec's branch-free operations, lane by
+    lane, in IR (plain fmul/fadd/fsub without fast-math flags, llvm.floor, the exponent bits).
+    in_range: the caller knows every lane is a number in [EXP32_MIN, EXP32_MAX] (tanh32's
+    2 min(|x|, 9)), where the clamps and the special cases select the formula's own value:
+    they are left out (a sixth of the operations)."""
+    f32 = _ir.FloatType()
+    v16 = _ir.VectorType(f32, 16)
+    i16 = _ir.VectorType(_ir.IntType(32), 16)
+
+    def splat(c):
+        return _ir.Constant(v16, [float(c)] * 16)
+
+    def isplat(c):
+        return _ir.Constant(i16, [int(c)] * 16)
+
+    mod = builder.module
+    floor = mod.globals.get("llvm.floor.v16f32") or _ir.Function(mod, _ir.FunctionType(v16, [v16]),
+                                                                  "llvm.floor.v16f32")
+    xc = v
+    if not in_range:
+        xc = builder.select(builder.fcmp_ordered("==", v, v), v, splat(0.0))  # a NaN as 0
+        xc = builder.select(builder.fcmp_ordered(">", xc, splat(EXP32_MAX)), splat(EXP32_MAX), xc)
+        xc = builder.select(builder.fcmp_ordered("<", xc, splat(EXP32_MIN)), splat(EXP32_MIN), xc)
+    n = builder.call(floor, [builder.fadd(builder.fmul(xc, splat(EXP32_LOG2E)), splat(0.5))])
+    r = builder.fsub(builder.fsub(xc, builder.fmul(n, splat(EXP32_LN2_HI))), builder.fmul(n, splat(EXP32_LN2_LO)))
+    c = EXP32_C
+    p = splat(c[7])
+    for k in range(6, -1, -1):
+        p = builder.fadd(builder.fmul(p, r), splat(c[k]))
+    ni = builder.fptosi(n, i16)
+    n1 = builder.ashr(ni, isplat(1))  # floor(n / 2)
+    bits1 = builder.shl(builder.add(n1, isplat(127)), isplat(23))
+    bits2 = builder.shl(builder.add(builder.sub(ni, n1), isplat(127)), isplat(23))
+    e = builder.fmul(builder.fmul(p, builder.bitcast(bits1, v16)), builder.bitcast(bits2, v16))
+    if in_range:
+        return e
+    e = builder.select(builder.fcmp_ordered(">", v, splat(EXP32_MAX)), splat(float("inf")), e)
+    e = builder.select(builder.fcmp_ordered("<", v, splat(EXP32_MIN)), splat(0.0), e)
+    return builder.select(builder.fcmp_unordered("uno", v, v), v, e)
+
+
+@_intrinsic
+def exp32_lanes(typingctx, x, xoff, out, ooff, nch):
+    """out[ooff + 16c + l] = exp32(x[xoff + 16c + l]) for c < nch, l < 16: whole chunks of 16 in
+    a register each (out may be x). Contiguous arrays; the caller does the last x.size % 16."""
+    sig = _nbtypes.void(x, xoff, out, ooff, nch)
+
+    def codegen(context, builder, sig, args):
+        i64 = _ir.IntType(64)
+        v16 = _ir.VectorType(_ir.FloatType(), 16)
+        xp = context.make_array(sig.args[0])(context, builder, args[0]).data
+        op = context.make_array(sig.args[2])(context, builder, args[2]).data
+        xoff_, ooff_, nch_ = (context.cast(builder, args[i], sig.args[i], _nbtypes.int64) for i in (1, 3, 4))
+
+        def step(c, vals):
+            at = builder.mul(c, _ir.Constant(i64, 16))
+            src = builder.bitcast(builder.gep(xp, [builder.add(xoff_, at)]), v16.as_pointer())
+            dst = builder.bitcast(builder.gep(op, [builder.add(ooff_, at)]), v16.as_pointer())
+            builder.store(_exp32_ir(builder, builder.load(src, align=4)), dst, align=4)
+            return vals
+
+        _chunk_loop(builder, nch_, [], step)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+def _tanh32_ir(builder, v):
+    """tanh32 of every lane of the <16 x float> v: tanh32_vec's branch-free operations in IR
+    (both formulas, the exp on 2*min(|x|, 9), then the selects)."""
+    f32 = _ir.FloatType()
+    v16 = _ir.VectorType(f32, 16)
+
+    def splat(c):
+        return _ir.Constant(v16, [float(c)] * 16)
+
+    mod = builder.module
+    fabs = mod.globals.get("llvm.fabs.v16f32") or _ir.Function(mod, _ir.FunctionType(v16, [v16]), "llvm.fabs.v16f32")
+    ax = builder.call(fabs, [v])
+    capped = builder.select(builder.fcmp_ordered("<", ax, splat(TANH32_BIG)), ax, splat(TANH32_BIG))
+    # 2 * capped is in [0, 18] and never NaN (an unordered compare selects 9)
+    e = _exp32_ir(builder, builder.fmul(splat(2.0), capped), in_range=True)
+    c = TANH32_C
+    x2 = builder.fmul(v, v)
+    q = splat(c[8])
+    for k in range(7, 0, -1):
+        q = builder.fadd(builder.fmul(q, x2), splat(c[k]))
+    small = builder.fadd(v, builder.fmul(v, builder.fmul(x2, q)))
+    mid = builder.fsub(splat(1.0), builder.fdiv(splat(2.0), builder.fadd(e, splat(1.0))))
+    neg = builder.fcmp_ordered("<", v, splat(0.0))
+    mid = builder.select(neg, builder.fneg(mid), mid)
+    t = builder.select(builder.fcmp_ordered("<", ax, splat(TANH32_SMALL)), small, mid)
+    one = builder.select(neg, splat(-1.0), splat(1.0))
+    t = builder.select(builder.fcmp_ordered(">=", ax, splat(TANH32_BIG)), one, t)
+    return builder.select(builder.fcmp_unordered("uno", v, v), v, t)
+
+
+def _gelu_ir(builder, v):
+    """(y, t) of GELU's forward for every lane: u = c0*(x + c1*((x*x)*x)), t = tanh32(u),
+    y = (0.5*x)*(1 + t), as fused.gelu_forward."""
+    v16 = _ir.VectorType(_ir.FloatType(), 16)
+
+    def splat(c):
+        return _ir.Constant(v16, [float(c)] * 16)
+
+    u = builder.fmul(splat(GELU32_C0), builder.fadd(v, builder.fmul(splat(GELU32_C1), builder.fmul(builder.fmul(v, v), v))))
+    t = _tanh32_ir(builder, u)
+    return builder.fmul(builder.fmul(splat(0.5), v), builder.fadd(splat(1.0), t)), t
+
+
+def _map_lanes_codegen(fn, nout):
+    """codegen of an intrinsic (x, xoff, out1, [out2,] ooff, nch): fn(builder, <16 x float>) gives
+    nout vectors, stored at ooff + 16c of each output, for c < nch."""
+    def codegen(context, builder, sig, args):
+        i64 = _ir.IntType(64)
+        v16 = _ir.VectorType(_ir.FloatType(), 16)
+        xp = context.make_array(sig.args[0])(context, builder, args[0]).data
+        outs = [context.make_array(sig.args[2 + k])(context, builder, args[2 + k]).data for k in range(nout)]
+        xoff_, ooff_, nch_ = (context.cast(builder, args[i], sig.args[i], _nbtypes.int64)
+                              for i in (1, 2 + nout, 3 + nout))
+
+        def step(c, vals):
+            at = builder.mul(c, _ir.Constant(i64, 16))
+            src = builder.bitcast(builder.gep(xp, [builder.add(xoff_, at)]), v16.as_pointer())
+            res = fn(builder, builder.load(src, align=4))
+            res = res if isinstance(res, tuple) else (res,)
+            for op, r in zip(outs, res):
+                builder.store(r, builder.bitcast(builder.gep(op, [builder.add(ooff_, at)]), v16.as_pointer()), align=4)
+            return vals
+
+        _chunk_loop(builder, nch_, [], step)
+        return context.get_dummy_value()
+
+    return codegen
+
+
+@_intrinsic
+def tanh32_lanes(typingctx, x, xoff, out, ooff, nch):
+    """out[ooff + 16c + l] = tanh32(x[xoff + 16c + l]) for c < nch (contiguous; out may be x)."""
+    return _nbtypes.void(x, xoff, out, ooff, nch), _map_lanes_codegen(_tanh32_ir, 1)
+
+
+@_intrinsic
+def gelu_lanes(typingctx, x, xoff, y, t, ooff, nch):
+    """y, t at ooff + 16c + l: GELU's output and tanh32 of its argument, for c < nch."""
+    return _nbtypes.void(x, xoff, y, t, ooff, nch), _map_lanes_codegen(_gelu_ir, 2)

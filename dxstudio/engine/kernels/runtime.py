@@ -1,0 +1,206 @@
+"""The compiled kernels' runtime: the OpenMP environment, glibc malloc tuning, Numba's
+on-disk cache (the engine digest stamped on every kernel), the (parallel, serial) builds and
+the threads policy (pick, parallel_pays, serial_kernels, set_threads), and the kernel path's name.
+
+Importing this module sets the environment before Numba (and its OpenMP runtime) starts: every
+module of the package that compiles imports it first.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import types
+
+KERNELS = ("reference", "fast")
+
+
+def check_kernels(kernels: str) -> str:
+    """The kernel path's name, or a ValueError naming the choices."""
+    if kernels not in KERNELS:
+        raise ValueError(f"kernels must be one of {KERNELS}, not {kernels!r}")
+    return kernels
+
+
+def fast_path(kernels: str) -> bool:
+    """True for "fast", False for "reference"; any other name raises (never a silent fallback)."""
+    return check_kernels(kernels) == "fast"
+
+_NUMBA_CACHE = os.environ.get("DXSTUDIO_NUMBA_CACHE", "1") != "0"
+
+# OpenMP threads that spin while waiting take the other core from everyone on a busy
+# machine (a 15x slowdown measured with two processes on two cores); passive waiting costs
+# little when the machine is idle. Must be set before the OpenMP runtime starts.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# ...but a thread that sleeps at once after every parallel region takes a futex wake-up to start
+# the next one: a forward pass at 2 threads made ~40 of them and ran 4x slower than at 1 thread
+# (50 words: 4.0 against 1.0 ms). GNU OpenMP's spin count, when given, wins over PASSIVE: a
+# short spin (2,000 pauses, some tens of µs) then sleep. 2 threads: 0.77 / 2.1 / 8.8 ms at 50 /
+# 150 / 400 words (1 thread: 1.0 / 3.5 / 14.5), and an idle thread still leaves the core soon.
+os.environ.setdefault("GOMP_SPINCOUNT", "2000")
+
+
+
+def _keep_freed_memory() -> bool:
+    """glibc returns a freed block of 128 KB or more to the kernel (mmap/trim), so the next
+    step's activation of that size page-faults again: at 400 words a training step spent a
+    fifth of its time in the kernel on 10,000 page faults. Blocks up to 32 MB come from the
+    heap and freed memory stays mapped (peak resident memory unchanged: the same high-water
+    mark). glibc only; DXSTUDIO_MALLOC_TUNE=0, or the MALLOC_*_ variables, leave malloc alone."""
+    if os.environ.get("DXSTUDIO_MALLOC_TUNE", "1") == "0" or any(k.startswith("MALLOC_") for k in os.environ):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6")
+        m_trim_threshold, m_mmap_threshold = -1, -3
+        return bool(libc.mallopt(m_mmap_threshold, 32 << 20)) and bool(libc.mallopt(m_trim_threshold, 1 << 30))
+    except (OSError, AttributeError):  # not glibc (macOS, Windows, musl): nothing to do
+        return False
+
+
+MALLOC_TUNED = _keep_freed_memory()
+
+import numba  # noqa: E402  (after the environment above)
+from numba import njit, prange  # noqa: E402,F401  (prange: the bodies' parallel loops)
+
+_jit = dict(cache=_NUMBA_CACHE, nogil=True, fastmath=False, error_model="numpy")
+
+# The engine's files whose kernels call one another (fused.py's call compiled.py's products,
+# lanes and exp, which call intrinsics.py's IR). Numba keys a cached kernel to its own file's
+# contents only, so after an edit (or an upgrade) that changes compiled.py alone, fused.py's
+# cached kernels would still hold the old code of what they call (seen here: a segmentation
+# fault, then slower code). The locators below stamp every kernel of these files with the
+# digest of all of them together: every module of the folders in ENGINE_KERNEL_DIRS (relative
+# to the engine package, this package's parent).
+ENGINE_KERNEL_DIRS = ("kernels",)
+_ENGINE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def engine_kernel_files() -> list[str]:
+    """The files of ENGINE_KERNEL_DIRS, relative to the engine package, sorted."""
+    out = []
+    for folder in ENGINE_KERNEL_DIRS:
+        try:
+            names = os.listdir(os.path.join(_ENGINE_DIR, folder))
+        except OSError:
+            continue
+        out.extend(f"{folder}/{name}" for name in names if name.endswith(".py"))
+    return sorted(out)
+
+
+ENGINE_KERNEL_FILES = tuple(engine_kernel_files())
+
+
+def engine_source_digest() -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    for name in ENGINE_KERNEL_FILES:
+        with open(os.path.join(_ENGINE_DIR, name), "rb") as fh:
+            h.update(name.encode() + b"\0" + fh.read() + b"\0")
+    from .isa import TILE  # the tile is chosen at import (the target CPU, DXSTUDIO_TILE): a build
+    h.update(f"tile {TILE}".encode())  # cached for one shape is never loaded for another
+    return h.hexdigest()
+
+
+def _stamp_engine_caches() -> bool:
+    """Put, before Numba's own cache locators, one subclass of each whose source stamp for a
+    function of ENGINE_KERNEL_FILES is (the digest of all of them, Numba's stamp). Numba's
+    internals differ between versions: where they are not as expected, nothing changes."""
+    try:
+        from numba.core import caching
+
+        impl = getattr(caching, "CacheImpl", None) or caching._CacheImpl  # renamed in Numba 0.6x
+        bases = list(impl._locator_classes)
+        ours = {os.path.join(_ENGINE_DIR, name) for name in ENGINE_KERNEL_FILES}
+        digest = engine_source_digest()
+    except Exception:  # pragma: no cover - another Numba, or no source files
+        return False
+    made = []
+    for base in bases:
+        if getattr(base, "_dxstudio_engine", False) or not hasattr(base, "get_source_stamp"):
+            continue
+
+        def get_source_stamp(self, _base=base):
+            return ("dxstudio-engine", digest, _base.get_source_stamp(self))
+
+        def from_function(cls, py_func, py_file, _base=base):
+            if os.path.abspath(py_file) not in ours:
+                return None
+            return _base.from_function.__func__(cls, py_func, py_file)
+
+        made.append(type("Engine" + base.__name__.lstrip("_"), (base,),
+                         {"get_source_stamp": get_source_stamp, "from_function": classmethod(from_function),
+                          "_dxstudio_engine": True}))
+    impl._locator_classes[:0] = made
+    return bool(made)
+
+
+ENGINE_CACHE_STAMPED = _NUMBA_CACHE and _stamp_engine_caches()
+
+
+def _renamed(fn, name):
+    """A copy of fn under another name: Numba's on-disk cache keys functions by name, so the
+    parallel and the serial build of one body need distinct names or they evict each other."""
+    code = fn.__code__.replace(co_name=name)
+    if hasattr(code, "co_qualname"):
+        code = code.replace(co_qualname=name)
+    g = types.FunctionType(code, fn.__globals__, name, fn.__defaults__, fn.__closure__)
+    g.__qualname__ = name
+    return g
+
+
+def _build(body, name):
+    """(parallel build, serial build) of one kernel body, under distinct names for the cache.
+    One thread owns each output row (or element), so both give the same bytes; the serial
+    one runs for small inputs and when examples are spread over Python threads (Numba's
+    default thread pool is not re-entrant)."""
+    return (njit(parallel=True, **_jit)(_renamed(body, name + "_par")),
+            njit(**_jit)(_renamed(body, name + "_ser")))
+
+
+_serial = threading.local()
+
+# Below this many multiply-adds a kernel runs on the calling thread: waking the thread pool
+# costs more than the work (milliseconds on a busy machine). Either way the bytes are the same.
+PARALLEL_MIN_WORK = 1 << 18
+
+
+def pick(kernels, rows: int, work: int):
+    """The build to run of (parallel, serial): the parallel one for a large input, outside
+    serial_kernels(). Threads never change a result: this choice is about speed only."""
+    par, ser = kernels
+    return par if parallel_pays(rows, work) else ser
+
+
+def parallel_pays(rows: int, work: int, allowed: bool | None = None) -> bool:
+    """pick's choice: a large input, outside serial_kernels(), and more than one Numba thread
+    (on one thread a parallel build still launches its thread pool's scheduler for every call,
+    a few µs each, 8% of a forward pass at 150 words). The compiled forward sections
+    (fused.block_forward, ...) take it to choose the builds they call; allowed: the answer of
+    parallel_allowed() when the caller already has it."""
+    if rows <= 1 or work < PARALLEL_MIN_WORK:
+        return False
+    return parallel_allowed() if allowed is None else allowed
+
+
+def parallel_allowed() -> bool:
+    """Outside serial_kernels() with more than one Numba thread: parallel_pays without the size
+    test. model.forward asks once (a microsecond) and hands the answer to its sections."""
+    return not getattr(_serial, "on", False) and numba.get_num_threads() > 1
+
+
+class serial_kernels:
+    """Within this context the calling thread uses the single-threaded compiled kernels."""
+
+    def __enter__(self):
+        self.prev = getattr(_serial, "on", False)
+        _serial.on = True
+
+    def __exit__(self, *exc):
+        _serial.on = self.prev
+
+
+def set_threads(n: int) -> None:
+    """Number of threads of the compiled kernels (results do not depend on it)."""
+    numba.set_num_threads(max(1, min(int(n), numba.config.NUMBA_NUM_THREADS)))
