@@ -146,6 +146,20 @@ def set_threads(n: int = THREADS, torch_too: bool = True) -> dict:
     return out
 
 
+def target_line() -> str:
+    """The CPU the kernels are compiled for, its vector flags and the product tile that runs
+    (kernels/isa.py: the one place the instruction set and the shape are decided)."""
+    from dxstudio.engine.kernels import isa
+
+    return isa.describe_target()
+
+
+def target_tile() -> str:
+    from dxstudio.engine.kernels import isa
+
+    return isa.TILE
+
+
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 CLOCK = "wall"  # set by the scripts' --clock
 

@@ -224,6 +224,7 @@ def main(argv=None) -> int:
         print(f"docextract-v0 base, seed {args.seed}, {sum(v.size for v in params.values())} parameters")
         print(f"threads: Numba {threads['numba']}, PyTorch {threads['torch']} (set equal)")
         print(f"pages: {source}")
+        print(C.target_line())
         print(f"{args.repeats} interleaved rounds of {args.calls} call(s) each; median (min-max) per page, "
               f"{args.clock} clock, forward pass only (inputs built beforehand)")
         figures, lines = forward_speed(cfg, params, pages, args.repeats, not args.no_compile, args.calls)
@@ -236,7 +237,8 @@ def main(argv=None) -> int:
     except C.BenchError as e:
         print(f"bench/forward.py: {e}", file=sys.stderr)
         return 2
-    figures.update(threads=args.threads, repeats=args.repeats, clock=args.clock, calls=args.calls)
+    figures.update(threads=args.threads, repeats=args.repeats, clock=args.clock, calls=args.calls,
+                   tile=C.target_tile())
     print(C.json_line(figures))
     return 0
 

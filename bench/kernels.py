@@ -66,6 +66,7 @@ def main(argv=None) -> int:
     rng = np.random.default_rng(0)
     ghz = clock_ghz()
     peak = 32 * ghz
+    print(C.target_line())
     print(f"clock {ghz:.2f} GHz (as /proc/cpuinfo reports); peak without FMA: {peak:.0f} GFLOP/s at 32 flop/cycle "
           f"({2 * peak:.0f} at 64)")
     # shapes (M, K, N) of mm and (K, M, N) of mm_tn that the base model runs at 150 / 400 words
@@ -74,7 +75,7 @@ def main(argv=None) -> int:
                      (160000, 8, 32), (160000, 32, 16)],
               "mm_tn": [(150, 512, 128), (150, 150, 32), (22500, 16, 32), (400, 512, 128), (400, 400, 32),
                         (160000, 16, 32), (160000, 32, 8)]}
-    figures, rows = {}, []
+    figures, rows = {"tile": C.target_tile()}, []
     # mm_nt (a bt^T, the register-blocked tiles) as the layers call it: x W^T with W (N, K) as
     # stored, q k^T; mm and mm_tn below include their transposed copies (pack_t)
     for m, k, n in [(150, 128, 384), (150, 128, 512), (150, 512, 128), (150, 32, 150), (400, 128, 512),

@@ -256,6 +256,7 @@ def main(argv=None) -> int:
         pages, source = C.bench_pages(sizes)
         print(f"docextract-v0 base, seed {args.seed}; tag loss, backbone_scale 1, AdamW lr {LR}; one page per step")
         print(f"pages: {source}")
+        print(C.target_line())
         if args.profile:
             print(f"threads: Numba {threads['numba']}")
             figures = profile(cfg, params, pages[sizes[0]], args.repeats)
@@ -267,7 +268,7 @@ def main(argv=None) -> int:
     except C.BenchError as e:
         print(f"bench/train_step.py: {e}", file=sys.stderr)
         return 2
-    figures.update(threads=args.threads, repeats=args.repeats, clock=args.clock)
+    figures.update(threads=args.threads, repeats=args.repeats, clock=args.clock, tile=C.target_tile())
     print(C.json_line(figures))
     return 0
 

@@ -12,6 +12,8 @@ exp/tanh/log. Import the module you need; this file imports nothing.
     compiled.py    the compiled bodies of the arithmetic (Numba), the same bytes as reference.py
     fused.py       the compiled layer kernels and forward sections (layer norm, softmax, GELU,
                    ReLU, the pair MLP, AdamW, the embedding, the heads)
+    isa.py         the instruction set the kernels are compiled for and the tile shape of the
+                   register-blocked products it asks for (AVX-512 4x4, AVX2 2x2, ...)
     runtime.py     OpenMP environment, glibc malloc tuning, Numba's cache stamped with the
                    engine's digest, the (parallel, serial) builds and the threads policy
     registry.py    one entry per operation: reference, compiled, when the compiled one applies;

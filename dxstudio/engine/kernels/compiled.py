@@ -293,15 +293,16 @@ def _mm_nt_body(a, bt, bias, out):
 _MM_NT = _build(_mm_nt_body, "_mm_nt")
 
 
-# When the register-blocked product (mm_nt) runs for mm and mm_tn: a tile has _MR x _NR
-# outputs, so narrower products keep the older kernels; mm_tn over a long k (the n^2 pairs'
+# When the register-blocked product (mm_nt) runs for mm and mm_tn: at least two tiles of the
+# AVX-512 shape (4 x 4) each way, whatever the shape that runs (the same routing on every CPU),
+# so narrower products keep the older kernels; mm_tn over a long k (the n^2 pairs'
 # weight gradients, k = 160000 for 16 x 32 outputs) keeps its k-outermost kernel, which
 # streams its operands once instead of transposing them. Either way the bytes are the same.
 _NT_MAX_K_TN = 4096
 
 
 def _nt_pays(m: int, k: int, n: int) -> bool:
-    return m >= 2 * _MR and n >= 2 * _NR and k >= 8
+    return m >= 8 and n >= 8 and k >= 8
 
 
 

@@ -19,7 +19,7 @@ from .constants import (EXP32_C, EXP32_LN2_HI, EXP32_LN2_LO, EXP32_LOG2E, EXP32_
 # register: lane l of output (i, j) is acc_ij[l], and chunk c of k adds a[i, 16c:16c+16] *
 # bt[j, 16c:16c+16] to it (16 products rounded, then 16 sums rounded: docs/numerics.md
 # section 1, rule 3, lane by lane). A tile of _MR x _NR outputs keeps its accumulators in
-# registers across the whole k loop (16 of the 32 zmm registers on AVX-512); the tile is
+# registers across the whole k loop (its shape per instruction set: isa.py); the tile is
 # written as LLVM IR through a Numba intrinsic, because Numba keeps no array in registers.
 # The IR has plain fmul and fadd without fast-math flags, so LLVM may not contract them into
 # fused multiply-adds (the assembly is checked). A k that is not a multiple of 16 is padded
@@ -27,7 +27,7 @@ from .constants import (EXP32_C, EXP32_LN2_HI, EXP32_LN2_LO, EXP32_LOG2E, EXP32_
 # every accumulator value (a lane starts at +0 and a sum of two values is -0 only when both
 # are -0, so a lane is never -0). The fold is the spec's: lanes l and l+8, then l+4, l+2, l+1,
 # done for the 16 outputs of a tile at once (pairs of registers shuffled into halves).
-_MR, _NR = 4, 4  # output tile: rows of a x rows of bt (16 accumulators, a power of two)
+from .isa import _MR, _NR  # noqa: E402  (output tile: rows of a x rows of bt, chosen per instruction set)
 
 try:
     from llvmlite import ir as _ir

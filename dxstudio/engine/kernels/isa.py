@@ -1,0 +1,100 @@
+"""The instruction set the kernels are compiled for and the shape of the register-blocked
+products that follows from it: the one place both are decided (issue 26).
+
+    target_cpu()        (name, features) LLVM compiles for, as Numba decides them
+    register_kind(...)  zmm (AVX-512), ymm (AVX/AVX2), xmm (SSE2), neon: where a 16-lane
+                        accumulator lives
+    TILE_SHAPES         register kind -> mm_nt's tile (rows of a, rows of bt)
+    _MR, _NR            the tile that runs (intrinsics._make_tile, compiled._mm_nt_body);
+                        DXSTUDIO_TILE=MxN forces one (benchmarks, the same-bytes tests)
+    describe_target()   one line for the benchmarks: CPU, vector flags, tile
+
+The engine's cache stamp (runtime.engine_source_digest) includes the tile, so a build cached for
+one shape is never loaded for another.
+"""
+from __future__ import annotations
+
+import os
+
+# A 16-lane accumulator is one zmm register on AVX-512 (32 of them), two ymm on AVX/AVX2 (16 of
+# them), four xmm on SSE2 (16) or four q registers on ARM64 NEON (32). mm_nt's tile keeps
+# _MR x _NR accumulators in registers across its k loop; a tile whose accumulators fill half of
+# the register file leaves the other half to the operands. The 4 x 4 tile of AVX-512 is 32 ymm
+# registers on AVX2, twice what there is: LLVM spills them to the stack every chunk (measured on
+# a 2-core AMD EPYC: 2 x 2 runs mm_nt 1.8-2.8x faster than 4 x 4). The shape changes no bit: each
+# output has its own accumulator, its lanes take the same products in the same order (chunk c of
+# k adds a[16c + l] b[16c + l] to lane l) and the fold is the same (_fold_tile_ir); register
+# blocking over outputs only chooses which outputs run side by side.
+TILE_SHAPES = {  # register kind: (rows of a, rows of bt) per tile, 16-lane accumulators
+    "zmm": (4, 4),  # AVX-512: 16 accumulators, 16 of 32 registers
+    "ymm": (2, 2),  # AVX / AVX2: 4 accumulators, 8 of 16 registers
+    "xmm": (2, 1),  # SSE2 (x86-64 baseline): 2 accumulators, 8 of 16 registers
+    "neon": (2, 2),  # ARM64 NEON (on paper): 4 accumulators, 16 of 32 registers
+}
+
+
+def target_cpu() -> tuple[str, str]:
+    """(name, features) of the CPU LLVM compiles the kernels for, as Numba decides them
+    (numba.core.config and codegen): NUMBA_CPU_NAME / NUMBA_CPU_FEATURES when set (the
+    cross-CPU tests; "generic" alone means no features), else the host's. Through llvmlite
+    only: this module imports no Numba, so runtime.py may ask it while it sets Numba up."""
+    import llvmlite.binding as llvm
+
+    name = os.environ.get("NUMBA_CPU_NAME") or None
+    features = os.environ.get("NUMBA_CPU_FEATURES")
+    if features is None and str(name).lower() == "generic":
+        features = ""
+    if features is None:
+        try:
+            features = llvm.get_host_cpu_features().flatten()
+        except RuntimeError:
+            features = ""
+    return name or llvm.get_host_cpu_name(), features
+
+
+def register_kind(name: str, features: str, machine: str | None = None) -> str:
+    """The vector registers a 16-lane accumulator lives in on that target: zmm, ymm, xmm, neon."""
+    import platform
+
+    machine = (machine or platform.machine()).lower()
+    if machine in ("arm64", "aarch64"):
+        return "neon"
+    flags = set(features.split(","))
+    if "+avx512f" in flags:
+        return "zmm"
+    if "+avx" in flags or "+avx2" in flags:
+        return "ymm"
+    if not features and name not in ("generic", "x86-64"):  # a named CPU without a feature list:
+        return "ymm"  # LLVM takes that CPU's features; AVX for every x86 sold since 2011
+    return "xmm"
+
+
+def _tile_shape() -> tuple[str, int, int]:
+    """(why, rows, cols) of mm_nt's tile: DXSTUDIO_TILE=MxN (M, N in 1, 2, 4; benchmarks and the
+    test that every shape gives the same bytes), else the target's register kind."""
+    forced = os.environ.get("DXSTUDIO_TILE", "").strip().lower()
+    if forced:
+        try:
+            mr, nr = (int(v) for v in forced.split("x"))
+        except ValueError:
+            raise ValueError(f"DXSTUDIO_TILE={forced!r}: expected rows x cols such as 2x2") from None
+        if mr not in (1, 2, 4) or nr not in (1, 2, 4):
+            raise ValueError(f"DXSTUDIO_TILE={forced!r}: rows and cols must each be 1, 2 or 4")
+        return "DXSTUDIO_TILE", mr, nr
+    kind = register_kind(*target_cpu())
+    return kind, *TILE_SHAPES[kind]
+
+
+TILE_CHOICE, _MR, _NR = _tile_shape()  # output tile: rows of a x rows of bt (a power of two)
+TILE = f"{_MR}x{_NR}"
+
+
+def describe_target() -> str:
+    """One line for the benchmarks: the target CPU, its vector flags, and the tile that runs."""
+    name, features = target_cpu()
+    flags = [f[1:] for f in features.split(",") if f.startswith("+") and
+             (f[1:] in ("sse2", "avx", "avx2", "fma", "neon") or f[1:].startswith("avx512"))]
+    kind = register_kind(name, features)
+    return (f"target CPU {name} ({' '.join(sorted(flags)) or 'baseline flags'}): 16-lane accumulators in "
+            f"{kind} registers; mm_nt tile {_MR}x{_NR} ({'forced by ' if TILE_CHOICE.startswith('D') else 'for '}"
+            f"{TILE_CHOICE}{'' if TILE_CHOICE.startswith('D') else ', the default'})")

@@ -1,0 +1,140 @@
+"""mm_nt's tile shape is chosen per instruction set (dxstudio/engine/kernels/isa.py) and changes no bit: AVX-512's 4 x 4 tile, AVX2's 2 x 2, SSE2's 2 x 1 and the others give
+the bytes of the reference product, on this machine, for the same inputs; and the whole engine
+built with another shape than the host's (in a subprocess, compiled afresh) gives the host's
+digests (tests/cpu_subprocess_check.py)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+from numba import njit
+
+from dxstudio.engine.kernels import compiled as kc
+from dxstudio.engine.kernels import intrinsics
+from dxstudio.engine.kernels import isa
+from dxstudio.engine.kernels import reference as ref
+from tests.conftest import load_script
+
+F32 = np.float32
+TESTS = Path(__file__).resolve().parent
+
+
+# ----------------------------------------------------------------------------------------
+# The choice: one place, from the target's features
+# ----------------------------------------------------------------------------------------
+def test_register_kind_follows_the_features():
+    off512 = "+avx,+avx2,+fma,-avx512f,-avx512bw"
+    assert isa.register_kind("znver3", off512, "x86_64") == "ymm"
+    assert isa.register_kind("skylake-avx512", "+avx,+avx2,+avx512f,+avx512bw", "x86_64") == "zmm"
+    assert isa.register_kind("generic", "", "x86_64") == "xmm"
+    assert isa.register_kind("nehalem", "+sse2,+sse4.2,-avx,-avx2", "x86_64") == "xmm"
+    assert isa.register_kind("apple-m1", "+neon", "arm64") == "neon"
+    assert isa.register_kind("neoverse-n1", "", "aarch64") == "neon"
+
+
+@pytest.mark.parametrize("kind,registers,lanes", [("zmm", 32, 16), ("ymm", 16, 8), ("xmm", 16, 4),
+                                                   ("neon", 32, 4)])
+def test_each_shape_keeps_its_accumulators_in_half_the_register_file(kind, registers, lanes):
+    mr, nr = isa.TILE_SHAPES[kind]
+    assert (mr * nr) & (mr * nr - 1) == 0, "the fold pairs accumulators: a power of two of them"
+    assert kc._NT_ROWS % mr == 0
+    assert mr * nr * (16 // lanes) <= registers // 2
+
+
+def test_the_host_shape_is_the_one_its_registers_ask_for():
+    if os.environ.get("DXSTUDIO_TILE"):
+        pytest.skip("DXSTUDIO_TILE forces the shape")
+    kind = isa.register_kind(*isa.target_cpu())
+    assert (isa._MR, isa._NR) == isa.TILE_SHAPES[kind]
+    assert isa.TILE_CHOICE == kind
+    assert f"tile {isa.TILE}" in isa.describe_target()
+
+
+def test_a_bad_forced_shape_is_refused(monkeypatch):
+    for bad in ("3x3", "big", "8x1"):
+        monkeypatch.setenv("DXSTUDIO_TILE", bad)
+        with pytest.raises(ValueError, match="DXSTUDIO_TILE"):
+            isa._tile_shape()
+    monkeypatch.setenv("DXSTUDIO_TILE", "4x2")
+    assert isa._tile_shape() == ("DXSTUDIO_TILE", 4, 2)
+
+
+# ----------------------------------------------------------------------------------------
+# Every shape, one process: mm_nt's body compiled with each tile gives the same bytes
+# ----------------------------------------------------------------------------------------
+def _mm_nt_with(mr, nr):
+    """mm_nt's serial body with another tile (Numba freezes module globals when it compiles:
+    a copy of the function over a copy of the globals)."""
+    g = dict(kc.__dict__)
+    g.update(_MR=mr, _NR=nr, _tile_mr_nr=intrinsics._make_tile(mr, nr))
+    body = types.FunctionType(kc._mm_nt_body.__code__, g, f"mm_nt_tile_{mr}x{nr}")
+    return njit(nogil=True, fastmath=False, error_model="numpy")(body)
+
+
+def _operands():
+    """Rows and columns that are and are not multiples of every tile side, k below, at and past
+    16; denormals, overflow to infinity, signed zeros; a bias."""
+    rng = np.random.default_rng(26)
+    cases = []
+    for m, k, n in ((37, 45, 29), (8, 16, 8), (5, 3, 70), (1, 200, 33), (17, 33, 40), (64, 48, 7), (6, 32, 5)):
+        cases.append((rng.standard_normal((m, k)).astype(F32), rng.standard_normal((n, k)).astype(F32),
+                      rng.standard_normal(n).astype(F32)))
+    a = rng.standard_normal((9, 21)).astype(F32) * F32(1e-39)
+    cases.append((a, rng.standard_normal((18, 21)).astype(F32), np.zeros(18, F32)))
+    a = rng.standard_normal((9, 21)).astype(F32) * F32(1e30)
+    cases.append((a, rng.standard_normal((18, 21)).astype(F32) * F32(1e10), rng.standard_normal(18).astype(F32)))
+    z = np.zeros((6, 19), F32)
+    z[::2] = F32(-0.0)
+    cases.append((z, -np.ones((20, 19), F32), np.full(20, -0.0, F32)))
+    return cases
+
+
+SHAPES = [(4, 4), (2, 2), (2, 1)]  # AVX-512; AVX2 and NEON; SSE2 (each compiled here: a few s)
+
+
+def test_every_tile_shape_gives_the_bytes_of_the_reference():
+    kernels = {s: _mm_nt_with(*s) for s in SHAPES}
+    for a, bt, bias in _operands():
+        m, n = a.shape[0], bt.shape[0]
+        with np.errstate(all="ignore"):  # the overflowing case: inf - inf in the fold is NaN
+            want = (ref.mm_nt_ref(a, bt) + bias).astype(F32)  # dot16, then + bias: one rounding each
+        host = kc.mm_nt_fast(a, bt, bias) if not (a.shape[1] == 32 and n >= 16) else None
+        for (mr, nr), kernel in kernels.items():
+            biasp = np.zeros((n + nr - 1) // nr * nr, F32)
+            biasp[:n] = bias
+            out = np.empty((m, n), F32)
+            kernel(a, bt, biasp, out)
+            assert out.view(np.uint32).tobytes() == want.view(np.uint32).tobytes(), (mr, nr, a.shape, bt.shape)
+            if host is not None:
+                assert out.tobytes() == host.tobytes(), (mr, nr, a.shape, bt.shape)
+
+
+# ----------------------------------------------------------------------------------------
+# The whole engine with the other shape, compiled afresh in a subprocess
+# ----------------------------------------------------------------------------------------
+@pytest.mark.heavy  # compiles the engine afresh (a minute of CPU); the fast test above covers mm_nt
+def test_the_engine_built_with_the_other_shape_gives_the_host_bytes(tmp_path):
+    """On AVX2 (2 x 2 here) the AVX-512 shape, 4 x 4, on ymm registers; on AVX-512 the AVX2
+    shape on zmm. The products, a forward and a training step of the tiny model."""
+    parts = ("mm", "forward", "train_step")
+    host = load_script(TESTS / "cpu_subprocess_check.py").digests(parts)
+    other = "2x2" if (isa._MR, isa._NR) == (4, 4) else "4x4"
+    env = dict(os.environ, DXSTUDIO_TILE=other, NUMBA_CACHE_DIR=str(tmp_path / "numba-cache"),
+               DXSTUDIO_NUMBA_CACHE="0")
+    proc = subprocess.run([sys.executable, "-c", "import sys, json; sys.path[:0] = [sys.argv[1], sys.argv[2]]\n"
+                           "from dxstudio.engine.kernels import isa\n"
+                           "from cpu_subprocess_check import digests\n"
+                           "print(json.dumps({'tile': isa.TILE, 'digests': digests(sys.argv[3:])}))",
+                           str(TESTS.parent), str(TESTS), *parts],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.splitlines()[-1])
+    assert result["tile"] == other
+    differ = [p for p in parts if result["digests"][p] != host[p]]
+    assert not differ, f"the {other} tile gives other bytes for {differ}"
