@@ -260,7 +260,7 @@ def diverged(losses, where: str = "") -> str | None:
 
 def _split(project_dir, max_words):
     from dxstudio.project import Project
-    from dxstudio.tuning.run import usable_split
+    from dxstudio.tuning.pages import usable_split
     from dxstudio.tuning.settings import resolve_settings
 
     project = Project.open(project_dir)
@@ -301,7 +301,7 @@ def main(argv=None) -> int:
         return 2
     from dxstudio.engine.config import size_config
     from dxstudio.engine.extract import PagePrediction, fields_from_logits, fields_from_tags
-    from dxstudio.tuning.run import score_predictions
+    from dxstudio.tuning.evaluation import score_predictions
 
     max_words = size_config("base").max_words  # the model's pages: the same exclusions
     t0 = time.monotonic()

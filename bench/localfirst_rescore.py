@@ -63,7 +63,7 @@ def _read(cfg, params_rt, page, kernels: str, decoding: str):
 
 
 def _rows(cfg, params_rt, pages, kernels, decoding, out: dict) -> None:
-    from dxstudio.tuning.run import value_matches
+    from dxstudio.tuning.evaluation import value_matches
 
     for pid, page, t in pages:
         read = _read(cfg, params_rt, page, kernels, decoding)
@@ -90,7 +90,9 @@ def predict(run: Path, project_dir: Path, test_dir: Path, out: Path, decoding: s
     from dxstudio.project import Project
     from dxstudio.tuning import schedule
     from dxstudio.tuning.folds import FoldedRun
-    from dxstudio.tuning.run import read_checkpoint, resolve_settings, usable_split
+    from dxstudio.tuning.checkpoint import read_checkpoint
+    from dxstudio.tuning.pages import usable_split
+    from dxstudio.tuning.settings import resolve_settings
 
     project = Project.open(project_dir)
     info = json.loads((run / "settings.json").read_text(encoding="utf-8"))

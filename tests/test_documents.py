@@ -260,7 +260,8 @@ def labelled_documents(project, n_docs=6, pages_per_doc=3, singles=4):
 
 def test_the_split_keeps_a_documents_pages_together(project):
     from dxstudio.tuning import schedule
-    from dxstudio.tuning.run import resolve_settings, usable_split
+    from dxstudio.tuning.pages import usable_split
+    from dxstudio.tuning.settings import resolve_settings
 
     labelled_documents(project)
     settings = resolve_settings(project.settings, {"heldout_fraction": 0.3, "seed": 5})
@@ -284,7 +285,8 @@ def test_the_split_keeps_a_documents_pages_together(project):
 
 
 def test_pages_of_a_document_with_two_page_1s_are_left_out_of_training(project):
-    from dxstudio.tuning.run import resolve_settings, usable_split
+    from dxstudio.tuning.pages import usable_split
+    from dxstudio.tuning.settings import resolve_settings
 
     labelled_documents(project, n_docs=2, pages_per_doc=2, singles=2)
     project.add_page(word_page("d0-extra", ["Doc0", "Total", "10.00"], "d0", 1))
@@ -300,7 +302,8 @@ def test_pages_of_a_document_with_two_page_1s_are_left_out_of_training(project):
 
 
 def test_one_document_cannot_be_split(project):
-    from dxstudio.tuning.run import TuneError, resolve_settings, usable_split
+    from dxstudio.tuning.pages import usable_split
+    from dxstudio.tuning.settings import TuneError, resolve_settings
 
     labelled_documents(project, n_docs=1, pages_per_doc=3, singles=0)
     with pytest.raises(TuneError, match="all of document d0; tuning needs at least 2 documents"):
@@ -463,7 +466,7 @@ def test_generated_invoices_print_the_total_on_the_last_page_only(tmp_path):
 def test_a_document_value_read_at_another_pages_printing_is_value_right():
     from dxstudio.engine.extract import FieldValue, PagePrediction
     from dxstudio.grounding import PageTargets
-    from dxstudio.tuning.run import score_predictions
+    from dxstudio.tuning.evaluation import score_predictions
 
     p1 = word_page("v-p1", ["ACME", "Ltd", "Invoice"], "v", 1)
     p2 = word_page("v-p2", ["ACME", "Ltd", "Total", "9.00"], "v", 2)

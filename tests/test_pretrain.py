@@ -12,7 +12,7 @@ from dxstudio.cli import main as cli_main
 from dxstudio.corpus.generic import GENERIC_FIELDS
 from dxstudio.engine.container import load_model
 from dxstudio.tuning.pretrain import PretrainRun
-from dxstudio.tuning.run import TuneError
+from dxstudio.tuning.settings import TuneError
 
 CORPUS = ["synthetic:12:5"]
 SMALL = {"size": "tiny", "steps": 6, "batch": 3, "warmup": 2, "lr": 0.01, "window": 48, "checkpoint_every": 2}

@@ -11,7 +11,7 @@ import pytest
 from dxstudio.project import Project
 from dxstudio.tuning import TuneError, TuneRun
 from dxstudio.tuning.rundir import RunDir
-from dxstudio.tuning.run import NOT_ACCEPTED, training_breakdown
+from dxstudio.tuning.pages import NOT_ACCEPTED, training_breakdown
 
 from tests.conftest import set_review
 

@@ -265,7 +265,7 @@ def test_folds_pool_every_page_and_do_not_depend_on_degree(receipts_project, tmp
     assert sorted(p["id"] for p in report["pages"]) == sorted(usable)  # every usable page held out once
     assert report["n_pages"] == len(usable) and report["run"]["folds"] == 3
     # the pooled report is the scorer's on the pooled predictions; the model carries its thresholds
-    from dxstudio.tuning.run import score_predictions
+    from dxstudio.tuning.evaluation import score_predictions
     again = score_predictions(list(run.cfg.fields), run.pooled_predictions(), report["share"], 5,
                               report["threshold_by"], report["threshold_rule"])
     assert again["fields"] == report["fields"]

@@ -33,7 +33,10 @@ from pathlib import Path
 
 import numpy as np
 
+from dxstudio.engine.container import read_model_bytes
+from dxstudio.engine.extract import predict_page
 from dxstudio.fsutil import write_bytes_atomic, write_json_atomic
+from dxstudio.tuning.evaluation import score_predictions
 from dxstudio.tuning.settings import TuneError
 
 EPOCH_SETTINGS = ("early_stop", "early_stop_share", "average_last")
@@ -104,8 +107,6 @@ def _save_params(path: Path, params) -> None:
 
 def _load_params(path: Path, like) -> OrderedDict:
     from safetensors.numpy import load
-
-    from dxstudio.engine.container import read_model_bytes
 
     try:
         arrays = load(read_model_bytes(path))
@@ -181,9 +182,6 @@ class Selection:
         self.last_epoch = epoch
         _save_params(self.folder / f"{epoch}.safetensors", self.run.state.params)
         if self.patience:
-            from dxstudio.engine.extract import predict_page
-            from dxstudio.tuning.run import score_predictions
-
             s, run = self.run.settings, self.run
             preds = [(pid, page, t, predict_page(run.cfg, run.state.params, page, s["kernels"], s["decoding"]))
                      for pid, page, t in run.stop_pages]

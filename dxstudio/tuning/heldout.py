@@ -11,6 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dxstudio.engine.container import load_model
+from dxstudio.engine.extract import model_decoding, predict_page
+from dxstudio.engine.model import to_runtime
+from dxstudio.grounding import Excluded, page_targets
 from dxstudio.tuning.scoring import CORRECT, field_outcome
 
 # outcomes that have a value on at least one side: the page shows a mark for them
@@ -41,10 +45,6 @@ class HeldOutAnswers:
 
 def load_run_model(model_path, kernels: str) -> RunModel:
     """A run's model.safetensors, ready to predict (ModelFileError naming the file)."""
-    from dxstudio.engine.container import load_model
-    from dxstudio.engine.extract import model_decoding
-    from dxstudio.engine.model import to_runtime
-
     loaded = load_model(model_path)
     return RunModel(loaded.cfg, to_runtime(loaded.params), kernels, model_decoding(loaded.thresholds))
 
@@ -53,9 +53,6 @@ def heldout_answers(project, model: RunModel, page_id: str) -> HeldOutAnswers:
     """One held-out page as the run's model answers it now, against its labels after review.
     Raises ValueError/OSError (naming the file) when the page or its label file is broken or
     the page is excluded now."""
-    from dxstudio.engine.extract import predict_page
-    from dxstudio.grounding import Excluded, page_targets
-
     cfg = model.cfg
     page = project.load_page(page_id)
     labels = project.load_labels(page_id)

@@ -15,7 +15,8 @@ import math
 from dataclasses import dataclass
 
 from dxstudio.tuning import schedule
-from dxstudio.tuning.scoring import CONFIDENCE_LEVEL, values_needed
+from dxstudio.tuning.pages import check_folds
+from dxstudio.tuning.scoring import CONFIDENCE_LEVEL, clopper_pearson_lower, values_needed
 from dxstudio.tuning.settings import DEFAULTS, TuneError
 
 
@@ -40,7 +41,6 @@ def auto_folds(n_usable: int, settings: dict) -> int | None:
     split (also with auto_folds 0)."""
     k = settings.get("folds")
     if k is not None:
-        from dxstudio.tuning.run import check_folds
 
         return check_folds(k, n_usable)
     auto = settings.get("auto_folds", 5)
@@ -168,8 +168,6 @@ def promise_sentence(report: dict) -> str:
     without = [n for n in fields if n not in with_t]
     n_values = sum(f.get("n_values", 0) for f in fields.values())
     if with_t:
-        from dxstudio.tuning.scoring import clopper_pearson_lower
-
         # a report from before the bound was kept has right and values: the bound from them
         lows = [fields[n].get("precision_lower") if fields[n].get("precision_lower") is not None
                 else clopper_pearson_lower(int(fields[n].get("right", 0)), int(fields[n]["values"])) for n in with_t]

@@ -38,15 +38,6 @@ from dxstudio.tuning.pages import snapshot_targets, usable_split
 from dxstudio.tuning.rundir import RunDir
 from dxstudio.tuning.settings import TuneError, effective_backbone_scale, fingerprinted, resolve_settings
 
-# Names that lived here before the split (run.py was the whole of fine-tuning); the modules that
-# own them now are checkpoint, metrics, pages and evaluation. Kept for the importers outside tuning/.
-from dxstudio.tuning.checkpoint import read_checkpoint, sha256_hex  # noqa: E402,F401
-from dxstudio.tuning.evaluation import (at_stored_thresholds, evaluate_model, held_out_documents,  # noqa: F401
-                                        value_matches)
-from dxstudio.tuning.metrics import metrics_rows  # noqa: F401
-from dxstudio.tuning.pages import (NOT_ACCEPTED, accepted_only_filter, check_folds, review_state,  # noqa: F401
-                                   training_breakdown)
-from dxstudio.tuning.settings import DEFAULTS, NOT_FINGERPRINTED  # noqa: F401
 
 # The pretrained base (docs/base-model.md); a run with no model named starts from it when it is there.
 BASE_MODEL = models_dir() / "docextract-v0-base.safetensors"  # resources/models/, or the installed wheel's

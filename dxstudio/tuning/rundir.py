@@ -74,7 +74,7 @@ class RunInfo:
     status: str
     step: int | None  # the checkpoint's step (None: no readable checkpoint)
     total_steps: int | None
-    scores: dict | None  # the report's headline (tuning.run.score_summary), when finished
+    scores: dict | None  # the report's headline (tuning.metrics.score_summary), when finished
     modified: float  # seconds since the epoch of the newest run file
 
 

@@ -39,7 +39,8 @@ from dxstudio.project import Project
 from dxstudio.tuning import DEFAULTS, FORM_SETTINGS, TuneError, prepare_run, resolve_settings
 from dxstudio.tuning.localfirst import folds_plan
 from dxstudio.tuning.rundir import RunDir
-from dxstudio.tuning.run import BASE_MODEL, training_breakdown
+from dxstudio.tuning.pages import training_breakdown
+from dxstudio.tuning.run import BASE_MODEL
 from dxstudio.tuning.settings import BY_NAME
 from dxstudio.ui.jobs import Job
 from dxstudio.ui.page_view import field_colours
@@ -636,7 +637,7 @@ class TrainingPanel(QWidget):
 
     # -- what trains -----------------------------------------------------------------------
     def update_breakdown(self) -> dict | None:
-        """Count what a run started now trains on (dxstudio.tuning.run.training_breakdown) and
+        """Count what a run started now trains on (dxstudio.tuning.pages.training_breakdown) and
         say it above the Fine-tune button; returns the counts."""
         accepted_only = bool(self.settings_values().get("accepted_only"))
         self.folds_text = ""
