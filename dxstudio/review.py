@@ -214,6 +214,14 @@ def display_targets(page: Page, labels: LabelFile, field_names, max_words: int |
     return t, conflicts
 
 
+def label_words_of(page: Page, labels: LabelFile, field_names, max_words: int | None = None) -> tuple:
+    """({field: label words after review}, {field: their text}) of a page, as the review queue
+    compares them with the model's answers (display_targets' words: a page's conflicts lifted)."""
+    targets, _ = display_targets(page, labels, field_names, max_words)
+    words = {name: tuple(targets.field_words.get(name, ())) for name in field_names}
+    return words, {name: " ".join(page.words[i].text for i in w) for name, w in words.items()}
+
+
 class ReviewSession:
     """The current page of a project under review, its labels and the statuses of all pages."""
 
@@ -469,9 +477,18 @@ class ReviewSession:
         shadow.project, shadow._states = project, {}
         shadow.max_words = shadow._model_max_words()
         ids = project.page_ids()
-        statuses = {pid: shadow._compute_status(pid) for pid in ids}
+        statuses, words = {}, {}
+        for pid in ids:
+            statuses[pid] = shadow._compute_status(pid)
+            if statuses[pid].status in ("unreviewed", "conflicts"):  # the pages the review queue ranks
+                try:  # their label words with the new schema, so the queue is not re-read on the GUI thread
+                    words[pid] = label_words_of(project.load_page(pid), project.load_labels(pid),
+                                                project.field_names, shadow.max_words)
+                except (ValueError, OSError):
+                    pass
         return {"change": change, "edit": edit, "undo": undo, "project": project, "max_words": shadow.max_words,
-                "page_ids": ids, "statuses": statuses, "states": shadow._states, "problems": problems}
+                "page_ids": ids, "statuses": statuses, "states": shadow._states, "problems": problems,
+                "label_words": words}
 
     def commit_schema(self, staged: dict):
         """The quick half: the staged project and statuses become the session's; the edit goes
@@ -491,7 +508,12 @@ class ReviewSession:
         else:
             self._undo.append(self._redo.pop())
         current = self.current if self.current in self.statuses else (self.page_ids[0] if self.page_ids else None)
-        self._notify("statuses", None)
+        # {page id: (label words, their texts)} read by the job, for the observers of this notice only
+        self.staged_label_words = staged.get("label_words")
+        try:
+            self._notify("statuses", None)
+        finally:
+            self.staged_label_words = None
         if current is not None:
             self.goto(current)
         self._notify("history", self.current)

@@ -728,8 +728,8 @@ class MainWindow(QMainWindow):
         """A schema edit was saved or undone: the keys, the fields and the Train tab's counts."""
         self._fill_fields_menu()
         self.extract_panel.project = self.session.project
-        if self.training_panel is not None:
-            self.training_panel.update_breakdown()
+        if self.training_panel is not None:  # every page and label file: counted on a background job
+            self.training_panel.update_breakdown_later()
         self.field_panel.refresh()
         self._on_answers()
 

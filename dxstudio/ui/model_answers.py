@@ -35,7 +35,7 @@ from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QProgressBar, QToolButton, QWidget
 
 from dxstudio.project import Project, ProjectError
-from dxstudio.review import display_targets
+from dxstudio.review import label_words_of
 from dxstudio import review_queue
 from dxstudio.review_queue import Answer, FieldCompare, answers_work
 from dxstudio.tuning import rundir
@@ -157,6 +157,9 @@ class ModelAnswers(QObject):
             self._labels.clear()
             self._texts.clear()
             self._keys.clear()
+            staged = getattr(self.session, "staged_label_words", None)  # a schema edit's job read them
+            for p, (words, texts) in (staged or {}).items():
+                self._labels[p], self._texts[p] = words, texts
 
     def label_words(self, pid: str) -> dict | None:
         """{field: label words after review} of a page (None when it cannot be read)."""
@@ -166,12 +169,10 @@ class ModelAnswers(QObject):
         if pid not in self._labels:
             try:
                 project = s.project
-                page = project.load_page(pid)
-                targets, _ = display_targets(page, project.load_labels(pid), s.field_names, s.max_words)
+                self._labels[pid], self._texts[pid] = label_words_of(project.load_page(pid), project.load_labels(pid),
+                                                                     s.field_names, s.max_words)
             except (ValueError, OSError):
                 return None
-            self._labels[pid] = {name: tuple(targets.field_words.get(name, ())) for name in s.field_names}
-            self._texts[pid] = {name: " ".join(page.words[i].text for i in w) for name, w in self._labels[pid].items()}
         return self._labels[pid]
 
     def label_text(self, pid: str, name: str) -> str:

@@ -129,15 +129,21 @@ class PageList(QWidget):
             item.setData(Qt.UserRole, pid)
             self.list.addItem(item)
             self._items[pid] = item
-            self._update_item(pid)
+            self._style_item(pid)
+        self._update_summary()  # once, not once per page (it counts every page)
         self._syncing = False
         self.apply_filter()
         self._select_current()
 
     def _update_item(self, pid: str) -> None:
+        if self._style_item(pid):
+            self._update_summary()
+
+    def _style_item(self, pid: str) -> bool:
+        """A page's icon, tooltip and colour from its status; False when it has no item."""
         item = self._items.get(pid)
         if item is None:
-            return
+            return False
         st = self.session.statuses[pid]
         item.setIcon(status_icon(st.status))
         tip = f"{pid}: {STATUS_LABELS[st.status]}"
@@ -145,7 +151,7 @@ class PageList(QWidget):
             tip += f"\n{st.message}"
         item.setToolTip(tip)
         item.setForeground(QBrush(QColor("#D7191C" if st.status == "error" else "#212529")))
-        self._update_summary()
+        return True
 
     def _update_summary(self) -> None:
         counts = self.session.counts()
