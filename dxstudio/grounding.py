@@ -860,8 +860,7 @@ def project_targets(project, max_words: int | None = None, field_names=None, rep
     from dxstudio.engine.page import PageError
 
     names = list(field_names) if field_names is not None else project.field_names
-    kept, excluded, errors, sources = [], [], [], {}
-    read = []
+    errors, read = [], []
     for pid in project.page_ids():
         try:
             page, page_raw = project.read_page(pid)
@@ -870,11 +869,22 @@ def project_targets(project, max_words: int | None = None, field_names=None, rep
             errors.append((pid, str(e)))
             continue
         read.append((pid, page, page_raw, labels, label_raw))
+    pt = targets_of_read(read, names, max_words, repeats, errors, (PageError, LabelError))
+    pt.errors.sort(key=lambda e: e[0])
+    return pt
+
+
+def targets_of_read(read, names, max_words, repeats: str, errors: list, problems: tuple) -> ProjectTargets:
+    """The targets of pages already read, [(pid, page, page_raw, labels, label_raw)]: the fields
+    not asked on some page left out of all (left_out_fields), a page whose targets raise one of
+    `problems` added to `errors` and the rest go on. project_targets (the project's label files)
+    and tuning.pages.snapshot_targets (a run's label snapshot) both end here."""
+    kept, excluded, sources = [], [], {}
     left_out = left_out_fields([r[3] for r in read], names)
     for pid, page, page_raw, labels, label_raw in read:
         try:
             t = page_targets(page, labels, names, max_words, repeats, leave_out=left_out)
-        except (PageError, LabelError) as e:
+        except problems as e:
             errors.append((pid, str(e)))
             continue
         if isinstance(t, Excluded):
@@ -882,5 +892,4 @@ def project_targets(project, max_words: int | None = None, field_names=None, rep
         else:
             kept.append((pid, page, t))
             sources[pid] = (page_raw, label_raw)
-    errors.sort(key=lambda e: e[0])
     return ProjectTargets(kept, excluded, errors, sources, left_out)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dxstudio.documents import group_documents
 from dxstudio.engine.page import PageError
 from dxstudio.fsutil import JSONInputError, loads_json, parse_json
-from dxstudio.grounding import Excluded, ProjectTargets, left_out_fields, page_targets, project_targets
+from dxstudio.grounding import ProjectTargets, project_targets, targets_of_read
 from dxstudio.project import LabelError, label_from_dict
 from dxstudio.tuning import schedule
 from dxstudio.tuning.settings import TuneError
@@ -42,8 +42,7 @@ def accepted_only_filter(pt):
 
 def snapshot_targets(project, snapshot: dict, max_words: int, source, repeats: str = "o") -> "ProjectTargets":
     """The targets of a run's snapshot (targets.json): its label bytes over the project's pages."""
-    kept, excluded, errors, sources = [], [], [], {}
-    read = []
+    errors, read = [], []
     for pid, text in snapshot["labels"].items():
         raw = text.encode("utf-8")
         try:
@@ -52,22 +51,11 @@ def snapshot_targets(project, snapshot: dict, max_words: int, source, repeats: s
         except (PageError, LabelError, ValueError) as e:
             errors.append((pid, str(e)))
             continue
-        read.append((pid, raw, page, page_raw, labels))
-    left_out = left_out_fields([r[4] for r in read], project.field_names)
-    for pid, raw, page, page_raw, labels in read:
-        try:
-            t = page_targets(page, labels, project.field_names, max_words, repeats, leave_out=left_out)
-        except (PageError, LabelError, ValueError) as e:
-            errors.append((pid, str(e)))
-            continue
-        if isinstance(t, Excluded):
-            excluded.append((pid, t.reason))
-        else:
-            kept.append((pid, page, t))
-            sources[pid] = (page_raw, raw)
-    excluded += [tuple(e) for e in snapshot.get("excluded", [])]
-    errors += [tuple(e) for e in snapshot.get("unreadable", [])]
-    return ProjectTargets(kept, excluded, errors, sources, left_out)
+        read.append((pid, page, page_raw, labels, raw))
+    pt = targets_of_read(read, project.field_names, max_words, repeats, errors, (PageError, LabelError, ValueError))
+    pt.excluded += [tuple(e) for e in snapshot.get("excluded", [])]
+    pt.errors += [tuple(e) for e in snapshot.get("unreadable", [])]
+    return pt
 
 
 def usable_split(project, settings: dict, max_words: int, purpose: str, fold: tuple | None = None, pt=None):
