@@ -16,6 +16,7 @@ import pytest
 
 from dxstudio import cli
 from dxstudio.project import Project
+from tests.test_importers import pdf_from_objects
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "resources" / "sample"
@@ -410,16 +411,7 @@ def text_pdf(path: Path, content: bytes, compress: bool = False, size=(612, 792)
             b"<</Type/Page/Parent 2 0 R/MediaBox[0 0 %d %d]/Resources<</Font<</F1 5 0 R>>>>/Contents 4 0 R>>" % size,
             b"<</Length %d%s>>stream\n" % (len(stream), filt) + stream + b"\nendstream",
             b"<</Type/Font/Subtype/Type1/BaseFont/Helvetica>>"]
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for i, o in enumerate(objs, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % i + o + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objs) + 1)
-    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
-    out += b"trailer\n<</Size %d/Root 1 0 R>>\nstartxref\n%d\n%%%%EOF\n" % (len(objs) + 1, xref)
-    path.write_bytes(bytes(out))
+    path.write_bytes(pdf_from_objects(objs))
     return path
 
 

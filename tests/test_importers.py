@@ -36,6 +36,12 @@ def minimal_pdf(texts, size=(612, 792)) -> bytes:
              f"/Resources << /Font << /F1 5 0 R >> >> >>").encode(),
             b"<< /Length %d >>\nstream\n" % len(content) + content + b"endstream",
             b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+    return pdf_from_objects(objs)
+
+
+def pdf_from_objects(objs, trailer: bytes = b"") -> bytes:
+    """A PDF file of the objects 1..n (object 1 the catalog) with its cross-reference table;
+    `trailer`: more trailer entries (an /Encrypt, an /ID)."""
     out = bytearray(b"%PDF-1.4\n")
     offsets = []
     for i, o in enumerate(objs, 1):
@@ -45,7 +51,8 @@ def minimal_pdf(texts, size=(612, 792)) -> bytes:
     out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objs) + 1)
     for o in offsets:
         out += b"%010d 00000 n \n" % o
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objs) + 1, xref)
+    out += (b"trailer\n<< /Size %d /Root 1 0 R%s >>\nstartxref\n%d\n%%%%EOF\n"
+            % (len(objs) + 1, b" " + trailer if trailer else b"", xref))
     return bytes(out)
 
 

@@ -13,6 +13,7 @@ import pytest
 from dxstudio import cli, ocr
 from dxstudio.importers import OcrOptions, SourceError, import_pages
 from dxstudio.project import Project
+from tests.test_importers import pdf_from_objects
 
 _MISSING = ocr.available("rapidocr")
 needs_ocr = pytest.mark.skipif(_MISSING is not None, reason=f"the ocr extra is not installed: {_MISSING}")
@@ -54,18 +55,8 @@ def encrypted_pdf() -> bytes:
     objs = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
             b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] >>",
             b"<< /Filter /Standard /V 1 /R 2 /O <" + b"11" * 32 + b"> /U <" + b"22" * 32 + b"> /P -4 >>"]
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for i, o in enumerate(objs, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % i + o + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objs) + 1)
-    for o in offsets:
-        out += b"%010d 00000 n \n" % o
-    out += (b"trailer\n<< /Size %d /Root 1 0 R /Encrypt 4 0 R /ID [<00112233445566778899aabbccddeeff>"
-            b"<00112233445566778899aabbccddeeff>] >>\nstartxref\n%d\n%%%%EOF\n" % (len(objs) + 1, xref))
-    return bytes(out)
+    return pdf_from_objects(objs, b"/Encrypt 4 0 R /ID [<00112233445566778899aabbccddeeff>"
+                                  b"<00112233445566778899aabbccddeeff>]")
 
 
 # -- always: no engine needed ----------------------------------------------------------------
