@@ -730,8 +730,7 @@ class MainWindow(QMainWindow):
         self.extract_panel.project = self.session.project
         if self.training_panel is not None:  # every page and label file: counted on a background job
             self.training_panel.update_breakdown_later()
-        self.field_panel.refresh()
-        self._on_answers()
+        self._on_answers()  # (the field panel was refreshed when the session went to its page)
 
     # -- remembering the page ---------------------------------------------------------------
     def _restore_page(self) -> None:
@@ -850,16 +849,24 @@ class MainWindow(QMainWindow):
             " — check they are not swapped"
 
     def _on_session(self, kind: str, pid) -> None:
-        if kind == "page" or (kind == "statuses" and pid is None):
-            if kind == "statuses":
-                self._fill_fields_menu()
+        if kind == "statuses" and pid is None:
+            self._fill_fields_menu()
+            if self.session.page_ids:
+                # the session goes to its current page next (ReviewSession.reload,
+                # commit_schema), and that notice draws it: drawing the page here too, with the
+                # targets of before the reload, would cost a second redraw in the same turn
+                return
+        if kind == "history" or (kind == "statuses" and pid is not None):
+            # "history" follows a "labels" notice (only can_undo changed: the field panel's
+            # buttons), and a page's "statuses" notice is followed by its "labels" or "page"
+            # notice, which draws the banner and the counts: once a decision, not three times
+            return
+        if kind == "page" or kind == "statuses":
             self._show_current()
             self._save_page()
         elif kind == "labels" and pid == self.session.current and self.session.page is not None:
             self.view.update_tags(self.session.tags, self._field_statuses())
             self._draw_answers()
-            self._update_banner()
-        elif kind == "statuses" and pid == self.session.current:
             self._update_banner()
         self._update_counts()
 
@@ -945,6 +952,7 @@ class MainWindow(QMainWindow):
         if panel is not None and hasattr(panel, "shutdown"):
             panel.shutdown()
         self.schema_panel.shutdown()
+        self.page_list.shutdown()
         self.extract_panel.shutdown()
         self.model_answers.shutdown()
         super().closeEvent(event)

@@ -36,7 +36,18 @@ COUNT_WORDS = {"unreviewed": "unreviewed", "accepted": "accepted", "excluded": "
                "conflicts": "with conflicts", "error": "cannot be read"}
 
 
+_ICONS: dict = {}
+
+
 def status_icon(status: str, size: int = 12) -> QIcon:
+    """The status's dot (one per status and size, drawn once: 200 pages share five icons)."""
+    key = (status, size)
+    if key not in _ICONS:
+        _ICONS[key] = _draw_status_icon(status, size)
+    return _ICONS[key]
+
+
+def _draw_status_icon(status: str, size: int) -> QIcon:
     pixmap = QPixmap(size, size)
     pixmap.fill(Qt.transparent)
     p = QPainter(pixmap)
@@ -46,6 +57,15 @@ def status_icon(status: str, size: int = 12) -> QIcon:
     p.drawEllipse(1, 1, size - 2, size - 2)
     p.end()
     return QIcon(pixmap)
+
+
+def _read_text(project, pid: str) -> str:
+    """A page's words as the search matches them (lower case, one space apart)."""
+    try:
+        page = project.load_page(pid)
+        return " ".join(w.text for w in page.words).lower()
+    except Exception:  # a broken page is still found by its id
+        return ""
 
 
 class PageList(QWidget):
@@ -93,6 +113,7 @@ class PageList(QWidget):
         layout.addWidget(self.summary)
         self._items: dict[str, QListWidgetItem] = {}
         self._text_cache: dict[str, str] = {}
+        self._styled: dict = {}  # page id -> the status its item shows
         self._syncing = False
         self.search.textChanged.connect(self.apply_filter)
         self.search.installEventFilter(self)
@@ -100,40 +121,85 @@ class PageList(QWidget):
         self.list.currentItemChanged.connect(self._on_current)
         session.subscribe(self._on_session)
         self.hits.hide()
+        self._texts_job = None
+        self._texts_again = False
         self.rebuild()
-        # the pages' text for the search, read a few pages at a time while the window is idle,
-        # so the first letter typed does not read every page at once
-        from PySide6.QtCore import QTimer
-        self._warm = QTimer(self)
-        self._warm.setInterval(0)
-        self._warm.timeout.connect(self._warm_texts)
-        self._warm.start()
 
-    def _warm_texts(self) -> None:
-        todo = [pid for pid in self.session.page_ids if pid not in self._text_cache][:10]
-        for pid in todo:
-            self._page_text(pid)
-        if not todo:
-            self._warm.stop()
+    # -- the pages' text for the search: read on a background job, so the first letter typed
+    # does not read every page, and no turn of the event loop reads pages (a page file is
+    # 2-10 ms to read and parse on a busy machine; 200 of them are seconds)
+    def _read_texts_later(self) -> None:
+        if self._texts_job is not None:
+            self._texts_again = True  # the page list changed while it read: once more after
+            return
+        from dxstudio.ui.jobs import Job
+
+        project, ids = self.session.project, list(self.session.page_ids)
+
+        def work(job):
+            chunk = {}
+            for pid in ids:
+                if job.cancelled.is_set():
+                    break
+                chunk[pid] = _read_text(project, pid)
+                if len(chunk) == 25:
+                    job.report(chunk)
+                    chunk = {}
+            return chunk
+
+        self._texts_again = False
+        self._texts_job = Job(work, "dxstudio-page-texts", parent=self)
+        self._texts_job.connect(self._on_texts, self._texts_done, lambda _m: self._texts_done({}))
+        self._texts_job.start()
+
+    def _on_texts(self, chunk: dict) -> None:
+        self._text_cache.update(chunk)
+
+    def _texts_done(self, chunk: dict) -> None:
+        self._text_cache.update(chunk)
+        job, self._texts_job = self._texts_job, None
+        if job is not None:
+            job.join()
+            job.deleteLater()
+        if self._texts_again:
+            self._read_texts_later()
+        elif self.search.text().strip():  # the texts read afresh may match otherwise (a reload)
+            self.apply_filter()
+
+    def texts_ready(self) -> bool:
+        """Every page's text has been read (tests, the bench)."""
+        return self._texts_job is None and all(pid in self._text_cache for pid in self.session.page_ids)
+
+    def shutdown(self) -> None:
+        if self._texts_job is not None:
+            self._texts_job.cancel()
+            self._texts_job.wait(30)
 
     # -- building ---------------------------------------------------------------------------
     def rebuild(self) -> None:
+        """Every page's item from the session's page list and statuses. When the pages are the
+        ones listed (a schema edit, a reload that found no new page) the items stay and only
+        those whose status changed are restyled; the search's page texts are read again in the
+        background (a reload may have found changed pages; until then the old texts serve)."""
         self._syncing = True
-        self.list.clear()
-        self._items.clear()
-        self._text_cache.clear()
-        if hasattr(self, "_warm"):
-            self._warm.start()
-        for pid in self.session.page_ids:
-            item = QListWidgetItem(pid)
-            item.setData(Qt.UserRole, pid)
-            self.list.addItem(item)
-            self._items[pid] = item
+        ids = list(self.session.page_ids)
+        if ids != list(self._items):
+            self.list.clear()
+            self._items.clear()
+            self._styled = {}
+            for pid in ids:
+                item = QListWidgetItem(pid)
+                item.setData(Qt.UserRole, pid)
+                self.list.addItem(item)
+                self._items[pid] = item
+            self._text_cache = {pid: t for pid, t in self._text_cache.items() if pid in self._items}
+        for pid in ids:
             self._style_item(pid)
         self._update_summary()  # once, not once per page (it counts every page)
         self._syncing = False
         self.apply_filter()
         self._select_current()
+        self._read_texts_later()
 
     def _update_item(self, pid: str) -> None:
         if self._style_item(pid):
@@ -145,6 +211,9 @@ class PageList(QWidget):
         if item is None:
             return False
         st = self.session.statuses[pid]
+        if self._styled.get(pid) == st:
+            return True  # as drawn: setting an item's icon and tooltip costs a repaint of the list
+        self._styled[pid] = st
         item.setIcon(status_icon(st.status))
         tip = f"{pid}: {STATUS_LABELS[st.status]}"
         if st.message:
@@ -194,12 +263,8 @@ class PageList(QWidget):
 
     # -- filtering --------------------------------------------------------------------------
     def _page_text(self, pid: str) -> str:
-        if pid not in self._text_cache:
-            try:
-                page = self.session.project.load_page(pid)
-                self._text_cache[pid] = " ".join(w.text for w in page.words).lower()
-            except Exception:  # a broken page is still found by its id
-                self._text_cache[pid] = ""
+        if pid not in self._text_cache:  # searched before the job read it: read it now
+            self._text_cache[pid] = _read_text(self.session.project, pid)
         return self._text_cache[pid]
 
     def _matches(self, pid: str, queue=None) -> bool:

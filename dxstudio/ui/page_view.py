@@ -39,6 +39,7 @@ alpha); FillBar(view) is the row of controls above the page (slider, Hide fills,
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from pathlib import Path
 
 from PySide6.QtCore import QPoint, QRect, QRectF, Qt, Signal
@@ -98,6 +99,32 @@ def _label_words(tags, field_names) -> dict:
     return {k: tuple(v) for k, v in out.items()}
 
 
+_PIXMAPS: "OrderedDict[tuple, QPixmap]" = OrderedDict()
+PIXMAP_CACHE = 48  # page images kept decoded (a 432x648 grey receipt is 0.3 MB): J / K back and forth
+
+
+def _pixmap(path: Path) -> QPixmap:
+    """The image at path, decoded once while the file stays the same (its size and time): a
+    page switch draws it without reading and decoding the file again. A null pixmap when it
+    is missing or unreadable."""
+    try:
+        st = path.stat()
+    except OSError:
+        return QPixmap()
+    key = (str(path), st.st_mtime_ns, st.st_size)
+    pixmap = _PIXMAPS.get(key)
+    if pixmap is None:
+        pixmap = QPixmap(str(path)) if path.is_file() else QPixmap()
+        if pixmap.isNull():
+            return pixmap
+        _PIXMAPS[key] = pixmap
+        while len(_PIXMAPS) > PIXMAP_CACHE:
+            _PIXMAPS.popitem(last=False)
+    else:
+        _PIXMAPS.move_to_end(key)
+    return pixmap
+
+
 class PageView(QGraphicsView):
     selectionChanged = Signal(list)
     wordHovered = Signal(int)
@@ -136,10 +163,12 @@ class PageView(QGraphicsView):
         self._highlight: set[int] = set()  # words matching the search (drawn with a yellow frame)
         self._highlight_items = []
         self._cursor: int | None = None  # the word the arrow keys move from
+        self._predictions_drawn = None  # (page, tags, fields, {field: words}) the frames show
         self._content = QRectF()  # what fit_page shows: the page, or its words without an image
 
     # -- showing a page ----------------------------------------------------------------------
     def clear_page(self, message: str = "") -> None:
+        self._predictions_drawn = None
         self.scene().clear()
         self._rects, self._prediction_items, self._name_items = [], [], []
         self._highlight_items, self._cursor = [], None
@@ -192,6 +221,8 @@ class PageView(QGraphicsView):
                 self._add_text(word.text, rect)
         self._restyle()
         self.prediction_marks = {}
+        self._predictions_drawn = (id(page), tuple(self.tags), tuple(self.field_names), _prediction_words(predictions)
+                                   if predictions is not None else None)
         if predictions is not None:
             self._draw_predictions(predictions)
         self._draw_highlight()
@@ -222,6 +253,8 @@ class PageView(QGraphicsView):
         tags = [int(t) for t in tags]
         if len(tags) != len(self._rects):
             raise ValueError(f"page {self.page.id}: {len(tags)} tags for {len(self._rects)} words")
+        if tags == self.tags and (statuses is None or dict(statuses) == self.statuses):
+            return  # as drawn (an accept changes no label): no restyle of every word
         self.tags = tags
         if statuses is not None:
             self.statuses = dict(statuses)
@@ -235,7 +268,7 @@ class PageView(QGraphicsView):
         path = Path(page.image)
         if not path.is_absolute() and image_root is not None:
             path = Path(image_root) / path
-        pixmap = QPixmap(str(path)) if path.is_file() else QPixmap()
+        pixmap = _pixmap(path)
         if pixmap.isNull():
             self.notice = f"image not found or unreadable: {path}; showing the words' boxes"
             return False
@@ -445,6 +478,11 @@ class PageView(QGraphicsView):
     # -- predictions (results screen) -----------------------------------------------------
     def set_predictions(self, predictions) -> None:
         """Draw a model's answers anew over the page shown (None: none), against its tags now."""
+        drawn = (id(self.page), tuple(self.tags), tuple(self.field_names), _prediction_words(predictions)
+                 if predictions is not None else None)
+        if self.page is not None and drawn == self._predictions_drawn:
+            return  # the same frames over the same labels of the same page
+        self._predictions_drawn = drawn
         for item in self._prediction_items:
             self.scene().removeItem(item)
         self._prediction_items = []
