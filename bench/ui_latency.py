@@ -7,7 +7,9 @@ Each action is an input event delivered with QTest (a key or a click on the real
 timed from before its delivery to the end of the events it queued (QApplication.processEvents);
 background jobs (the model reading pages, Label pages, training) run on their own threads and
 are not timed, only what they hand the GUI thread is. Prints the worst and the median of each
-action, then one line of JSON.
+action, in wall time and in the GUI thread's CPU time (time.thread_time: what the GUI thread
+itself did, which a busy machine inflates less), then one line of JSON. --profile FILE also
+writes a cProfile of each action (FILE.<action>.prof) and prints where the slow ones spend it.
 """
 from __future__ import annotations
 
@@ -29,7 +31,10 @@ sys.path.insert(0, str(ROOT))
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--profile", metavar="FILE", help="write a cProfile of each action's GUI-thread work "
+                    "(FILE.<action>.prof) and print the top functions of the slowest actions")
     args = ap.parse_args()
+    profiles: dict = {}
 
     from PySide6.QtCore import Qt
     from PySide6.QtTest import QTest
@@ -63,21 +68,31 @@ def main() -> int:
     QTest.qWait(200)
     w.model_answers.wait(600)
     times: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}
+
+    def measured(name, fn):
+        prof = None
+        if args.profile:
+            import cProfile
+            prof = profiles.setdefault(name, cProfile.Profile())
+            prof.enable()
+        start, start_cpu = time.perf_counter(), time.thread_time()
+        fn()
+        end, end_cpu = time.perf_counter(), time.thread_time()
+        if prof is not None:
+            prof.disable()
+        times.setdefault(name, []).append((end - start) * 1000)
+        cpu.setdefault(name, []).append((end_cpu - start_cpu) * 1000)
 
     def timed(name, fn):
-        start = time.perf_counter()
-        fn()
-        app.processEvents()
-        times.setdefault(name, []).append((time.perf_counter() - start) * 1000)
+        measured(name, lambda: (fn(), app.processEvents()))
 
     def settle(name, busy, timeout=600.0):
         """Turn the event loop until busy() is false, timing each turn (the work of a job
         handed back to the GUI thread counts as the action's)."""
         end = time.monotonic() + timeout
         while busy() and time.monotonic() < end:
-            start = time.perf_counter()
-            app.processEvents()
-            times.setdefault(name, []).append((time.perf_counter() - start) * 1000)
+            measured(name, app.processEvents)
             time.sleep(0.002)
 
     def key(widget, k, mod=Qt.NoModifier):
@@ -121,11 +136,25 @@ def main() -> int:
             settle("Undo schema edit", busy)
         timed("tab Review", tab(0))
         settle("tab Train (counting done)", lambda: w.training_panel.counting(), 60)
-    rows = {name: {"worst_ms": round(max(v), 1), "median_ms": round(statistics.median(v), 1), "n": len(v)}
+    rows = {name: {"worst_ms": round(max(v), 1), "median_ms": round(statistics.median(v), 1),
+                   "cpu_worst_ms": round(max(cpu[name]), 1), "cpu_median_ms": round(statistics.median(cpu[name]), 1),
+                   "n": len(v)}
             for name, v in times.items()}
     width = max(len(n) for n in rows)
+    print(f"{'':<{width}}  wall: worst / median   GUI-thread CPU: worst / median")
     for name, r in sorted(rows.items(), key=lambda kv: -kv[1]["worst_ms"]):
-        print(f"{name:<{width}}  worst {r['worst_ms']:8.1f} ms  median {r['median_ms']:8.1f} ms  ({r['n']})")
+        print(f"{name:<{width}}  {r['worst_ms']:8.1f} {r['median_ms']:8.1f} ms   {r['cpu_worst_ms']:8.1f} "
+              f"{r['cpu_median_ms']:8.1f} ms  ({r['n']})")
+    if args.profile:
+        import pstats
+        for name, prof in profiles.items():
+            safe = "".join(c if c.isalnum() else "_" for c in name)
+            prof.dump_stats(f"{args.profile}.{safe}.prof")
+        for name, r in sorted(rows.items(), key=lambda kv: -kv[1]["cpu_worst_ms"]):
+            if r["cpu_worst_ms"] < 50:
+                break
+            print(f"\n== {name} (summed over {r['n']} events) ==")
+            pstats.Stats(profiles[name]).sort_stats("cumulative").print_stats(25)
     print(f"window opened in {opened * 1000:.0f} ms (not an input event)")
     worst = max(rows.items(), key=lambda kv: kv[1]["worst_ms"])
     w.model_answers.shutdown()

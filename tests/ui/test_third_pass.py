@@ -305,6 +305,38 @@ def test_6_a_finished_run_offers_results_without_leaving_review(win, qtbot):
     wait_answers(qtbot, win)
 
 
+# -- 7: the first run says the engine is being prepared, with progress; no estimate from it ------------------
+
+def test_7_fine_tune_says_the_engine_is_being_prepared_and_estimates_nothing_yet(win, qtbot, monkeypatch):
+    import threading
+
+    from dxstudio.engine import readiness
+
+    release = threading.Event()
+
+    def prepare(progress=None):  # two parts compiled, then "compiling" until the test has looked
+        for k, stage in enumerate(readiness.STAGES[:2], 1):
+            progress(k, len(readiness.STAGES), stage)
+        release.wait(WAIT_MS / 1000)
+        return 1.0
+
+    monkeypatch.setattr(readiness, "is_prepared", lambda: False)
+    monkeypatch.setattr(readiness, "prepare", prepare)
+    t = win.training_panel
+    click_tab(qtbot, win, t)
+    qtbot.mouseClick(t.fine_tune_button, Qt.LeftButton)
+    try:
+        qtbot.waitUntil(lambda: "2 of 4 parts compiled" in t.status_label.text(), timeout=WAIT_MS)
+        assert "Preparing the engine (first run on this machine" in t.status_label.text()
+        assert "left" not in t.time_label.text()  # no estimate from the preparing
+        assert t.progress.value() == 0
+    finally:
+        release.set()
+    qtbot.mouseClick(t.cancel_button, Qt.LeftButton)
+    qtbot.waitUntil(lambda: not t.is_running, timeout=WAIT_MS)
+    t.wait(60)
+
+
 # -- 8: the banner keeps its room ---------------------------------------------------------------------
 
 def test_8_the_page_does_not_move_when_a_note_comes_and_goes(win, qtbot):
