@@ -241,6 +241,9 @@ class ReviewSession:
         self._redo: list[_Decision] = []
         self._observers: list = []
         self.rename_problems: list = []  # label files a rename could not rewrite: [(file, problem)]
+        self._file_keys: dict[str, tuple] = {}  # page id -> the files its status was read from (_file_key)
+        self._basis = self._status_basis()
+        self.reload_changed: set | None = None  # during a reload's "statuses" notice: the pages read again
         for pid in self.page_ids:
             self.statuses[pid] = self._compute_status(pid)
         if self.page_ids:
@@ -285,7 +288,26 @@ class ReviewSession:
             return np.zeros(0, np.int64)
         return self.targets.tags
 
+    def _file_key(self, pid: str) -> tuple:
+        """What the page's status was read from, as the file system tells it cheaply: the page
+        file's and the label file's (inode, size, time) (an atomic write makes a new inode)."""
+        out = []
+        for path in (self.project.page_path(pid), self.project.label_path(pid)):
+            try:
+                st = path.stat()
+                out.append((st.st_ino, st.st_size, st.st_mtime_ns))
+            except (OSError, ValueError):
+                out.append(None)
+        return tuple(out)
+
+    def _status_basis(self) -> tuple:
+        """What every status also depends on: the schema's fields and the model's window."""
+        return tuple(self.field_names), self.max_words
+
     def _compute_status(self, pid: str) -> PageStatus:
+        keys = getattr(self, "_file_keys", None)
+        if keys is not None:  # taken before the read: a file changed meanwhile is read again next time
+            keys[pid] = self._file_key(pid)
         try:
             page = self.project.load_page(pid)
             labels = self.project.load_labels(pid)
@@ -406,11 +428,31 @@ class ReviewSession:
         return self._step(-1, ids)
 
     def reload(self) -> None:
-        """Re-read the project's page list, every status and the current page from disk."""
-        self.page_ids = self.project.page_ids()
-        self.statuses = {pid: self._compute_status(pid) for pid in self.page_ids}
+        """Re-read the project's page list, every status and the current page from disk. A page
+        whose page and label files are the ones its status was read from (the same inode, size
+        and time), under the same schema, keeps its status: after an import, Label pages or an
+        Extract page, only the files that changed are read (reading all 200 pages took a third
+        of a second on the GUI thread). The observers of the "statuses" notice find the pages
+        read again in `reload_changed` (None: every page)."""
+        ids = self.project.page_ids()
+        basis = self._status_basis()
+        keep = basis == self._basis
+        statuses, changed = {}, set()
+        for pid in ids:
+            if keep and pid in self.statuses and pid in self._file_keys and self._file_keys[pid] == self._file_key(pid):
+                statuses[pid] = self.statuses[pid]
+            else:
+                statuses[pid] = self._compute_status(pid)
+                changed.add(pid)
+        for pid in set(self._file_keys) - set(ids):
+            del self._file_keys[pid]
+        self.page_ids, self.statuses, self._basis = ids, statuses, basis
         current = self.current if self.current in self.statuses else (self.page_ids[0] if self.page_ids else None)
-        self._notify("statuses", None)
+        self.reload_changed = changed if keep else None
+        try:
+            self._notify("statuses", None)
+        finally:
+            self.reload_changed = None
         if current is not None:
             self.goto(current)
 
@@ -474,7 +516,7 @@ class ReviewSession:
         if undo is None:
             edit.map_after = project.field_renames
         shadow = ReviewSession.__new__(ReviewSession)  # reads statuses with the new schema, nothing else
-        shadow.project, shadow._states = project, {}
+        shadow.project, shadow._states, shadow._file_keys = project, {}, {}
         shadow.max_words = shadow._model_max_words()
         ids = project.page_ids()
         statuses, words = {}, {}
@@ -488,7 +530,8 @@ class ReviewSession:
                     pass
         return {"change": change, "edit": edit, "undo": undo, "project": project, "max_words": shadow.max_words,
                 "page_ids": ids, "statuses": statuses, "states": shadow._states, "problems": problems,
-                "label_words": words}
+                "label_words": words, "file_keys": shadow._file_keys, "basis": (tuple(project.field_names),
+                                                                                shadow.max_words)}
 
     def commit_schema(self, staged: dict):
         """The quick half: the staged project and statuses become the session's; the edit goes
@@ -498,6 +541,8 @@ class ReviewSession:
         self.project, self.max_words = staged["project"], staged["max_words"]
         self.page_ids, self.statuses = staged["page_ids"], staged["statuses"]
         self._states = dict(staged["states"])
+        self._file_keys = dict(staged.get("file_keys") or {})
+        self._basis = staged.get("basis") or self._status_basis()
         self.rename_problems = staged["problems"]
         undo, edit = staged["undo"], staged["edit"]
         if undo is None:

@@ -154,6 +154,13 @@ class ModelAnswers(QObject):
             self._texts.pop(pid, None)
             self._keys.pop(pid, None)
         elif kind == "statuses" and pid is None:  # reload, new schema: every page again
+            changed = getattr(self.session, "reload_changed", None)  # a reload says which pages it read again
+            if changed is not None:
+                for p in changed:
+                    self._labels.pop(p, None)
+                    self._texts.pop(p, None)
+                self._keys.clear()  # (a key holds the page's place in the list, which may have moved)
+                return
             self._labels.clear()
             self._texts.clear()
             self._keys.clear()
