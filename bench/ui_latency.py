@@ -135,6 +135,8 @@ def main() -> int:
             timed("Undo schema edit", lambda: QTest.mouseClick(schema.undo_schema_button, Qt.LeftButton))
             settle("Undo schema edit", busy)
         timed("tab Review", tab(0))
+        w.view.setFocus()
+        timed("F5 reload (nothing changed on disk)", key(w.view, Qt.Key_F5))
         settle("tab Train (counting done)", lambda: w.training_panel.counting(), 60)
     rows = {name: {"worst_ms": round(max(v), 1), "median_ms": round(statistics.median(v), 1),
                    "cpu_worst_ms": round(max(cpu[name]), 1), "cpu_median_ms": round(statistics.median(cpu[name]), 1),

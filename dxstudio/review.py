@@ -30,6 +30,7 @@ Page statuses, in order of precedence:
 from __future__ import annotations
 
 import copy
+import os
 import time
 from dataclasses import dataclass
 
@@ -39,7 +40,7 @@ from dxstudio.engine.config import size_config
 from dxstudio.engine.page import Page, PageError
 from dxstudio.fsutil import write_bytes_atomic
 from dxstudio.grounding import Excluded, not_asked_fields, page_targets
-from dxstudio.project import LabelError, LabelFile, Project, ProjectError, field_from, parse_schema
+from dxstudio.project import LabelError, LabelFile, Project, ProjectError, check_page_id, field_from, parse_schema
 
 STATUSES = ("unreviewed", "accepted", "excluded", "conflicts", "error")
 HISTORY_LIMIT = 200
@@ -292,9 +293,13 @@ class ReviewSession:
         """What the page's status was read from, as the file system tells it cheaply: the page
         file's and the label file's (inode, size, time) (an atomic write makes a new inode)."""
         out = []
-        for path in (self.project.page_path(pid), self.project.label_path(pid)):
+        dirs = getattr(self, "_dirs", None)
+        if dirs is None or dirs[0] is not self.project:  # (plain strings: a pathlib join per file costs more than the stat)
+            dirs = self._dirs = (self.project, str(self.project.pages_dir), str(self.project.labels_dir))
+        name = check_page_id(pid) + ".json"
+        for folder in dirs[1:]:
             try:
-                st = path.stat()
+                st = os.stat(os.path.join(folder, name))
                 out.append((st.st_ino, st.st_size, st.st_mtime_ns))
             except (OSError, ValueError):
                 out.append(None)

@@ -63,6 +63,7 @@ class ModelAnswers(QObject):
         self._labels: dict[str, dict] = {}  # page id -> {field: label words}
         self._texts: dict[str, dict] = {}  # page id -> {field: the label's text}
         self._keys: dict[str, tuple | None] = {}  # page id -> its queue key (queue_key)
+        self._ids: tuple = tuple(session.page_ids)  # the pages as the keys' places count them
         self._job: Job | None = None
         self._cursor: tuple | None = None  # the queue key of the last page the queue opened
         session.subscribe(self._on_session)
@@ -155,11 +156,15 @@ class ModelAnswers(QObject):
             self._keys.pop(pid, None)
         elif kind == "statuses" and pid is None:  # reload, new schema: every page again
             changed = getattr(self.session, "reload_changed", None)  # a reload says which pages it read again
+            ids = tuple(self.session.page_ids)
+            same_places, self._ids = ids == self._ids, ids
             if changed is not None:
                 for p in changed:
                     self._labels.pop(p, None)
                     self._texts.pop(p, None)
-                self._keys.clear()  # (a key holds the page's place in the list, which may have moved)
+                    self._keys.pop(p, None)
+                if not same_places:  # a key holds the page's place in the list
+                    self._keys.clear()
                 return
             self._labels.clear()
             self._texts.clear()
