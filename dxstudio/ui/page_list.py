@@ -235,14 +235,20 @@ class PageList(QWidget):
             n = total if s is None else counts[s]
             self.filter.setItemText(k, f"{'All pages' if s is None else STATUS_LABELS[s]} ({n})")
         reviewed = self.session.reviewed_count()
-        self.progress.setRange(0, max(1, total))
-        self.progress.setValue(reviewed)
+        if (self.progress.maximum(), self.progress.value()) != (max(1, total), reviewed):
+            # QProgressBar.setValue repaints at once (with its parents under the window's style
+            # sheet: 5-15 ms), and the turn's paint then draws it again: held to that one paint
+            self.progress.setUpdatesEnabled(False)
+            self.progress.setRange(0, max(1, total))
+            self.progress.setValue(reviewed)
+            self.progress.setUpdatesEnabled(True)
         # a page accepted by a person that still has conflicts is reviewed but not "accepted":
         # say so, so that the bar and the counts agree
         odd = sum(1 for pid in self.session.page_ids
                   if self.session._states.get(pid) == "accepted" and self.session.statuses[pid].status != "accepted")
-        self.progress.setFormat(f"{reviewed} of {total} reviewed" +
-                                (f" ({odd} accepted with conflicts)" if odd else ""))
+        fmt = f"{reviewed} of {total} reviewed" + (f" ({odd} accepted with conflicts)" if odd else "")
+        if self.progress.format() != fmt:
+            self.progress.setFormat(fmt)
         self.progress.setToolTip("Reviewed pages: accepted or excluded by a person" +
                                  (f"; {odd} of the accepted still have conflicts, so the trainer cannot use them "
                                   f"as they stand and they count under “with conflicts”" if odd else ""))
