@@ -227,13 +227,14 @@ class PageList(QWidget):
         parts = [f"{counts[s]} {COUNT_WORDS[s]}" for s in STATUSES if counts[s]]
         total = len(self.session.page_ids)
         self.summary.setText(f"{total} pages: " + ", ".join(parts))
-        for k in range(self.filter.count()):
+        for k in range(self.filter.count()):  # (a text set anew, even the same, makes the box lay out again)
             s = self.filter.itemData(k)
             if s == QUEUE:
-                self.filter.setItemText(k, f"Model's queue ({self._queue_len})")
-                continue
-            n = total if s is None else counts[s]
-            self.filter.setItemText(k, f"{'All pages' if s is None else STATUS_LABELS[s]} ({n})")
+                text = f"Model's queue ({self._queue_len})"
+            else:
+                text = f"{'All pages' if s is None else STATUS_LABELS[s]} ({total if s is None else counts[s]})"
+            if self.filter.itemText(k) != text:
+                self.filter.setItemText(k, text)
         reviewed = self.session.reviewed_count()
         if (self.progress.maximum(), self.progress.value()) != (max(1, total), reviewed):
             # QProgressBar.setValue repaints at once (with its parents under the window's style
