@@ -83,6 +83,32 @@ def test_unknown_engine_is_refused():
         ocr.get_engine("abbyy")
 
 
+def _chars(text: str, width: float = 10.0, gap: float = 1.0):
+    """A recognised line's characters and quads, each `width` wide, `gap` apart."""
+    quads, x = [], 0.0
+    for _ in text:
+        quads.append([[x, 0.0], [x + width, 0.0], [x + width, 20.0], [x, 20.0]])
+        x += width + gap
+    return list(text), quads
+
+
+def test_line_words_split_after_a_colon_but_never_inside_a_time():
+    # the data set's OCR (SROIE) gives "13:16:21" as one word and "Date:" apart from the date
+    words = ocr._line_words_from_chars(*_chars("Date:25/12/2018 13:16:21 TOTAL:8.60"))
+    assert [w.text for w in words] == ["Date:", "25/12/2018", "13:16:21", "TOTAL:", "8.60"]
+    first, second = words[0].box, words[1].box
+    assert first[2] < second[0]  # each word's box is its own characters'
+    # a gap wider than WORD_GAP of a character ends a word, a time's colons or not
+    chars, quads = _chars("12:30")
+    for q in quads[3:]:
+        for pt in q:
+            pt[0] += 10.0
+    assert [w.text for w in ocr._line_words_from_chars(chars, quads)] == ["12:", "30"]
+    assert [w.text for w in ocr._line_words_from_chars(*_chars("12:30PM"))] == ["12:30PM"]
+    assert [w.text for w in ocr._line_words_from_chars(*_chars("RM:5"))] == ["RM:", "5"]
+    assert [w.text for w in ocr._line_words_from_chars(*_chars("10:x"))] == ["10:", "x"]
+
+
 def test_missing_extra_names_it(monkeypatch, tmp_path):
     """With the engine missing, import images fails at once, naming the extra, and leaves no
     project behind."""
