@@ -109,6 +109,23 @@ def test_line_words_split_after_a_colon_but_never_inside_a_time():
     assert [w.text for w in ocr._line_words_from_chars(*_chars("10:x"))] == ["10:", "x"]
 
 
+def test_an_encrypted_pdf_is_named_alike_by_import_extract_and_the_page_reader(tmp_path):
+    """One message for an encrypted PDF (importers.pdf_pages), whichever path reads it:
+    `import pdf`, document_pages (the app's Extract tab) and extract's page items."""
+    from dxstudio.importers import document_pages
+    from dxstudio.scale.pages import page_items
+
+    path = tmp_path / "locked.pdf"
+    path.write_bytes(encrypted_pdf())
+    report = import_pages("pdf", path, Project.create(tmp_path / "proj", "x"))
+    with pytest.raises(SourceError) as e:
+        document_pages(str(path), path.read_bytes())
+    [(label, raw, error)] = list(page_items([str(path)]))
+    for said in (report.errors[0][1], str(e.value), error):
+        assert said == f"{path}: an encrypted (password-protected) PDF; not read: save an unprotected copy to read it"
+    assert raw is None and label == str(path)
+
+
 def test_missing_extra_names_it(monkeypatch, tmp_path):
     """With the engine missing, import images fails at once, naming the extra, and leaves no
     project behind."""
