@@ -22,6 +22,7 @@ Every problem is an OcrError whose message names the file and says what is wrong
 """
 from __future__ import annotations
 
+import re
 import unicodedata
 from dataclasses import dataclass, field
 
@@ -223,6 +224,28 @@ class OcrResult:
     def page(self, page_id: str, image: str | None = None) -> Page:
         return Page(page_id, float(self.width), float(self.height), tuple(self.words), image,
                     ocr=self.meta())
+
+
+# an amount run together with the letters printed after it ("5.00RM", read "5.00RH"; "2.50S"):
+# the data set's OCR gives "5.00 RM", two words, and the model learns amounts as words of their own
+_AMOUNT_SUFFIX = re.compile(r"([-+]?\d[\d,]*[.,]\d{2})([A-Za-z]{1,3})")
+
+
+def split_amount_suffix(words) -> list:
+    """Words with an amount followed by 1-3 letters in one word ("5.00RM") split in two, the box
+    cut in proportion to the characters ("5.00", "RM"). Anything else is left as it is
+    ("RM5.00", "1.5OR", "A4RM", "12.505RM")."""
+    out = []
+    for w in words:
+        m = _AMOUNT_SUFFIX.fullmatch(w.text)
+        if m is None:
+            out.append(w)
+            continue
+        x0, y0, x1, y1 = w.box
+        cut = x0 + (x1 - x0) * len(m.group(1)) / len(w.text)
+        out.append(Word(m.group(1), (x0, y0, cut, y1)))
+        out.append(Word(m.group(2), (cut, y0, x1, y1)))
+    return out
 
 
 def _colon_ends(cur, ch: str) -> bool:
@@ -540,6 +563,8 @@ def ocr_image(rgb, engine: str = DEFAULT_ENGINE, upright: bool = True) -> OcrRes
     h, w = rgb.shape[:2]
     words = [Word(x.text, (min(max(x.box[0], 0.0), w), min(max(x.box[1], 0.0), h),
                            min(max(x.box[2], 0.0), w), min(max(x.box[3], 0.0), h))) for x in words]
+    if isinstance(eng, RapidEngine):  # its recogniser leaves out the space ("5.00RM")
+        words = split_amount_suffix(words)
     return OcrResult(words, int(w), int(h), rotation, eng.name, eng.version, rgb)
 
 

@@ -109,6 +109,18 @@ def test_line_words_split_after_a_colon_but_never_inside_a_time():
     assert [w.text for w in ocr._line_words_from_chars(*_chars("10:x"))] == ["10:", "x"]
 
 
+def test_an_amount_run_into_its_currency_is_two_words():
+    from dxstudio.engine.page import Word
+
+    def split(text):
+        return [(w.text, w.box) for w in ocr.split_amount_suffix([Word(text, (10.0, 5.0, 70.0, 25.0))])]
+
+    assert split("5.00RH") == [("5.00", (10.0, 5.0, 50.0, 25.0)), ("RH", (50.0, 5.0, 70.0, 25.0))]
+    assert [t for t, _ in split("1,234.50MYR")] == ["1,234.50", "MYR"]
+    for kept in ("RM5.00", "1.5OR", "A4RM", "12.505RM", "10.00", "12.50abcd", "0.02-"):
+        assert split(kept) == [(kept, (10.0, 5.0, 70.0, 25.0))]
+
+
 def test_an_encrypted_pdf_is_named_alike_by_import_extract_and_the_page_reader(tmp_path):
     """One message for an encrypted PDF (importers.pdf_pages), whichever path reads it:
     `import pdf`, document_pages (the app's Extract tab) and extract's page items."""
