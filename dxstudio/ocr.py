@@ -61,10 +61,11 @@ REC_BATCH = 1
 # only to that width, not to rapidocr's 320: a short word ("RM", "1.50") no longer pays for 320
 # pixels of padding (recognition 22% faster on SROIE receipts, the same folded CER; docs/ocr.md)
 REC_MIN_WIDTH = 160
-# rapidocr: the detector reads the page at its own size when its shorter side is DET_MIN_SIDE or
-# more (rapidocr enlarges every page to 736 on its shorter side: a 490 x 1000 receipt became
-# 736 x 1502, three times the detector's work for the same lines; docs/ocr.md)
-DET_MIN_SIDE = 512
+# rapidocr: the detector enlarges a page to DET_MIN_SIDE on its shorter side (rapidocr's own 736).
+# Reading a receipt at its own size (512) takes a third of the detector's time, but small print
+# is then not taken for small print (5 of 6 receipts it lost were not read again, below) and loses
+# letters: grounding kept 95 of 110 SROIE receipts against 100 (docs/ocr.md, "Speed (third round)")
+DET_MIN_SIDE = 736
 
 
 class OcrError(ValueError):
