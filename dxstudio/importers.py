@@ -576,6 +576,9 @@ def _import_cord(src: Path, imp: _Importer) -> None:
 # ---------------------------------------------------------------------------------------
 # PDF
 
+ENCRYPTED = "an encrypted (password-protected) PDF; not read: save an unprotected copy to read it"
+
+
 def pdf_pages(path: Path, scans: list | None = None, data: bytes | None = None, budget=None) -> list[Page]:
     """One page per PDF page, words and boxes from the text layer, in points with y growing
     downwards. A PDF without any text raises SourceError (a scan needs OCR first), unless
@@ -585,7 +588,12 @@ def pdf_pages(path: Path, scans: list | None = None, data: bytes | None = None, 
     if data is None:
         data = _read_source(path)  # a regular file of bounded size; pdfium reads from memory
 
-    pdf = open_pdf(path, data, SourceError)
+    try:
+        pdf = open_pdf(path, data, SourceError)
+    except SourceError as e:
+        if "password" in str(e).lower():
+            raise SourceError(f"{path}: {ENCRYPTED}") from None
+        raise
     budget = budget if budget is not None else PdfBudget(path, SourceError)
     pages = []
     try:
@@ -628,18 +636,39 @@ def pdf_pages(path: Path, scans: list | None = None, data: bytes | None = None, 
     return bind_document(stem, [(_pdf_page_number(p, n) + 1, p) for p in pages], n, str(path))
 
 
-def _open_pdf(path: Path, data: bytes):
-    import pypdfium2 as pdfium
-
-    try:
-        return pdfium.PdfDocument(data)
-    except Exception as e:  # pypdfium2 raises PdfiumError (or OSError) for unreadable files
-        raise SourceError(f"{path}: not a readable PDF ({e})") from None
-
-
 def pdf_page_id(stem: str, k: int, n: int) -> str:
     """The id of page k (0-based) of an n-page PDF, as pdf_pages names it."""
     return stem if n == 1 else f"{stem}-p{k + 1}"
+
+
+def _render_gray(path: Path, pdf, indices, scale_of, notes=None) -> list:
+    """The one PDF page render loop: [PNG bytes or None] of each page k of `indices`, rendered
+    in grey at scale_of(k, width, height) (its render scale; a SourceError when the page may
+    not be rendered). With `notes`, such a page is None and its reason appended to `notes`
+    (the file's other pages go on); without, the SourceError stops the file. A page that does
+    not render is a SourceError naming the file and the page."""
+    out = []
+    for k in indices:
+        page = pdf[k]
+        try:
+            try:
+                scale = scale_of(k, *page.get_size())
+            except SourceError as e:
+                if notes is None:
+                    raise
+                notes.append(str(e))
+                out.append(None)
+                continue
+            bitmap = page.render(scale=scale, grayscale=True)
+            pixels = bitmap.to_numpy()
+            out.append(png_gray(pixels.reshape(pixels.shape[0], pixels.shape[1])))
+        except SourceError:
+            raise
+        except Exception as e:
+            raise SourceError(f"{path}: page {k + 1} does not render ({type(e).__name__}: {e})") from None
+        finally:
+            page.close()
+    return out
 
 
 def render_pdf_scans(path: Path, indices, dpi: float | None = None, data: bytes | None = None) -> list:
@@ -648,30 +677,21 @@ def render_pdf_scans(path: Path, indices, dpi: float | None = None, data: bytes 
     dpi = dpi or OCR_PDF_DPI
     if data is None:
         data = _read_source(path)
-    pdf = _open_pdf(path, data)
-    out = []
+    indices = list(indices)
+
+    def scale_of(k: int, w: float, h: float) -> float:
+        try:
+            check_pixels(int(w * dpi / 72.0), int(h * dpi / 72.0), f"{path} page {k + 1}")
+        except OcrError as e:
+            raise SourceError(str(e)) from None
+        return dpi / 72.0
+
+    pdf = open_pdf(path, data, SourceError, check=False)  # pdf_pages checked its streams
     try:
-        for k in indices:
-            page = pdf[k]
-            try:
-                w, h = page.get_size()
-                label = f"{path} page {k + 1}"
-                try:
-                    check_pixels(int(w * dpi / 72.0), int(h * dpi / 72.0), label)
-                except OcrError as e:
-                    raise SourceError(str(e)) from None
-                bitmap = page.render(scale=dpi / 72.0, grayscale=True)
-                pixels = bitmap.to_numpy()
-                out.append((label, ".png", png_gray(pixels.reshape(pixels.shape[0], pixels.shape[1]))))
-            except SourceError:
-                raise
-            except Exception as e:
-                raise SourceError(f"{path}: page {k + 1} does not render ({type(e).__name__}: {e})") from None
-            finally:
-                page.close()
+        images = _render_gray(path, pdf, indices, scale_of)
     finally:
         pdf.close()
-    return out
+    return [(f"{path} page {k + 1}", ".png", png) for k, png in zip(indices, images)]
 
 
 PDF_IMAGE_DPI = 100.0  # page images of imported PDFs: 850 x 1100 pixels for a Letter page
@@ -705,27 +725,10 @@ def render_pdf_images(path: Path, dpi: float = PDF_IMAGE_DPI, budget=None, notes
     pdf = open_pdf(path, data, SourceError, check=budget is None)  # a budget: pdf_pages checked the streams
     budget = budget if budget is not None else PdfBudget(path, SourceError)
     notes = notes if notes is not None else []
-    out = []
     try:
-        for k in range(len(pdf)):
-            page = pdf[k]
-            try:
-                try:
-                    scale = budget.render_scale(k, *page.get_size(), dpi)
-                except SourceError as e:
-                    notes.append(str(e))
-                    out.append(None)
-                    continue
-                bitmap = page.render(scale=scale, grayscale=True)
-                pixels = bitmap.to_numpy()
-                out.append(png_gray(pixels.reshape(pixels.shape[0], pixels.shape[1])))
-            except Exception as e:
-                raise SourceError(f"{path}: page {k + 1} does not render ({type(e).__name__}: {e})") from None
-            finally:
-                page.close()
+        return _render_gray(path, pdf, range(len(pdf)), lambda k, w, h: budget.render_scale(k, w, h, dpi), notes)
     finally:
         pdf.close()
-    return out
 
 
 def _pdf_page_number(page: Page, n_pages: int) -> int:
@@ -750,9 +753,6 @@ def _import_pdf(src: Path, imp: _Importer) -> None:
         try:
             pages = pdf_pages(path, scans, budget=budget)
         except SourceError as e:
-            if "password" in str(e).lower():
-                e = SourceError(f"{path}: an encrypted (password-protected) PDF; not read: save an "
-                                f"unprotected copy to import it")
             imp.report.errors.append((str(path), str(e)))
             continue
         limits = []
@@ -812,12 +812,7 @@ def document_pages(source: str, data: bytes, engine: str = "rapidocr") -> list:
     path = Path(source)
     if path.suffix.lower() == ".pdf" or data[:5] == b"%PDF-":
         scans: list = []
-        try:
-            pages = pdf_pages(path, scans, data=data)
-        except SourceError as e:
-            if "password" in str(e).lower():
-                raise SourceError(f"{source}: an encrypted (password-protected) PDF; not read") from None
-            raise
+        pages = pdf_pages(path, scans, data=data)
         n = len(pages) + len(scans)
         out = {_pdf_page_number(p, n): (p, None, "") for p in pages}
         if scans:

@@ -83,6 +83,61 @@ def test_unknown_engine_is_refused():
         ocr.get_engine("abbyy")
 
 
+def _chars(text: str, width: float = 10.0, gap: float = 1.0):
+    """A recognised line's characters and quads, each `width` wide, `gap` apart."""
+    quads, x = [], 0.0
+    for _ in text:
+        quads.append([[x, 0.0], [x + width, 0.0], [x + width, 20.0], [x, 20.0]])
+        x += width + gap
+    return list(text), quads
+
+
+def test_line_words_split_after_a_colon_but_never_inside_a_time():
+    # the data set's OCR (SROIE) gives "13:16:21" as one word and "Date:" apart from the date
+    words = ocr._line_words_from_chars(*_chars("Date:25/12/2018 13:16:21 TOTAL:8.60"))
+    assert [w.text for w in words] == ["Date:", "25/12/2018", "13:16:21", "TOTAL:", "8.60"]
+    first, second = words[0].box, words[1].box
+    assert first[2] < second[0]  # each word's box is its own characters'
+    # a gap wider than WORD_GAP of a character ends a word, a time's colons or not
+    chars, quads = _chars("12:30")
+    for q in quads[3:]:
+        for pt in q:
+            pt[0] += 10.0
+    assert [w.text for w in ocr._line_words_from_chars(chars, quads)] == ["12:", "30"]
+    assert [w.text for w in ocr._line_words_from_chars(*_chars("12:30PM"))] == ["12:30PM"]
+    assert [w.text for w in ocr._line_words_from_chars(*_chars("RM:5"))] == ["RM:", "5"]
+    assert [w.text for w in ocr._line_words_from_chars(*_chars("10:x"))] == ["10:", "x"]
+
+
+def test_an_amount_run_into_its_currency_is_two_words():
+    from dxstudio.engine.page import Word
+
+    def split(text):
+        return [(w.text, w.box) for w in ocr.split_amount_suffix([Word(text, (10.0, 5.0, 70.0, 25.0))])]
+
+    assert split("5.00RH") == [("5.00", (10.0, 5.0, 50.0, 25.0)), ("RH", (50.0, 5.0, 70.0, 25.0))]
+    assert [t for t, _ in split("1,234.50MYR")] == ["1,234.50", "MYR"]
+    for kept in ("RM5.00", "1.5OR", "A4RM", "12.505RM", "10.00", "12.50abcd", "0.02-"):
+        assert split(kept) == [(kept, (10.0, 5.0, 70.0, 25.0))]
+
+
+def test_an_encrypted_pdf_is_named_alike_by_import_extract_and_the_page_reader(tmp_path):
+    """One message for an encrypted PDF (importers.pdf_pages), whichever path reads it:
+    `import pdf`, document_pages (the app's Extract tab) and extract's page items."""
+    from dxstudio.importers import document_pages
+    from dxstudio.scale.pages import page_items
+
+    path = tmp_path / "locked.pdf"
+    path.write_bytes(encrypted_pdf())
+    report = import_pages("pdf", path, Project.create(tmp_path / "proj", "x"))
+    with pytest.raises(SourceError) as e:
+        document_pages(str(path), path.read_bytes())
+    [(label, raw, error)] = list(page_items([str(path)]))
+    for said in (report.errors[0][1], str(e.value), error):
+        assert said == f"{path}: an encrypted (password-protected) PDF; not read: save an unprotected copy to read it"
+    assert raw is None and label == str(path)
+
+
 def test_missing_extra_names_it(monkeypatch, tmp_path):
     """With the engine missing, import images fails at once, naming the extra, and leaves no
     project behind."""
