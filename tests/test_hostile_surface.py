@@ -479,6 +479,25 @@ def test_a_zero_page_pdf_says_so(tmp_path):
     assert report.errors == [(str(tmp_path / "empty.pdf"), f"{tmp_path / 'empty.pdf'}: the PDF has no pages")]
 
 
+@pytest.mark.parametrize("order", [("empty", "damaged", "empty"), ("damaged", "empty", "damaged")])
+def test_a_zero_page_pdf_says_so_whatever_pdfium_read_before(tmp_path, order):
+    """pdfium refuses a zero-page PDF with its last error as the reason, which a damaged PDF
+    read before leaves at "Data format error" (test_importers' PDFs made the test above fail
+    when run first): the message comes from the file, in either order."""
+    from dxstudio.importers import import_pages
+
+    files = {"empty": blank_pdf(tmp_path / "empty.pdf", []),
+             "damaged": tmp_path / "damaged.pdf"}
+    files["damaged"].write_bytes(b"%PDF-1.4\nnot a PDF past its header\n")
+    want = {"empty": "the PDF has no pages", "damaged": "not a readable PDF"}
+    p = Project.create(tmp_path / "proj", "x", [])
+    for name in order:
+        report = import_pages("pdf", files[name], p)
+        assert len(report.errors) == 1 and report.errors[0][0] == str(files[name]), report.errors
+        assert report.errors[0][1].startswith(f"{files[name]}: {want[name]}"), (name, report.errors)
+    assert report.added == []
+
+
 # -- 11. pretrain's corpus reader: the hardened reader, one bad file named, the rest goes on -----
 
 def cord_receipt(quad_x1=10):
