@@ -365,15 +365,55 @@ def pytest_collection_finish(session):
             item.add_marker(pytest.mark.timeout(CPU_BUILD_LIMIT + 120))
     wanted = sorted({b for b in map(_build_wanted, session.items) if b})
     config._cpu_builds = {}
-    if not wanted or config.option.collectonly:
+    if wanted and not config.option.collectonly:
+        folder = Path(tempfile.mkdtemp(prefix="dx-cpu-builds-"))
+        config._cpu_builds_folder = folder
+        if not getattr(config, "workerinput", {}).get("dx_builds"):  # pytest-xdist: built on first need
+            for name in wanted:
+                (folder / name).mkdir()
+                config._cpu_builds[name] = CpuBuild(name, folder / name)
+    prepare_engine(config, session.items)
+
+
+# -- the engine's kernels, compiled (or loaded from Numba's cache) once before the first test --
+# In a fresh clone the first test to use the engine compiled every kernel it met (about 100 s of
+# CPU) inside its own 600 s timeout, beside the builds for other CPUs: at load 10 on 2 cores
+# that test ran over and ended the run. dxstudio.engine.readiness.prepare() runs every kernel
+# once when collection ends, outside any test's timeout, for a run of PREPARE_MIN_TESTS or more
+# (the suite, a few modules); a smaller selection compiles on first need, as before. Under
+# pytest-xdist the workers take turns (a lock beside the cache): the first compiles, the
+# others load what it cached.
+PREPARE_MIN_TESTS = 50
+
+
+def prepare_engine(config, items) -> None:
+    import time
+
+    wanted = os.environ.get("DXSTUDIO_TEST_PREPARE")
+    if wanted == "0" or (wanted != "1" and len(items) < PREPARE_MIN_TESTS) or config.option.collectonly:
         return
-    folder = Path(tempfile.mkdtemp(prefix="dx-cpu-builds-"))
-    config._cpu_builds_folder = folder
-    if getattr(config, "workerinput", {}).get("dx_builds"):
-        return  # pytest-xdist: both workers already keep both cores busy; built on first need
-    for name in wanted:
-        (folder / name).mkdir()
-        config._cpu_builds[name] = CpuBuild(name, folder / name)
+    from dxstudio.engine import readiness
+
+    start = time.process_time()
+    try:
+        folder = readiness._cache_dir()
+        lock = None
+        if folder is not None and getattr(config, "workerinput", None) is not None:
+            import fcntl
+
+            folder.mkdir(parents=True, exist_ok=True)
+            lock = open(folder / "dxstudio-tests-prepare.lock", "w")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            readiness.prepare()
+        finally:
+            if lock is not None:
+                lock.close()
+    except Exception as e:  # a broken engine: its tests fail one by one, with their names
+        config.summary_notes.append(f"engine kernels: preparing before the first test failed ({e!r})")
+        return
+    config.summary_notes.append(f"engine kernels: prepared before the first test in {time.process_time() - start:.0f} s "
+                                "of CPU (compiled, or loaded from Numba's cache)")
 
 
 def pytest_unconfigure(config):
