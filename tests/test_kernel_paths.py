@@ -492,7 +492,8 @@ def check_fresh_host_build(result, host_digests):
 
 @pytest.mark.skipif(not X86, reason="x86 only")
 @pytest.mark.skipif(HOST_IS_HASWELLS, reason="this CPU's vector instructions are the haswell build's (AVX2, FMA, "
-                    "no AVX-512), which test_other_instruction_sets_give_the_host_bytes[haswell] checks; "
+                    "no AVX-512), which test_other_instruction_sets_give_the_host_bytes[haswell] checks (or, "
+                    "where this run compiled the host's kernels, test_the_host_build_compiled_in_this_run_has_no_fma); "
                     "-m heavy builds the host's too")
 @pytest.mark.cpu_build("host")
 def test_fresh_host_build_has_no_fma_and_gives_the_cached_bytes(cpu_build, host_digests):
