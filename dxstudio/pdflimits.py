@@ -105,13 +105,37 @@ def open_pdf(path, data: bytes, error=ValueError, check: bool = True):
     try:
         pdf = pdfium.PdfDocument(data)
     except Exception as e:  # pypdfium2 raises PdfiumError (or OSError) for unreadable files
-        if "PDFium: Success" in str(e):  # what pdfium says of a page tree with no pages
+        # pdfium refuses a page tree with no pages, and the reason it gives is its last error,
+        # left by whatever document it read before (a damaged one: "Data format error"): the
+        # file itself says whether it has pages
+        if declared_page_count(data) == 0:
             raise error(f"{path}: the PDF has no pages") from None
         raise error(f"{path}: not a readable PDF ({e})") from None
     if len(pdf) == 0:
         pdf.close()
         raise error(f"{path}: the PDF has no pages")
     return pdf
+
+
+_OBJECT = re.compile(rb"(?<![0-9])(\d+)\s+(\d+)\s+obj\b(.*?)\bendobj", re.S)
+_CATALOG = re.compile(rb"/Type\s*/Catalog(?![A-Za-z0-9])")
+_PAGES_REF = re.compile(rb"/Pages\s+(\d+)\s+(\d+)\s+R")
+_COUNT = re.compile(rb"/Count\s+([+-]?\d+)")
+
+
+def declared_page_count(data: bytes) -> int | None:
+    """The /Count of the page tree the document catalog names, read from the file's own
+    (uncompressed) objects, a later definition of an object winning as in an incremental
+    update; None where that cannot be told (no catalog in plain sight, e.g. in an object
+    stream). Independent of pdfium and its state."""
+    objects = {(int(m[1]), int(m[2])): m[3] for m in _OBJECT.finditer(data)}
+    root = None
+    for body in objects.values():
+        if _CATALOG.search(body):
+            root = _PAGES_REF.search(body) or root
+    tree = objects.get((int(root[1]), int(root[2]))) if root else None
+    count = _COUNT.search(tree) if tree is not None else None
+    return int(count[1]) if count else None
 
 
 class PdfBudget:

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -138,6 +139,18 @@ def pytest_timeout_set_timer(item, settings):
     return True
 
 
+def terminal_fd(config) -> int:
+    """The run's own stderr, past pytest's output capture (which replaces descriptor 2 with a
+    file while a test runs): where a watchdog that ends the process must write, or its report
+    is lost with the process."""
+    capman = config.pluginmanager.getplugin("capturemanager")
+    try:
+        saved = capman._global_capturing.err.targetfd_save  # pytest's FDCapture of descriptor 2
+    except AttributeError:  # no fd capture (-s, --capture=sys), or another pytest
+        return sys.__stderr__.fileno()
+    return saved
+
+
 def _timeout_file(nodeid: str) -> str:
     import hashlib
 
@@ -208,6 +221,41 @@ CPU_BUILDS = {  # name: (NUMBA_CPU_NAME, NUMBA_CPU_FEATURES); None: the host's
     "host": (None, None),  # the host's own instruction set, compiled afresh
 }
 CPU_BUILD_LIMIT = 1800  # seconds of wall time for one build (about 100 s of CPU when idle)
+# Where this process compiled the host's kernels itself (a fresh clone, CI: prepare_engine below
+# compiles them all), their assembly is at hand: the host build's facts (no FMA, the registers)
+# come from it, and the build it stands for is not compiled a second time. "host": always;
+# "haswell": where the host's vector instructions are the haswell build's (host_isa_is_haswells).
+# Only where that test is selected; not under pytest-xdist (each worker holds its own kernels),
+# nor for a heavy test.
+COVERED_HERE_REASON = ("this run compiled the host's kernels itself ({}): "
+                       "test_kernel_paths.py::test_the_host_build_compiled_in_this_run_has_no_fma checks that build; "
+                       "the generic build checks other bytes; -m heavy builds this one too")
+
+
+def host_isa_is_haswells() -> bool:
+    """The host's vector instruction set is the haswell build's: AVX2 with FMA, no AVX-512 (the
+    features that decide the kernels' code: register width and whether LLVM could fuse a
+    multiply-add). Then the haswell build is this CPU's check too."""
+    import platform
+
+    from llvmlite import binding as ll
+
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return False
+    features = ll.get_host_cpu_features()
+    return bool(features.get("avx2")) and bool(features.get("fma")) and not features.get("avx512f")
+
+
+def host_build_here() -> dict | None:
+    """cpu_subprocess_check.assembly_facts() of this process's kernels when it compiled every
+    one it holds (none loaded from Numba's cache), else None; after computing the digests the
+    builds for other CPUs compute (so that every kernel they compile is among these)."""
+    check = load_script(REPO / "tests" / "cpu_subprocess_check.py")
+    check.digests()
+    facts = check.assembly_facts()
+    if facts["assembly_chars"] > 0 and facts["kernels_without_assembly"] == 0:
+        return facts
+    return None
 
 
 def _die_with_parent():
@@ -364,16 +412,79 @@ def pytest_collection_finish(session):
         if item.get_closest_marker("cpu_build") and not item.get_closest_marker("timeout"):
             item.add_marker(pytest.mark.timeout(CPU_BUILD_LIMIT + 120))
     wanted = sorted({b for b in map(_build_wanted, session.items) if b})
-    config._cpu_builds = {}
-    if not wanted or config.option.collectonly:
+    config._cpu_builds, config._host_build_here = {}, None
+    run_builds = wanted and not config.option.collectonly
+    xdist = bool(getattr(config, "workerinput", {}).get("dx_builds"))  # pytest-xdist: built on first need
+    if run_builds:
+        folder = Path(tempfile.mkdtemp(prefix="dx-cpu-builds-"))
+        config._cpu_builds_folder = folder
+    coverable = {"host", "haswell"}
+    if run_builds and not xdist:
+        for name in wanted:
+            if name not in coverable:  # these wait for the host's kernels (prepare_engine)
+                (folder / name).mkdir()
+                config._cpu_builds[name] = CpuBuild(name, folder / name)
+    prepare_engine(config, session.items)
+    if not run_builds or xdist:
         return
-    folder = Path(tempfile.mkdtemp(prefix="dx-cpu-builds-"))
-    config._cpu_builds_folder = folder
-    if getattr(config, "workerinput", {}).get("dx_builds"):
-        return  # pytest-xdist: both workers already keep both cores busy; built on first need
-    for name in wanted:
+    checker = any(item.name == "test_the_host_build_compiled_in_this_run_has_no_fma" for item in session.items)
+    if checker and any(b in coverable for b in wanted):
+        config._host_build_here = host_build_here()
+    covered = set()
+    if config._host_build_here:
+        covered = {"host"} | ({"haswell"} if host_isa_is_haswells() else set())
+    still = set()
+    for item in session.items:
+        name = _build_wanted(item)
+        if name in covered and not item.get_closest_marker("heavy"):
+            item.add_marker(pytest.mark.skip(reason=COVERED_HERE_REASON.format(
+                "its vector instructions are the haswell build's" if name == "haswell" else "this CPU")))
+        elif name in coverable:
+            still.add(name)
+    for name in sorted(still):
         (folder / name).mkdir()
         config._cpu_builds[name] = CpuBuild(name, folder / name)
+
+
+# -- the engine's kernels, compiled (or loaded from Numba's cache) once before the first test --
+# In a fresh clone the first test to use the engine compiled every kernel it met (about 100 s of
+# CPU) inside its own 600 s timeout, beside the builds for other CPUs: at load 10 on 2 cores
+# that test ran over and ended the run. dxstudio.engine.readiness.prepare() runs every kernel
+# once when collection ends, outside any test's timeout, for a run of PREPARE_MIN_TESTS or more
+# (the suite, a few modules); a smaller selection compiles on first need, as before. Under
+# pytest-xdist the workers take turns (a lock beside the cache): the first compiles, the
+# others load what it cached.
+PREPARE_MIN_TESTS = 50
+
+
+def prepare_engine(config, items) -> None:
+    import time
+
+    wanted = os.environ.get("DXSTUDIO_TEST_PREPARE")
+    if wanted == "0" or (wanted != "1" and len(items) < PREPARE_MIN_TESTS) or config.option.collectonly:
+        return
+    from dxstudio.engine import readiness
+
+    start = time.process_time()
+    try:
+        folder = readiness._cache_dir()
+        lock = None
+        if folder is not None and getattr(config, "workerinput", None) is not None:
+            import fcntl
+
+            folder.mkdir(parents=True, exist_ok=True)
+            lock = open(folder / "dxstudio-tests-prepare.lock", "w")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            readiness.prepare()
+        finally:
+            if lock is not None:
+                lock.close()
+    except Exception as e:  # a broken engine: its tests fail one by one, with their names
+        config.summary_notes.append(f"engine kernels: preparing before the first test failed ({e!r})")
+        return
+    config.summary_notes.append(f"engine kernels: prepared before the first test in {time.process_time() - start:.0f} s "
+                                "of CPU (compiled, or loaded from Numba's cache)")
 
 
 def pytest_unconfigure(config):

@@ -18,18 +18,18 @@ def _amount_page(n: int, seed: int = 1) -> Page:
 
 def test_a_20000_word_page_of_amounts_against_an_absent_value_is_quick():
     page = _amount_page(20000)
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     g = ground_value(page, "123456789.01")
-    seconds = time.perf_counter() - t0
+    seconds = time.process_time() - t0  # CPU seconds: a loaded machine cannot fail it
     assert g.status == "absent"
-    assert seconds < 8.0, f"{seconds:.1f} s"  # 33 to 40 s with the quadratic scan, about 1 s now
+    assert seconds < 8.0, f"{seconds:.1f} s of CPU"  # 33 to 40 s with the quadratic scan, about 1 s now
 
 
 def test_many_equal_values_stay_quick():
     page = Page("p", 100, 100, tuple(Word("1.00", (0, 0, 10, 10)) for _ in range(20000)))
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     out = ground_answers(page, {"total": "1.00", "tax": "1.00", "cash": "2.00"}, ["total", "tax", "cash"])
-    assert time.perf_counter() - t0 < 8.0
+    assert time.process_time() - t0 < 8.0
     assert sorted([out["total"]["words"], out["tax"]["words"]]) == [[19998], [19999]]
     assert out["cash"]["status"] == "computed"
 
@@ -121,7 +121,7 @@ def test_find_runs_matches_the_quadratic_scan():
 
 def test_a_long_repeated_value_on_a_long_page_is_quick():
     page = Page("p", 100, 100, tuple(Word("1.00", (0, 0, 10, 10)) for _ in range(20000)))
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     g = ground_value(page, " ".join(["1.00"] * 2000))
     assert g.status == "exact" and len(g.words) == 2000
-    assert time.perf_counter() - t0 < 8.0
+    assert time.process_time() - t0 < 8.0

@@ -20,7 +20,7 @@ from dxstudio.engine.config import SIZES
 from dxstudio.engine.layers import Ops
 from dxstudio.engine.model import OutputGrads, backward, forward, to_container, to_runtime
 from dxstudio.engine.params import new_params
-from tests.conftest import load_script
+from tests.conftest import host_isa_is_haswells, load_script
 from synthetic import fake_window
 
 F32 = np.float32
@@ -426,16 +426,6 @@ def host_digests():
 X86 = platform.machine().lower() in ("x86_64", "amd64")
 
 
-def host_isa_is_haswells() -> bool:
-    """The host's vector instruction set is the haswell build's: AVX2 with FMA, no AVX-512 (the
-    features that decide the kernels' code: register width and whether LLVM could fuse a
-    multiply-add). Then the haswell build is this CPU's check too."""
-    from llvmlite import binding as ll
-
-    features = ll.get_host_cpu_features()
-    return X86 and bool(features.get("avx2")) and bool(features.get("fma")) and not features.get("avx512f")
-
-
 HOST_IS_HASWELLS = X86 and host_isa_is_haswells()
 
 
@@ -460,6 +450,36 @@ def test_other_instruction_sets_give_the_host_bytes(cpu_build, host_digests, cpu
     check_other_build(cpu_build, host_digests, cpu_name, registers, has_fma)
 
 
+@pytest.mark.heavy
+@pytest.mark.skipif(not X86, reason="x86 only")
+@pytest.mark.cpu_build("haswell")
+def test_haswell_build_even_where_the_host_build_covers_it(cpu_build, host_digests):
+    check_other_build(cpu_build, host_digests, "haswell", {"xmm", "ymm"}, True)
+
+
+def test_the_host_build_compiled_in_this_run_has_no_fma(request, host_digests):
+    """Where this run compiled the host's kernels itself (a fresh clone, CI; tests/conftest.py
+    prepare_engine), their assembly: no FMA though LLVM could emit one on an FMA CPU, and the
+    host's vector registers. It stands for the host's build compiled afresh and, on a CPU whose
+    vector instructions are the haswell build's, for that build (not compiled a second time):
+    the digests of the build this process runs are the host's, and the generic build's must
+    equal them."""
+    from llvmlite import binding as ll
+
+    facts = request.config.__dict__.get("_host_build_here")
+    if not facts:
+        pytest.skip("this run loaded the engine's kernels from Numba's cache (none compiled in this process): "
+                    "the haswell build or the host's, compiled afresh in a subprocess, checks them")
+    features = ll.get_host_cpu_features()
+    assert facts["assembly_chars"] > 0 and facts["kernels_without_assembly"] == 0
+    assert facts["fma_instructions"] == 0, "LLVM contracted a multiply-add into an FMA"
+    assert (facts["fma_when_contraction_allowed"] > 0) == (X86 and bool(features.get("fma")))
+    if X86:  # SSE registers always; AVX's wider ones where the CPU has them, and only there
+        wide = {"ymm", "zmm"} & set(facts["vector_registers"])
+        assert "xmm" in facts["vector_registers"] and bool(wide) == bool(features.get("avx2")), facts
+    assert set(host_digests) == set(load_check_module().PARTS)
+
+
 def check_fresh_host_build(result, host_digests):
     """The host's own instruction set (AVX-512 on such a CPU), compiled afresh so its assembly
     is visible, gives the bytes of the cached build."""
@@ -472,7 +492,8 @@ def check_fresh_host_build(result, host_digests):
 
 @pytest.mark.skipif(not X86, reason="x86 only")
 @pytest.mark.skipif(HOST_IS_HASWELLS, reason="this CPU's vector instructions are the haswell build's (AVX2, FMA, "
-                    "no AVX-512), which test_other_instruction_sets_give_the_host_bytes[haswell] checks; "
+                    "no AVX-512), which test_other_instruction_sets_give_the_host_bytes[haswell] checks (or, "
+                    "where this run compiled the host's kernels, test_the_host_build_compiled_in_this_run_has_no_fma); "
                     "-m heavy builds the host's too")
 @pytest.mark.cpu_build("host")
 def test_fresh_host_build_has_no_fma_and_gives_the_cached_bytes(cpu_build, host_digests):
