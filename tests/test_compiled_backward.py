@@ -1,0 +1,83 @@
+"""The backward's compiled sections (issue 26, item 2) give exactly the reference's bytes: one
+transformer block's backward in one compiled call (blocks/transformer._block_backward_body)
+against the reference layers (blocks/transformer._backward_ref on Ops("reference")), on hostile
+inputs: word counts that are not multiples of 16 (the transposed operands' padding with +0)
+nor of the tile, one word, denormals, signed zeros and large values in the output gradient and
+in the activations' scale."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dxstudio.engine.blocks import transformer as TB
+from dxstudio.engine.config import SIZES
+from dxstudio.engine.kernels.registry import REGISTRY, Ops
+from dxstudio.engine.model import to_runtime
+from dxstudio.engine.params import new_params
+
+F32 = np.float32
+REF, FAST = Ops("reference"), Ops("fast")
+
+
+def assert_same_bits(got, want, what):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype == F32 and got.shape == want.shape, (what, got.dtype, want.dtype, got.shape)
+    differ = np.count_nonzero(got.view(np.uint32) != want.view(np.uint32))
+    assert differ == 0, f"{what}: {differ} of {got.size} elements differ"
+
+
+@pytest.fixture(scope="module")
+def models():
+    return {size: (SIZES[size], to_runtime(new_params(SIZES[size], 5))) for size in ("tiny", "base")}
+
+
+def _dx(rng, n, d, kind):
+    dx = rng.standard_normal((n, d)).astype(F32)
+    if kind == "denormal":  # gradients far below the normal range: every product is denormal or +-0
+        dx *= F32(1e-39)
+    elif kind == "signed_zeros":
+        dx[::2] = F32(-0.0)
+        dx[1::3, ::2] = F32(0.0)
+    elif kind == "large":
+        dx *= F32(1e18)
+    return dx
+
+
+def _run(cfg, p, n, kind, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, cfg.d_model)).astype(F32)
+    if kind == "denormal":
+        x[0] = F32(3e-41)  # a row of denormals: its layer norm divides by sqrt(var + eps)
+    lh = cfg.layers * cfg.heads
+    pbias_t = np.zeros((lh, (n * n + 15) // 16 * 16), F32)
+    pbias_t[:, :n * n] = rng.standard_normal((lh, n * n)).astype(F32)
+    q, row0 = f"blocks.{cfg.layers - 1}.", (cfg.layers - 1) * cfg.heads
+    dx = _dx(rng, n, cfg.d_model, kind)
+    out = {}
+    for ops in (REF, FAST):
+        _, acts = TB.forward(ops, cfg, p, q, x, pbias_t, row0, True, False)
+        dpbias = np.zeros((n * n, lh), F32)
+        grads = {}
+        assert TB.backward.uses_compiled(ops, cfg, p, q, acts, dx, dpbias, row0, grads) == ops.fast
+        with np.errstate(all="ignore"):
+            dxin = TB.backward(ops, cfg, p, q, acts, dx.copy(), dpbias, row0, grads)
+        out[ops.kernels] = dxin, dpbias, grads
+    (rdx, rdp, rg), (fdx, fdp, fg) = out["reference"], out["fast"]
+    assert_same_bits(fdx, rdx, f"dx, n={n}, {kind}")
+    assert_same_bits(fdp, rdp, f"pair-bias gradient, n={n}, {kind}")
+    assert sorted(fg) == sorted(rg) == sorted(q + name for name, _, _ in TB.tensors(cfg))
+    for name in rg:
+        assert_same_bits(fg[name], rg[name], f"{name}, n={n}, {kind}")
+    assert not np.all(rdx == 0) or kind in ("denormal",)
+
+
+@pytest.mark.parametrize("n,kind", [(1, "plain"), (7, "signed_zeros"), (17, "plain"), (19, "denormal"),
+                                    (33, "large")])
+def test_compiled_block_backward_gives_the_reference_bytes(models, n, kind):
+    for cfg, p in models.values():
+        _run(cfg, p, n, kind, seed=n)
+
+
+def test_the_block_backward_is_a_registry_entry():
+    assert REGISTRY["transformer_block_backward"] is TB.backward
+    assert TB.backward.reference is TB._backward_ref
