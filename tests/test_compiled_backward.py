@@ -81,3 +81,30 @@ def test_compiled_block_backward_gives_the_reference_bytes(models, n, kind):
 def test_the_block_backward_is_a_registry_entry():
     assert REGISTRY["transformer_block_backward"] is TB.backward
     assert TB.backward.reference is TB._backward_ref
+
+
+# ----------------------------------------------------------------------------------------
+# The pair MLP's backward (model.backward's step 3) in one pass over the pairs
+# ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("npair,kind", [(1, "plain"), (49, "signed_zeros"), (257, "denormal"), (37 * 37, "large"),
+                                        (600, "plain")])
+def test_compiled_pair_backward_gives_the_reference_bytes(npair, kind):
+    """Pair counts below, at and past a block of 256 and a chunk of 16 (the +0 padding of the
+    last block), a hidden layer with ReLU zeros, hostile output gradients."""
+    from dxstudio.engine import model as M
+
+    rng = np.random.default_rng(npair)
+    dpbias = _dx(rng, npair, 16, kind)
+    ph = np.maximum(rng.standard_normal((npair, 32)), 0).astype(F32)
+    ph[::3, ::5] = 0
+    pf = rng.standard_normal((npair, 8)).astype(F32)
+    if kind == "denormal":
+        pf[1::2] *= F32(1e-38)
+    w2 = rng.standard_normal((16, 32)).astype(F32)
+    sec = M.pair_bias_backward_section
+    assert sec.uses_compiled(FAST, dpbias, ph, pf, w2) and not sec.uses_compiled(REF, dpbias, ph, pf, w2)
+    with np.errstate(all="ignore"):
+        want = sec(REF, dpbias, ph, pf, w2)
+        got = sec(FAST, dpbias, ph, pf, w2)
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert_same_bits(g, w, f"pair gradient {k}, {npair} pairs, {kind}")
