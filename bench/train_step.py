@@ -15,9 +15,9 @@ analytically (bench/common.py: 2*M*K*N each, forward and backward). The last lin
 output is one JSON object of the figures.
 
 --before adds a contestant "ours_before": the same engine with the backward's compiled
-sections switched off for its steps (BACKWARD_SECTIONS: the block backward and the pair MLP's
-backward run layer by layer, each layer's kernel through the registry, as before issue 26's
-item 2), interleaved with the others: the before / after of those sections in one run, with the
+sections switched off for its steps (BACKWARD_SECTIONS: the block backward, the pair MLP's
+backward and the position tables' gradients run layer by layer, each layer's kernel through the
+registry, as before issue 26's item 2), interleaved with the others: the before / after of those sections in one run, with the
 same bytes (its loss is checked against ours after every step).
 
 --profile runs cProfile over our steps at one size and prints the top functions by own time
@@ -62,7 +62,7 @@ class OurStep:
 
 # the registry entries of the backward's compiled sections (issue 26, item 2): --before runs them
 # on their reference code (which still calls every layer's compiled kernel through the registry)
-BACKWARD_SECTIONS = ("transformer_block_backward", "pair_bias_backward_section")
+BACKWARD_SECTIONS = ("transformer_block_backward", "pair_bias_backward_section", "position_tables_section")
 
 
 class OurStepBefore(OurStep):

@@ -108,3 +108,25 @@ def test_compiled_pair_backward_gives_the_reference_bytes(npair, kind):
         got = sec(FAST, dpbias, ph, pf, w2)
     for k, (g, w) in enumerate(zip(got, want)):
         assert_same_bits(g, w, f"pair gradient {k}, {npair} pairs, {kind}")
+
+
+@pytest.mark.parametrize("n", [1, 19, 300])
+def test_compiled_position_tables_give_the_reference_bytes(n):
+    """The four position tables' gradients (rows added in word order: np.add.at's sequence), with
+    repeated buckets, bucket 0, the last bucket, denormals and signed zeros among the gradients."""
+    from dxstudio.engine import model as M
+
+    rng = np.random.default_rng(n)
+    de = _dx(rng, n, 128, "signed_zeros")
+    de[::5] *= F32(1e-39)
+    buckets = rng.integers(0, 128, (n, 4)).astype(np.int64)
+    buckets[::3, 1] = 0
+    buckets[1::4, 2] = 127
+    sec = M.position_tables_section
+    assert sec.uses_compiled(FAST, de, buckets, 128)
+    want, got = sec(REF, de, buckets, 128), sec(FAST, de, buckets, 128)
+    assert len(got) == len(want) == 4
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert_same_bits(g, w, f"position table {k}, {n} words")
+    with pytest.raises(IndexError, match="position bucket"):
+        sec(FAST, de, np.full((n, 4), 128, np.int64), 128)

@@ -150,6 +150,15 @@ pair_bias_backward_section = register(
     lambda dpbias, ph, pf, w2: binary32(dpbias, ph, pf, w2) and dpbias.shape[1] == 16 and pf.shape[1] == 8)
 
 
+def _position_tables_ref(ops: Ops, de, buckets, rows):
+    """2. backward: the position tables' gradients (rows added in word order), one per column of buckets."""
+    return [L.table_backward(de, buckets[:, k], rows) for k in range(buckets.shape[1])]
+
+
+position_tables_section = register("position_tables_section", _position_tables_ref,
+                                   late(fused, "position_tables_backward"), lambda de, buckets, rows: binary32(de))
+
+
 def _heads_ref(ops: Ops, x, p, eps, r, rscale, keep, allowed):
     """5. the output heads: (tag, role, doc, items, kvs, (final_ln, f, mean, rq, rk) or None)."""
     n = x.shape[0]
@@ -299,9 +308,9 @@ def backward(cfg: ModelConfig, params, inp, out: Outputs, go: OutputGrads, ops: 
     de, grads["emb_ln.weight"], grads["emb_ln.bias"] = L.layernorm_backward(ops, dx, c.emb_ln, p["emb_ln.weight"])
     grads["feat_proj.weight"] = ops.mm_tn(de, c.feats)
     grads["feat_proj.bias"] = ops.colsum(de)
-    b = inp.buckets
-    for k, name in enumerate(("pos_x0", "pos_y0", "pos_x1", "pos_y1")):
-        grads[name] = L.table_backward(de, b[:, k], cfg.pos_buckets)
+    for name, g in zip(("pos_x0", "pos_y0", "pos_x1", "pos_y1"),
+                       position_tables_section(ops, de, inp.buckets[:, :4], cfg.pos_buckets)):
+        grads[name] = g
     dpooled, grads["char_proj.weight"], grads["char_proj.bias"] = L.linear_backward(ops, de, c.pooled, p["char_proj.weight"])
 
     # 1. characters

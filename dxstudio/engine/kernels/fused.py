@@ -607,6 +607,31 @@ def _add_rows(table, ids, vals):
                 table[r, c] += vals[i, c]
 
 
+@njit(**_jit)
+def _position_tables_body(de, buckets, rows):
+    """The embedding's four position tables' gradients: table k's row buckets[i, k] += de[i] for
+    i ascending (layers.table_backward's np.add.at: sequential additions in index order), the
+    four tables in one pass over the words."""
+    n, d = de.shape
+    nt = buckets.shape[1]
+    g = np.zeros((nt, rows, d), np.float32)
+    for i in range(n):
+        src = de[i]
+        for k in range(nt):
+            dst = g[k, buckets[i, k]]
+            for c in range(d):
+                dst[c] += src[c]
+    return g
+
+
+def position_tables_backward(de, buckets, rows):
+    """[gradient of table k for k < buckets.shape[1]] as layers.table_backward(de, buckets[:, k], rows)."""
+    b = np.ascontiguousarray(buckets, np.int64)
+    if b.size and (b.min() < 0 or b.max() >= rows):
+        raise IndexError(f"a position bucket outside 0 .. {rows - 1}")
+    return list(_position_tables_body(np.ascontiguousarray(de, F32), b, int(rows)))
+
+
 def add_rows_skip0(table, ids, vals) -> None:
     """table[ids[i]] += vals[i] for i ascending, ids 0 skipped: np.add.at(table, ids[keep],
     vals[keep]) with the same additions in the same order (binary32)."""
