@@ -2,6 +2,7 @@
 
     python bench/train_step.py [--repeats 9] [--sizes 50,150,400] [--seed 0]
     python bench/train_step.py --profile [--profile-size 150] [--repeats 9]
+    python bench/train_step.py --threads 1 --clock cpu --no-compile --before   # + the layer-by-layer backward
 
 A step is forward, backward and AdamW on one page (batch of one) with the tag loss and
 backbone_scale 1, so every tensor the tag loss reaches trains (all but the role, document and
@@ -12,6 +13,12 @@ weights and keep training, step after step, interleaved; medians are quoted. Num
 PyTorch use the same number of threads (--threads, default 2). GFLOP/s counts the matrix products of the step
 analytically (bench/common.py: 2*M*K*N each, forward and backward). The last line of the
 output is one JSON object of the figures.
+
+--before adds a contestant "ours_before": the same engine with the backward's compiled
+sections switched off for its steps (BACKWARD_SECTIONS: the block backward, the pair MLP's
+backward and the position tables' gradients run layer by layer, each layer's kernel through the
+registry, as before issue 26's item 2), interleaved with the others: the before / after of those sections in one run, with the
+same bytes (its loss is checked against ours after every step).
 
 --profile runs cProfile over our steps at one size and prints the top functions by own time
 and by cumulative time, for whoever optimises the engine.
@@ -51,6 +58,28 @@ class OurStep:
 
     def __call__(self):
         self.loss = train_step(self.state, self.examples, LR).loss
+
+
+# the registry entries of the backward's compiled sections (issue 26, item 2): --before runs them
+# on their reference code (which still calls every layer's compiled kernel through the registry)
+BACKWARD_SECTIONS = ("transformer_block_backward", "pair_bias_backward_section", "position_tables_section")
+
+
+class OurStepBefore(OurStep):
+    """OurStep with BACKWARD_SECTIONS off during its steps (their `applies` false): the backward
+    as it was before those sections, the same bytes."""
+
+    def __call__(self):
+        from dxstudio.engine.kernels.registry import REGISTRY
+
+        saved = {name: REGISTRY[name].applies for name in BACKWARD_SECTIONS}
+        try:
+            for name in saved:
+                REGISTRY[name].applies = lambda *a: False
+            super().__call__()
+        finally:
+            for name, rule in saved.items():
+                REGISTRY[name].applies = rule
 
 
 class FastTorchStep:
@@ -155,7 +184,7 @@ def first_steps(cfg, ours: OurStep, theirs: TorchStep) -> tuple[float, float]:
     return ours.loss, theirs.loss
 
 
-def compare(cfg, params, pages, repeats: int, compile_ok: bool) -> tuple[dict, list[str]]:
+def compare(cfg, params, pages, repeats: int, compile_ok: bool, before: bool = False) -> tuple[dict, list[str]]:
     """Ours, the mirror and the anchor's variants, interleaved, per size. ratio_N = ours / the
     fastest PyTorch variant (mirror included); every variant's loss is checked against the
     mirror's at the first step (same weights, same page) and shown after the last."""
@@ -179,9 +208,16 @@ def compare(cfg, params, pages, repeats: int, compile_ok: bool) -> tuple[dict, l
             if step.trained() != trained:
                 raise C.BenchError(f"{n} words: {name} trains {sorted(step.trained() ^ trained)} differently")
         contestants = {"ours": ours, "mirror": mirror, **variants}
+        if before:
+            old = OurStepBefore(cfg, params, inp, tags)
+            old()
+            if old.loss != first_ours:
+                raise C.BenchError(f"{n} words: the backward without its compiled sections gives loss "
+                                   f"{old.loss!r}, with them {first_ours!r}: not the same bytes")
+            contestants = {"ours": ours, "ours_before": old, "mirror": mirror, **variants}
         times = C.interleaved(contestants, repeats, prepare={"mirror": mirror.prepare})
         med = {k: 1e3 * C.median(v) for k, v in times.items()}
-        torch_names = [k for k in contestants if k != "ours"]
+        torch_names = [k for k in contestants if not k.startswith("ours")]
         fastest = min(torch_names, key=lambda k: med[k])
         gflop = C.train_step_flops(cfg, inp) / 1e9
         for k in contestants:
@@ -199,6 +235,13 @@ def compare(cfg, params, pages, repeats: int, compile_ok: bool) -> tuple[dict, l
             lines.append(f"  (torch.compile's first call, compiling: {first['compiled'][1]:.1f} s)")
         lines.append(f"  ratio ours / fastest PyTorch ({fastest}): {figures[f'ratio_{n}']:.3f}; "
                      f"ours / mirror: {figures[f'ratio_mirror_{n}']:.3f}")
+        if before:
+            figures[f"ratio_before_{n}"] = med["ours_before"] / med[fastest]
+            if ours.loss != old.loss:
+                raise C.BenchError(f"{n} words: after {repeats + 1} steps ours_before's loss {old.loss!r} "
+                                   f"differs from ours {ours.loss!r}: not the same bytes")
+            lines.append(f"  ratio ours_before / fastest PyTorch: {figures[f'ratio_before_{n}']:.3f}; "
+                         f"ours / ours_before: {med['ours'] / med['ours_before']:.3f} (the same loss, bit for bit)")
     return figures, lines
 
 
@@ -240,6 +283,8 @@ def main(argv=None) -> int:
     ap.add_argument("--clock", choices=sorted(C.CLOCKS), default="wall",
                     help="wall: elapsed time (default); cpu: the process's CPU time (a shared machine)")
     ap.add_argument("--no-compile", action="store_true", help="leave out the torch.compile variant")
+    ap.add_argument("--before", action="store_true",
+                    help="add ours_before: the backward without its compiled sections, side by side")
     ap.add_argument("--profile", action="store_true", help="profile our step (cProfile) instead of comparing")
     ap.add_argument("--profile-size", type=int, default=150, help="page size for --profile (default 150)")
     args = ap.parse_args(argv)
@@ -263,7 +308,7 @@ def main(argv=None) -> int:
         else:
             print(f"threads: Numba {threads['numba']}, PyTorch {threads['torch']} (set equal)")
             print(f"{args.repeats} interleaved steps each; median (min-max) per step, {args.clock} clock")
-            figures, lines = compare(cfg, params, pages, args.repeats, not args.no_compile)
+            figures, lines = compare(cfg, params, pages, args.repeats, not args.no_compile, args.before)
             print("\n".join(lines))
     except C.BenchError as e:
         print(f"bench/train_step.py: {e}", file=sys.stderr)

@@ -139,6 +139,26 @@ pair_bias_section = register("pair_bias_section", _pair_bias_ref, late(fused, "p
                                                                   and w2.shape[1] == 32))
 
 
+def _pair_bias_backward_ref(ops: Ops, dpbias, ph, pf, w2):
+    """3. backward: (pair2.weight, pair2.bias, pair1.weight, pair1.bias) gradients."""
+    dph, dw2, db2 = L.linear_relu_backward(ops, dpbias, ph, w2)
+    return dw2, db2, ops.mm_tn(dph, pf), ops.colsum(dph)
+
+
+pair_bias_backward_section = register(
+    "pair_bias_backward_section", _pair_bias_backward_ref, late(fused, "pair_bias_backward"),
+    lambda dpbias, ph, pf, w2: binary32(dpbias, ph, pf, w2) and dpbias.shape[1] == 16 and pf.shape[1] == 8)
+
+
+def _position_tables_ref(ops: Ops, de, buckets, rows):
+    """2. backward: the position tables' gradients (rows added in word order), one per column of buckets."""
+    return [L.table_backward(de, buckets[:, k], rows) for k in range(buckets.shape[1])]
+
+
+position_tables_section = register("position_tables_section", _position_tables_ref,
+                                   late(fused, "position_tables_backward"), lambda de, buckets, rows: binary32(de))
+
+
 def _heads_ref(ops: Ops, x, p, eps, r, rscale, keep, allowed):
     """5. the output heads: (tag, role, doc, items, kvs, (final_ln, f, mean, rq, rk) or None)."""
     n = x.shape[0]
@@ -281,17 +301,16 @@ def backward(cfg: ModelConfig, params, inp, out: Outputs, go: OutputGrads, ops: 
         dx = block.backward(ops, cfg, p, f"blocks.{l}.", c.blocks[l], dx, dpbias, l * cfg.heads, grads)
 
     # 3. pair MLP: weight gradients are dots over the pairs in row-major order; features get none
-    dph, grads["pair2.weight"], grads["pair2.bias"] = L.linear_relu_backward(ops, dpbias, c.ph, p["pair2.weight"])
-    grads["pair1.weight"] = ops.mm_tn(dph, c.pf)
-    grads["pair1.bias"] = ops.colsum(dph)
+    (grads["pair2.weight"], grads["pair2.bias"], grads["pair1.weight"],
+     grads["pair1.bias"]) = pair_bias_backward_section(ops, dpbias, c.ph, c.pf, p["pair2.weight"])
 
     # 2. embedding sum and its layer norm
     de, grads["emb_ln.weight"], grads["emb_ln.bias"] = L.layernorm_backward(ops, dx, c.emb_ln, p["emb_ln.weight"])
     grads["feat_proj.weight"] = ops.mm_tn(de, c.feats)
     grads["feat_proj.bias"] = ops.colsum(de)
-    b = inp.buckets
-    for k, name in enumerate(("pos_x0", "pos_y0", "pos_x1", "pos_y1")):
-        grads[name] = L.table_backward(de, b[:, k], cfg.pos_buckets)
+    for name, g in zip(("pos_x0", "pos_y0", "pos_x1", "pos_y1"),
+                       position_tables_section(ops, de, inp.buckets[:, :4], cfg.pos_buckets)):
+        grads[name] = g
     dpooled, grads["char_proj.weight"], grads["char_proj.bias"] = L.linear_backward(ops, de, c.pooled, p["char_proj.weight"])
 
     # 1. characters

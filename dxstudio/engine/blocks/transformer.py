@@ -11,7 +11,7 @@ What model.py asks of a block type (blocks/__init__.py lists them; ModelConfig.b
     Weights                                the tensors by name, as the compiled forward takes them
     Activations                            what the backward needs from the forward, by name
     forward(ops, cfg, p, prefix, x, pbias_t, row0, keep, allowed) -> (x, Activations or None)
-    backward(ops, cfg, p, prefix, acts, dx, dpbias, row0, grads) -> dx
+    backward(ops, cfg, p, prefix, acts, dx, dpbias, row0, grads) -> dx   (a registry entry too)
 
 `forward` is a registry entry (kernels/registry.py): the reference (`_forward_ref`, the layers
 of layers.py in NumPy) or, on the fast path with binary32 arrays, the compiled forward
@@ -27,7 +27,9 @@ import numpy as np
 
 from .. import layers as L
 from ..kernels import compiled as kc
-from ..kernels.fused import _gelu_fwd_par, _gelu_fwd_ser, _layernorm_nt, _linear_nt, _mm_nt_ser, _softmax_fwd_ser
+from ..kernels.compiled import fold16
+from ..kernels.fused import (_GELU_BWD, _LAYERNORM_BWD, _SOFTMAX_BWD, _gelu_fwd_par, _gelu_fwd_ser, _layernorm_nt,
+                             _linear_nt, _mm_nt_par, _mm_nt_ser, _pack_t_par, _pack_t_ser, _softmax_fwd_ser)
 from ..kernels.intrinsics import _NR
 from ..kernels.registry import Ops, binary32, register
 from ..kernels.runtime import _build, _jit, njit, parallel_pays, prange
@@ -90,6 +92,7 @@ class Activations:
     f1: np.ndarray  # fc1 output
     g: np.ndarray  # gelu(f1)
     t: np.ndarray  # tanh32 of GELU's argument
+    probs3: np.ndarray | None = None  # the compiled forward's probs as one (heads, n, n) array
 
 
 def _scale(dtype, heads_dim) -> np.floating:
@@ -247,7 +250,7 @@ def _forward_compiled(cfg, p, q, x, pbias_t, row0, keep, allowed):
     x, h, xh1, inv1, qkv, probs3, a, h2, xh2, inv2, f1, g, t = block_forward(
         x, p, q, pbias_t, row0, cfg.heads, scale, cfg.ln_eps, True, allowed)
     return x, Activations(ln1=LayerNormSaved(xh1, inv1), h=h, qkv=qkv, probs=list(probs3), a=a,
-                          ln2=LayerNormSaved(xh2, inv2), h2=h2, f1=f1, g=g, t=t)
+                          ln2=LayerNormSaved(xh2, inv2), h2=h2, f1=f1, g=g, t=t, probs3=probs3)
 
 
 forward = register(NAME + "_block", _forward_ref, _forward_compiled,
@@ -255,9 +258,16 @@ forward = register(NAME + "_block", _forward_ref, _forward_compiled,
 
 
 # ----------------------------------------------------------------------------------------
-# The backward (reference layers; each layer's compiled twin through the registry)
+# The backward: the reference (the layers of layers.py, each through its registry entry) and
+# the compiled backward (one Numba call for the whole block, the same operations in the same
+# order: every product a dot16, so mm_nt on operands transposed and padded with +0 gives the
+# reference's bytes, docs/numerics.md section 2)
 # ----------------------------------------------------------------------------------------
-def backward(ops: Ops, cfg, p, q, bc: Activations, dx, dpbias, row0, grads):
+_GRAD_NAMES = ("fc2.weight", "fc2.bias", "fc1.weight", "fc1.bias", "ln2.weight", "ln2.bias",
+               "proj.weight", "proj.bias", "qkv.weight", "qkv.bias", "ln1.weight", "ln1.bias")
+
+
+def _backward_ref(ops: Ops, cfg, p, q, bc: Activations, dx, dpbias, row0, grads):
     """The block's parameter gradients into grads, its pair-bias gradients into dpbias's columns
     row0 .. row0 + heads - 1; returns dx at the block's input."""
     d, heads, dh = cfg.d_model, cfg.heads, cfg.head_dim
@@ -284,3 +294,191 @@ def backward(ops: Ops, cfg, p, q, bc: Activations, dx, dpbias, row0, grads):
     dh1, grads[q + "qkv.weight"], grads[q + "qkv.bias"] = L.linear_backward(ops, dqkv, bc.h, p[q + "qkv.weight"])
     dln1, grads[q + "ln1.weight"], grads[q + "ln1.bias"] = L.layernorm_backward(ops, dh1, bc.ln1, p[q + "ln1.weight"])
     return dx + dln1
+
+
+_ln_bwd_par, _ln_bwd_ser = _LAYERNORM_BWD
+_gelu_bwd_par, _gelu_bwd_ser = _GELU_BWD
+_softmax_bwd_par, _softmax_bwd_ser = _SOFTMAX_BWD
+
+
+@njit(**_jit)
+def _nt(a, bt, zb, out, par):
+    """out = a bt^T (mm_nt, no bias: zb is +0, which changes no bit)."""
+    if par:
+        _mm_nt_par(a, bt, zb, out)
+    else:
+        _mm_nt_ser(a, bt, zb, out)
+
+
+@njit(**_jit)
+def _packed(x, par):
+    """x (K, N) -> (N, K16): x^T, k padded with +0 (compiled.pack_t)."""
+    k, n = x.shape
+    k16 = (k + 15) // 16 * 16
+    out = np.zeros((n, k16), np.float32)
+    if par:
+        _pack_t_par(x, out)
+    else:
+        _pack_t_ser(x, out)
+    return out
+
+
+@njit(**_jit)
+def _rowsums(xt, out):
+    """out[j] = dot16(xt[j, :], 1): xt's rows whole chunks of 16 (padded with +0), i.e. the
+    column sums (ops.colsum) of the array xt is the transpose of, rows ascending."""
+    m, k16 = xt.shape
+    acc = np.empty(16, np.float32)
+    for j in range(m):
+        kc.lanes_sum(xt, j * k16, k16 // 16, acc, 0)
+        out[j] = fold16(acc)
+
+
+@njit(**_jit)
+def _linear_bwd(dy, x, w, zb, dx, dw, db, par):
+    """layers.linear_backward: dx = dy w (mm), dw = dy^T x (mm_tn), db = colsum(dy)."""
+    dyt = _packed(dy, par)  # (out, n16)
+    _nt(dy, _packed(w, par), zb, dx, par)  # w (out, in) -> (in, out16)
+    _nt(dyt, _packed(x, par), zb, dw, par)
+    _rowsums(dyt, db)
+
+
+def _attention_bwd_body(da, qkv, probs, heads, scale, dqkv, dpbias, row0):
+    """layers.attention_backward for every head, each head by one thread (serial kernels)."""
+    n = qkv.shape[0]
+    d = da.shape[1]
+    dh = d // heads
+    n16 = (n + 15) // 16 * 16
+    zb = np.zeros(max(n, dh) + _NR, np.float32)
+    # each head's scratch once per call
+    dah = np.empty((heads, n, dh), np.float32)
+    daht = np.zeros((heads, dh, n16), np.float32)
+    vh = np.empty((heads, n, dh), np.float32)
+    qht = np.zeros((heads, dh, n16), np.float32)
+    kht = np.zeros((heads, dh, n16), np.float32)
+    pt = np.zeros((heads, n, n16), np.float32)
+    dp = np.empty((heads, n, n), np.float32)
+    ds = np.empty((heads, n, n), np.float32)
+    dsc = np.empty((heads, n, n), np.float32)
+    dsct = np.zeros((heads, n, n16), np.float32)
+    outs = np.empty((heads, 3, n, dh), np.float32)  # dq, dk, dv
+    npair = n * n
+    for hd in prange(heads):
+        c0 = hd * dh
+        da_h = dah[hd]
+        da_ht = daht[hd]
+        v_h = vh[hd]
+        q_ht = qht[hd]
+        k_ht = kht[hd]
+        for i in range(n):
+            for c in range(dh):
+                x = da[i, c0 + c]
+                da_h[i, c] = x
+                da_ht[c, i] = x
+                v_h[i, c] = qkv[i, 2 * d + c0 + c]
+                q_ht[c, i] = qkv[i, c0 + c]
+                k_ht[c, i] = qkv[i, d + c0 + c]
+        p = probs[hd]
+        _mm_nt_ser(da_h, v_h, zb, dp[hd])  # dp = da v^T
+        _pack_t_ser(p, pt[hd])
+        dq = outs[hd, 0]
+        dk = outs[hd, 1]
+        dv = outs[hd, 2]
+        _mm_nt_ser(pt[hd], da_ht, zb, dv)  # dv = p^T da
+        _softmax_bwd_ser(dp[hd], p, scale, True, ds[hd], dsc[hd])
+        _mm_nt_ser(dsc[hd], k_ht, zb, dq)  # dq = dsc k
+        _pack_t_ser(dsc[hd], dsct[hd])
+        _mm_nt_ser(dsct[hd], q_ht, zb, dk)  # dk = dsc^T q
+        dsf = ds[hd]
+        col = row0 + hd
+        for i in range(n):
+            for j in range(n):
+                dpbias[i * n + j, col] = dsf[i, j]
+        for i in range(n):
+            for c in range(dh):
+                dqkv[i, c0 + c] = dq[i, c]
+                dqkv[i, d + c0 + c] = dk[i, c]
+                dqkv[i, 2 * d + c0 + c] = dv[i, c]
+
+
+_ATT_BWD = _build(_attention_bwd_body, "_attention_bwd")
+_attention_bwd_par, _attention_bwd_ser = _ATT_BWD
+
+
+@njit(**_jit)
+def _block_backward_body(dx, w, g, f1, t, h2, xhat2, inv2, a, qkv, probs, h, xhat1, inv1,
+                         dpbias, row0, heads, scale, par):
+    n, d = dx.shape
+    ffn = w.fc1w.shape[0]
+    zb = np.zeros(max(ffn, 3 * d, n) + _NR, np.float32)
+    # x = x + fc2(gelu(fc1(ln2(x))))
+    dg = np.empty((n, ffn), np.float32)
+    dfc2w = np.empty((d, ffn), np.float32)
+    dfc2b = np.empty(d, np.float32)
+    _linear_bwd(dx, g, w.fc2w, zb, dg, dfc2w, dfc2b, par)
+    df1 = np.empty((n, ffn), np.float32)
+    if par:
+        _gelu_bwd_par(dg.reshape(n * ffn), f1.reshape(n * ffn), t.reshape(n * ffn), df1.reshape(n * ffn))
+    else:
+        _gelu_bwd_ser(dg.reshape(n * ffn), f1.reshape(n * ffn), t.reshape(n * ffn), df1.reshape(n * ffn))
+    dh2 = np.empty((n, d), np.float32)
+    dfc1w = np.empty((ffn, d), np.float32)
+    dfc1b = np.empty(ffn, np.float32)
+    _linear_bwd(df1, h2, w.fc1w, zb, dh2, dfc1w, dfc1b, par)
+    dln2 = np.empty((n, d), np.float32)
+    dln2w = np.empty(d, np.float32)
+    dln2b = np.empty(d, np.float32)
+    if par:
+        _ln_bwd_par(dh2, xhat2, inv2, w.ln2w, dln2, dln2w, dln2b)
+    else:
+        _ln_bwd_ser(dh2, xhat2, inv2, w.ln2w, dln2, dln2w, dln2b)
+    dx1 = np.empty((n, d), np.float32)
+    for i in range(n):
+        for c in range(d):
+            dx1[i, c] = dx[i, c] + dln2[i, c]
+    # x = x + proj(attention(ln1(x)))
+    da = np.empty((n, d), np.float32)
+    dprojw = np.empty((d, d), np.float32)
+    dprojb = np.empty(d, np.float32)
+    _linear_bwd(dx1, a, w.projw, zb, da, dprojw, dprojb, par)
+    dqkv = np.empty((n, 3 * d), np.float32)
+    if par:
+        _attention_bwd_par(da, qkv, probs, heads, scale, dqkv, dpbias, row0)
+    else:
+        _attention_bwd_ser(da, qkv, probs, heads, scale, dqkv, dpbias, row0)
+    dh1 = np.empty((n, d), np.float32)
+    dqkvw = np.empty((3 * d, d), np.float32)
+    dqkvb = np.empty(3 * d, np.float32)
+    _linear_bwd(dqkv, h, w.qkvw, zb, dh1, dqkvw, dqkvb, par)
+    dln1 = np.empty((n, d), np.float32)
+    dln1w = np.empty(d, np.float32)
+    dln1b = np.empty(d, np.float32)
+    if par:
+        _ln_bwd_par(dh1, xhat1, inv1, w.ln1w, dln1, dln1w, dln1b)
+    else:
+        _ln_bwd_ser(dh1, xhat1, inv1, w.ln1w, dln1, dln1w, dln1b)
+    for i in range(n):
+        for c in range(d):
+            dln1[i, c] = dx1[i, c] + dln1[i, c]
+    return (dln1, dfc2w, dfc2b, dfc1w, dfc1b, dln2w, dln2b, dprojw, dprojb, dqkvw, dqkvb, dln1w, dln1b)
+
+
+def _backward_compiled(cfg, p, q, bc: Activations, dx, dpbias, row0, grads):
+    """The block's backward in one compiled call (_block_backward_body): the reference's bytes."""
+    dx = np.ascontiguousarray(dx, F32)
+    n, d = dx.shape
+    c = np.ascontiguousarray
+    probs = bc.probs3 if bc.probs3 is not None else np.stack(bc.probs)
+    par = parallel_pays(n, n * d * 3 * d)
+    out = _block_backward_body(dx, Weights.of(p, q), c(bc.g, F32), c(bc.f1, F32), c(bc.t, F32), c(bc.h2, F32),
+                               c(bc.ln2.xhat, F32), c(bc.ln2.inv, F32), c(bc.a, F32), c(bc.qkv, F32), c(probs, F32),
+                               c(bc.h, F32), c(bc.ln1.xhat, F32), c(bc.ln1.inv, F32), dpbias, row0, cfg.heads,
+                               F32(_scale(F32, cfg.head_dim)), par)
+    for name, g in zip(_GRAD_NAMES, out[1:]):
+        grads[q + name] = g
+    return out[0]
+
+
+backward = register(NAME + "_block_backward", _backward_ref, _backward_compiled,
+                    lambda cfg, p, q, bc, dx, dpbias, row0, grads: (
+                        binary32(dx, bc.qkv, dpbias, p[q + "qkv.weight"]) and dpbias.flags.c_contiguous))

@@ -462,6 +462,113 @@ def linear16_relu_backward(dy, w, h):
 
 
 # ----------------------------------------------------------------------------------------
+# The pair MLP's backward (model.backward's step 3) in one pass over the pairs
+# ----------------------------------------------------------------------------------------
+_PAIR_BLOCK = 256  # pairs per block: the transposed block (88 rows of 256 floats) stays in L1
+
+
+@njit(**_jit)
+def _pair_mlp_backward_body(dy, ph, pf, w2):
+    """model.backward's step 3 (layers.linear_relu_backward into the hidden layer, then
+    mm_tn(dph, pf) and the column sums) in one pass over the pairs, K-blocked: the pairs in blocks of
+    _PAIR_BLOCK, each block transposed (a pair per lane, +0 past the last pair), the hidden
+    layer's gradient computed with the pairs along the vector, and every gradient's 16 lanes
+    continued over the block's chunks in a register (lanes_dot_acc): lane l of each output
+    takes the pairs p = 16c + l ascending, as dot16 over the pairs."""
+    npair = dy.shape[0]
+    m = dy.shape[1]
+    hid = ph.shape[1]
+    nf = pf.shape[1]
+    B = _PAIR_BLOCK
+    z = np.float32(0.0)
+    acc2 = np.zeros((m, hid, 16), np.float32)
+    accb2 = np.zeros((m, 16), np.float32)
+    acc1 = np.zeros((hid, nf, 16), np.float32)
+    accb1 = np.zeros((hid, 16), np.float32)
+    a2f = acc2.reshape(m * hid * 16)
+    b2f = accb2.reshape(m * 16)
+    a1f = acc1.reshape(hid * nf * 16)
+    b1f = accb1.reshape(hid * 16)
+    dyt = np.zeros((m, B), np.float32)
+    pht = np.zeros((hid, B), np.float32)
+    pft = np.zeros((nf, B), np.float32)
+    dpht = np.zeros((hid, B), np.float32)
+    dytf = dyt.reshape(m * B)
+    phtf = pht.reshape(hid * B)
+    pftf = pft.reshape(nf * B)
+    dphtf = dpht.reshape(hid * B)
+    for p0 in range(0, npair, B):
+        cnt = min(B, npair - p0)
+        nch = (cnt + 15) // 16
+        if cnt < B:  # the last block: +0 past its pairs
+            dyt[:, :] = z
+            pht[:, :] = z
+            pft[:, :] = z
+        for q in range(cnt):
+            dyr = dy[p0 + q]
+            phr = ph[p0 + q]
+            pfr = pf[p0 + q]
+            for o in range(m):
+                dyt[o, q] = dyr[o]
+            for c in range(hid):
+                pht[c, q] = phr[c]
+            for f in range(nf):
+                pft[f, q] = pfr[f]
+        w = nch * 16
+        for c in range(hid):
+            dr = dpht[c]
+            hr = pht[c]
+            w0, w1, w2_, w3 = w2[0, c], w2[1, c], w2[2, c], w2[3, c]
+            w4, w5, w6, w7 = w2[4, c], w2[5, c], w2[6, c], w2[7, c]
+            w8, w9, w10, w11 = w2[8, c], w2[9, c], w2[10, c], w2[11, c]
+            w12, w13, w14, w15 = w2[12, c], w2[13, c], w2[14, c], w2[15, c]
+            d0, d1, d2, d3 = dyt[0], dyt[1], dyt[2], dyt[3]
+            d4, d5, d6, d7 = dyt[4], dyt[5], dyt[6], dyt[7]
+            d8, d9, d10, d11 = dyt[8], dyt[9], dyt[10], dyt[11]
+            d12, d13, d14, d15 = dyt[12], dyt[13], dyt[14], dyt[15]
+            for q in range(w):
+                a0 = (z + d0[q] * w0) + (z + d8[q] * w8)
+                a1 = (z + d1[q] * w1) + (z + d9[q] * w9)
+                a2 = (z + d2[q] * w2_) + (z + d10[q] * w10)
+                a3 = (z + d3[q] * w3) + (z + d11[q] * w11)
+                a4 = (z + d4[q] * w4) + (z + d12[q] * w12)
+                a5 = (z + d5[q] * w5) + (z + d13[q] * w13)
+                a6 = (z + d6[q] * w6) + (z + d14[q] * w14)
+                a7 = (z + d7[q] * w7) + (z + d15[q] * w15)
+                v = kc.fold8(a0, a1, a2, a3, a4, a5, a6, a7)
+                dr[q] = v if hr[q] > z else z
+        for o in range(m):
+            kc.lanes_sum_acc(dytf, o * B, nch, b2f, o * 16)
+            for c in range(hid):
+                kc.lanes_dot_acc(dytf, o * B, phtf, c * B, nch, a2f, (o * hid + c) * 16)
+        for c in range(hid):
+            kc.lanes_sum_acc(dphtf, c * B, nch, b1f, c * 16)
+            for f in range(nf):
+                kc.lanes_dot_acc(dphtf, c * B, pftf, f * B, nch, a1f, (c * nf + f) * 16)
+    dw2 = np.empty((m, hid), np.float32)
+    db2 = np.empty(m, np.float32)
+    dw1 = np.empty((hid, nf), np.float32)
+    db1 = np.empty(hid, np.float32)
+    for o in range(m):
+        db2[o] = fold16(accb2[o])
+        for c in range(hid):
+            dw2[o, c] = fold16(acc2[o, c])
+    for c in range(hid):
+        db1[c] = fold16(accb1[c])
+        for f in range(nf):
+            dw1[c, f] = fold16(acc1[c, f])
+    return dw2, db2, dw1, db1
+
+
+def pair_bias_backward(dpbias, ph, pf, w2):
+    """(pair2.weight, pair2.bias, pair1.weight, pair1.bias) gradients for dpbias (P, 16), ph (P, H)
+    = relu(pair1), pf (P, 8), W2 (16, H): one compiled pass (serial; the pairs' weight gradients
+    are sums over the pairs, which one thread adds in order)."""
+    return _pair_mlp_backward_body(np.ascontiguousarray(dpbias, F32), np.ascontiguousarray(ph, F32),
+                                   np.ascontiguousarray(pf, F32), np.ascontiguousarray(w2, F32))
+
+
+# ----------------------------------------------------------------------------------------
 # AdamW, one pass over a tensor (training.adamw_update's NumPy operations, in their order)
 # ----------------------------------------------------------------------------------------
 def _adamw_body(p, g, m, v, decay, wdf, b1, omb1, b2, omb2, sbc2, eps, lrb):
@@ -498,6 +605,31 @@ def _add_rows(table, ids, vals):
         if r != 0:  # row 0 (padding) gets none
             for c in range(vals.shape[1]):
                 table[r, c] += vals[i, c]
+
+
+@njit(**_jit)
+def _position_tables_body(de, buckets, rows):
+    """The embedding's four position tables' gradients: table k's row buckets[i, k] += de[i] for
+    i ascending (layers.table_backward's np.add.at: sequential additions in index order), the
+    four tables in one pass over the words."""
+    n, d = de.shape
+    nt = buckets.shape[1]
+    g = np.zeros((nt, rows, d), np.float32)
+    for i in range(n):
+        src = de[i]
+        for k in range(nt):
+            dst = g[k, buckets[i, k]]
+            for c in range(d):
+                dst[c] += src[c]
+    return g
+
+
+def position_tables_backward(de, buckets, rows):
+    """[gradient of table k for k < buckets.shape[1]] as layers.table_backward(de, buckets[:, k], rows)."""
+    b = np.ascontiguousarray(buckets, np.int64)
+    if b.size and (b.min() < 0 or b.max() >= rows):
+        raise IndexError(f"a position bucket outside 0 .. {rows - 1}")
+    return list(_position_tables_body(np.ascontiguousarray(de, F32), b, int(rows)))
 
 
 def add_rows_skip0(table, ids, vals) -> None:

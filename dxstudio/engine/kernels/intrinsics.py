@@ -6,6 +6,7 @@ contract them into fused multiply-adds (the assembly is checked).
     _make_rows32 / _rows32_x*   32-term products with 16 outputs in a register's lanes
     _t16                        a 16 x 16 block transposed in registers (pack_t)
     lanes_dot, lanes_sum, lanes_max        16-lane row loops in one register
+    lanes_dot_acc, lanes_sum_acc           the same, continued from stored lanes (K-blocked dot16)
     exp32_lanes, tanh32_lanes, gelu_lanes  the branch-free exp32 / tanh32 / GELU, a register per 16
 """
 from __future__ import annotations
@@ -352,6 +353,52 @@ def lanes_max(typingctx, a, aoff, nch, out, ooff):
     """out[ooff + l] = the largest of a[aoff + 16c + l] (strict >, from -inf) over nch chunks;
     returns True when any of them is a NaN (then the caller scans the row itself)."""
     return _nbtypes.boolean(a, aoff, nch, out, ooff), _lanes_codegen("max")
+
+
+# lanes_dot / lanes_sum continued from the 16 lanes stored at out[ooff:] (not from +0): a dot16 over
+# a long k taken in blocks of chunks keeps each lane's terms in ascending k, one rounding each.
+def _acc_codegen(kind):
+    def codegen(context, builder, sig, args):
+        i64 = _ir.IntType(64)
+        v16 = _ir.VectorType(_ir.FloatType(), 16)
+        nin = 2 if kind == "dot" else 1
+        ptrs, offs = [], []
+        for t in range(nin):
+            ptrs.append(context.make_array(sig.args[2 * t])(context, builder, args[2 * t]).data)
+            offs.append(context.cast(builder, args[2 * t + 1], sig.args[2 * t + 1], _nbtypes.int64))
+        nch = context.cast(builder, args[2 * nin], sig.args[2 * nin], _nbtypes.int64)
+        optr = context.make_array(sig.args[2 * nin + 1])(context, builder, args[2 * nin + 1]).data
+        ooff = context.cast(builder, args[2 * nin + 2], sig.args[2 * nin + 2], _nbtypes.int64)
+        optr = builder.bitcast(builder.gep(optr, [ooff]), v16.as_pointer())
+
+        def load(t, c):
+            ptr = builder.gep(ptrs[t], [builder.add(offs[t], builder.mul(c, _ir.Constant(i64, 16)))])
+            return builder.load(builder.bitcast(ptr, v16.as_pointer()), align=4)
+
+        def step(c, vals):
+            x = load(0, c)
+            if kind == "dot":
+                x = builder.fmul(x, load(1, c))
+            return [builder.fadd(vals[0], x)]
+
+        (res,) = _chunk_loop(builder, nch, [builder.load(optr, align=4)], step)
+        builder.store(res, optr, align=4)
+        return context.get_dummy_value()
+
+    return codegen
+
+
+@_intrinsic
+def lanes_dot_acc(typingctx, a, aoff, b, boff, nch, out, ooff):
+    """out[ooff + l] += a[aoff + 16c + l] * b[boff + 16c + l] for c = 0 .. nch - 1 ascending (each
+    product rounded, then each sum): lanes_dot continued from the stored lanes."""
+    return _nbtypes.void(a, aoff, b, boff, nch, out, ooff), _acc_codegen("dot")
+
+
+@_intrinsic
+def lanes_sum_acc(typingctx, a, aoff, nch, out, ooff):
+    """out[ooff + l] += a[aoff + 16c + l] for c ascending: lanes_sum continued."""
+    return _nbtypes.void(a, aoff, nch, out, ooff), _acc_codegen("sum")
 
 
 def _exp32_ir(builder, v, in_range=False):
