@@ -423,17 +423,19 @@ def _keyed(keys: list[str], start: int, hints: set, words=None) -> bool:
                for k in range(max(0, start - 3), start))
 
 
-def ground_value(page, value, prefer: str | None = None, field: str | None = None) -> Grounding:
+def ground_value(page, value, prefer: str | None = None, field: str | None = None, ocr: bool = True) -> Grounding:
     """Find `value` on `page` as one run of consecutive words.
 
     Among equally exact runs, those within three words after a word equal to the field's
     name (or a part of it of three letters or more: "total", "invoice" for invoice_number),
     on the same row, are preferred; then the `prefer`red occurrence, "first" or "last"; by
-    default the last for a number and the first otherwise."""
-    return _ground(page, value, prefer, field)[0]
+    default the last for a number and the first otherwise. ocr=False leaves out the OCR
+    tiers (words read from a text layer: exact, normalized, punctuation-blind, computed),
+    the rule the pretraining corpus's invoice2data pages are grounded by (docs/base-model.md)."""
+    return _ground(page, value, prefer, field, ocr)[0]
 
 
-def _ground(page, value, prefer=None, field=None) -> tuple[Grounding, list, bool]:
+def _ground(page, value, prefer=None, field=None, ocr=True) -> tuple[Grounding, list, bool]:
     """(grounding, every run (first, last word) of the chosen tier in order of preference,
     whether the chosen run follows the field's name)."""
     if value is None:
@@ -486,6 +488,8 @@ def _ground(page, value, prefer=None, field=None) -> tuple[Grounding, list, bool
     runs = _find_runs(lkeys, lvalue, "")
     if runs:
         return pick(runs, "normalized", "found ignoring punctuation")
+    if not ocr and not is_number:  # every OCR tier below is for text values only
+        return Grounding("absent", (), f"{value!r} is not on the page"), [], False
     # OCR tiers (docs/ocr.md), for text values only: a number read differently is another number
     fkeys, fvalue = [lookalike_key(k) for k in lkeys], lookalike_key(lvalue)
     if len(lvalue) >= LOOKALIKE_MIN_CHARS and not is_number:

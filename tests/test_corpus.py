@@ -160,6 +160,27 @@ def test_invoice2data_grounds_the_expected_values(tmp_path):
     assert d.tags == ("B-company", "I-company", "O", "B-invoice_number", "O", "B-date", "O", "B-total")
 
 
+def test_invoice2data_grounds_on_the_text_layer_without_the_ocr_tiers(tmp_path):
+    """A text PDF's words are not misread: the converter takes a value only as printed,
+    normalized or punctuation-blind (the shipped base's corpus, docs/base-model.md), though
+    grounding's OCR tiers would take the 'August 03, 2014' rendering of the date one edit away."""
+    from dxstudio.grounding import ground_value
+
+    words = ["Date", "August", "3", ",", "2014", "Total", "9.99"]
+    page = {"width": 600, "height": 800, "words": [
+        {"text": t, "box": [10 + 60 * k, 10, 50 + 60 * k, 20]} for k, t in enumerate(words)]}
+    p = tmp_path / "inv.json"
+    p.write_text(json.dumps({"pages": [page], "expected": {"date": "2014-08-03", "amount": 9.99}}))
+    (d,) = invoice2data_docs(p)
+    assert d.tags == ("O",) * 5 + ("O", "B-total")
+    pg = Page("p", 600, 800, tuple(Word(t, (10 + 60 * k, 10, 50 + 60 * k, 20)) for k, t in enumerate(words)))
+    ocr = ground_value(pg, "August 03, 2014", field="date")
+    assert ocr.status == "normalized" and ocr.words == (1, 2, 3, 4) and ocr.reason.startswith("OCR:")
+    assert ground_value(pg, "August 03, 2014", field="date", ocr=False).status == "absent"
+    assert ground_value(pg, "August 3, 2014", field="date", ocr=False).words == (1, 2, 3, 4)
+    assert ground_value(pg, "9.99", field="total", ocr=False).status == "exact"
+
+
 def test_read_source_refuses_research_data_and_unknown_folders(tmp_path):
     (tmp_path / "sroie" / "box").mkdir(parents=True)
     (tmp_path / "sroie" / "key").mkdir()

@@ -311,7 +311,7 @@ def invoice2data_docs(path: Path) -> list[CorpusDoc]:
         fields = [(None, None)] * len(page.words)
         for key, cls in INVOICE2DATA_CLASSES.items():
             for cand in _candidates(key, expected.get(key)):
-                g = ground_value(page, cand, field=cls)
+                g = ground_value(page, cand, field=cls, ocr=False)  # a text layer: no OCR tier
                 if g.status in ("exact", "normalized") and g.words:
                     if all(fields[i][0] is None for i in g.words):
                         for i in g.words:
