@@ -385,14 +385,7 @@ def read_source(spec: str, progress=None) -> SourceReport:
     if spec.startswith("synthetic:"):
         from .synthetic import generate
 
-        parts = spec.split(":")
-        try:
-            count = int(parts[1])
-            seed = int(parts[2]) if len(parts) > 2 else 1
-            if count < 1 or seed < 0 or len(parts) > 3:
-                raise ValueError
-        except (ValueError, IndexError):
-            raise CorpusError(f"{spec}: write synthetic:COUNT or synthetic:COUNT:SEED (COUNT >= 1, SEED >= 0)") from None
+        count, seed = _count_seed(spec, "synthetic")
         return SourceReport(spec, "synthetic", generate(count, seed))
     root = Path(spec)
     kind = detect_kind(root)
