@@ -290,8 +290,11 @@ def _t16(typingctx, x, xoff, ldx, out, ooff, ldo):
 # intrinsics keep the 16 lanes in one vector register across the chunks. lanes_dot and
 # lanes_sum give the 16 lane accumulators of dot16 over whole chunks (lane l takes k = 16c + l,
 # c ascending, each product rounded, then the sum rounded; the sum adds x, which is 1*x); the
-# caller adds the last k % 16 terms into the stored lanes and folds them (fold16).
-def _lanes_codegen(kind):
+# caller adds the last k % 16 terms into the stored lanes and folds them (fold16). With continued
+# (lanes_dot_acc, lanes_sum_acc) the sums go on from the 16 lanes stored at out[ooff:], not from +0:
+# a dot16 over a long k taken in blocks of chunks keeps each lane's terms in ascending k, one
+# rounding each.
+def _lanes_codegen(kind, continued=False):
     def codegen(context, builder, sig, args):
         i64 = _ir.IntType(64)
         v16 = _ir.VectorType(_ir.FloatType(), 16)
@@ -303,6 +306,7 @@ def _lanes_codegen(kind):
         nch = context.cast(builder, args[2 * nin], sig.args[2 * nin], _nbtypes.int64)
         optr = context.make_array(sig.args[2 * nin + 1])(context, builder, args[2 * nin + 1]).data
         ooff = context.cast(builder, args[2 * nin + 2], sig.args[2 * nin + 2], _nbtypes.int64)
+        optr = builder.bitcast(builder.gep(optr, [ooff]), v16.as_pointer())
 
         def load(t, c):
             ptr = builder.gep(ptrs[t], [builder.add(offs[t], builder.mul(c, _ir.Constant(i64, 16)))])
@@ -325,9 +329,9 @@ def _lanes_codegen(kind):
                     x = builder.fmul(x, load(1, c))
                 return [builder.fadd(vals[0], x)]
 
-            (res,) = _chunk_loop(builder, nch, [_ir.Constant(v16, [0.0] * 16)], step)
-        ptr = builder.gep(optr, [ooff])
-        builder.store(res, builder.bitcast(ptr, v16.as_pointer()), align=4)
+            start = builder.load(optr, align=4) if continued else _ir.Constant(v16, [0.0] * 16)
+            (res,) = _chunk_loop(builder, nch, [start], step)
+        builder.store(res, optr, align=4)
         if kind == "max":
             anybad = builder.icmp_unsigned("!=", builder.bitcast(bad, _ir.IntType(16)), _ir.Constant(_ir.IntType(16), 0))
             return anybad
@@ -355,50 +359,17 @@ def lanes_max(typingctx, a, aoff, nch, out, ooff):
     return _nbtypes.boolean(a, aoff, nch, out, ooff), _lanes_codegen("max")
 
 
-# lanes_dot / lanes_sum continued from the 16 lanes stored at out[ooff:] (not from +0): a dot16 over
-# a long k taken in blocks of chunks keeps each lane's terms in ascending k, one rounding each.
-def _acc_codegen(kind):
-    def codegen(context, builder, sig, args):
-        i64 = _ir.IntType(64)
-        v16 = _ir.VectorType(_ir.FloatType(), 16)
-        nin = 2 if kind == "dot" else 1
-        ptrs, offs = [], []
-        for t in range(nin):
-            ptrs.append(context.make_array(sig.args[2 * t])(context, builder, args[2 * t]).data)
-            offs.append(context.cast(builder, args[2 * t + 1], sig.args[2 * t + 1], _nbtypes.int64))
-        nch = context.cast(builder, args[2 * nin], sig.args[2 * nin], _nbtypes.int64)
-        optr = context.make_array(sig.args[2 * nin + 1])(context, builder, args[2 * nin + 1]).data
-        ooff = context.cast(builder, args[2 * nin + 2], sig.args[2 * nin + 2], _nbtypes.int64)
-        optr = builder.bitcast(builder.gep(optr, [ooff]), v16.as_pointer())
-
-        def load(t, c):
-            ptr = builder.gep(ptrs[t], [builder.add(offs[t], builder.mul(c, _ir.Constant(i64, 16)))])
-            return builder.load(builder.bitcast(ptr, v16.as_pointer()), align=4)
-
-        def step(c, vals):
-            x = load(0, c)
-            if kind == "dot":
-                x = builder.fmul(x, load(1, c))
-            return [builder.fadd(vals[0], x)]
-
-        (res,) = _chunk_loop(builder, nch, [builder.load(optr, align=4)], step)
-        builder.store(res, optr, align=4)
-        return context.get_dummy_value()
-
-    return codegen
-
-
 @_intrinsic
 def lanes_dot_acc(typingctx, a, aoff, b, boff, nch, out, ooff):
     """out[ooff + l] += a[aoff + 16c + l] * b[boff + 16c + l] for c = 0 .. nch - 1 ascending (each
     product rounded, then each sum): lanes_dot continued from the stored lanes."""
-    return _nbtypes.void(a, aoff, b, boff, nch, out, ooff), _acc_codegen("dot")
+    return _nbtypes.void(a, aoff, b, boff, nch, out, ooff), _lanes_codegen("dot", continued=True)
 
 
 @_intrinsic
 def lanes_sum_acc(typingctx, a, aoff, nch, out, ooff):
     """out[ooff + l] += a[aoff + 16c + l] for c ascending: lanes_sum continued."""
-    return _nbtypes.void(a, aoff, nch, out, ooff), _acc_codegen("sum")
+    return _nbtypes.void(a, aoff, nch, out, ooff), _lanes_codegen("sum", continued=True)
 
 
 def _exp32_ir(builder, v, in_range=False):
