@@ -138,6 +138,145 @@ def _stamp_engine_caches() -> bool:
 
 ENGINE_CACHE_STAMPED = _NUMBA_CACHE and _stamp_engine_caches()
 
+# -- a cache that a killed or concurrent compile cannot make crash the next run ------------------
+# Numba writes a kernel's index (.nbi: signature -> data file name) BEFORE its data file (.nbc),
+# numbers data files 1, 2, ... per kernel, and reuses a number whose file is still there from an
+# older build; two processes compiling into one cache (the CLI's background preparation beside a
+# tune, pytest-xdist workers, Ray workers) each save their own index over the other's. So an index
+# can name a data file that holds another signature's or another build's machine code, and Numba
+# loads it as this one's: the next run crashed loading it (a segmentation fault). A truncated or
+# damaged file raised out of pickle. For the engine's kernels (ENGINE_CACHE_STAMPED: their stamp
+# starts with "dxstudio-engine") each data file now carries a header: a magic, the digest of the
+# key it was compiled for and of its own payload; it is written before the index, under a lock
+# per cache folder; what does not check out (any other file, a short one, another key's, a broken
+# index) is a cache miss: the kernel compiles again and is saved over it, and the first such
+# kernel of the process says so on stderr in one line naming the cache folder.
+_DATA_MAGIC = b"dxstudio-nbc-1\n"
+_damage_said: set[str] = set()
+
+
+def _cache_damaged(folder: str, what: str) -> None:
+    if folder in _damage_said:
+        return
+    _damage_said.add(folder)
+    import sys
+
+    print(f"dxstudio: the compiled-kernel cache in {folder} is incomplete or damaged ({what}); "
+          "compiling those kernels again", file=sys.stderr, flush=True)
+
+
+def _key_digest(stamp, key) -> bytes:
+    """The build a data file holds: the kernel's source stamp (the engine digest) and Numba's key
+    (signature, target CPU, bytecode)."""
+    import hashlib
+
+    return hashlib.sha256(repr((stamp, key)).encode()).digest()
+
+
+def _checked_cache_files() -> bool:
+    try:
+        import contextlib
+        import hashlib
+        import pickle
+
+        from numba.core import caching
+
+        base = caching.IndexDataCacheFile
+    except Exception:  # pragma: no cover - another Numba
+        return False
+    if getattr(base, "_dxstudio_checked", False):
+        return True
+
+    class CheckedIndexDataCacheFile(base):
+        """Numba's IndexDataCacheFile; for the engine's kernels, checked as above."""
+        _dxstudio_checked = True
+
+        def __init__(self, cache_path, filename_base, source_stamp):
+            super().__init__(cache_path, filename_base, source_stamp)
+            self._checked = isinstance(source_stamp, tuple) and source_stamp[:1] == ("dxstudio-engine",)
+
+        def _damaged(self, name, what):
+            _cache_damaged(self._cache_path, f"{name}: {what}")
+
+        def _load_index(self):
+            if not self._checked:
+                return super()._load_index()
+            try:
+                overloads = super()._load_index()
+            except Exception as e:  # a truncated or damaged index: start this kernel's afresh
+                self._damaged(self._index_name, f"unreadable, {type(e).__name__}")
+                return {}
+            if not isinstance(overloads, dict) or not all(isinstance(v, str) for v in overloads.values()):
+                self._damaged(self._index_name, "not an index of this cache")
+                return {}
+            return overloads
+
+        @contextlib.contextmanager
+        def _locked(self):
+            try:
+                import fcntl
+            except ImportError:  # not POSIX: unlocked, the checks still hold
+                yield
+                return
+            os.makedirs(self._cache_path, exist_ok=True)
+            with open(os.path.join(self._cache_path, "dxstudio-cache.lock"), "a") as fh:  # one per folder
+                fcntl.flock(fh, fcntl.LOCK_EX)
+                try:
+                    yield
+                finally:
+                    fcntl.flock(fh, fcntl.LOCK_UN)
+
+        def save(self, key, data):
+            if not self._checked:
+                return super().save(key, data)
+            payload = self._dump(data)
+            blob = _DATA_MAGIC + _key_digest(self._source_stamp, key) + hashlib.sha256(payload).digest() + payload
+            with self._locked():  # the index as it is now (another process may have added to it)
+                overloads = self._load_index()
+                name = overloads.get(key)
+                if name is None:
+                    taken = set(overloads.values())
+                    name = next(n for n in map(self._data_name, range(1, len(taken) + 2)) if n not in taken)
+                with self._open_for_write(self._data_path(name)) as fh:  # the data, then the index
+                    fh.write(blob)
+                if overloads.get(key) != name:
+                    overloads[key] = name
+                    self._save_index(overloads)
+
+        def load(self, key):
+            if not self._checked:
+                return super().load(key)
+            name = self._load_index().get(key)
+            if name is None:
+                return None
+            try:
+                with open(self._data_path(name), "rb") as fh:
+                    blob = fh.read()
+            except OSError:  # removed since: compiled again
+                return None
+            head = len(_DATA_MAGIC)
+            if not blob.startswith(_DATA_MAGIC) or len(blob) < head + 64:
+                self._damaged(name, "short, or not written by this cache")
+                return None
+            if blob[head:head + 32] != _key_digest(self._source_stamp, key):
+                self._damaged(name, "holds another build than its index names")
+                return None
+            payload = blob[head + 64:]
+            if hashlib.sha256(payload).digest() != blob[head + 32:head + 64]:
+                self._damaged(name, "truncated or damaged")
+                return None
+            try:
+                return pickle.loads(payload)
+            except Exception as e:  # pragma: no cover - a payload that checks out but does not load
+                self._damaged(name, f"does not load, {type(e).__name__}")
+                return None
+
+    caching.IndexDataCacheFile = CheckedIndexDataCacheFile  # Cache.__init__ makes one per kernel
+    return True
+
+
+ENGINE_CACHE_CHECKED = ENGINE_CACHE_STAMPED and _checked_cache_files()
+
 
 def _renamed(fn, name):
     """A copy of fn under another name: Numba's on-disk cache keys functions by name, so the
