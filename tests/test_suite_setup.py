@@ -89,3 +89,40 @@ def test_readme_test_command_is_ci_s():
     # the test extra brings pytest-xdist (-n 2: tests/conftest.py supports it)
     extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["test"]
     assert any(r.startswith("pytest-xdist") for r in extra)
+
+
+def test_a_cpu_build_of_the_same_sources_and_tools_is_read_not_compiled_again(tmp_path, monkeypatch):
+    """tests/conftest.py build_result_file: the result of a build for another CPU is reused only
+    for exactly the same engine sources, check script, tools, target and steering environment."""
+    import json
+
+    import conftest
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    env = {"NUMBA_CPU_NAME": "generic", "NUMBA_CACHE_DIR": "/a", "DXSTUDIO_NUMBA_CACHE": "0", "HOME": "/x"}
+    path = conftest.build_result_file("generic", env)
+    assert path == conftest.build_result_file("generic", dict(env, NUMBA_CACHE_DIR="/b", HOME="/y"))
+    assert path.is_relative_to(tmp_path / "xdg")
+    assert path != conftest.build_result_file("generic", dict(env, NUMBA_OPT="1"))
+    assert path != conftest.build_result_file("haswell", env)
+    monkeypatch.setattr(conftest, "REPO", tmp_path / "repo")  # another engine source: another build
+    for name in ("dxstudio/engine/model.py", "tests/cpu_subprocess_check.py", "tests/synthetic.py"):
+        (tmp_path / "repo" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "repo" / name).write_text("x = 1\n")
+    assert conftest.build_result_file("generic", env) != path
+    monkeypatch.undo()
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    result = {"digests": {"mm": "ab"}, "cpu_name": "generic", "cpu_seconds": 108.0}
+    build = conftest.CpuBuild("generic", tmp_path)  # nothing stored yet: it compiles (stopped here)
+    assert build.proc is not None
+    build.stop()
+    path = build.reused
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"code": 0, "out": json.dumps(result), "err": ""}))
+    again = conftest.CpuBuild("generic", tmp_path)
+    assert again.proc is None and again.result() == result
+    monkeypatch.setenv("DXSTUDIO_TEST_BUILD_CACHE", "0")
+    fresh = conftest.CpuBuild("generic", tmp_path)
+    assert fresh.reused is None and fresh.proc is not None
+    fresh.stop()
