@@ -89,3 +89,20 @@ def test_one_background_preparation_at_a_time(unprepared, monkeypatch):
     monkeypatch.setattr(readiness.subprocess, "Popen", lambda *a, **k: started.append(a[0]))
     assert readiness.start_background_prepare() and readiness.start_background_prepare()
     assert len(started) == 1 and started[0][1:] == ["-m", "dxstudio.engine.readiness"]
+
+
+def test_a_killed_background_preparation_does_not_hold_the_next_one_back(unprepared, monkeypatch):
+    """The busy file names the preparing process; one that is gone (killed during its compile)
+    no longer stops the next command from starting another."""
+    import subprocess
+    import sys
+
+    started = []
+    monkeypatch.setenv("DXSTUDIO_BACKGROUND_PREPARE", "1")
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    monkeypatch.setattr(readiness.subprocess, "Popen", lambda *a, **k: started.append(a[0]) or gone)
+    assert readiness.start_background_prepare()
+    assert readiness._busy_file().read_text().strip() == str(gone.pid)
+    assert readiness.start_background_prepare()  # that pid has ended: started again
+    assert len(started) == 2

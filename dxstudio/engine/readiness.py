@@ -157,22 +157,45 @@ def start_background_prepare() -> bool:
         return False
     busy = _busy_file()
     if busy is not None:  # one preparation at a time: a script calling extract page by page starts one
-        try:
-            if time.time() - busy.stat().st_mtime < BUSY_SECONDS:
-                return True
-        except OSError:
-            pass
-        try:
-            busy.parent.mkdir(parents=True, exist_ok=True)
-            busy.write_text(f"{os.getpid()}\n")
-        except OSError:
-            pass
+        if _still_preparing(busy):
+            return True
+        _write_busy(busy, os.getpid())
     try:
-        subprocess.Popen([sys.executable, "-m", "dxstudio.engine.readiness"], stdin=subprocess.DEVNULL,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                         close_fds=True)
+        proc = subprocess.Popen([sys.executable, "-m", "dxstudio.engine.readiness"], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                                close_fds=True)
     except OSError:
         return False
+    if busy is not None and getattr(proc, "pid", None):
+        _write_busy(busy, proc.pid)  # the preparing process itself: a killed one is not waited for
+    return True
+
+
+def _write_busy(busy: Path, pid: int) -> None:
+    try:
+        busy.parent.mkdir(parents=True, exist_ok=True)
+        tmp = busy.with_name(f"{busy.name}.{os.getpid()}.tmp")
+        tmp.write_text(f"{pid}\n")
+        tmp.replace(busy)
+    except OSError:
+        pass
+
+
+def _still_preparing(busy: Path) -> bool:
+    """A preparation started less than BUSY_SECONDS ago whose process still runs (one killed,
+    or a machine restarted since, leaves the file behind: then another starts)."""
+    try:
+        if time.time() - busy.stat().st_mtime >= BUSY_SECONDS:
+            return False
+        pid = int(busy.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # alive, another user's
+        return True
     return True
 
 
