@@ -144,8 +144,10 @@ ENGINE_CACHE_STAMPED = _NUMBA_CACHE and _stamp_engine_caches()
 # older build; two processes compiling into one cache (the CLI's background preparation beside a
 # tune, pytest-xdist workers, Ray workers) each save their own index over the other's. So an index
 # can name a data file that holds another signature's or another build's machine code, and Numba
-# loads it as this one's: the next run crashed loading it (a segmentation fault). A truncated or
-# damaged file raised out of pickle. For the engine's kernels (ENGINE_CACHE_STAMPED: their stamp
+# loads it as this one's (a TypeError, or the other kernel's code run where the arguments agree).
+# Bytes damaged inside a data file (a disk, a copy, a machine stopped mid-write) ended the next
+# run with a segmentation fault in LLVM's loader; a truncated or empty file raised out of pickle
+# (reproduced on b960b07: tests/test_kernel_cache_damage.py). For the engine's kernels (ENGINE_CACHE_STAMPED: their stamp
 # starts with "dxstudio-engine") each data file now carries a header: a magic, the digest of the
 # key it was compiled for and of its own payload; it is written before the index, under a lock
 # per cache folder; what does not check out (any other file, a short one, another key's, a broken
@@ -218,8 +220,13 @@ def _checked_cache_files() -> bool:
             except ImportError:  # not POSIX: unlocked, the checks still hold
                 yield
                 return
-            os.makedirs(self._cache_path, exist_ok=True)
-            with open(os.path.join(self._cache_path, "dxstudio-cache.lock"), "a") as fh:  # one per folder
+            try:
+                os.makedirs(self._cache_path, exist_ok=True)
+                fh = open(os.path.join(self._cache_path, "dxstudio-cache.lock"), "a")  # one per folder
+            except OSError:  # no lock to be had: unlocked, the checks still hold
+                yield
+                return
+            with fh:
                 fcntl.flock(fh, fcntl.LOCK_EX)
                 try:
                     yield
@@ -231,6 +238,12 @@ def _checked_cache_files() -> bool:
                 return super().save(key, data)
             payload = self._dump(data)
             blob = _DATA_MAGIC + _key_digest(self._source_stamp, key) + hashlib.sha256(payload).digest() + payload
+            try:
+                self._save_checked(key, blob)
+            except OSError:  # a full or read-only disk: this kernel is not cached, nothing worse
+                pass
+
+        def _save_checked(self, key, blob):
             with self._locked():  # the index as it is now (another process may have added to it)
                 overloads = self._load_index()
                 name = overloads.get(key)
