@@ -195,10 +195,52 @@ def main(argv=None) -> int:
             training.example_gradients(run.cfg, states[names[0]].params, one, states[names[0]].settings, wanted, 4)
             fixed.append(time.thread_time() - c0)
     fixed_ms = 1e3 * statistics.median(fixed)
+    out = {}
+
+    # the held-out scoring after each epoch: every held-out page, one core (serial kernels, the
+    # caller's thread) against run.py's predict_pages on D threads (each page's thread CPU)
+    from dxstudio.engine import extract
+    from dxstudio.tuning import run as run_module
+
+    pages = [r[1] for r in run.heldout_pages]
+    params = states[names[0]].params
+    real_predict = extract.predict_page
+    page_cpu = []
+
+    def timed_predict(*a, **k):
+        c0 = time.thread_time()
+        try:
+            return real_predict(*a, **k)
+        finally:
+            page_cpu.append(time.thread_time() - c0)
+
+    run_module.predict_page = timed_predict
+    score = {"one": [], "many": [], "model": []}
+    degree = max([int(x.removesuffix("old")) for x in names if x not in ("1", "1s")] or [2])
+    try:
+        for r in range(3):
+            page_cpu.clear()
+            c0 = time.process_time()
+            with runtime.serial_kernels():
+                one_preds = run_module.predict_pages(run.cfg, params, pages, s["kernels"], s["decoding"], 1)
+            score["one"].append(time.process_time() - c0)
+            page_cpu.clear()
+            c0 = time.process_time()
+            many = run_module.predict_pages(run.cfg, params, pages, s["kernels"], s["decoding"], degree)
+            score["many"].append(time.process_time() - c0)
+            score["model"].append(makespan(list(page_cpu), degree))
+            if [p.tags.tobytes() for p in many] != [p.tags.tobytes() for p in one_preds]:
+                raise C.BenchError("the held-out pages side by side predicted other tags")
+    finally:
+        run_module.predict_page = real_predict
 
     med = lambda xs: 1e3 * statistics.median(xs)  # noqa: E731
-    out = {"steps": args.steps, "batch": s["batch"], "words_mean": sum(e.inputs.n for e in run.examples) / n,
-           "fixed_ms": fixed_ms}
+    out.update(score_pages=len(pages), score_cpu_ms_1s=med(score["one"]), score_cpu_ms_many=med(score["many"]),
+               score_model_ms_many=med(score["model"]), score_degree=degree)
+    print(f"held-out scoring, {len(pages)} pages: one core {out['score_cpu_ms_1s']:.0f} ms CPU; degree {degree}: "
+          f"{out['score_cpu_ms_many']:.0f} ms CPU, idle-machine model {out['score_model_ms_many']:.0f} ms")
+    out.update({"steps": args.steps, "batch": s["batch"], "words_mean": sum(e.inputs.n for e in run.examples) / n,
+                "fixed_ms": fixed_ms})
     base = med([x["cpu"] for x in results["1s"]]) if "1s" in results else None
     print(f"{args.steps} steps of batch {s['batch']} from step {args.first}; the same weights bytes after every round")
     print(f"one example of one word (dispatch, Python, allocation): {fixed_ms:.2f} ms CPU")
