@@ -163,3 +163,25 @@ def test_a_failing_part_stops_the_others_and_its_error_is_raised(receipts_projec
     step = checkpoint_step(tmp_path / "r" / "final" / "checkpoint.safetensors")
     assert step is not None and step < run.final.total_steps
     assert not (tmp_path / "r" / "folds" / "2" / "checkpoint.safetensors").exists()
+
+
+def test_more_cores_than_parts_give_each_part_threads_and_the_same_bytes(receipts_project, tmp_path, monkeypatch):
+    # degree 6, three parts: each part side by side on its own thread, its examples on 2 threads
+    from dxstudio.engine import training
+
+    one = _folded(receipts_project, tmp_path / "d1", degree=1)
+    assert one.train()
+    one.finish()
+    real = training.example_gradients
+    workers = set()
+
+    def spy(*a, **k):
+        workers.add(threading.current_thread().name)
+        return real(*a, **k)
+
+    monkeypatch.setattr(training, "example_gradients", spy)
+    six = _folded(receipts_project, tmp_path / "d6", degree=6)
+    assert six.train()
+    six.finish()
+    assert workers and all(name.startswith("dx-degree2") for name in workers)
+    assert _files(tmp_path / "d1") == _files(tmp_path / "d6")

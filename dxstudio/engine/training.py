@@ -164,19 +164,22 @@ def example_cost(ex: Example) -> int:
     return n * (200 + n)
 
 
-# One pool of worker threads per degree, kept for the process: a step hands its examples to
-# it instead of starting and joining threads every step. Several trainings may share a pool at
-# once (the folds of a cross-validated run side by side): each step waits for its own examples.
-_POOLS: dict = {}
-_POOLS_LOCK = threading.Lock()
+# A pool of worker threads per degree and calling thread, kept while that thread lives: a step
+# hands its examples to it instead of starting and joining threads every step. Trainings on
+# different threads at once (the parts of a cross-validated run side by side, folds.py) have
+# pools of their own, so one never waits for the other's examples; a pool whose thread has
+# ended is collected and its workers exit.
+_POOLS = threading.local()
 
 
 def _pool(degree: int) -> ThreadPoolExecutor:
-    with _POOLS_LOCK:
-        pool = _POOLS.get(degree)
-        if pool is None:
-            pool = _POOLS[degree] = ThreadPoolExecutor(max_workers=degree, thread_name_prefix=f"dx-degree{degree}")
-        return pool
+    pools = getattr(_POOLS, "pools", None)
+    if pools is None:
+        pools = _POOLS.pools = {}
+    pool = pools.get(degree)
+    if pool is None:
+        pool = pools[degree] = ThreadPoolExecutor(max_workers=degree, thread_name_prefix=f"dx-degree{degree}")
+    return pool
 
 
 class _Slots:

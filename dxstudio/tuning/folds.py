@@ -234,7 +234,9 @@ class FoldedRun:
         def worker():
             from dxstudio.engine.kernels import runtime
 
-            with runtime.serial_kernels() if per_part == 1 else _nothing():
+            # serial kernels on this thread (its examples' threads take them too): two parts never
+            # call Numba's thread pool at once
+            with runtime.serial_kernels():
                 while not either.is_set():
                     with lock:
                         item = next(queue, None)
@@ -314,14 +316,6 @@ class FoldedRun:
                        thresholds=stored_thresholds(report))
             write_json_atomic(self.rundir.report_path, report)  # last: a report means a finished run
         return report
-
-
-class _nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def prepare_run(project, run_dir, overrides: dict | None = None, model_path=None, resume: bool | None = None):
