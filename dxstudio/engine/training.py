@@ -11,6 +11,7 @@ depend on the degree. docs/training.md pins every formula.
 from __future__ import annotations
 
 import math
+import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -155,12 +156,87 @@ def example_gradients(cfg, params, ex: Example, settings: TrainSettings, wanted,
     return loss, OrderedDict((n_, grads[n_]) for n_ in wanted if n_ in grads)
 
 
+def example_cost(ex: Example) -> int:
+    """A step's relative cost of one example, for handing the longest out first: the products
+    grow as n (the blocks, about 200 multiply-adds a word for each one a pair costs) and the
+    pair MLP and attention as n squared. Only the order of hand-out depends on it, never a byte."""
+    n = int(ex.inputs.n)
+    return n * (200 + n)
+
+
+# A pool of worker threads per degree and calling thread, kept while that thread lives: a step
+# hands its examples to it instead of starting and joining threads every step. Trainings on
+# different threads at once (the parts of a cross-validated run side by side, folds.py) have
+# pools of their own, so one never waits for the other's examples; a pool whose thread has
+# ended is collected and its workers exit.
+_POOLS = threading.local()
+
+
+def _pool(degree: int) -> ThreadPoolExecutor:
+    pools = getattr(_POOLS, "pools", None)
+    if pools is None:
+        pools = _POOLS.pools = {}
+    pool = pools.get(degree)
+    if pool is None:
+        pool = pools[degree] = ThreadPoolExecutor(max_workers=degree, thread_name_prefix=f"dx-degree{degree}")
+    return pool
+
+
+class _Slots:
+    """Each example's (loss, gradient set) or exception, filled by the worker threads in any
+    order; taken by the caller in example order as soon as each is ready."""
+
+    def __init__(self, b: int):
+        self.values = [None] * b
+        self.errors = [None] * b
+        self.ready = [threading.Event() for _ in range(b)]
+
+    def take(self, i: int):
+        self.ready[i].wait()
+        if self.errors[i] is not None:
+            raise self.errors[i]
+        value, self.values[i] = self.values[i], None
+        return value
+
+
+def _threaded_results(one, examples, degree: int):
+    """Yield one(ex) for each example in example order, computed on `degree` worker threads
+    with the single-threaded kernels. The threads take the examples longest first (each free
+    thread the next: the batch's end is not one long page on one core while the other idles);
+    the caller sums each set as it comes, in example order, while the last ones still run."""
+    b = len(examples)
+    slots = _Slots(b)
+    order = iter(sorted(range(b), key=lambda i: (-example_cost(examples[i]), i)))
+    lock = threading.Lock()
+
+    def worker():
+        with runtime.serial_kernels():
+            while True:
+                with lock:
+                    i = next(order, None)
+                if i is None:
+                    return
+                try:
+                    slots.values[i] = one(examples[i])
+                except BaseException as e:  # given to the caller in example order
+                    slots.errors[i] = e
+                slots.ready[i].set()
+
+    pool = _pool(degree)
+    for _ in range(min(degree, b)):
+        pool.submit(worker)
+    for i in range(b):
+        yield slots.take(i)
+
+
 def batch_gradients(cfg, params, examples, settings: TrainSettings, wanted, runner=None):
     """Mean example loss and the batch gradient: example sets added in example order.
 
     `runner`, when given, computes the per-example (loss, gradient set) list elsewhere (e.g.
     on a Ray cluster, dxstudio/scale/cluster.py): runner(cfg, params, examples, settings,
-    wanted, batch_size) -> [example_gradients(...) for each example, in order]."""
+    wanted, batch_size) -> [example_gradients(...) for each example, in order]; a runner whose
+    attribute `sums` is true returns (loss sum, gradient sums) instead, added in example order
+    with add_in_order (each Ray task continuing the sum of the examples before its own)."""
     if not examples:
         raise ValueError("a batch needs at least one example")
     for i, ex in enumerate(examples):
@@ -168,22 +244,32 @@ def batch_gradients(cfg, params, examples, settings: TrainSettings, wanted, runn
     b = len(examples)
 
     def one(ex):
-        if settings.degree > 1 and settings.kernels == "fast":
-            with runtime.serial_kernels():
-                return example_gradients(cfg, params, ex, settings, wanted, b)
         return example_gradients(cfg, params, ex, settings, wanted, b)
 
+    if runner is not None and getattr(runner, "sums", False):
+        # the runner added the sets itself, in example order, with add_in_order (Ray: each task
+        # onto the previous task's sum): its (loss sum, sums) are what the loop below gives
+        loss, total = runner(cfg, params, examples, settings, wanted, b)
+        return _mean_and_zeros(loss, OrderedDict(total), b, params, wanted)
     if runner is not None:
         results = list(runner(cfg, params, examples, settings, wanted, b))
         if len(results) != b:
             raise ValueError(f"the gradient runner gave {len(results)} gradient sets for {b} examples")
     elif settings.degree > 1 and b > 1:
-        with ThreadPoolExecutor(max_workers=settings.degree) as pool:
-            results = list(pool.map(one, examples))
+        results = _threaded_results(one, examples, settings.degree)
+    elif settings.degree > 1 and settings.kernels == "fast":
+        with runtime.serial_kernels():  # a batch of one at degree > 1: as one of its threads would
+            results = [one(examples[0])]
     else:
         results = [one(ex) for ex in examples]
-    total = OrderedDict()
-    loss = 0.0
+    loss, total = add_in_order(0.0, OrderedDict(), results, wanted)
+    return _mean_and_zeros(loss, total, b, params, wanted)
+
+
+def add_in_order(loss, total, results, wanted):
+    """(loss, total) with each (loss, gradient set) of `results` added, in their order, with plain
+    additions: the one definition of a batch's sum (batch_gradients, and a Ray task continuing
+    the sum of the examples before it, dxstudio/scale/cluster.py)."""
     for l, g in results:  # example order, plain additions
         loss = loss + l
         for name in wanted:
@@ -191,6 +277,10 @@ def batch_gradients(cfg, params, examples, settings: TrainSettings, wanted, runn
                 # the first example's array as it is: it is fresh (backward made it), and the
                 # sums below make new arrays, so no copy is needed
                 total[name] = g[name] if name not in total else total[name] + g[name]
+    return loss, total
+
+
+def _mean_and_zeros(loss, total, b, params, wanted):
     for name in wanted:  # a tensor no active loss reached: zero gradient
         if name not in total:
             total[name] = np.zeros_like(params[name])

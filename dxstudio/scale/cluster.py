@@ -144,36 +144,77 @@ def _gradient_chunk(cfg, params, examples, settings, wanted, batch_size):
     return [example_gradients(cfg, params, ex, settings, wanted, batch_size) for ex in examples]
 
 
+def _gradient_run(cfg, params, examples, settings, wanted, batch_size, before):
+    """A consecutive run of a step's examples: their gradient sets, then added onto the sum of
+    every example before the run, in example order (training.add_in_order: the driver's own
+    additions), so only one partial sum leaves each task. `before`: [the ObjectRef of the
+    previous run's (loss, sums)] (in a list, so Ray does not wait for it before this task
+    starts: the examples are computed while the runs before are still running), or None for the
+    first run. Returns (loss sum, sums) over every example up to the end of this run."""
+    from dxstudio.engine.training import add_in_order
+
+    sets = _gradient_chunk(cfg, params, examples, settings, wanted, batch_size)
+    loss, total = (0.0, {}) if before is None else ray.get(before[0])
+    total = dict(total)  # the previous run's arrays are read-only in the object store; sums make new ones
+    return add_in_order(loss, total, sets, wanted)
+
+
 _remote_gradients = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(_gradient_chunk)
+_remote_run = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(_gradient_run)
 
 
 class RayGradients:
     """A TrainState.runner: a step's examples split into consecutive runs, one task each
-    (the weights ray.put once per step); each example's own gradient set comes back and the
-    driver adds the sets in example order (dxstudio.engine.training.batch_gradients), so the
-    bytes are those of degree 1. `bytes_back` counts the gradient bytes of the last step."""
+    (the weights ray.put once per step).
 
-    def __init__(self, tasks: int | None = None):
+    summed=False (the default): every example's own set comes back and the driver adds them in
+    example order. summed=True (issue 26 item 5; NOT the default: on the loaded 2-core machine
+    where it was written its Ray test did not finish within the test's limit, and a Ray node
+    alone could not start there, so it is unvalidated on Ray): each task adds its examples'
+    gradient sets onto the previous task's partial sum, in example order, and hands on one
+    set: the tasks compute side by side and only the additions form a chain; the driver gets
+    the last sum (batch_gradients takes it as it is). Per step, `tasks` gradient sets cross
+    processes instead of one per example. Either way the additions are those of one process, in
+    example order (tests/test_degree.py checks the chained arithmetic without Ray).
+    `bytes_back` counts the gradient bytes that crossed processes in the last step (the partial
+    sums handed on and the last one back), `bytes_out` the weights put once."""
+
+    def __init__(self, tasks: int | None = None, summed: bool = False):
         self.tasks = tasks
+        self.sums = summed  # batch_gradients: this runner returns (loss sum, gradient sums)
         self.bytes_back = 0
         self.bytes_out = 0
         self.steps = 0  # steps whose gradient sets were computed here
 
-    def __call__(self, cfg, params, examples, settings, wanted, batch_size):
+    def _runs(self, examples):
         n = min(self.tasks or cluster_cpus(), len(examples))
-        ref = ray.put(params)
         size, extra = divmod(len(examples), n)
-        refs, start = [], 0
+        start = 0
         for i in range(n):  # consecutive runs, the first `extra` one longer
             stop = start + size + (1 if i < extra else 0)
-            refs.append(_remote_gradients.remote(cfg, ref, examples[start:stop], settings, wanted, batch_size))
+            yield examples[start:stop]
             start = stop
+
+    def __call__(self, cfg, params, examples, settings, wanted, batch_size):
+        ref = ray.put(params)
         try:
-            results = [r for part in ray.get(refs) for r in part]
+            if self.sums:
+                before, n_runs = None, 0
+                for run in self._runs(examples):
+                    before = [_remote_run.remote(cfg, ref, run, settings, wanted, batch_size, before)]
+                    n_runs += 1
+                loss, total = ray.get(before[0])
+                # each partial sum crosses once: to the next task, the last one to here
+                self.bytes_back = n_runs * sum(g.nbytes for g in total.values())
+                result = (loss, total)
+            else:
+                refs = [_remote_gradients.remote(cfg, ref, run, settings, wanted, batch_size)
+                        for run in self._runs(examples)]
+                result = [r for part in ray.get(refs) for r in part]
+                self.bytes_back = sum(g.nbytes for _, gs in result for g in gs.values())
         except ray.exceptions.RayError as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise ScaleError(f"a Ray training task failed after {TASK_RETRIES} retries: {first}") from None
-        self.bytes_back = sum(g.nbytes for _, gs in results for g in gs.values())
         self.bytes_out = sum(p.nbytes for p in params.values())
         self.steps += 1
-        return results
+        return result

@@ -60,10 +60,14 @@ class FoldedRun:
             raise TuneError("a cross-validated run needs the setting folds (K >= 2)")
         run_dir = Path(run_dir)
         rd = RunDir(run_dir)
-        # the final run first: it reads every page once and says how many are usable
-        final = TuneRun.prepare(project, rd.final_part().path, overrides, model_path, fold=(None, n_folds))
+        # the final run first: it reads every page once and says how many are usable; the folds
+        # take the same pages and model inputs from it (shared: read and built once)
+        shared = {}
+        final = TuneRun.prepare(project, rd.final_part().path, overrides, model_path, fold=(None, n_folds),
+                                shared=shared)
         check_folds(n_folds, len(final.train_pages), project)
-        folds = [TuneRun.prepare(project, rd.fold_part(k).path, overrides, model_path, fold=(k, n_folds))
+        folds = [TuneRun.prepare(project, rd.fold_part(k).path, overrides, model_path, fold=(k, n_folds),
+                                 shared=shared)
                  for k in range(n_folds)]
         return cls(project, run_dir, settings, folds, final)
 
@@ -139,6 +143,8 @@ class FoldedRun:
             "parts": [str(p.run_dir.relative_to(self.run_dir)) for p in self.parts],
             "starting_model": self.start_source, "fields": list(self.cfg.fields),
             "total_steps": self.total_steps})
+        if self._side_by_side(stop_after):
+            return self._train_side_by_side(emit, cancel, resume)
         offset = 0
         for index, part in enumerate(self.parts):
             if part is not self.final and self._part_done(part):
@@ -167,6 +173,99 @@ class FoldedRun:
                 self._save_heldout(part)
             offset += part.total_steps
         return True
+
+    def _side_by_side(self, stop_after) -> bool:
+        """Parts run side by side at degree > 1 in one process (not with --stop-after, which
+        counts steps across the parts in turn, nor with a gradient runner such as Ray's)."""
+        return (int(self.settings["degree"]) > 1 and stop_after is None
+                and all(p.runner is None for p in self.parts) and len(self.parts) > 1)
+
+    def _train_side_by_side(self, emit, cancel, resume) -> bool:
+        """Every part not done, `degree` at a time, one thread each: the compiled kernels and
+        the page inputs are the process's, shared; each part is the run it is one at a time
+        (its own state, folder, checkpoints and held-out predictions: the same bytes). The
+        longest part (the final model: every page) goes first. A free thread takes the next
+        part. Events count steps across all parts (the parts' steps done so far, added up).
+        A part that fails stops the others (each writes its checkpoint) and its error is
+        raised once they have stopped; a cancel stops them all the same way."""
+        from dxstudio.tuning.rundir import checkpoint_step
+
+        degree = int(self.settings["degree"])
+        todo, done_steps, local = [], 0, {}
+        for index, part in enumerate(self.parts):
+            if part is not self.final and self._part_done(part):
+                done_steps += part.total_steps
+                continue
+            has_checkpoint = part.checkpoint_path.exists()
+            if part is self.final and resume and has_checkpoint:
+                part.start_state(resume=True)
+                part.rundir.release()
+                if part.state.step >= part.total_steps:  # trained, stopped before finish()
+                    done_steps += part.total_steps
+                    continue
+            start = (checkpoint_step(part.checkpoint_path) or 0) if resume and has_checkpoint else 0
+            local[index] = start
+            todo.append((index, part, resume and has_checkpoint))
+        if not todo:
+            return True
+        todo.sort(key=lambda r: (-r[1].total_steps, r[0]))  # the longest first
+        threads = min(degree, len(todo))
+        per_part = max(1, degree // threads)  # cores left over go to each part's examples
+        stop = threading.Event()  # a part failed or was cancelled: the others stop too
+        lock = threading.Lock()
+        errors, stopped = {}, []
+        queue = iter(todo)
+
+        class Either:  # the caller's cancel or ours
+            def is_set(self_):
+                return stop.is_set() or (cancel is not None and cancel.is_set())
+
+        either = Either()
+
+        def relay_for(index):
+            def relay(ev):
+                with lock:
+                    local[index] = ev.step
+                    epoch = None if ev.epoch is None else ev.epoch + index * self.settings["epochs"]
+                    emit(Event(ev.kind, done_steps + sum(local.values()), self.total_steps, loss=ev.loss,
+                               lr=ev.lr, seconds=ev.seconds, epoch=epoch, scores=ev.scores))
+            return relay
+
+        def worker():
+            from dxstudio.engine.kernels import runtime
+
+            # serial kernels on this thread (its examples' threads take them too): two parts never
+            # call Numba's thread pool at once
+            with runtime.serial_kernels():
+                while not either.is_set():
+                    with lock:
+                        item = next(queue, None)
+                    if item is None:
+                        return
+                    index, part, resumed = item
+                    part.degree_override = per_part
+                    try:
+                        finished = part.train(relay_for(index), either, None, resume=resumed, overwrite=not resumed)
+                        if finished and part is not self.final:
+                            self._save_heldout(part)
+                    except BaseException as e:  # raised by the caller once every part has stopped
+                        errors[index] = e
+                        stop.set()
+                        return
+                    finally:
+                        part.degree_override = None
+                    if not finished:
+                        stopped.append(index)
+                        return
+
+        pool = [threading.Thread(target=worker, name=f"dx-fold-{k}", daemon=True) for k in range(threads)]
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join()
+        if errors:
+            raise errors[min(errors)]
+        return not stopped and next(queue, None) is None
 
     def _save_heldout(self, part: TuneRun) -> None:
         rows = []

@@ -16,6 +16,7 @@ import math
 import threading
 import time
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from dxstudio.engine.inputs import window_inputs
 from dxstudio.engine.params import new_params, new_tag_head
 from dxstudio.engine.training import Example, Targets, TrainSettings, TrainState, train_step
 from dxstudio.fsutil import write_json_atomic
+from dxstudio.grounding import project_targets
 from dxstudio.tuning import checkpoint, early_stop, schedule
 from dxstudio.tuning.augment import AUGMENT_SETTINGS, augment_page, enabled as augment_enabled
 from dxstudio.tuning.evaluation import score_predictions, stored_thresholds
@@ -65,6 +67,7 @@ class TuneRun:
     runner: object = None  # optional per-example gradient runner (TrainState.runner), e.g. on Ray
     fold: tuple | None = None  # see prepare
     from_base: bool = False  # the starting model is a pretrained base (a null backbone_scale means 0.3)
+    degree_override: int | None = None  # threads of this run's steps and scoring instead of the setting's (folds.py)
 
     def __post_init__(self):
         self.rundir = RunDir(self.run_dir)  # the folder's file names and its lock
@@ -81,7 +84,7 @@ class TuneRun:
     # -- preparing ----------------------------------------------------------------------
     @classmethod
     def prepare(cls, project, run_dir, overrides: dict | None = None, model_path=None,
-                resume: bool | None = None, fold: tuple | None = None) -> "TuneRun":
+                resume: bool | None = None, fold: tuple | None = None, shared: dict | None = None) -> "TuneRun":
         """resume: True reads the label targets from the run folder's snapshot (targets.json,
         written when the run started), so labels reviewed since do not change the run; False
         reads the project's label files; None (the default) uses the snapshot when the folder
@@ -89,7 +92,10 @@ class TuneRun:
         from the model file it was started from, when the project names another one since.
         fold: None for the seed's single split; (k, K) for fold k (0-based) of K, holding out
         every K-th page of the hash order from position k; (None, K) trains on every usable
-        page (the final model of a cross-validated run, folds.py)."""
+        page (the final model of a cross-validated run, folds.py).
+        shared: a dict handed to every part of one cross-validated run (folds.py): the project's
+        label files and pages are read once and each page's model inputs built once for all of
+        them (a part resumed from its own snapshot reads that instead)."""
         settings = resolve_settings(project.settings, overrides, source=project.project_file)
         snapshot = None
         rd = RunDir(run_dir)
@@ -141,6 +147,7 @@ class TuneRun:
         run.weights = weights
         run.snapshot = snapshot
         run.fold = fold
+        run.shared = shared
         run._load_targets(weights)
         run._fingerprint(weights)
         return run
@@ -150,6 +157,13 @@ class TuneRun:
         if self.snapshot is not None:
             pt = snapshot_targets(self.project, self.snapshot, self.cfg.max_words, self.rundir.snapshot_path,
                                   self.settings.get("repeats", "o"))
+        shared = getattr(self, "shared", None)
+        if pt is None and shared is not None:  # read once for every part of a cross-validated run
+            key = ("targets", self.cfg.max_words, self.settings.get("repeats", "o"))
+            if key not in shared:
+                shared[key] = project_targets(self.project, max_words=self.cfg.max_words,
+                                              repeats=self.settings.get("repeats", "o"))
+            pt = shared[key]
         pt, self.train_pages, self.heldout_pages = usable_split(
             self.project, self.settings, self.cfg.max_words, "tuning", self.fold, pt)
         self.train_pages, self.stop_pages = early_stop.carve(self.train_pages, self.settings, f"{self.project.root}: ")
@@ -157,9 +171,13 @@ class TuneRun:
         self.left_out = dict(pt.left_out)  # fields not asked yet on some page: not trained, not scored
         self.class_weights = tuple(float(w) for w in schedule.class_weights_for(weights))
         self.examples = []
+        inputs = shared.setdefault("inputs", {}) if shared is not None else {}
         for pid, page, t in self.train_pages:  # one window per page: the first max_words words
             stop = min(len(page.words), self.cfg.max_words)
-            inp = window_inputs(page, self.cfg, 0, stop)
+            key = (pid, id(page), stop)  # the page object is kept with its inputs: its id stays its own
+            if key not in inputs:
+                inputs[key] = (page, window_inputs(page, self.cfg, 0, stop))
+            inp = inputs[key][1]
             self.examples.append(Example(inp, Targets(tags=np.asarray(t.tags[:stop], np.int64))))
         self.total_steps = schedule.total_steps(len(self.train_pages), self.settings["batch"], self.settings["epochs"])
 
@@ -212,7 +230,7 @@ class TuneRun:
         s = self.settings
         return TrainSettings(backbone_scale=self.backbone_scale, loss_tag=1.0,
                              tag_class_weights=self.class_weights, weight_decay=float(s["weight_decay"]),
-                             clip=s["clip"], degree=s["degree"], kernels=s["kernels"])
+                             clip=s["clip"], degree=self.degree_override or s["degree"], kernels=s["kernels"])
 
     # -- checkpoints (checkpoint.py) -------------------------------------------------------
     @property
@@ -353,11 +371,14 @@ class TuneRun:
     def predictions(self, params_rt=None):
         """(page id, Page, PageTargets, PagePrediction) for every held-out page."""
         params_rt = params_rt if params_rt is not None else self.state.params
-        out = []
-        for pid, page, t in self.heldout_pages:
-            out.append((pid, page, t, predict_page(self.cfg, params_rt, page, self.settings["kernels"],
-                                                   self.settings["decoding"])))
-        return out
+        preds = predict_pages(self.cfg, params_rt, [r[1] for r in self.heldout_pages], self.settings["kernels"],
+                              self.settings["decoding"], self.predict_degree())
+        return [(pid, page, t, pred) for (pid, page, t), pred in zip(self.heldout_pages, preds)]
+
+    def predict_degree(self) -> int:
+        """Pages predicted side by side when scoring: the run's degree (1 inside a fold run
+        side by side with others, folds.py, where the cores are the folds')."""
+        return self.degree_override or int(self.settings["degree"])
 
     def evaluate(self, params_rt=None) -> dict:
         return score_predictions(list(self.cfg.fields), self.predictions(params_rt),
@@ -389,6 +410,23 @@ class TuneRun:
         finally:
             rd.release()
         return report
+
+
+def predict_pages(cfg, params_rt, pages, kernels: str, decoding: str, degree: int = 1) -> list:
+    """predict_page of each page, in order. With degree > 1 the pages run side by side on that
+    many threads with the single-threaded kernels (a page's prediction never depends on the
+    threads: the same bytes)."""
+    from dxstudio.engine.kernels import runtime
+
+    if degree <= 1 or len(pages) <= 1:
+        return [predict_page(cfg, params_rt, page, kernels, decoding) for page in pages]
+
+    def one(page):
+        with runtime.serial_kernels():
+            return predict_page(cfg, params_rt, page, kernels, decoding)
+
+    with ThreadPoolExecutor(max_workers=degree, thread_name_prefix="dx-score") as pool:
+        return list(pool.map(one, pages))
 
 
 def _keep_head_rows(model_fields, base_params, fields, weight, bias):

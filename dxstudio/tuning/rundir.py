@@ -341,8 +341,9 @@ class RunDir:
             return None
 
     def folded_step(self) -> int | None:
-        """Steps a stopped cross-validated run has done (finished folds plus the checkpoint of
-        the part it stopped in), or None when this is not a folded run with something to resume."""
+        """Steps a stopped cross-validated run has done (finished folds plus the checkpoints of
+        the parts it stopped in: one when the parts ran in turn, several when they ran side by
+        side), or None when this is not a folded run with something to resume."""
         info = self._settings_json()
         parts = info.get("parts") if isinstance(info, dict) else None
         if not isinstance(parts, list):
@@ -353,14 +354,13 @@ class RunDir:
             try:
                 total = int(part._settings_json()["total_steps"])
             except (KeyError, TypeError, ValueError):
-                break
+                continue  # not started
             if part.heldout_path.exists():
                 done, found = done + total, True
                 continue
             step = checkpoint_step(part.checkpoint_path)
             if step is not None:
                 done, found = done + step, True
-            break
         return done if found else None
 
     def started_as(self):
