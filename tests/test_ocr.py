@@ -121,6 +121,43 @@ def test_an_amount_run_into_its_currency_is_two_words():
         assert split(kept) == [(kept, (10.0, 5.0, 70.0, 25.0))]
 
 
+def test_words_the_recogniser_ran_together_are_split_at_a_capital():
+    """A capitalised word run into a lower-case letter ("NetTotal") is two words, as the data
+    set's OCR gives it, so grounding sees the field's name ("Total") before the amount; a dollar
+    sign read as S before an amount is the dollar sign. Nothing else changes."""
+    from dxstudio.engine.page import Word
+
+    def split(text, box=(0.0, 5.0, 120.0, 25.0)):
+        return [(w.text, w.box) for w in ocr.split_joined_words([Word(text, box)])]
+
+    assert split("NetTotal", (0.0, 5.0, 80.0, 25.0)) == [("Net", (0.0, 5.0, 30.0, 25.0)),
+                                                         ("Total", (30.0, 5.0, 80.0, 25.0))]
+    assert [t for t, _ in split("TotalInclGsT")] == ["Total", "Incl", "GsT"]
+    assert [t for t, _ in split("NetTotalRounded(MYR):")] == ["Net", "Total", "Rounded(MYR):"]
+    assert split("S8.20") == [("$8.20", (0.0, 5.0, 120.0, 25.0))]
+    assert [t for t, _ in split("S1,208.20")] == ["$1,208.20"]
+    for kept in ("TOTAL", "Total:", "iPhone", "eWallet", "SST", "S8", "S8.2", "S8.205", "GST)", "aB", "12.50"):
+        assert split(kept) == [(kept, (0.0, 5.0, 120.0, 25.0))], kept
+    # the last piece keeps the word's right edge exactly
+    assert split("JohorBahruJohor")[-1][1][2] == 120.0
+
+
+def test_grounding_finds_the_total_after_its_name_once_the_words_are_apart():
+    """The reason for the split: "NetTotal 21.20 Rounding 0.00 Cash 21.20" grounds the total on
+    the last 21.20 (no word names the field); split, on the one after "Total", as on the data
+    set's OCR."""
+    from dxstudio.engine.page import Page, Word
+    from dxstudio.grounding import ground_value
+
+    texts = ["NetTotal", "21.20", "Rounding", "0.00", "Cash", "21.20"]
+    words = [Word(t, (10.0 + 60 * i, 10.0, 60.0 + 60 * i, 30.0)) for i, t in enumerate(texts)]
+    joined = Page("p", 400.0, 100.0, tuple(words))
+    apart = Page("p", 400.0, 100.0, tuple(ocr.split_joined_words(words)))
+    assert [apart.words[i].text for i in ground_value(apart, "21.20", field="total").words] == ["21.20"]
+    assert ground_value(joined, "21.20", field="total").words == (5,)
+    assert ground_value(apart, "21.20", field="total").words == (2,)  # Net Total [21.20] ... Cash 21.20
+
+
 def test_an_encrypted_pdf_is_named_alike_by_import_extract_and_the_page_reader(tmp_path):
     """One message for an encrypted PDF (importers.pdf_pages), whichever path reads it:
     `import pdf`, document_pages (the app's Extract tab) and extract's page items."""
