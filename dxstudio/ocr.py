@@ -379,7 +379,7 @@ def _char_boxes(crops, dt_boxes, rec_res) -> list:
             out.append([text, conf, [], content, confs])
             continue
         direction = C.get_box_direction(box)
-        bp = np.float32(box)
+        bp = np.array(box, dtype=np.float32)  # a copy: dt_boxes stay as they are
         left, top = int(np.min(bp[:, 0])), int(np.min(bp[:, 1]))
         bp[:, 0] -= left
         bp[:, 1] -= top

@@ -207,6 +207,61 @@ def test_rapidocr_reads_rendered_words_in_reading_order():
 
 
 @needs_ocr
+def test_faster_steps_give_rapidocrs_numbers(monkeypatch):
+    """The speed-ups that must not change a word: the character boxes (_char_boxes against
+    rapidocr's CalRecBoxes: the same extent of every character, on a level and a tilted line) and
+    the detector input looked up in a table (the same float32 values as rapidocr's arithmetic)."""
+    import numpy as np
+
+    from rapidocr_onnxruntime.ch_ppocr_det.utils import DetPreProcess
+
+    eng = ocr.get_engine("rapidocr")
+    level = np.asarray(text_image((("INVOICE 4471", 25), ("TOTAL 12.50 RM", 105))))
+    tilted = np.asarray(text_image((("TOTAL 12.50 RM", 80),)).rotate(4, fillcolor="white", expand=True))
+    for rgb in (level, tilted):
+        o = eng.ocr
+        img, _, _ = o.preprocess(np.ascontiguousarray(rgb[:, :, ::-1]))
+        boxes, _ = o.auto_text_det(img)
+        crops = o.get_crop_img_list(img, boxes)
+        rec, _ = o.text_rec(crops, True)
+        ours = ocr._char_boxes(crops, boxes, [list(r) for r in rec])
+        theirs = o.cal_rec_boxes(crops, boxes, [list(r) for r in rec])
+        assert len(ours) == len(theirs) >= 1
+        for a, b in zip(ours, theirs):
+            assert a[0] == b[0] and a[3] == b[3] and len(a[2]) == len(b[2]) >= 3
+            extent = [(min(x for x, _ in q), min(y for _, y in q), max(x for x, _ in q), max(y for _, y in q))
+                      for q in a[2]]
+            assert extent == [(min(x for x, _ in q), min(y for _, y in q), max(x for x, _ in q), max(y for _, y in q))
+                              for q in b[2]]
+    pre = DetPreProcess(736, "min")
+    own = pre.normalize(level.copy())
+    ocr._table_normalize(pre)
+    fast = pre.normalize(level.copy())
+    assert fast.dtype == np.float32 and np.array_equal(own.astype(np.float32), fast)
+
+
+@needs_ocr
+def test_the_classifier_reads_a_sample_of_an_upright_page_and_every_line_of_a_turned_one(monkeypatch):
+    """CLS_SAMPLE: on an upright page the 0/180 classifier sees only the longest lines; a page
+    upside down is classified line by line, as rapidocr does, and still turned upright."""
+    import numpy as np
+
+    eng = ocr.get_engine("rapidocr")
+    rows = tuple((f"LINE {k} TOTAL {k}.50", 10 + 40 * k) for k in range(12))
+    rgb = np.asarray(text_image(rows, size=(600, 500)))
+    seen = []
+    real = eng.ocr.text_cls
+    monkeypatch.setattr(eng.ocr, "text_cls", lambda crops: seen.append(len(crops)) or real(crops))
+    monkeypatch.setattr(eng, "cls_sample", 4)
+    lines = eng.lines(rgb)
+    assert len(lines) >= 8 and seen == [4]
+    seen.clear()
+    r = ocr.ocr_image(np.ascontiguousarray(np.rot90(rgb, 2)), "rapidocr")
+    assert r.rotation == 180 and seen[0] == 4 and seen[1] >= 8 and seen[2:] == [4]  # then upright: a sample
+    assert "total3.50" in "".join(w.text for w in r.words).casefold()
+
+
+@needs_ocr
 def test_small_print_is_read_again_enlarged_with_boxes_in_the_page_pixels(monkeypatch):
     """Text whose lines are under SMALL_TEXT_PX high is read again at twice the size; the words'
     boxes come back in the page's own pixels. Text of ordinary size is read once."""
