@@ -211,6 +211,7 @@ class Line:
     upright: bool = True  # the line classifier's verdict (rapidocr), True when unknown
     vertical: bool = False  # the line is taller than wide (text running at 90/270)
     score: float = 0.0  # confidence (0-1) times characters: how well the line was read
+    confidence: float = 0.0  # the recogniser's mean character confidence (0-1)
 
 
 @dataclass
@@ -494,8 +495,8 @@ class RapidEngine:
         def back(b):
             return (b[0] / fx, b[1] / fy, b[2] / fx, b[3] / fy)
 
-        return [Line(back(ln.box), [Word(x.text, back(x.box)) for x in ln.words], ln.upright, ln.vertical, ln.score)
-                for ln in lines]
+        return [Line(back(ln.box), [Word(x.text, back(x.box)) for x in ln.words], ln.upright, ln.vertical, ln.score,
+                     ln.confidence) for ln in lines]
 
     def classify(self, crops):
         """(crops, [[label, score]]): rapidocr's 0/180 line classifier, each line it reads as
@@ -554,7 +555,7 @@ class RapidEngine:
                 words = _line_words_from_chars(chars, rec[2])
             else:
                 words = _split_evenly(" ".join(unicodedata.normalize("NFKC", text).split()), box)
-            lines.append(Line(box, words, not flipped, vertical, score * len(text)))
+            lines.append(Line(box, words, not flipped, vertical, score * len(text), score))
         return lines
 
     def rotation(self, lines) -> int:
