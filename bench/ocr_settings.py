@@ -1,11 +1,11 @@
 """rapidocr settings side by side on the same images, interleaved page by page in one process
 (so the machine's load falls on each alike): process CPU seconds per page (median, mean) split
-into detection, the 0/180 classifier and recognition, the folded CER against the data set's
-lines (bench/ocr_sroie.py) and how many pages read exactly as the first setting's (docs/ocr.md,
-"Speed").
+into detection, the 0/180 classifier, recognition and the rest (rapidocr's and our Python outside
+the three models), the CER and folded CER against the data set's lines (bench/ocr_sroie.py) and
+how many pages read exactly as the first setting's (docs/ocr.md, "Third round", "Fourth round").
 
     python bench/ocr_settings.py IMG...                     # every setting below
-    CONFIGS=rapidocr,shipped python bench/ocr_settings.py IMG...
+    CONFIGS=third,shipped,detnative python bench/ocr_settings.py IMG...
 
 IMG are SROIE receipts (their stem names ../shared/data/sroie-train/box/<stem>.csv). Each read is
 RapidEngine.lines (one read, no upright check, no small-print re-read), one thread.
