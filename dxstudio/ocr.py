@@ -361,7 +361,7 @@ def _char_boxes(crops, dt_boxes, rec_res) -> list:
     recogniser's column of each character, turned back from the line's crop into the detector's
     pixels, the same arithmetic (cal_ocr_word_box, adjust_box_overlap, the inverse of the crop's
     perspective transform, truncated to whole pixels) but all points of a line at once and
-    without its per-point Python (order_points, deepcopy): 15% of a receipt's time. The four
+    without its per-point Python (order_points, deepcopy): 0.13 s of a receipt's 3.3 s. The four
     corners of a box come in any order (only their extent is used)."""
     import math
 
@@ -507,7 +507,7 @@ class RapidEngine:
         if k and len(crops) > k:
             order = sorted(range(len(crops)), key=lambda i: (-crops[i].shape[1] / max(1, crops[i].shape[0]), i))
             order = order[:k]
-            turned, res, _ = o.text_cls([crops[i] for i in order])
+            _, res, _ = o.text_cls([crops[i] for i in order])  # none turned: all read upright, or all lines below
             if all(r[0] != "180" for r in res):
                 out = [["0", 1.0] for _ in crops]
                 for i, r in zip(order, res):
