@@ -3,6 +3,8 @@
     python bench/ocr_profile.py IMG...                # the shipped settings (ocr.py)
     BATCH=6 python bench/ocr_profile.py IMG...        # rapidocr's own recognition batch
     DETTYPE=max DETLIM=960 python bench/ocr_profile.py IMG...   # detector input at most 960
+    PROFILE=1 python bench/ocr_profile.py IMG...      # and cProfile's view (process CPU clock):
+                                                      # the Python between the models, by function
 
 Times are process CPU time (time.process_time) of RapidEngine.lines (one read of each page,
 no upright check, no small-print re-read), split into detection, the 0/180 classifier and
@@ -46,12 +48,23 @@ def main(paths) -> None:
     eng.lines(np.full((64, 64, 3), 255, np.uint8))  # load the sessions
     for k in spent:
         spent[k] = 0.0
+    images = [rgb for p in paths for _, rgb in read_image_file(p)]
+    prof = None
+    if os.environ.get("PROFILE"):
+        import cProfile
+
+        prof = cProfile.Profile(time.process_time)
+        prof.enable()
     t0, n, nlines = time.process_time(), 0, 0
-    for p in paths:
-        for _, rgb in read_image_file(p):
-            nlines += len(eng.lines(rgb))
-            n += 1
+    for rgb in images:
+        nlines += len(eng.lines(rgb))
+        n += 1
     tot = time.process_time() - t0
+    if prof is not None:
+        import pstats
+
+        prof.disable()
+        pstats.Stats(prof).sort_stats("cumulative").print_stats(30)
     print(f"pages {n} lines {nlines} cpu {tot:.2f} s = {tot / n:.2f} s/page ({n / tot:.2f} pages/s/core); per page: "
           + ", ".join(f"{k} {v / n:.2f} s" for k, v in spent.items()))
 

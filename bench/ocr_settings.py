@@ -1,11 +1,11 @@
 """rapidocr settings side by side on the same images, interleaved page by page in one process
 (so the machine's load falls on each alike): process CPU seconds per page (median, mean) split
-into detection, the 0/180 classifier and recognition, the folded CER against the data set's
-lines (bench/ocr_sroie.py) and how many pages read exactly as the first setting's (docs/ocr.md,
-"Speed").
+into detection, the 0/180 classifier, recognition and the rest (rapidocr's and our Python outside
+the three models), the CER and folded CER against the data set's lines (bench/ocr_sroie.py) and
+how many pages read exactly as the first setting's (docs/ocr.md, "Third round", "Fourth round").
 
     python bench/ocr_settings.py IMG...                     # every setting below
-    CONFIGS=rapidocr,shipped python bench/ocr_settings.py IMG...
+    CONFIGS=third,shipped,detnative python bench/ocr_settings.py IMG...
 
 IMG are SROIE receipts (their stem names ../shared/data/sroie-train/box/<stem>.csv). Each read is
 RapidEngine.lines (one read, no upright check, no small-print re-read), one thread.
@@ -26,34 +26,47 @@ from ocr_sroie import fold, levenshtein, reference_text  # noqa: E402
 
 ROOT = HERE.parents[1] / "shared" / "data" / "sroie-train"
 
-# name: (det_limit_type, det_limit_side_len, recognition min width, memory arena, batch)
+# name: (det_limit_type, det_limit_side_len, recognition min width, memory arena, batch,
+#        classifier sample (0: every line), our character boxes + table-normalised detector input)
+OLD = (0, False)  # rapidocr's classifier on every line, its CalRecBoxes, its normalisation
 SETTINGS = {
-    "rapidocr": ("min", 736, 320, False, 1),  # rapidocr 1.4.4's own (one line at a time, as before)
-    "arena": ("min", 736, 320, True, 1),
-    "det-native": ("min", 32, 320, False, 1),  # the page's own size (never enlarged)
-    "det-max960": ("max", 960, 320, False, 1),
-    "det-min512": ("min", 512, 320, False, 1),
-    "rec-w160": ("min", 736, 160, False, 1),
-    "rec-w96": ("min", 736, 96, False, 1),
-    "rec-w48": ("min", 736, 48, False, 1),
-    "w48-batch6": ("min", 736, 48, True, 6),
-    "shipped": ("min", ocr.DET_MIN_SIDE, ocr.REC_MIN_WIDTH, True, ocr.REC_BATCH),  # ocr.py now
+    "rapidocr": ("min", 736, 320, False, 1) + OLD,  # rapidocr 1.4.4's own (one line at a time, as before)
+    "arena": ("min", 736, 320, True, 1) + OLD,
+    "det-native": ("min", 32, 320, False, 1) + OLD,  # the page's own size (never enlarged)
+    "det-max960": ("max", 960, 320, False, 1) + OLD,
+    "det-min512": ("min", 512, 320, False, 1) + OLD,
+    "rec-w160": ("min", 736, 160, False, 1) + OLD,
+    "rec-w96": ("min", 736, 96, False, 1) + OLD,
+    "rec-w48": ("min", 736, 48, False, 1) + OLD,
+    "w48-batch6": ("min", 736, 48, True, 6) + OLD,
+    "third": ("min", 736, 160, True, 1) + OLD,  # the third round's shipped settings
+    "boxes": ("min", 736, 160, True, 1, 0, True),  # + our character boxes and detector input table
+    "cls8": ("min", 736, 160, True, 1, 8, False),  # + the classifier on 8 lines of an upright page
+    "det640": ("min", 640, 160, True, 1, 8, True),
+    "det576": ("min", 576, 160, True, 1, 8, True),
+    "det512": ("min", 512, 160, True, 1, 8, True),
+    "detnative": ("min", 32, 160, True, 1, 8, True),
+    "shipped": ("min", ocr.DET_MIN_SIDE, ocr.REC_MIN_WIDTH, True, ocr.REC_BATCH, ocr.CLS_SAMPLE, True),  # ocr.py now
 }
 
 
-def engine(limit_type, side, min_width, arena, batch):
+def engine(limit_type, side, min_width, arena, batch, cls_sample, fast):
     import onnxruntime
     from rapidocr_onnxruntime import RapidOCR
 
-    e = object.__new__(ocr.RapidEngine)
+    e = ocr.RapidEngine()
     e.version = "bench"
-    e.ocr = RapidOCR(intra_op_num_threads=1, inter_op_num_threads=1, det_limit_type=limit_type,
-                     det_limit_side_len=side)
+    if not arena or not fast:  # rapidocr's own sessions / detector input
+        e.ocr = RapidOCR(intra_op_num_threads=1, inter_op_num_threads=1)
+        if arena:
+            for w in (e.ocr.text_det.infer, e.ocr.text_cls.infer, e.ocr.text_rec.session):
+                ocr._reuse_memory(w, onnxruntime)
+    e.ocr.text_det.limit_type = limit_type
+    e.ocr.text_det.limit_side_len = side
     e.ocr.text_rec.rec_batch_num = batch
     e.ocr.text_rec.rec_image_shape = list(e.ocr.text_rec.rec_image_shape[:2]) + [min_width]
-    if arena:
-        for w in (e.ocr.text_det.infer, e.ocr.text_cls.infer, e.ocr.text_rec.session):
-            ocr._reuse_memory(w, onnxruntime)
+    e.cls_sample = cls_sample
+    e.fast_boxes = fast
     return e
 
 
@@ -90,16 +103,20 @@ def main(paths) -> None:
     n = len(per[names[0]])
     print(f"{n} pages; process CPU s per page, one thread")
     for k in names:
-        err = ref_n = same = 0
+        err = ref_n = perr = pref_n = same = 0
         for stem, hyp in text[k].items():
-            ref = fold(reference_text(ROOT, stem))
+            plain = reference_text(ROOT, stem)
+            ref = fold(plain)
             err += levenshtein(fold(hyp), ref)
             ref_n += len(ref)
+            perr += levenshtein(hyp, plain)
+            pref_n += len(plain)
             same += hyp == text[names[0]][stem]
         tot = sum(per[k])
         s = spent[k]
         print(f"{k:12s} median {np.median(per[k]):.2f} mean {tot / n:.2f} s/page ({n / tot:.2f} pages/s/core): "
-              f"det {s['det'] / n:.2f} cls {s['cls'] / n:.2f} rec {s['rec'] / n:.2f} | CER folded {err / max(ref_n, 1):.4f} "
+              f"det {s['det'] / n:.2f} cls {s['cls'] / n:.2f} rec {s['rec'] / n:.2f} "
+              f"rest {(tot - s['det'] - s['cls'] - s['rec']) / n:.2f} | CER {perr / max(pref_n, 1):.4f} folded {err / max(ref_n, 1):.4f} "
               f"| same words as {names[0]} {same}/{n}", flush=True)
 
 

@@ -66,6 +66,10 @@ REC_MIN_WIDTH = 160
 # is then not taken for small print (5 of 6 receipts it lost were not read again, below) and loses
 # letters: grounding kept 95 of 110 SROIE receipts against 100 (docs/ocr.md, "Speed (third round)")
 DET_MIN_SIDE = 736
+# rapidocr: the 0/180 line classifier reads the CLS_SAMPLE longest lines first; when none reads
+# upside down the page is upright and the other lines are not classified (docs/ocr.md, "Fourth
+# round"); otherwise every line is, as rapidocr does. 0: every line always.
+CLS_SAMPLE = 8
 
 
 class OcrError(ValueError):
@@ -207,6 +211,7 @@ class Line:
     upright: bool = True  # the line classifier's verdict (rapidocr), True when unknown
     vertical: bool = False  # the line is taller than wide (text running at 90/270)
     score: float = 0.0  # confidence (0-1) times characters: how well the line was read
+    confidence: float = 0.0  # the recogniser's mean character confidence (0-1)
 
 
 @dataclass
@@ -246,6 +251,38 @@ def split_amount_suffix(words) -> list:
         cut = x0 + (x1 - x0) * len(m.group(1)) / len(w.text)
         out.append(Word(m.group(1), (x0, y0, cut, y1)))
         out.append(Word(m.group(2), (cut, y0, x1, y1)))
+    return out
+
+
+# words the recogniser ran together, a lower-case letter then a capitalised word ("NetTotal",
+# "TotalInclGsT", "JohorBahru"): the data set's OCR gives them apart ("NET TOTAL"), and a field's
+# name run into the next word is not seen as its name by grounding (docs/ocr.md, "Fourth round")
+_JOINED = re.compile(r"(?<=[a-z])(?=[A-Z][a-z])")
+# a dollar sign read as S before an amount ("S8.20" for "$8.20")
+_DOLLAR_AS_S = re.compile(r"S(\d[\d,]*\.\d{2})")
+
+
+def split_joined_words(words) -> list:
+    """Words with a capitalised word run into a lower-case letter split there ("NetTotal" ->
+    "Net" "Total"; "TotalInclGsT" -> "Total" "Incl" "GsT"), the box cut in proportion to the
+    characters; a part of one letter is not split off ("iPhone", "eWallet" stay). "S" before an
+    amount with two decimals is the dollar sign ("S8.20" -> "$8.20"). Anything else is left as
+    it is ("TOTAL", "SST", "S8", "S8.2")."""
+    out = []
+    for w in words:
+        text = w.text
+        m = _DOLLAR_AS_S.fullmatch(text)
+        if m is not None:
+            text = "$" + m.group(1)
+        cuts = [0] + [k for k in (m.start() for m in _JOINED.finditer(text)) if k >= 2] + [len(text)]
+        cuts = sorted(set(cuts))
+        if len(cuts) == 2:
+            out.append(w if text == w.text else Word(text, w.box))
+            continue
+        x0, y0, x1, y1 = w.box
+        per = (x1 - x0) / len(text)
+        for a, b in zip(cuts, cuts[1:]):
+            out.append(Word(text[a:b], (x0 + per * a, y0, x0 + per * b if b < len(text) else x1, y1)))
     return out
 
 
@@ -319,6 +356,69 @@ def _reuse_memory(wrapper, onnxruntime) -> None:
         path, sess_options=opts, providers=[("CPUExecutionProvider", {"arena_extend_strategy": "kSameAsRequested"})])
 
 
+def _char_boxes(crops, dt_boxes, rec_res) -> list:
+    """rapidocr's CalRecBoxes (1.4.4): each recognised line's character boxes, from the
+    recogniser's column of each character, turned back from the line's crop into the detector's
+    pixels, the same arithmetic (cal_ocr_word_box, adjust_box_overlap, the inverse of the crop's
+    perspective transform, truncated to whole pixels) but all points of a line at once and
+    without its per-point Python (order_points, deepcopy): 0.13 s of a receipt's 3.3 s. The four
+    corners of a box come in any order (only their extent is used)."""
+    import math
+
+    import cv2
+    import numpy as np
+    from rapidocr_onnxruntime.cal_rec_boxes.main import CalRecBoxes as C
+
+    out = []
+    for crop, box, rec in zip(crops, dt_boxes, rec_res):
+        text, conf, info = rec[0], rec[1], rec[2]
+        h, w = crop.shape[:2]
+        img_box = np.array([[0, 0], [w, 0], [w, h], [0, h]])
+        content, cells, confs = C.cal_ocr_word_box(text, img_box, info)
+        cells = C.adjust_box_overlap(cells)
+        if not cells:
+            out.append([text, conf, [], content, confs])
+            continue
+        direction = C.get_box_direction(box)
+        bp = np.array(box, dtype=np.float32)  # a copy: dt_boxes stay as they are
+        left, top = int(np.min(bp[:, 0])), int(np.min(bp[:, 1]))
+        bp[:, 0] -= left
+        bp[:, 1] -= top
+        cw = int(np.linalg.norm(bp[0] - bp[1]))
+        ch = int(np.linalg.norm(bp[0] - bp[3]))
+        std = np.array([[0, 0], [cw, 0], [cw, ch], [0, ch]], dtype=np.float32)
+        _, inv = cv2.invert(cv2.getPerspectiveTransform(bp, std))
+        pts = np.array(cells, dtype=np.float64).reshape(-1, 2)
+        if direction == "h":  # CalRecBoxes.s_rotate by -90 degrees about the origin, then + cw
+            a = math.radians(-90)
+            x, y = pts[:, 0].copy(), pts[:, 1].copy()
+            pts = np.stack([x * math.cos(a) + y * math.sin(a) + cw, y * math.cos(a) - x * math.sin(a)], axis=1)
+        p = np.concatenate([pts.astype(np.float32), np.ones((len(pts), 1), np.float32)], axis=1).astype(np.float64)
+        xyz = p @ inv.T
+        xs = (xyz[:, 0] / xyz[:, 2] + left).astype(np.int64)
+        ys = (xyz[:, 1] / xyz[:, 2] + top).astype(np.int64)
+        quads = np.stack([xs, ys], axis=1).reshape(-1, 4, 2).tolist()
+        out.append([text, conf, quads, content, confs])
+    return out
+
+
+def _table_normalize(pre) -> None:
+    """rapidocr's detector input, (uint8 * 1/255 - mean) / std as float32, looked up in a table of
+    the 256 values of each channel (the same numbers, computed once, not per pixel)."""
+    import numpy as np
+
+    v = np.arange(256, dtype=np.float32)[:, None]
+    lut = ((v * pre.scale - pre.mean) / pre.std).astype(np.float32)  # (256, channels)
+
+    def normalize(img):
+        out = np.empty(img.shape, dtype=np.float32)
+        for c in range(img.shape[2]):
+            out[..., c] = lut[:, c][img[..., c]]
+        return out
+
+    pre.normalize = normalize
+
+
 class RapidEngine:
     name = "rapidocr"
 
@@ -349,6 +449,17 @@ class RapidEngine:
         self.ocr.text_rec.rec_image_shape = shape[:2] + [REC_MIN_WIDTH]
         for wrapper in (self.ocr.text_det.infer, self.ocr.text_cls.infer, self.ocr.text_rec.session):
             _reuse_memory(wrapper, onnxruntime)
+        self.cls_sample = CLS_SAMPLE
+        self.fast_boxes = True  # _char_boxes, not rapidocr's CalRecBoxes (bench/ocr_settings.py compares)
+        det = self.ocr.text_det
+        made = det.get_preprocess
+
+        def get_preprocess(max_wh):
+            pre = made(max_wh)
+            _table_normalize(pre)
+            return pre
+
+        det.get_preprocess = get_preprocess
 
     def small_text_scale(self, lines, rgb):
         """The scale at which to read `rgb` again (None: not) when its lines' median height, in
@@ -384,8 +495,26 @@ class RapidEngine:
         def back(b):
             return (b[0] / fx, b[1] / fy, b[2] / fx, b[3] / fy)
 
-        return [Line(back(ln.box), [Word(x.text, back(x.box)) for x in ln.words], ln.upright, ln.vertical, ln.score)
-                for ln in lines]
+        return [Line(back(ln.box), [Word(x.text, back(x.box)) for x in ln.words], ln.upright, ln.vertical, ln.score,
+                     ln.confidence) for ln in lines]
+
+    def classify(self, crops):
+        """(crops, [[label, score]]): rapidocr's 0/180 line classifier, each line it reads as
+        upside down turned, as rapidocr does; but when the CLS_SAMPLE longest lines all read
+        upright the page is upright and the other lines are not classified (upright, score 1)."""
+        o = self.ocr
+        k = self.cls_sample
+        if k and len(crops) > k:
+            order = sorted(range(len(crops)), key=lambda i: (-crops[i].shape[1] / max(1, crops[i].shape[0]), i))
+            order = order[:k]
+            _, res, _ = o.text_cls([crops[i] for i in order])  # none turned: all read upright, or all lines below
+            if all(r[0] != "180" for r in res):
+                out = [["0", 1.0] for _ in crops]
+                for i, r in zip(order, res):
+                    out[i] = r
+                return crops, out
+        crops, res, _ = o.text_cls(crops)
+        return crops, res
 
     def lines(self, rgb) -> list:
         """The recognised lines of an RGB image: the steps of RapidOCR.__call__ (1.4.4) with
@@ -403,9 +532,9 @@ class RapidEngine:
         if dt_boxes is None:
             return []
         crops = o.get_crop_img_list(img, dt_boxes)
-        crops, cls_res, _ = o.text_cls(crops)
+        crops, cls_res = self.classify(crops)
         rec_res, _ = o.text_rec(crops, True)
-        rec_res = o.cal_rec_boxes(crops, dt_boxes, rec_res)
+        rec_res = _char_boxes(crops, dt_boxes, rec_res) if self.fast_boxes else o.cal_rec_boxes(crops, dt_boxes, rec_res)
         for r in rec_res:
             if r[2]:
                 r[2] = o._get_origin_points(r[2], op_record, raw_h, raw_w).astype(np.int32).tolist()
@@ -426,7 +555,7 @@ class RapidEngine:
                 words = _line_words_from_chars(chars, rec[2])
             else:
                 words = _split_evenly(" ".join(unicodedata.normalize("NFKC", text).split()), box)
-            lines.append(Line(box, words, not flipped, vertical, score * len(text)))
+            lines.append(Line(box, words, not flipped, vertical, score * len(text), score))
         return lines
 
     def rotation(self, lines) -> int:
@@ -565,7 +694,7 @@ def ocr_image(rgb, engine: str = DEFAULT_ENGINE, upright: bool = True) -> OcrRes
     words = [Word(x.text, (min(max(x.box[0], 0.0), w), min(max(x.box[1], 0.0), h),
                            min(max(x.box[2], 0.0), w), min(max(x.box[3], 0.0), h))) for x in words]
     if isinstance(eng, RapidEngine):  # its recogniser leaves out the space ("5.00RM")
-        words = split_amount_suffix(words)
+        words = split_joined_words(split_amount_suffix(words))
     return OcrResult(words, int(w), int(h), rotation, eng.name, eng.version, rgb)
 
 

@@ -121,6 +121,43 @@ def test_an_amount_run_into_its_currency_is_two_words():
         assert split(kept) == [(kept, (10.0, 5.0, 70.0, 25.0))]
 
 
+def test_words_the_recogniser_ran_together_are_split_at_a_capital():
+    """A capitalised word run into a lower-case letter ("NetTotal") is two words, as the data
+    set's OCR gives it, so grounding sees the field's name ("Total") before the amount; a dollar
+    sign read as S before an amount is the dollar sign. Nothing else changes."""
+    from dxstudio.engine.page import Word
+
+    def split(text, box=(0.0, 5.0, 120.0, 25.0)):
+        return [(w.text, w.box) for w in ocr.split_joined_words([Word(text, box)])]
+
+    assert split("NetTotal", (0.0, 5.0, 80.0, 25.0)) == [("Net", (0.0, 5.0, 30.0, 25.0)),
+                                                         ("Total", (30.0, 5.0, 80.0, 25.0))]
+    assert [t for t, _ in split("TotalInclGsT")] == ["Total", "Incl", "GsT"]
+    assert [t for t, _ in split("NetTotalRounded(MYR):")] == ["Net", "Total", "Rounded(MYR):"]
+    assert split("S8.20") == [("$8.20", (0.0, 5.0, 120.0, 25.0))]
+    assert [t for t, _ in split("S1,208.20")] == ["$1,208.20"]
+    for kept in ("TOTAL", "Total:", "iPhone", "eWallet", "SST", "S8", "S8.2", "S8.205", "GST)", "aB", "12.50"):
+        assert split(kept) == [(kept, (0.0, 5.0, 120.0, 25.0))], kept
+    # the last piece keeps the word's right edge exactly
+    assert split("JohorBahruJohor")[-1][1][2] == 120.0
+
+
+def test_grounding_finds_the_total_after_its_name_once_the_words_are_apart():
+    """The reason for the split: "NetTotal 21.20 Rounding 0.00 Cash 21.20" grounds the total on
+    the last 21.20 (no word names the field); split, on the one after "Total", as on the data
+    set's OCR."""
+    from dxstudio.engine.page import Page, Word
+    from dxstudio.grounding import ground_value
+
+    texts = ["NetTotal", "21.20", "Rounding", "0.00", "Cash", "21.20"]
+    words = [Word(t, (10.0 + 60 * i, 10.0, 60.0 + 60 * i, 30.0)) for i, t in enumerate(texts)]
+    joined = Page("p", 400.0, 100.0, tuple(words))
+    apart = Page("p", 400.0, 100.0, tuple(ocr.split_joined_words(words)))
+    assert [apart.words[i].text for i in ground_value(apart, "21.20", field="total").words] == ["21.20"]
+    assert ground_value(joined, "21.20", field="total").words == (5,)
+    assert ground_value(apart, "21.20", field="total").words == (2,)  # Net Total [21.20] ... Cash 21.20
+
+
 def test_an_encrypted_pdf_is_named_alike_by_import_extract_and_the_page_reader(tmp_path):
     """One message for an encrypted PDF (importers.pdf_pages), whichever path reads it:
     `import pdf`, document_pages (the app's Extract tab) and extract's page items."""
@@ -167,6 +204,61 @@ def test_rapidocr_reads_rendered_words_in_reading_order():
     for w in r.words:  # boxes in the image's pixels, around the drawn text
         x0, y0, x1, y1 = w.box
         assert 0 <= x0 < x1 <= 600 and 0 <= y0 < y1 <= 200
+
+
+@needs_ocr
+def test_faster_steps_give_rapidocrs_numbers(monkeypatch):
+    """The speed-ups that must not change a word: the character boxes (_char_boxes against
+    rapidocr's CalRecBoxes: the same extent of every character, on a level and a tilted line) and
+    the detector input looked up in a table (the same float32 values as rapidocr's arithmetic)."""
+    import numpy as np
+
+    from rapidocr_onnxruntime.ch_ppocr_det.utils import DetPreProcess
+
+    eng = ocr.get_engine("rapidocr")
+    level = np.asarray(text_image((("INVOICE 4471", 25), ("TOTAL 12.50 RM", 105))))
+    tilted = np.asarray(text_image((("TOTAL 12.50 RM", 80),)).rotate(4, fillcolor="white", expand=True))
+    for rgb in (level, tilted):
+        o = eng.ocr
+        img, _, _ = o.preprocess(np.ascontiguousarray(rgb[:, :, ::-1]))
+        boxes, _ = o.auto_text_det(img)
+        crops = o.get_crop_img_list(img, boxes)
+        rec, _ = o.text_rec(crops, True)
+        ours = ocr._char_boxes(crops, boxes, [list(r) for r in rec])
+        theirs = o.cal_rec_boxes(crops, boxes, [list(r) for r in rec])
+        assert len(ours) == len(theirs) >= 1
+        for a, b in zip(ours, theirs):
+            assert a[0] == b[0] and a[3] == b[3] and len(a[2]) == len(b[2]) >= 3
+            extent = [(min(x for x, _ in q), min(y for _, y in q), max(x for x, _ in q), max(y for _, y in q))
+                      for q in a[2]]
+            assert extent == [(min(x for x, _ in q), min(y for _, y in q), max(x for x, _ in q), max(y for _, y in q))
+                              for q in b[2]]
+    pre = DetPreProcess(736, "min")
+    own = pre.normalize(level.copy())
+    ocr._table_normalize(pre)
+    fast = pre.normalize(level.copy())
+    assert fast.dtype == np.float32 and np.array_equal(own.astype(np.float32), fast)
+
+
+@needs_ocr
+def test_the_classifier_reads_a_sample_of_an_upright_page_and_every_line_of_a_turned_one(monkeypatch):
+    """CLS_SAMPLE: on an upright page the 0/180 classifier sees only the longest lines; a page
+    upside down is classified line by line, as rapidocr does, and still turned upright."""
+    import numpy as np
+
+    eng = ocr.get_engine("rapidocr")
+    rows = tuple((f"LINE {k} TOTAL {k}.50", 10 + 40 * k) for k in range(12))
+    rgb = np.asarray(text_image(rows, size=(600, 500)))
+    seen = []
+    real = eng.ocr.text_cls
+    monkeypatch.setattr(eng.ocr, "text_cls", lambda crops: seen.append(len(crops)) or real(crops))
+    monkeypatch.setattr(eng, "cls_sample", 4)
+    lines = eng.lines(rgb)
+    assert len(lines) >= 8 and seen == [4]
+    seen.clear()
+    r = ocr.ocr_image(np.ascontiguousarray(np.rot90(rgb, 2)), "rapidocr")
+    assert r.rotation == 180 and seen[0] == 4 and seen[1] >= 8 and seen[2:] == [4]  # then upright: a sample
+    assert "total3.50" in "".join(w.text for w in r.words).casefold()
 
 
 @needs_ocr
