@@ -258,6 +258,8 @@ def split_amount_suffix(words) -> list:
 # "TotalInclGsT", "JohorBahru"): the data set's OCR gives them apart ("NET TOTAL"), and a field's
 # name run into the next word is not seen as its name by grounding (docs/ocr.md, "Fourth round")
 _JOINED = re.compile(r"(?<=[a-z])(?=[A-Z][a-z])")
+# a name's own capital after Mc / Mac ("McDonald's", "MacArthur") is not a run-together word
+_NAME_PREFIX = re.compile(r"(?:^|[^A-Za-z])Ma?c$")
 # a dollar sign read as S before an amount ("S8.20" for "$8.20")
 _DOLLAR_AS_S = re.compile(r"S(\d[\d,]*\.\d{2})")
 
@@ -265,7 +267,8 @@ _DOLLAR_AS_S = re.compile(r"S(\d[\d,]*\.\d{2})")
 def split_joined_words(words) -> list:
     """Words with a capitalised word run into a lower-case letter split there ("NetTotal" ->
     "Net" "Total"; "TotalInclGsT" -> "Total" "Incl" "GsT"), the box cut in proportion to the
-    characters; a part of one letter is not split off ("iPhone", "eWallet" stay). "S" before an
+    characters; a part of one letter is not split off ("iPhone", "eWallet" stay), nor a name's
+    capital after Mc or Mac ("McDonald's", "MacArthur"). "S" before an
     amount with two decimals is the dollar sign ("S8.20" -> "$8.20"). Anything else is left as
     it is ("TOTAL", "SST", "S8", "S8.2")."""
     out = []
@@ -274,7 +277,8 @@ def split_joined_words(words) -> list:
         m = _DOLLAR_AS_S.fullmatch(text)
         if m is not None:
             text = "$" + m.group(1)
-        cuts = [0] + [k for k in (m.start() for m in _JOINED.finditer(text)) if k >= 2] + [len(text)]
+        cuts = [0] + [k for k in (m.start() for m in _JOINED.finditer(text))
+                      if k >= 2 and not _NAME_PREFIX.search(text[:k])] + [len(text)]
         cuts = sorted(set(cuts))
         if len(cuts) == 2:
             out.append(w if text == w.text else Word(text, w.box))

@@ -136,7 +136,8 @@ def test_words_the_recogniser_ran_together_are_split_at_a_capital():
     assert [t for t, _ in split("NetTotalRounded(MYR):")] == ["Net", "Total", "Rounded(MYR):"]
     assert split("S8.20") == [("$8.20", (0.0, 5.0, 120.0, 25.0))]
     assert [t for t, _ in split("S1,208.20")] == ["$1,208.20"]
-    for kept in ("TOTAL", "Total:", "iPhone", "eWallet", "SST", "S8", "S8.2", "S8.205", "GST)", "aB", "12.50"):
+    assert [t for t, _ in split("McDonald'sTotal")] == ["McDonald's", "Total"]
+    for kept in ("McDonald's", "MacArthur", "(McDonald)", "TOTAL", "Total:", "iPhone", "eWallet", "SST", "S8", "S8.2", "S8.205", "GST)", "aB", "12.50"):
         assert split(kept) == [(kept, (0.0, 5.0, 120.0, 25.0))], kept
     # the last piece keeps the word's right edge exactly
     assert split("JohorBahruJohor")[-1][1][2] == 120.0
