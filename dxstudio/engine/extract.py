@@ -9,7 +9,7 @@ confidence of its words' tags; a field's value is its most confident span (ties:
 A long page is read window by window; per field the best-confidence value wins (ties: the
 earlier window). That is the seed's reading, `decoding="seed"`.
 
-The default reading, `decoding="span"` (docs/model.md "Span decoding"), respects the BIO rules
+The reading `decoding="span"` (docs/model.md "Span decoding") respects the BIO rules
 and each field's cardinality (one value per page: the schema has no many-valued fields): a
 field's value is its best-scoring span, B-c then I-c..., scored against reading the same words
 O: score = (l[B-c] - l[O]) at the first word + the sum of (l[I-c] - l[O]) over the others, in
@@ -19,6 +19,9 @@ order of score (ties: schema order), each from the words no earlier field took; 
 crosses a window's edge. The words of a span are consecutive in the page's reading order, so a
 value over several lines is joined in that order. Its confidence is the lowest binary64
 probability (`tag_confidence`) of the span's own tags at its words, a number in [0, 1].
+`decoding="joint"`: the same spans, the best joint assignment of them to the fields
+(decode_joint) instead of the fields in turn. The default, `decoding="printing"`: joint, then
+each value at the printing of it that the project's labelling rule labels (printings_by_rule).
 """
 from __future__ import annotations
 
@@ -56,7 +59,7 @@ class PagePrediction:
 # printing of it the project's labelling rule labels: printings_by_rule). The settings table's
 # `decoding`.
 DECODINGS = ("span", "seed", "joint", "printing")
-DEFAULT_DECODING = "span"
+DEFAULT_DECODING = "printing"
 
 
 def check_decoding(decoding) -> str:
