@@ -287,10 +287,12 @@ def main(argv=None) -> int:
     ap.add_argument("--field-boost", type=float, default=3.0,
                     help="B-/I- words weigh the field's weight times this (O words 1)")
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--decoding", choices=("seed", "span"), default="seed",
+    ap.add_argument("--decoding", choices=("seed", "span", "joint", "printing"), default="seed",
                     help="how values are read off the word classes: seed = the seed's reader with --fill "
                          "(the baseline as measured so far), span = the model's span decoding on the log "
-                         "probabilities (docs/model.md \"Span decoding\"; no --fill)")
+                         "probabilities (docs/model.md \"Span decoding\"; no --fill), joint = the best joint "
+                         "assignment of spans, printing = joint, then each value at the printing the "
+                         "labelling rule labels (engine/extract.py decode_joint, printings_by_rule)")
     ap.add_argument("--all", action="store_true", dest="all_pages",
                     help="score every usable page of EVAL_PROJECT, as `dxstudio eval --all` does")
     a = ap.parse_args(argv)
@@ -300,7 +302,7 @@ def main(argv=None) -> int:
         print("gbdt_baseline: lightgbm is not installed (pip install dxstudio[baseline])", file=sys.stderr)
         return 2
     from dxstudio.engine.config import size_config
-    from dxstudio.engine.extract import PagePrediction, fields_from_logits, fields_from_tags
+    from dxstudio.engine.extract import PagePrediction, fields_from_logits, fields_from_tags, printings_by_rule
     from dxstudio.tuning.evaluation import score_predictions
 
     max_words = size_config("base").max_words  # the model's pages: the same exclusions
@@ -359,8 +361,11 @@ def main(argv=None) -> int:
             full[:, c] = p[:, i]
         tags = np.argmax(full, axis=1)
         probs = full[np.arange(len(tags)), tags]
-        if a.decoding == "span":  # log-probability differences are the logit margins the decoder reads
-            values = fields_from_logits(page, fields, np.log(np.maximum(full, 1e-12)), (0,), "reference")
+        if a.decoding != "seed":  # log-probability differences: the margins the decoder reads
+            values = fields_from_logits(page, fields, np.log(np.maximum(full, 1e-12)), (0,), "reference",
+                                        joint=a.decoding in ("joint", "printing"))
+            if a.decoding == "printing":
+                values = printings_by_rule(page, fields, values)
         else:
             values = fields_from_tags(page, fields, tags, probs)
             if a.fill:

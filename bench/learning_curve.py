@@ -1,7 +1,8 @@
 """The development benchmark (issue 20 item 4): learning curves on public sets with a fixed schema.
 
     python bench/learning_curve.py SET [SET...] --work DIR [--sizes 25,50,100,all] [--degree N]
-        [--decodings span,seed] [--no-gbdt] [--tune "OPTIONS" --tag SUFFIX] [--docs docs/base-model.md]
+        [--decodings span,seed,printing] [--no-gbdt] [--tune "OPTIONS" --tag SUFFIX]
+        [--seeds 1,2 [--seed-sizes 50]] [--docs docs/base-model.md]
 
 SET is one of:
   sroie  ../shared/data/sroie-train, the 4 fields of `dxstudio import sroie` (company, date,
@@ -17,7 +18,7 @@ Both are research-only data: tests and benchmarks only, never training anything 
 
 For each set and size: `dxstudio tune PROJECT` with the defaults (a start from the shipped base)
 and `--degree N`; then `dxstudio eval MODEL EVAL_PROJECT --all --decoding D` for each decoding
-(the same model read both ways: engine/extract.py "span" and the seed's "seed"); then
+(the same model read each way: engine/extract.py "span", the seed's "seed", "printing"); then
 bench/gbdt_baseline.py PROJECT EVAL_PROJECT --all --decoding D for each decoding (LightGBM on the
 same training pages, scored on the same pages; seed = its reader as measured so far, with
 --fill). Runs whose report exists under DIR are not repeated. Prints a markdown table per set (agreement per field and mean, the commands below it) and one JSON line; with --docs,
@@ -196,6 +197,11 @@ def _agreements(report: dict) -> dict:
     return {f: v["agreement"] for f, v in report["fields"].items()}
 
 
+def _value_agreements(report: dict) -> dict:
+    """Agreement counting the same value read at another printing (scoring.py value_agreement)."""
+    return {f: v.get("value_agreement") for f, v in report["fields"].items()}
+
+
 def _mean(vals) -> float | None:
     vals = [v for v in vals if v is not None]
     return sum(vals) / len(vals) if vals else None
@@ -206,32 +212,57 @@ def _fmt(v) -> str:
 
 
 def run_set(name: str, work: Path, sizes: list, decodings: list, degree: int, gbdt: bool, tune_opts: list,
-            tag: str = "") -> dict:
+            tag: str = "", seeds=(1,), seed_sizes=None, gbdt_decodings=None) -> dict:
+    """The rows of one set: per size, the model tuned with each tune seed (seeds after the first
+    only at `seed_sizes`, None: every size) and read with each decoding, then (per decoding) its
+    mean over the seeds where there are several, then the baseline read with each decoding."""
     projects, ev = SETS[name](work, sizes)
     py = [sys.executable, "-m", "dxstudio.cli"]
     rows = []
+    opts_text = ", " + " ".join(tune_opts) if tune_opts else ""
     for size, proj in projects.items():
-        run = work / "runs" / f"{name}_{size}{tag}"
-        tune_cmd = py + ["tune", str(proj), *tune_opts, "--degree", str(degree), "--out", str(run), "--overwrite"]
-        tune_s = None
-        if not (run / "model.safetensors").exists() or not (run / "report.json").exists():
-            print(f"[{name} {size}] tune ...", file=sys.stderr, flush=True)
-            tune_s = _run(tune_cmd, work / f"{name}_{size}{tag}.tune.log")
-        train_pages = json.loads((run / "report.json").read_text())["run"]["train_pages"]
-        for dec in decodings:
-            rep = work / f"{name}_{size}{tag}.{dec}.eval.json"
-            eval_cmd = py + ["eval", str(run / "model.safetensors"), str(ev), "--all", "--decoding", dec,
-                             "--out", str(rep)]
-            if not rep.exists():
-                print(f"[{name} {size}] eval --decoding {dec} ...", file=sys.stderr, flush=True)
-                _run(eval_cmd, work / f"{name}_{size}{tag}.{dec}.eval.log")
-            report = json.loads(rep.read_text())
-            rows.append({"size": size, "train_pages": train_pages, "reader": f"dxstudio ({dec}{', ' + ' '.join(tune_opts) if tune_opts else ''})",
-                         "decoding": report.get("decoding"), "fields": _agreements(report),
-                         "pages": report["run"]["heldout_pages"], "tune_s": tune_s,
-                         "commands": ["dxstudio " + " ".join(tune_cmd[len(py):]), "dxstudio " + " ".join(eval_cmd[len(py):])]})
-            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-        for dec in (decodings if gbdt else []):
+        size_seeds = [s for k, s in enumerate(seeds) if k == 0 or seed_sizes is None or size in seed_sizes]
+        by_dec: dict = {}
+        for seed in size_seeds:
+            stag = tag + ("" if seed == 1 else f"_s{seed}")
+            opts = list(tune_opts) + ([] if seed == 1 else ["--seed", str(seed)])
+            run = work / "runs" / f"{name}_{size}{stag}"
+            tune_cmd = py + ["tune", str(proj), *opts, "--degree", str(degree), "--out", str(run), "--overwrite"]
+            tune_s = None
+            if not (run / "model.safetensors").exists() or not (run / "report.json").exists():
+                print(f"[{name} {size} seed {seed}] tune ...", file=sys.stderr, flush=True)
+                tune_s = _run(tune_cmd, work / f"{name}_{size}{stag}.tune.log")
+            train_pages = json.loads((run / "report.json").read_text())["run"]["train_pages"]
+            for dec in decodings:
+                rep = work / f"{name}_{size}{stag}.{dec}.eval.json"
+                eval_cmd = py + ["eval", str(run / "model.safetensors"), str(ev), "--all", "--decoding", dec,
+                                 "--out", str(rep)]
+                if not rep.exists():
+                    print(f"[{name} {size} seed {seed}] eval --decoding {dec} ...", file=sys.stderr, flush=True)
+                    _run(eval_cmd, work / f"{name}_{size}{stag}.{dec}.eval.log")
+                report = json.loads(rep.read_text())
+                if report.get("decoding") != dec:
+                    raise BenchError(f"{rep}: read with decoding {report.get('decoding')!r}, not {dec!r}")
+                seed_text = f", seed {seed}" if len(size_seeds) > 1 else ""
+                rows.append({"size": size, "train_pages": train_pages, "seed": seed,
+                             "reader": f"dxstudio ({dec}{opts_text}{seed_text})",
+                             "decoding": report.get("decoding"), "fields": _agreements(report),
+                             "value_fields": _value_agreements(report),
+                             "pages": report["run"]["heldout_pages"], "tune_s": tune_s,
+                             "commands": ["dxstudio " + " ".join(tune_cmd[len(py):]),
+                                          "dxstudio " + " ".join(eval_cmd[len(py):])]})
+                by_dec.setdefault(dec, []).append(rows[-1])
+                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+        if len(size_seeds) > 1:
+            for dec, rs in by_dec.items():
+                rows.append({"size": size, "train_pages": "/".join(str(r["train_pages"]) for r in rs), "seed": None,
+                             "reader": f"**dxstudio ({dec}{opts_text}), mean of seeds "
+                                       f"{', '.join(str(r['seed']) for r in rs)}**",
+                             "decoding": dec, "fields": {f: _mean([r["fields"][f] for r in rs]) for f in rs[0]["fields"]},
+                             "value_fields": {f: _mean([r["value_fields"][f] for r in rs]) for f in rs[0]["fields"]},
+                             "pages": rs[0]["pages"], "tune_s": None, "commands": []})
+        train_pages = rows[-1]["train_pages"] if rows else None
+        for dec in ((decodings if gbdt_decodings is None else gbdt_decodings) if gbdt else []):
             suffix = "gbdt" if dec == "seed" else f"gbdt-{dec}"
             rep = work / f"{name}_{size}.{suffix}.eval.json"
             cmd = [sys.executable, str(REPO / "bench" / "gbdt_baseline.py"), str(proj), str(ev), "--all",
@@ -240,8 +271,10 @@ def run_set(name: str, work: Path, sizes: list, decodings: list, degree: int, gb
                 print(f"[{name} {size}] gbdt --decoding {dec} ...", file=sys.stderr, flush=True)
                 _run(cmd, work / f"{name}_{size}.{suffix}.log")
             report = json.loads(rep.read_text())
-            rows.append({"size": size, "train_pages": train_pages, "reader": f"gradient-boosted baseline ({dec})",
-                         "decoding": None, "fields": _agreements(report), "pages": report["run"]["heldout_pages"],
+            rows.append({"size": size, "train_pages": report["run"]["train_pages"], "seed": None,
+                         "reader": f"gradient-boosted baseline ({dec})",
+                         "decoding": None, "fields": _agreements(report), "value_fields": _value_agreements(report),
+                         "pages": report["run"]["heldout_pages"],
                          "tune_s": None, "commands": ["python bench/gbdt_baseline.py " + " ".join(cmd[2:])]})
     return {"set": name, "rows": rows}
 
@@ -249,13 +282,16 @@ def run_set(name: str, work: Path, sizes: list, decodings: list, degree: int, gb
 def table(result: dict) -> str:
     rows = result["rows"]
     fields = list(rows[0]["fields"]) if rows else []
-    lines = ["| project | training pages | model | " + " | ".join(fields) + " | mean | pages scored |",
-             "|---" * (len(fields) + 5) + "|"]
+    lines = ["| project | training pages | model | " + " | ".join(fields)
+             + " | mean | value agreement (mean) | pages scored |",
+             "|---" * (len(fields) + 6) + "|"]
     for r in rows:
         vals = [r["fields"][f] for f in fields]
         r["mean"] = _mean(vals)
+        r["value_mean"] = _mean([(r.get("value_fields") or {}).get(f) for f in fields])
         lines.append(f"| {result['set']}_{r['size']} | {r['train_pages']} | {r['reader']} | "
-                     + " | ".join(_fmt(v) for v in vals) + f" | **{_fmt(r['mean'])}** | {r['pages']} |")
+                     + " | ".join(_fmt(v) for v in vals) + f" | **{_fmt(r['mean'])}** | {_fmt(r['value_mean'])} "
+                     f"| {r['pages']} |")
     lines.append("")
     lines.append("Commands (run from the repository root; `python bench/learning_curve.py "
                  f"{result['set']} --work DIR` runs them all):")
@@ -294,6 +330,16 @@ def _sizes(text: str) -> list:
     return out
 
 
+def _seeds(text: str) -> list:
+    out = []
+    for s in text.split(","):
+        s = s.strip()
+        if not s.isdigit() or int(s) < 1 or int(s) in out:
+            raise argparse.ArgumentTypeError(f"seeds must be distinct integers of 1 or more, not {s!r}")
+        out.append(int(s))
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("sets", nargs="+", choices=sorted(SETS))
@@ -302,20 +348,32 @@ def main(argv=None) -> int:
     ap.add_argument("--decodings", default="span,seed")
     ap.add_argument("--degree", type=int, default=1)
     ap.add_argument("--no-gbdt", dest="gbdt", action="store_false")
+    ap.add_argument("--gbdt-decodings", default=None,
+                    help="the readings of the baseline (default: those of --decodings); each trains it once")
     ap.add_argument("--tune", default="", help='more dxstudio tune options, in one string ("--epochs 8")')
     ap.add_argument("--tag", default="", help="a suffix for the run names (runs with other --tune options)")
+    ap.add_argument("--seeds", type=_seeds, default=[1],
+                    help="tune seeds (dxstudio tune --seed), comma-separated; runs of seed S > 1 are named "
+                         "..._sS, and each size with several gets a mean row (default 1)")
+    ap.add_argument("--seed-sizes", type=_sizes, default=None,
+                    help="the sizes the seeds after the first are tuned at (default: every size)")
     ap.add_argument("--docs", type=Path, help="markdown file whose learning-curve tables to regenerate")
     a = ap.parse_args(argv)
+    from dxstudio.engine.extract import DECODINGS
+
     decodings = [d for d in a.decodings.split(",") if d]
-    bad = [d for d in decodings if d not in ("span", "seed")]
-    if bad:
-        ap.error(f"--decodings: {bad} (span, seed)")
+    gbdt_decodings = None if a.gbdt_decodings is None else [d for d in a.gbdt_decodings.split(",") if d]
+    for opt, decs in (("--decodings", decodings), ("--gbdt-decodings", gbdt_decodings or [])):
+        bad = [d for d in decs if d not in DECODINGS]
+        if bad:
+            ap.error(f"{opt}: {', '.join(map(repr, bad))} is not a decoding ({', '.join(DECODINGS)})")
     work = Path(a.work)
     (work / "runs").mkdir(parents=True, exist_ok=True)
     results = []
     try:
         for name in a.sets:
-            res = run_set(name, work, a.sizes, decodings, a.degree, a.gbdt, shlex.split(a.tune), a.tag)
+            res = run_set(name, work, a.sizes, decodings, a.degree, a.gbdt, shlex.split(a.tune), a.tag,
+                          a.seeds, a.seed_sizes, gbdt_decodings)
             text = table(res)
             print(f"\n### {name}\n\n{text}\n", flush=True)
             if a.docs:

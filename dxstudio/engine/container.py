@@ -99,7 +99,7 @@ def check_thresholds(value, fields) -> dict:
     "min_values": N, "by": B, "rule": R, "decoding": D} with each T null or a number in [0, 1],
     field names from the schema, S in (0, 1] and N a positive integer (both may be null), B
     (optional) "words" or "value": what right meant when they were found, R (optional) "bound" or
-    "seed": how they were chosen (tuning/scoring.py), D (optional) "span" or "seed": how the
+    "seed": how they were chosen (tuning/scoring.py), D (optional) one of engine/extract.py DECODINGS: how the
     values were read off the tags (engine/extract.py DECODINGS). ValueError says what is wrong."""
     if not isinstance(value, dict):
         raise ValueError(f"must be a JSON object, not {type(value).__name__}")
@@ -136,8 +136,10 @@ def check_thresholds(value, fields) -> dict:
     if rule is not None and rule not in ("bound", "seed"):
         raise ValueError(f"rule {rule!r} is not bound or seed")
     decoding = value.get("decoding")
-    if decoding is not None and decoding not in ("span", "seed"):
-        raise ValueError(f"decoding {decoding!r} is not span or seed")
+    from .extract import DECODINGS  # here: the container is read before the engine's kernels
+
+    if decoding is not None and decoding not in DECODINGS:
+        raise ValueError(f"decoding {decoding!r} is not {', '.join(DECODINGS[:-1])} or {DECODINGS[-1]}")
     out = {"pooled": pooled, "fields": checked, "share": share, "min_values": min_values}
     if by is not None:
         out["by"] = by

@@ -9,7 +9,7 @@ confidence of its words' tags; a field's value is its most confident span (ties:
 A long page is read window by window; per field the best-confidence value wins (ties: the
 earlier window). That is the seed's reading, `decoding="seed"`.
 
-The default reading, `decoding="span"` (docs/model.md "Span decoding"), respects the BIO rules
+The reading `decoding="span"` (docs/model.md "Span decoding") respects the BIO rules
 and each field's cardinality (one value per page: the schema has no many-valued fields): a
 field's value is its best-scoring span, B-c then I-c..., scored against reading the same words
 O: score = (l[B-c] - l[O]) at the first word + the sum of (l[I-c] - l[O]) over the others, in
@@ -19,6 +19,9 @@ order of score (ties: schema order), each from the words no earlier field took; 
 crosses a window's edge. The words of a span are consecutive in the page's reading order, so a
 value over several lines is joined in that order. Its confidence is the lowest binary64
 probability (`tag_confidence`) of the span's own tags at its words, a number in [0, 1].
+`decoding="joint"`: the same spans, the best joint assignment of them to the fields
+(decode_joint) instead of the fields in turn. The default, `decoding="printing"`: joint, then
+each value at the printing of it that the project's labelling rule labels (printings_by_rule).
 """
 from __future__ import annotations
 
@@ -50,15 +53,18 @@ class PagePrediction:
     decoding: str = "seed"  # how the values were read off the tags (DECODINGS)
 
 
-# How values are read off the tags: "span" (best-scoring BIO span per field, one per page) or
-# "seed" (the seed's: the most confident run of argmax tags). The settings table's `decoding`.
-DECODINGS = ("span", "seed")
-DEFAULT_DECODING = "span"
+# How values are read off the tags: "span" (best-scoring BIO span per field, one per page, the
+# fields in turn), "seed" (the seed's: the most confident run of argmax tags), "joint" (the best
+# joint assignment of spans to fields: decode_joint) or "printing" (joint, then each value at the
+# printing of it the project's labelling rule labels: printings_by_rule). The settings table's
+# `decoding`.
+DECODINGS = ("span", "seed", "joint", "printing")
+DEFAULT_DECODING = "printing"
 
 
 def check_decoding(decoding) -> str:
     if decoding not in DECODINGS:
-        raise ValueError(f"decoding must be {' or '.join(DECODINGS)}, not {decoding!r}")
+        raise ValueError(f"decoding must be {', '.join(DECODINGS[:-1])} or {DECODINGS[-1]}, not {decoding!r}")
     return decoding
 
 
@@ -179,15 +185,123 @@ def decode_spans(tag_logits, n_fields: int, window_starts=(0,)) -> dict:
                 best[d] = _best_span(*scores[d], blocked, starts)
 
 
-def fields_from_logits(page: Page, fields, tag_logits, window_starts=(0,), kernels: str = "fast") -> dict:
-    """The span decoding's {field: FieldValue or None} for a page's tag logits (all its words)."""
+JOINT_MAX_FIELDS = 12  # the joint decoding's states grow as 2^fields; above this, fields take spans in turn
+
+
+def decode_joint(tag_logits, n_fields: int, window_starts=(0,)) -> dict:
+    """{field index: (score, first, last)} of the best joint assignment: at most one span per
+    field, no word in two fields' spans, the spans' summed score (decode_spans' score of each)
+    the highest over every such assignment, not only over the ones the fields' turns reach
+    (a long address that would swallow the company name above it gives those words up when the
+    company scores more on them than the address loses). Exact: a BIO lattice over the words
+    whose states are (the fields that have their span, the field whose span is open), read in
+    word order (a Viterbi pass, sums in binary64 in word order; at equal sums a span starts anew
+    rather than extends, an O word is preferred to a span going on, and of equal assignments the
+    one with fewer fields, then lower field indices, wins). A span never crosses a window's
+    edge; a span of score 0 or less is dropped. Schemas of more than JOINT_MAX_FIELDS fields:
+    decode_spans (the fields in turn)."""
+    logits = np.asarray(tag_logits, np.float64)
+    if logits.ndim != 2 or logits.shape[1] != 1 + 2 * n_fields:
+        raise ValueError(f"tag logits of shape {logits.shape} do not fit {n_fields} fields "
+                         f"(expected (n_words, {1 + 2 * n_fields}))")
+    if not np.isfinite(logits).all():
+        raise ValueError("tag logits must be finite")
+    if n_fields > JOINT_MAX_FIELDS:
+        return decode_spans(tag_logits, n_fields, window_starts)
+    n, F = logits.shape[0], n_fields
+    if n == 0 or F == 0:
+        return {}
+    starts = frozenset(int(x) for x in window_starts)
+    o = logits[:, 0]
+    sb = np.stack([logits[:, 1 + 2 * c] - o for c in range(F)], axis=1)  # (n, F)
+    si = np.stack([logits[:, 2 + 2 * c] - o for c in range(F)], axis=1)
+    M = 1 << F
+    masks = np.arange(M)
+    has = [(masks >> c) & 1 == 1 for c in range(F)]
+    with_c = [masks[h] for h in has]  # the masks holding field c, ascending
+    S = np.full((M, F + 1), -np.inf)  # column 0: no span open; c + 1: field c's span open
+    S[0, 0] = 0.0
+    came_any = np.zeros((n, M), np.int16)  # per word: the state each mask's best came from
+    started = np.zeros((n, M, F), bool)  # per word: field c's span starts at this word
+    for i in range(n):
+        any_k = np.argmax(S, axis=1)  # first maximum: no span open, then the lower field
+        best = S[masks, any_k]
+        came_any[i] = any_k
+        new = np.full((M, F + 1), -np.inf)
+        new[:, 0] = best  # word i is O
+        for c in range(F):
+            ms = with_c[c]
+            b_score = best[ms ^ (1 << c)] + sb[i, c]
+            i_score = S[ms, c + 1] + si[i, c] if i not in starts else np.full(len(ms), -np.inf)
+            start = b_score >= i_score
+            new[ms, c + 1] = np.where(start, b_score, i_score)
+            started[i, ms, c] = start
+        S = new
+    flat = [(S[m, k], -bin(m).count("1"), -m, -k) for m in range(M) for k in range(F + 1) if S[m, k] > -np.inf]
+    _, _, m, k = max(flat)
+    m, k = -m, -k
+    out: dict = {}
+    for i in range(n - 1, -1, -1):
+        if k == 0:
+            k = int(came_any[i][m])
+            continue
+        c = k - 1
+        a, b = out.get(c, (i, i))
+        out[c] = (i, b)
+        if started[i, m, c]:
+            m ^= 1 << c
+            k = int(came_any[i][m])
+    result = {}
+    for c, (a, b) in sorted(out.items()):
+        score = float(sb[a, c]) + sum(float(si[j, c]) for j in range(a + 1, b + 1))
+        if score > 0:
+            result[c] = (score, a, b)
+    return result
+
+
+def fields_from_logits(page: Page, fields, tag_logits, window_starts=(0,), kernels: str = "fast",
+                       joint: bool = False) -> dict:
+    """The span decoding's {field: FieldValue or None} for a page's tag logits (all its words);
+    joint=True: the spans of decode_joint (the best joint assignment) instead of decode_spans'."""
     fields = list(fields)
     out: dict = {f: None for f in fields}
-    for c, (_, a, b) in decode_spans(tag_logits, len(fields), window_starts).items():
+    decode = decode_joint if joint else decode_spans
+    for c, (_, a, b) in decode(tag_logits, len(fields), window_starts).items():
         span_tags = np.array([1 + 2 * c] + [2 + 2 * c] * (b - a), np.int64)
         conf = float(np.min(tag_confidence(np.asarray(tag_logits)[a: b + 1], span_tags, kernels)))
         words = tuple(range(a, b + 1))
         out[fields[c]] = FieldValue(words, " ".join(page.words[w].text for w in words), conf)
+    return out
+
+
+def printings_by_rule(page: Page, fields, values: dict) -> dict:
+    """The "printing" decoding's {field: FieldValue or None}: each value of `values` (the joint
+    decoding's) moved to the printing of the same value that the project's labelling rule would
+    label, the rule itself (grounding.ground_answers, the function that grounds every answered
+    label: the most exact run of the value's text, then the runs after the field's name on its
+    row, then the last printing of a number and the first of a text; fields grounded together so
+    that two do not take the same words when another printing is free). The value, its text and
+    its confidence (the span's: how sure the model is of the value) stay; only its words move.
+    A value the rule cannot place keeps its span's words."""
+    from dxstudio.grounding import ground_answers  # the labelling rule; imported here: engine stays light
+
+    fields = list(fields)
+    answers = {f: v.text for f, v in values.items() if v is not None}
+    if not answers:
+        return dict(values)
+    grounded = ground_answers(page, answers, fields)
+    out: dict = {}
+    for f in fields:
+        v = values.get(f)
+        if v is None:
+            out[f] = None
+            continue
+        g = grounded[f]
+        words = tuple(int(i) for i in g.get("words") or ())
+        if g.get("status") not in ("exact", "normalized") or not words or words == v.words:
+            out[f] = v
+        else:
+            out[f] = FieldValue(words, " ".join(page.words[w].text for w in words), v.confidence)
     return out
 
 
@@ -200,7 +314,7 @@ def predict_page(cfg: ModelConfig, params_rt, page: Page, kernels: str = "fast",
     all_tags = np.zeros(len(page.words), np.int64)
     all_probs = np.zeros(len(page.words), np.float32)
     all_conf = np.zeros(len(page.words), np.float64)
-    all_logits = np.zeros((len(page.words), 1 + 2 * len(fields)), np.float32) if decoding == "span" else None
+    all_logits = np.zeros((len(page.words), 1 + 2 * len(fields)), np.float32) if decoding != "seed" else None
     starts = []
     for inp in iter_page_inputs(page, cfg):  # one window's inputs at a time
         out = forward(cfg, params_rt, inp, ops)
@@ -216,7 +330,9 @@ def predict_page(cfg: ModelConfig, params_rt, page: Page, kernels: str = "fast",
             if v is not None and (result[f] is None or v.confidence > result[f].confidence):
                 result[f] = v
     if all_logits is not None:  # the per-word tags stay the argmax's; the values are the spans'
-        result = fields_from_logits(page, fields, all_logits, starts, kernels)
+        result = fields_from_logits(page, fields, all_logits, starts, kernels, joint=decoding in ("joint", "printing"))
+        if decoding == "printing":
+            result = printings_by_rule(page, fields, result)
     return PagePrediction(page.id, result, all_tags, all_probs, all_conf, decoding)
 
 

@@ -26,7 +26,7 @@ class RunModel:
     cfg: object
     params: object  # runtime layout
     kernels: str
-    decoding: str = "span"  # how its values are read (engine/extract.py model_decoding)
+    decoding: str = "printing"  # how its values are read (engine/extract.py model_decoding)
 
 
 @dataclass

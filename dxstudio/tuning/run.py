@@ -197,7 +197,10 @@ class TuneRun:
             s.pop("accepted_only", None)
         if s.get("threshold_rule") == "bound":  # likewise (the rule never changes the weights)
             s.pop("threshold_rule", None)
-        if s.get("decoding") == DEFAULT_DECODING:  # likewise
+        # likewise: a reading of spans never changes the weights (span was the default before
+        # joint and printing; the seed's reading stays fingerprinted, as it always was); with early
+        # stopping the reading scores the epochs, so joint and printing count there
+        if s.get("decoding") == "span" or (s.get("decoding") in ("joint", "printing") and not s.get("early_stop")):
             s.pop("decoding", None)
         for name in AUGMENT_SETTINGS:  # likewise: off
             if not s.get(name):

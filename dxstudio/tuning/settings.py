@@ -246,11 +246,15 @@ SETTINGS: tuple[Setting, ...] = (
             "to score each epoch (not trained on)", low=0, low_open=True, high=0.5),
     Setting("average_last", "int", 0, "checkpoint averaging: the model is the mean of the weights at the end "
             "of this many epochs, ending at the kept one (0 or 1 = off)", low=0),
-    # span: measured on SROIE and FUNSD pages outside the projects (docs/model.md "Span decoding")
-    Setting("decoding", "choice", "span",
+    # printing: measured on SROIE and FUNSD pages outside the projects (docs/base-model.md
+    # "Learning curves on fixed schemas", docs/model.md "Span decoding")
+    Setting("decoding", "choice", "printing",
             "how values are read off the tags: span = each field's best-scoring BIO span, one value per "
-            "page; seed = the seed's most confident run of argmax tags (scores and outputs say which)",
-            choices=("span", "seed"), commands=("tune", "eval")),
+            "page, the fields in turn; seed = the seed's most confident run of argmax tags; joint = the "
+            "spans of the best joint assignment (no word in two fields); printing = joint, then each "
+            "value's words moved to the printing of it the labelling rule labels (scores and outputs say "
+            "which)",
+            choices=("span", "seed", "joint", "printing"), commands=("tune", "eval")),
     Setting("threshold_by", "choice", "value",
             "what right means for the threshold: the label's value, or exactly its words (the seed's rule)",
             choices=("value", "words")),
