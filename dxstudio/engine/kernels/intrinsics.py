@@ -519,3 +519,16 @@ def tanh32_lanes(typingctx, x, xoff, out, ooff, nch):
 def gelu_lanes(typingctx, x, xoff, y, t, ooff, nch):
     """y, t at ooff + 16c + l: GELU's output and tanh32 of its argument, for c < nch."""
     return _nbtypes.void(x, xoff, y, t, ooff, nch), _map_lanes_codegen(_gelu_ir, 2)
+
+
+@_intrinsic
+def f32_ptr(typingctx, addr):
+    """The binary32 pointer at integer address addr (an array's data address, taken in Python
+    while the array is held): numba.carray(f32_ptr(addr), n) views it. The optimizer's one call
+    over every tensor (fused.adamw_all) reads its tensors so, without a container of arrays."""
+    sig = _nbtypes.CPointer(_nbtypes.float32)(_nbtypes.int64)
+
+    def codegen(context, builder, sig, args):
+        return builder.inttoptr(args[0], context.get_value_type(sig.return_type))
+
+    return sig, codegen
