@@ -588,6 +588,7 @@ def _adamw_body(p, g, m, v, decay, wdf, b1, omb1, b2, omb2, sbc2, eps, lrb):
 
 
 _ADAMW = _build(_adamw_body, "_adamw")
+_adamw_ser = _ADAMW[1]
 
 
 def adamw_tensor(p, g, m, v, decay, wdf, b1, omb1, b2, omb2, sbc2, eps, lrb) -> None:
@@ -618,25 +619,14 @@ def _adamw_all_body(addr, sizes, decay, wdf, lrb, b1, omb1, b2, omb2, sbc2, eps)
             q += 1
     for q in prange(nchunk):
         t = ct[q]
-        n = sizes[t]
-        p = carray(f32_ptr(addr[t, 0]), n)
-        g = carray(f32_ptr(addr[t, 1]), n)
-        m = carray(f32_ptr(addr[t, 2]), n)
-        v = carray(f32_ptr(addr[t, 3]), n)
-        dec = decay[t]
-        wd = wdf[t]
-        lr = lrb[t]
-        for i in range(c0[q], min(n, c0[q] + _ADAMW_CHUNK)):
-            w = p[i]
-            if dec:
-                w = w * wd
-            mi = b1 * m[i] + omb1 * g[i]
-            gi = g[i]
-            vi = b2 * v[i] + omb2 * (gi * gi)
-            m[i] = mi
-            v[i] = vi
-            denom = np.sqrt(vi) / sbc2 + eps
-            p[i] = w - lr * (mi / denom)
+        lo = c0[q]
+        cnt = min(sizes[t] - lo, _ADAMW_CHUNK)
+        off = 4 * lo  # bytes: binary32 elements
+        # the chunk's views, C-contiguous from index 0 (the per-tensor kernel's own signature: its
+        # vectorised loop, the same operations)
+        _adamw_ser(carray(f32_ptr(addr[t, 0] + off), cnt), carray(f32_ptr(addr[t, 1] + off), cnt),
+                   carray(f32_ptr(addr[t, 2] + off), cnt), carray(f32_ptr(addr[t, 3] + off), cnt),
+                   decay[t], wdf[t], b1, omb1, b2, omb2, sbc2, eps, lrb[t])
 
 
 _ADAMW_ALL = _build(_adamw_all_body, "_adamw_all")
