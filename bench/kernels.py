@@ -45,7 +45,11 @@ def asm_facts(kernel) -> dict:
     for op, kind, reg in re.findall(r"\bv(mul|add|sub|div)(ps|ss|pd|sd)\s+[^\n]*?%([xyz]mm)", text):
         ops[f"{op}{kind}.{reg}" if kind in ("ps", "pd") else f"{op}{kind}"] += 1
     fma = len(re.findall(r"\bv(?:fn?madd|fn?msub)\w*", text))
-    return {"fma": fma, "ops": dict(sorted(ops.items()))}
+    # vector registers moved to or from the stack: spills (and their reloads), by width
+    spills = collections.Counter(
+        m.group(1) or m.group(2) for m in re.finditer(
+            r"\bvmov\w*\s+(?:%([xyz]mm)\d+,\s*-?\d*\(%rsp\)|-?\d*\(%rsp\),\s*%([xyz]mm)\d+)", text))
+    return {"fma": fma, "ops": dict(sorted(ops.items())), "spills": dict(sorted(spills.items()))}
 
 
 def best_cpu_seconds(fn, repeats: int) -> float:
@@ -136,11 +140,17 @@ def main(argv=None) -> int:
     fused.layernorm_backward(small, fused.layernorm_forward(small, small[0], small[0], 1e-5)[1:], small[0])
     fused._ADAMW[1](small.reshape(-1), small.reshape(-1), small.reshape(-1).copy(), np.abs(small).reshape(-1),
                     True, *(np.float32(v) for v in (0.99, 0.9, 0.1, 0.999, 0.001, 0.5, 1e-8, 1e-3)))
-    print("assembly (inspect_asm; counts of instructions, by register width):")
+    fused.adamw_all(fused.AdamWTable([small.reshape(-1).copy()], [small.reshape(-1).copy()],
+                                     [np.abs(small).reshape(-1)]), [small.reshape(-1)], [True],
+                    [np.float32(0.99)], [np.float32(1e-3)], 0.9, 0.1, 0.999, 0.001, 0.5, 1e-8)
+    kc.rows32_product(rng.standard_normal((40, 32)).astype(np.float32), rng.standard_normal((16, 32)).astype(np.float32))
+    print("assembly (inspect_asm; counts of instructions, by register width; stack moves: vector registers "
+          "stored to or loaded from the stack, i.e. spills):")
     kernels = {"mm_nt (serial)": kc._MM_NT[1], "pack_t (serial)": kc._PACK_T[1],
                "mm (serial)": kc._MM[1], "mm_tn (serial)": kc._MM_TN[1], "rowdot (serial)": kc._ROWDOT[1],
                "softmax bwd (serial)": fused._SOFTMAX_BWD[1], "layernorm bwd (serial)": fused._LAYERNORM_BWD[1],
-               "adamw (serial)": fused._ADAMW[1],
+               "adamw (serial)": fused._ADAMW[1], "adamw_all (serial)": fused._ADAMW_ALL[1],
+               "rows32 (serial)": kc.ROWS32[1],
                "linear8_relu (parallel)": fused._LINEAR8_RELU[0], "linear32 (parallel)": fused._LINEAR32[0],
                "linear16_relu_bwd (parallel)": fused._LINEAR16_RELU_BWD[0],
                "exp32_vec": kc.exp32_vec, "tanh32_vec": kc.tanh32_vec, "softmax fwd (serial)": fused._SOFTMAX_FWD[1],
@@ -154,7 +164,8 @@ def main(argv=None) -> int:
             print(f"  {label}: no assembly ({type(e).__name__}); run with DXSTUDIO_NUMBA_CACHE=0")
             continue
         figures[f"fma_{label.split()[0]}"] = facts["fma"]
-        print(f"  {label:24s} FMA {facts['fma']}  {facts['ops']}")
+        figures[f"spills_{label.split()[0]}"] = sum(facts["spills"].values())
+        print(f"  {label:24s} FMA {facts['fma']}  stack moves {facts['spills'] or 0}  {facts['ops']}")
     figures["clock_ghz"] = ghz
     print(C.json_line(figures))
     return 0

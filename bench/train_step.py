@@ -3,6 +3,7 @@
     python bench/train_step.py [--repeats 9] [--sizes 50,150,400] [--seed 0]
     python bench/train_step.py --profile [--profile-size 150] [--repeats 9]
     python bench/train_step.py --threads 1 --clock cpu --no-compile --before   # + the layer-by-layer backward
+    python bench/train_step.py --threads 1 --clock cpu --no-compile --main     # + the engine as main ran it
 
 A step is forward, backward and AdamW on one page (batch of one) with the tag loss and
 backbone_scale 1, so every tensor the tag loss reaches trains (all but the role, document and
@@ -16,9 +17,12 @@ output is one JSON object of the figures.
 
 --before adds a contestant "ours_before": the same engine with the backward's compiled
 sections switched off for its steps (BACKWARD_SECTIONS: the block backward, the pair MLP's
-backward and the position tables' gradients run layer by layer, each layer's kernel through the
-registry, as before issue 26's item 2), interleaved with the others: the before / after of those sections in one run, with the
-same bytes (its loss is checked against ours after every step).
+backward, the position tables' gradients, the heads with the final layer norm and the embedding
+with the characters run layer by layer, each layer's kernel through the registry, as before
+issue 26's item 2), interleaved with the others: the before / after of those sections in one
+run, with the same bytes (its loss is checked against ours at the first and the last step).
+--main adds "ours_main": the engine as main (b960b07) ran it, i.e. NEW_SECTIONS switched off and
+AdamW as one compiled call per tensor (69 at the base size) instead of one call for all.
 
 --profile runs cProfile over our steps at one size and prints the top functions by own time
 and by cumulative time, for whoever optimises the engine.
@@ -62,24 +66,50 @@ class OurStep:
 
 # the registry entries of the backward's compiled sections (issue 26, item 2): --before runs them
 # on their reference code (which still calls every layer's compiled kernel through the registry)
-BACKWARD_SECTIONS = ("transformer_block_backward", "pair_bias_backward_section", "position_tables_section")
+BACKWARD_SECTIONS = ("transformer_block_backward", "pair_bias_backward_section", "position_tables_section",
+                     "heads_backward_section", "embed_backward_section")
+# the sections this branch adds to main (b960b07): --main runs them as main did (the heads, final
+# layer norm, embedding and characters layer by layer; AdamW one compiled call per tensor)
+NEW_SECTIONS = ("heads_backward_section", "embed_backward_section")
+
+
+def _adamw_per_tensor(state, ps, gs, ms, vs, decay, wdf, lrb, b1, omb1, b2, omb2, sbc2, eps):
+    """main's AdamW: fused.adamw_tensor once per tensor (69 calls at the base size)."""
+    from dxstudio.engine.kernels import fused
+
+    for p, g, m, v, d, wd, lr_b in zip(ps, gs, ms, vs, decay, wdf, lrb):
+        fused.adamw_tensor(p, g, m, v, d, wd, b1, omb1, b2, omb2, sbc2, eps, lr_b)
 
 
 class OurStepBefore(OurStep):
-    """OurStep with BACKWARD_SECTIONS off during its steps (their `applies` false): the backward
-    as it was before those sections, the same bytes."""
+    """OurStep with the sections `off` switched off during its steps (their `applies` false) and
+    AdamW as `adamw` (None: this branch's one call): an earlier backward, the same bytes."""
+
+    off = BACKWARD_SECTIONS
+    adamw = None
 
     def __call__(self):
         from dxstudio.engine.kernels.registry import REGISTRY
 
-        saved = {name: REGISTRY[name].applies for name in BACKWARD_SECTIONS}
+        saved = {name: REGISTRY[name].applies for name in self.off}
+        saved_adamw = REGISTRY["adamw_update"].compiled
         try:
             for name in saved:
                 REGISTRY[name].applies = lambda *a: False
+            if self.adamw is not None:
+                REGISTRY["adamw_update"].compiled = self.adamw
             super().__call__()
         finally:
             for name, rule in saved.items():
                 REGISTRY[name].applies = rule
+            REGISTRY["adamw_update"].compiled = saved_adamw
+
+
+class OurStepMain(OurStepBefore):
+    """The engine as main (b960b07) runs it: this branch's sections off, AdamW per tensor."""
+
+    off = NEW_SECTIONS
+    adamw = staticmethod(_adamw_per_tensor)
 
 
 class FastTorchStep:
@@ -184,7 +214,8 @@ def first_steps(cfg, ours: OurStep, theirs: TorchStep) -> tuple[float, float]:
     return ours.loss, theirs.loss
 
 
-def compare(cfg, params, pages, repeats: int, compile_ok: bool, before: bool = False) -> tuple[dict, list[str]]:
+def compare(cfg, params, pages, repeats: int, compile_ok: bool, before: bool = False,
+            main: bool = False) -> tuple[dict, list[str]]:
     """Ours, the mirror and the anchor's variants, interleaved, per size. ratio_N = ours / the
     fastest PyTorch variant (mirror included); every variant's loss is checked against the
     mirror's at the first step (same weights, same page) and shown after the last."""
@@ -208,13 +239,17 @@ def compare(cfg, params, pages, repeats: int, compile_ok: bool, before: bool = F
             if step.trained() != trained:
                 raise C.BenchError(f"{n} words: {name} trains {sorted(step.trained() ^ trained)} differently")
         contestants = {"ours": ours, "mirror": mirror, **variants}
+        earlier = {}
+        if main:
+            earlier["ours_main"] = OurStepMain(cfg, params, inp, tags)
         if before:
-            old = OurStepBefore(cfg, params, inp, tags)
+            earlier["ours_before"] = OurStepBefore(cfg, params, inp, tags)
+        for name, old in earlier.items():
             old()
             if old.loss != first_ours:
-                raise C.BenchError(f"{n} words: the backward without its compiled sections gives loss "
-                                   f"{old.loss!r}, with them {first_ours!r}: not the same bytes")
-            contestants = {"ours": ours, "ours_before": old, "mirror": mirror, **variants}
+                raise C.BenchError(f"{n} words: {name} gives loss {old.loss!r}, ours {first_ours!r}: "
+                                   "not the same bytes")
+        contestants = {"ours": ours, **earlier, "mirror": mirror, **variants}
         times = C.interleaved(contestants, repeats, prepare={"mirror": mirror.prepare})
         med = {k: 1e3 * C.median(v) for k, v in times.items()}
         torch_names = [k for k in contestants if not k.startswith("ours")]
@@ -235,13 +270,14 @@ def compare(cfg, params, pages, repeats: int, compile_ok: bool, before: bool = F
             lines.append(f"  (torch.compile's first call, compiling: {first['compiled'][1]:.1f} s)")
         lines.append(f"  ratio ours / fastest PyTorch ({fastest}): {figures[f'ratio_{n}']:.3f}; "
                      f"ours / mirror: {figures[f'ratio_mirror_{n}']:.3f}")
-        if before:
-            figures[f"ratio_before_{n}"] = med["ours_before"] / med[fastest]
+        for name, old in earlier.items():
+            tag = name[len("ours_"):]
+            figures[f"ratio_{tag}_{n}"] = med[name] / med[fastest]
             if ours.loss != old.loss:
-                raise C.BenchError(f"{n} words: after {repeats + 1} steps ours_before's loss {old.loss!r} "
+                raise C.BenchError(f"{n} words: after {repeats + 1} steps {name}'s loss {old.loss!r} "
                                    f"differs from ours {ours.loss!r}: not the same bytes")
-            lines.append(f"  ratio ours_before / fastest PyTorch: {figures[f'ratio_before_{n}']:.3f}; "
-                         f"ours / ours_before: {med['ours'] / med['ours_before']:.3f} (the same loss, bit for bit)")
+            lines.append(f"  ratio {name} / fastest PyTorch: {figures[f'ratio_{tag}_{n}']:.3f}; "
+                         f"ours / {name}: {med['ours'] / med[name]:.3f} (the same loss, bit for bit)")
     return figures, lines
 
 
@@ -251,14 +287,15 @@ def profile(cfg, params, page, steps: int, top: int = 25) -> dict:
     inp = window_inputs(page, cfg, 0, n)
     ours = OurStep(cfg, params, inp, C.tag_targets(cfg, n))
     ours()  # warm-up: the compiled kernels load outside the profile
-    prof = cProfile.Profile()
+    # the CPU clock (--clock cpu) leaves out the time the process waits for a core (a shared machine)
+    prof = cProfile.Profile(time.process_time) if C.CLOCK == "cpu" else cProfile.Profile()
     prof.enable()
     for _ in range(steps):
         ours()
     prof.disable()
     stats = pstats.Stats(prof)
     total = stats.total_tt
-    print(f"cProfile: {steps} training steps, {n} words: {1e3 * total / steps:.1f} ms per step "
+    print(f"cProfile ({C.CLOCK} clock): {steps} training steps, {n} words: {1e3 * total / steps:.1f} ms per step "
           "under the profiler (which inflates Python-heavy code)")
     for key, title in (("tottime", "own time"), ("cumulative", "cumulative time")):
         buf = io.StringIO()
@@ -285,6 +322,9 @@ def main(argv=None) -> int:
     ap.add_argument("--no-compile", action="store_true", help="leave out the torch.compile variant")
     ap.add_argument("--before", action="store_true",
                     help="add ours_before: the backward without its compiled sections, side by side")
+    ap.add_argument("--main", action="store_true",
+                    help="add ours_main: the engine as main (b960b07) ran it (the heads, final layer norm, "
+                         "embedding and characters' backward layer by layer, AdamW per tensor), side by side")
     ap.add_argument("--profile", action="store_true", help="profile our step (cProfile) instead of comparing")
     ap.add_argument("--profile-size", type=int, default=150, help="page size for --profile (default 150)")
     args = ap.parse_args(argv)
@@ -308,7 +348,7 @@ def main(argv=None) -> int:
         else:
             print(f"threads: Numba {threads['numba']}, PyTorch {threads['torch']} (set equal)")
             print(f"{args.repeats} interleaved steps each; median (min-max) per step, {args.clock} clock")
-            figures, lines = compare(cfg, params, pages, args.repeats, not args.no_compile, args.before)
+            figures, lines = compare(cfg, params, pages, args.repeats, not args.no_compile, args.before, args.main)
             print("\n".join(lines))
     except C.BenchError as e:
         print(f"bench/train_step.py: {e}", file=sys.stderr)

@@ -130,3 +130,153 @@ def test_compiled_position_tables_give_the_reference_bytes(n):
         assert_same_bits(g, w, f"position table {k}, {n} words")
     with pytest.raises(IndexError, match="position bucket"):
         sec(FAST, de, np.full((n, 4), 128, np.int64), 128)
+
+
+# ---- the heads with the final layer norm, the embedding with the characters, AdamW ----------
+# (issue 26, item 2: the rest of the backward and the optimizer, each one compiled call)
+def _activations(cfg, p, n, seed):
+    from dxstudio.engine.model import forward
+    from synthetic import fake_window
+
+    inp = fake_window(cfg, n, seed)
+    return inp, forward(cfg, p, inp, FAST, keep=True)
+
+
+def _grads(rng, out, which, kind):
+    from dxstudio.engine.model import OutputGrads
+
+    go = OutputGrads()
+    for name, arr in (("tag", out.tag_logits), ("role", out.role_logits), ("doc", out.doc_logits),
+                      ("items", out.item_scores), ("kv", out.kv_scores)):
+        if name in which:
+            g = _dx(rng, arr.size, 1, kind).reshape(arr.shape)
+            setattr(go, name, g)
+    return go
+
+
+@pytest.mark.parametrize("n,which,kind", [
+    (1, ("tag",), "plain"), (7, ("tag", "role"), "signed_zeros"), (17, ("doc",), "plain"),
+    (19, ("tag", "role", "doc", "items", "kv"), "denormal"), (33, ("items",), "large"),
+    (40, ("tag", "kv"), "plain")])
+def test_compiled_heads_backward_gives_the_reference_bytes(models, n, which, kind):
+    from dxstudio.engine import model as M
+
+    for cfg, p in models.values():
+        _, out = _activations(cfg, p, n, seed=n)
+        go = _grads(np.random.default_rng(n), out, which, kind)
+        for need_dx in (True, False):
+            res = {}
+            for ops in (REF, FAST):
+                assert M.heads_backward_section.uses_compiled(ops, cfg, p, out.cache, go, need_dx) == ops.fast
+                with np.errstate(all="ignore"):
+                    res[ops.kernels] = M.heads_backward_section(ops, cfg, p, out.cache, go, need_dx)
+            (rfin, rh), (ffin, fh) = res["reference"], res["fast"]
+            assert sorted(fh) == sorted(rh) and rh
+            for name in rh:
+                assert_same_bits(fh[name], rh[name], f"{name}, n={n}, {which}, {kind}")
+            assert (rfin is None) == (ffin is None) == (not need_dx)
+            if need_dx:
+                for what, a, b in zip(("dx", "final_ln.weight", "final_ln.bias"), ffin, rfin):
+                    assert_same_bits(a, b, f"{what}, n={n}, {which}, {kind}")
+                assert kind == "denormal" or np.any(rfin[0] != 0)
+
+
+@pytest.mark.parametrize("n,kind", [(1, "plain"), (7, "signed_zeros"), (19, "denormal"), (33, "large"),
+                                    (150, "plain")])
+def test_compiled_embedding_backward_gives_the_reference_bytes(models, n, kind):
+    from dxstudio.engine import model as M
+
+    for size, (cfg, p) in models.items():
+        if size == "base" and n == 150:
+            continue  # the tiny model covers 150 words (thousands of character positions)
+        inp, out = _activations(cfg, p, n, seed=3 * n)
+        dx = _dx(np.random.default_rng(n + 1), n, cfg.d_model, kind)
+        res = {}
+        for ops in (REF, FAST):
+            assert M.embed_backward_section.uses_compiled(ops, cfg, p, out.cache, inp.buckets, dx) == ops.fast
+            with np.errstate(all="ignore"):
+                res[ops.kernels] = M.embed_backward_section(ops, cfg, p, out.cache, inp.buckets, dx)
+        r, f = res["reference"], res["fast"]
+        assert sorted(f) == sorted(r)
+        assert {"char_emb", "char_conv.weight", "char_proj.weight", "pos_y1", "emb_ln.bias"} <= set(r)
+        for name in r:
+            assert_same_bits(f[name], r[name], f"{name}, n={n}, {kind}")
+        assert kind == "denormal" or np.any(r["char_emb"] != 0)
+
+
+def test_compiled_embedding_backward_refuses_a_bad_character_id(models):
+    from dxstudio.engine import model as M
+
+    cfg, p = models["tiny"]
+    inp, out = _activations(cfg, p, 5, seed=1)
+    c = out.cache
+    bad = c.tap_ids.copy()
+    bad[0, 1] = cfg.vocab
+    c2 = M.Activations(**{**c.__dict__, "tap_ids": bad})
+    with pytest.raises(IndexError, match="character id"):
+        M.embed_backward_section(FAST, cfg, p, c2, inp.buckets, np.ones((5, cfg.d_model), F32))
+
+
+def _adam_case(rng, kind, shapes):
+    ps = [rng.standard_normal(s).astype(F32) for s in shapes]
+    gs = [_dx(rng, int(np.prod(s)), 1, kind).reshape(s) for s in shapes]
+    ms = [rng.standard_normal(s).astype(F32) * F32(1e-3) for s in shapes]
+    vs = [np.abs(rng.standard_normal(s)).astype(F32) * F32(1e-6) for s in shapes]
+    if kind == "signed_zeros":
+        vs[0][...] = F32(0.0)  # sqrt(+0) / sbc2 + eps: the eps alone
+        ps[0][::2] = F32(-0.0)
+    return ps, gs, ms, vs
+
+
+@pytest.mark.parametrize("kind", ["plain", "signed_zeros", "denormal", "large"])
+def test_adamw_in_one_call_gives_the_per_tensor_bytes(kind):
+    from dxstudio.engine import training as T
+
+    rng = np.random.default_rng(len(kind))
+    shapes = [(3,), (17, 5), (8192,), (8193,), (1,), (40, 300)]  # chunks of 8192 elements: at, past
+    ps, gs, ms, vs = _adam_case(rng, kind, shapes)
+    decay = [True, False, True, False, True, True]
+    wdf = [F32(1 - 1e-5), F32(1.0), F32(0.99), F32(1.0), F32(1 - 3e-4), F32(0.5)]
+    lrb = [F32(1e-3), F32(2e-4), F32(5e-3), F32(1e-3), F32(0.1), F32(1e-6)]
+    scal = (F32(0.9), F32(0.1), F32(0.999), F32(0.001), F32(0.0316), F32(1e-8))
+
+    class State:  # adamw_update's tables are kept per state (weakly)
+        pass
+
+    state = State()
+    want = [[a.copy() for a in group] for group in (ps, ms, vs)]
+    with np.errstate(all="ignore"):
+        for step in range(2):  # the second step reuses the state's table of addresses
+            assert T.ADAMW.uses_compiled(FAST, state, ps, gs, ms, vs, decay, wdf, lrb, *scal)
+            T.ADAMW(FAST, state, ps, gs, ms, vs, decay, wdf, lrb, *scal)
+            T.ADAMW(REF, state, *want[0:1], gs, *want[1:], decay, wdf, lrb, *scal)
+            for group, wgroup, what in zip((ps, ms, vs), want, ("p", "m", "v")):
+                for t, (a, b) in enumerate(zip(group, wgroup)):
+                    assert_same_bits(a, b, f"{what} of tensor {t}, step {step}, {kind}")
+    assert id(state) in T._ADAMW_TABLES
+    del state
+    import gc
+
+    gc.collect()
+    assert not any(e[0]() is None for e in T._ADAMW_TABLES.values())  # a freed state's table goes
+
+
+def test_adamw_in_one_call_refuses_what_it_cannot_take():
+    from dxstudio.engine import training as T
+    from dxstudio.engine.kernels import fused
+
+    rng = np.random.default_rng(0)
+    ps, gs, ms, vs = _adam_case(rng, "plain", [(4, 6), (5,)])
+
+    class State:
+        pass
+
+    args = ([True, False], [F32(0.9), F32(1)], [F32(1e-3)] * 2) + (F32(0.9), F32(0.1), F32(0.999), F32(0.001),
+                                                                     F32(1.0), F32(1e-8))
+    strided = [gs[0].T, gs[1]]  # a transposed gradient: the per-tensor NumPy loop takes it
+    assert not T.ADAMW.uses_compiled(FAST, State(), ps, strided, ms, vs, *args)
+    table = fused.AdamWTable(ps, ms, vs)
+    with pytest.raises(ValueError, match="gradient 1 has 4 elements"):
+        fused.adamw_all(table, [gs[0], gs[1][:4]], *args)
+    with pytest.raises(ValueError, match="binary32"):
+        fused.AdamWTable([ps[0].astype(np.float64), ps[1]], ms, vs)

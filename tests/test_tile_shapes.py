@@ -138,3 +138,44 @@ def test_the_engine_built_with_the_other_shape_gives_the_host_bytes(tmp_path):
     assert result["tile"] == other
     differ = [p for p in parts if result["digests"][p] != host[p]]
     assert not differ, f"the {other} tile gives other bytes for {differ}"
+
+
+# ----------------------------------------------------------------------------------------
+# Lanes per pass (isa.TILE_LANES, DXSTUDIO_TILE=MxN:L): the k loop over 8 or 4 lanes of every
+# chunk at a time, then the parts joined and folded: the same bytes as one pass of 16
+# ----------------------------------------------------------------------------------------
+def _mm_nt_lanes(mr, nr, lanes):
+    g = dict(kc.__dict__)
+    g.update(_MR=mr, _NR=nr, _tile_mr_nr=intrinsics._make_tile(mr, nr, lanes))
+    body = types.FunctionType(kc._mm_nt_body.__code__, g, f"mm_nt_tile_{mr}x{nr}_{lanes}")
+    return njit(nogil=True, fastmath=False, error_model="numpy")(body)
+
+
+LANE_SHAPES = [(4, 2, 8), (2, 4, 8), (2, 2, 8), (2, 1, 4)]
+
+
+def test_tiles_in_passes_of_fewer_lanes_give_the_bytes_of_the_reference():
+    kernels = {s: _mm_nt_lanes(*s) for s in LANE_SHAPES}
+    for a, bt, bias in _operands():
+        m, n = a.shape[0], bt.shape[0]
+        with np.errstate(all="ignore"):
+            want = (ref.mm_nt_ref(a, bt) + bias).astype(F32)
+        for (mr, nr, lanes), kernel in kernels.items():
+            biasp = np.zeros((n + nr - 1) // nr * nr, F32)
+            biasp[:n] = bias
+            out = np.empty((m, n), F32)
+            kernel(a, bt, biasp, out)
+            assert out.view(np.uint32).tobytes() == want.view(np.uint32).tobytes(), (mr, nr, lanes, a.shape)
+
+
+def test_lanes_per_pass_are_read_from_the_forced_tile(monkeypatch):
+    monkeypatch.setenv("DXSTUDIO_TILE", "4x2:8")
+    assert isa._tile_shape() == ("DXSTUDIO_TILE", 4, 2) and isa._tile_lanes("DXSTUDIO_TILE") == 8
+    monkeypatch.setenv("DXSTUDIO_TILE", "2x2")
+    assert isa._tile_lanes("DXSTUDIO_TILE") == 16
+    for bad in ("4x2:3", "4x2:x"):
+        monkeypatch.setenv("DXSTUDIO_TILE", bad)
+        with pytest.raises(ValueError, match="DXSTUDIO_TILE"):
+            isa._tile_lanes("DXSTUDIO_TILE")
+    monkeypatch.delenv("DXSTUDIO_TILE")
+    assert isa._tile_lanes("ymm") == isa.TILE_LANES["ymm"]

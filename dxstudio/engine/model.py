@@ -239,22 +239,14 @@ class OutputGrads:
     kv: np.ndarray | None = None
 
 
-def backward(cfg: ModelConfig, params, inp, out: Outputs, go: OutputGrads, ops: Ops,
-             wanted: set | None = None) -> "OrderedDict[str, np.ndarray]":
-    """Parameter gradients (runtime layout, like the parameters) for the
-    tensors in `wanted` (None: every tensor the used outputs reach). Backward stops as soon as
-    no wanted tensor lies further down."""
-    p = params
-    c = out.cache
-    if c is None:
-        raise ValueError("backward needs a forward run with keep=True")
+def _heads_backward_ref(ops: Ops, cfg, p, c: Activations, go: "OutputGrads", need_dx):
+    """5. backward: ((dx, final_ln.weight, final_ln.bias) or None, {head tensor: gradient}); the
+    gradients to f added in the order tag, role, doc, rel_q, rel_k (the first as it is). None
+    when no output has a gradient or need_dx is false (no backbone tensor is wanted)."""
     dt = p["char_emb"].dtype
-    n = inp.n
-    grads: dict = {}
-    want = (lambda name: True) if wanted is None else (lambda name: name in wanted)
+    n = c.f.shape[0]
     f = c.f
-
-    # 5. heads -> df, added in the order tag, role, doc, rel_q, rel_k
+    grads = {}
     df = None
 
     def add(a, b):
@@ -287,12 +279,73 @@ def backward(cfg: ModelConfig, params, inp, out: Outputs, go: OutputGrads, ops: 
             drk[:, cols] = dk
         df = add(df, head("rel_q", drq, f))
         df = add(df, head("rel_k", drk, f))
+    if df is None or not need_dx:
+        return None, grads
+    return L.layernorm_backward(ops, df, c.final, p["final_ln.weight"]), grads
 
+
+def _heads_backward_compiled(cfg, p, c: Activations, go: "OutputGrads", need_dx):
+    used = [g is not None for g in (go.tag, go.role, go.doc, go.items, go.kv)]
+    r = cfg.rel_dim
+    return fused.heads_backward(c.f, c.mean, c.rq, c.rk, c.final, p, go, r, _scale(F32, r),
+                                bool(need_dx and any(used)))
+
+
+heads_backward_section = register(
+    "heads_backward_section", _heads_backward_ref, _heads_backward_compiled,
+    lambda cfg, p, c, go, need_dx: (binary32(c.f, c.rq, c.rk, p["tag_head.weight"]) and all(
+        g.dtype == F32 for g in (go.tag, go.role, go.doc, go.items, go.kv) if g is not None)))
+
+
+def _embed_backward_ref(ops: Ops, cfg, p, c: Activations, buckets, dx):
+    """2. and 1. backward from dx at the first block's input: {tensor: gradient} of emb_ln,
+    feat_proj, the position tables, char_proj, char_emb and char_conv."""
+    grads = {}
+    de, grads["emb_ln.weight"], grads["emb_ln.bias"] = L.layernorm_backward(ops, dx, c.emb_ln, p["emb_ln.weight"])
+    grads["feat_proj.weight"] = ops.mm_tn(de, c.feats)
+    grads["feat_proj.bias"] = ops.colsum(de)
+    for name, g in zip(("pos_x0", "pos_y0", "pos_x1", "pos_y1"),
+                       position_tables_section(ops, de, buckets[:, :4], cfg.pos_buckets)):
+        grads[name] = g
+    dpooled, grads["char_proj.weight"], grads["char_proj.bias"] = L.linear_backward(ops, de, c.pooled, p["char_proj.weight"])
+    grads["char_emb"], grads["char_conv.weight"], grads["char_conv.bias"] = L.charconv_backward(
+        ops, dpooled, c.conv, c.w_rt, c.tap_ids, cfg.vocab)
+    return grads
+
+
+def _embed_backward_compiled(cfg, p, c: Activations, buckets, dx):
+    return fused.embed_backward(dx, c.emb_ln, c.feats, buckets, cfg.pos_buckets, c.pooled, p, c.conv, c.w_rt,
+                                c.tap_ids, cfg.vocab)
+
+
+embed_backward_section = register(
+    "embed_backward_section", _embed_backward_ref, _embed_backward_compiled,
+    lambda cfg, p, c, buckets, dx: binary32(dx, c.emb_ln.xhat, c.feats, c.pooled, c.conv.u, c.conv.h, c.w_rt,
+                                            p["char_proj.weight"], p["emb_ln.weight"]))
+
+
+def backward(cfg: ModelConfig, params, inp, out: Outputs, go: OutputGrads, ops: Ops,
+             wanted: set | None = None) -> "OrderedDict[str, np.ndarray]":
+    """Parameter gradients (runtime layout, like the parameters) for the
+    tensors in `wanted` (None: every tensor the used outputs reach). Backward stops as soon as
+    no wanted tensor lies further down."""
+    p = params
+    c = out.cache
+    if c is None:
+        raise ValueError("backward needs a forward run with keep=True")
+    dt = p["char_emb"].dtype
+    n = inp.n
+    grads: dict = {}
+    want = (lambda name: True) if wanted is None else (lambda name: name in wanted)
+
+    # 5. heads -> df, added in the order tag, role, doc, rel_q, rel_k; then final_ln
     backbone = [name for name in p if not name.startswith(("tag_head", "role_head", "doc_head", "rel_q", "rel_k"))]
-    if df is None or not any(want(name) for name in backbone):
+    need_dx = any(want(name) for name in backbone)
+    final, heads = heads_backward_section(ops, cfg, p, c, go, need_dx)
+    grads.update(heads)
+    if final is None:
         return _ordered(p, grads)
-
-    dx, grads["final_ln.weight"], grads["final_ln.bias"] = L.layernorm_backward(ops, df, c.final, p["final_ln.weight"])
+    dx, grads["final_ln.weight"], grads["final_ln.bias"] = final
 
     # 4. blocks, last first
     block = block_type(cfg.block)
@@ -304,18 +357,8 @@ def backward(cfg: ModelConfig, params, inp, out: Outputs, go: OutputGrads, ops: 
     (grads["pair2.weight"], grads["pair2.bias"], grads["pair1.weight"],
      grads["pair1.bias"]) = pair_bias_backward_section(ops, dpbias, c.ph, c.pf, p["pair2.weight"])
 
-    # 2. embedding sum and its layer norm
-    de, grads["emb_ln.weight"], grads["emb_ln.bias"] = L.layernorm_backward(ops, dx, c.emb_ln, p["emb_ln.weight"])
-    grads["feat_proj.weight"] = ops.mm_tn(de, c.feats)
-    grads["feat_proj.bias"] = ops.colsum(de)
-    for name, g in zip(("pos_x0", "pos_y0", "pos_x1", "pos_y1"),
-                       position_tables_section(ops, de, inp.buckets[:, :4], cfg.pos_buckets)):
-        grads[name] = g
-    dpooled, grads["char_proj.weight"], grads["char_proj.bias"] = L.linear_backward(ops, de, c.pooled, p["char_proj.weight"])
-
-    # 1. characters
-    grads["char_emb"], grads["char_conv.weight"], grads["char_conv.bias"] = L.charconv_backward(
-        ops, dpooled, c.conv, c.w_rt, c.tap_ids, cfg.vocab)
+    # 2. embedding sum and its layer norm; 1. characters
+    grads.update(embed_backward_section(ops, cfg, p, c, inp.buckets, dx))
     return _ordered(p, grads)
 
 

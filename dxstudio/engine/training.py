@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import threading
+import weakref
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ import numpy as np
 
 from .config import ModelConfig
 from .kernels import fused, runtime
+from .kernels.registry import register
 from .layers import Ops
 from .losses import cross_entropy
 from .model import OutputGrads, forward, backward, to_container, to_runtime
@@ -334,12 +336,62 @@ def _power(base: float, t: int) -> float:
     return r
 
 
+def _adamw_ref(ops, state, ps, gs, ms, vs, decay, wdf, lrb, b1, omb1, b2, omb2, sbc2, eps) -> None:
+    """AdamW per tensor in NumPy (the definition): in place on ps[t], ms[t], vs[t]."""
+    for p, g, m, v, d, wd, lr_b in zip(ps, gs, ms, vs, decay, wdf, lrb):
+        if d:
+            p *= wd
+        m[...] = b1 * m + omb1 * g
+        v[...] = b2 * v + omb2 * (g * g)
+        denom = np.sqrt(v) / sbc2 + eps
+        p -= lr_b * (m / denom)
+
+
+# the tensors' addresses of fused.adamw_all, per training state (by id, the state held weakly):
+# built once, kept while the state trains the same arrays; a copied state builds its own
+_ADAMW_TABLES: dict = {}
+
+
+def _adamw_table(state, ps, ms, vs):
+    key = id(state)
+    entry = _ADAMW_TABLES.get(key)
+    if entry is not None and entry[0]() is state and entry[1].holds(ps, ms, vs):
+        return entry[1]
+    table = fused.AdamWTable(ps, ms, vs)
+    _ADAMW_TABLES[key] = (weakref.ref(state, lambda _r, key=key: _ADAMW_TABLES.pop(key, None)), table)
+    return table
+
+
+def _adamw_compiled(state, ps, gs, ms, vs, decay, wdf, lrb, b1, omb1, b2, omb2, sbc2, eps) -> None:
+    fused.adamw_all(_adamw_table(state, ps, ms, vs), gs, decay, wdf, lrb, b1, omb1, b2, omb2, sbc2, eps)
+
+
+def _contiguous32(arrays) -> bool:
+    return all(a.dtype == F32 and a.flags.c_contiguous for a in arrays)
+
+
+def _adamw_applies(state, ps, gs, ms, vs, *scalars) -> bool:
+    """Every gradient binary32 and C-contiguous, and so every weight and moment (asked only when
+    the state's table does not already hold them)."""
+    if not _contiguous32(gs):
+        return False
+    entry = _ADAMW_TABLES.get(id(state))
+    if entry is not None and entry[0]() is state and entry[1].holds(ps, ms, vs):
+        return True
+    return _contiguous32(ps) and _contiguous32(ms) and _contiguous32(vs)
+
+
+# AdamW over every trainable tensor: one compiled call (fused.adamw_all) on the fast path
+ADAMW = register("adamw_update", _adamw_ref, _adamw_compiled, _adamw_applies)
+
+
 def adamw_update(state: TrainState, grads, lr: float) -> None:
     """AdamW (decoupled weight decay) with a per-tensor learning-rate scale, docs/training.md.
 
     Scalars are computed in binary64 and rounded once to binary32; each element then takes
     p = p*(1 - lr*wd) [weights and tables]; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*(g*g);
-    p = p - (lr/bc1) * (m / (sqrt(v)/sqrt(bc2) + eps)).
+    p = p - (lr/bc1) * (m / (sqrt(v)/sqrt(bc2) + eps)). On the fast path one compiled call
+    updates every tensor (the registry entry "adamw_update"; the same bytes as the NumPy loop).
     """
     s = state.settings
     state.step += 1
@@ -351,24 +403,18 @@ def adamw_update(state: TrainState, grads, lr: float) -> None:
     sbc2 = F32(math.sqrt(bc2))
     eps = F32(s.eps)
     kinds = {name: kind for name, _, kind in param_spec(state.cfg)}
+    ps, gs, ms, vs, decay, wdf, lrb = [], [], [], [], [], [], []
     for name, scale in trainable_scales(state.cfg, s).items():
-        g = grads[name]
-        p = state.params[name]
         lr_t = float(lr) * scale
-        m = state.m[name]
-        v = state.v[name]
-        decay = bool(decays(kinds[name]) and s.weight_decay)
-        if s.kernels == "fast" and p.flags.c_contiguous and m.flags.c_contiguous and v.flags.c_contiguous:
-            # the same operations in one compiled pass (fused.adamw_tensor)
-            fused.adamw_tensor(p, g, m, v, decay, F32(1.0 - lr_t * s.weight_decay) if decay else F32(1.0),
-                               b1, omb1, b2, omb2, sbc2, eps, F32(lr_t / bc1))
-            continue
-        if decay:
-            p *= F32(1.0 - lr_t * s.weight_decay)
-        m[...] = b1 * m + omb1 * g
-        v[...] = b2 * v + omb2 * (g * g)
-        denom = np.sqrt(v) / sbc2 + eps
-        p -= F32(lr_t / bc1) * (m / denom)
+        d = bool(decays(kinds[name]) and s.weight_decay)
+        ps.append(state.params[name])
+        gs.append(grads[name])
+        ms.append(state.m[name])
+        vs.append(state.v[name])
+        decay.append(d)
+        wdf.append(F32(1.0 - lr_t * s.weight_decay) if d else F32(1.0))
+        lrb.append(F32(lr_t / bc1))
+    ADAMW(Ops(s.kernels), state, ps, gs, ms, vs, decay, wdf, lrb, b1, omb1, b2, omb2, sbc2, eps)
 
 
 def train_step(state: TrainState, examples, lr: float) -> StepResult:

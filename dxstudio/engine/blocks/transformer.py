@@ -27,9 +27,8 @@ import numpy as np
 
 from .. import layers as L
 from ..kernels import compiled as kc
-from ..kernels.compiled import fold16
 from ..kernels.fused import (_GELU_BWD, _LAYERNORM_BWD, _SOFTMAX_BWD, _gelu_fwd_par, _gelu_fwd_ser, _layernorm_nt,
-                             _linear_nt, _mm_nt_par, _mm_nt_ser, _pack_t_par, _pack_t_ser, _softmax_fwd_ser)
+                             _linear_bwd, _linear_nt, _mm_nt_ser, _pack_t_ser, _softmax_fwd_ser)
 from ..kernels.intrinsics import _NR
 from ..kernels.registry import Ops, binary32, register
 from ..kernels.runtime import _build, _jit, njit, parallel_pays, prange
@@ -299,48 +298,6 @@ def _backward_ref(ops: Ops, cfg, p, q, bc: Activations, dx, dpbias, row0, grads)
 _ln_bwd_par, _ln_bwd_ser = _LAYERNORM_BWD
 _gelu_bwd_par, _gelu_bwd_ser = _GELU_BWD
 _softmax_bwd_par, _softmax_bwd_ser = _SOFTMAX_BWD
-
-
-@njit(**_jit)
-def _nt(a, bt, zb, out, par):
-    """out = a bt^T (mm_nt, no bias: zb is +0, which changes no bit)."""
-    if par:
-        _mm_nt_par(a, bt, zb, out)
-    else:
-        _mm_nt_ser(a, bt, zb, out)
-
-
-@njit(**_jit)
-def _packed(x, par):
-    """x (K, N) -> (N, K16): x^T, k padded with +0 (compiled.pack_t)."""
-    k, n = x.shape
-    k16 = (k + 15) // 16 * 16
-    out = np.zeros((n, k16), np.float32)
-    if par:
-        _pack_t_par(x, out)
-    else:
-        _pack_t_ser(x, out)
-    return out
-
-
-@njit(**_jit)
-def _rowsums(xt, out):
-    """out[j] = dot16(xt[j, :], 1): xt's rows whole chunks of 16 (padded with +0), i.e. the
-    column sums (ops.colsum) of the array xt is the transpose of, rows ascending."""
-    m, k16 = xt.shape
-    acc = np.empty(16, np.float32)
-    for j in range(m):
-        kc.lanes_sum(xt, j * k16, k16 // 16, acc, 0)
-        out[j] = fold16(acc)
-
-
-@njit(**_jit)
-def _linear_bwd(dy, x, w, zb, dx, dw, db, par):
-    """layers.linear_backward: dx = dy w (mm), dw = dy^T x (mm_tn), db = colsum(dy)."""
-    dyt = _packed(dy, par)  # (out, n16)
-    _nt(dy, _packed(w, par), zb, dx, par)  # w (out, in) -> (in, out16)
-    _nt(dyt, _packed(x, par), zb, dw, par)
-    _rowsums(dyt, db)
 
 
 def _attention_bwd_body(da, qkv, probs, heads, scale, dqkv, dpbias, row0):

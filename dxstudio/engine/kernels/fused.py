@@ -18,8 +18,10 @@ import numpy as np
 from . import compiled as kc
 from .compiled import fold16
 from .constants import GELU32_C0, GELU32_C1, GELU32_C3
-from .intrinsics import _NR
+from .intrinsics import _NR, f32_ptr
 from .runtime import _build, _jit, njit, parallel_pays, pick, prange
+
+from numba import carray  # noqa: E402  (after runtime: the environment before Numba starts)
 
 F32 = np.float32
 
@@ -586,6 +588,7 @@ def _adamw_body(p, g, m, v, decay, wdf, b1, omb1, b2, omb2, sbc2, eps, lrb):
 
 
 _ADAMW = _build(_adamw_body, "_adamw")
+_adamw_ser = _ADAMW[1]
 
 
 def adamw_tensor(p, g, m, v, decay, wdf, b1, omb1, b2, omb2, sbc2, eps, lrb) -> None:
@@ -593,6 +596,95 @@ def adamw_tensor(p, g, m, v, decay, wdf, b1, omb1, b2, omb2, sbc2, eps, lrb) -> 
     v = b2*v + omb2*(g*g); p = p - lrb*(m / (sqrt(v)/sbc2 + eps)), every scalar binary32."""
     pick(_ADAMW, p.size, p.size)(p.reshape(-1), np.ascontiguousarray(g, F32).reshape(-1), m.reshape(-1),
                                  v.reshape(-1), bool(decay), F32(wdf), b1, omb1, b2, omb2, sbc2, eps, F32(lrb))
+
+
+_ADAMW_CHUNK = 8192  # elements per task of the one call over every tensor
+
+
+def _adamw_all_body(addr, sizes, decay, wdf, lrb, b1, omb1, b2, omb2, sbc2, eps):
+    """_adamw_body over every tensor t: its p, g, m, v at addr[t, 0..3] (sizes[t] binary32
+    elements each), its decay flag and scalars wdf[t], lrb[t]. Elementwise: any split of the
+    elements over the threads gives the same bytes."""
+    nt = sizes.shape[0]
+    nchunk = 0
+    for t in range(nt):
+        nchunk += (sizes[t] + _ADAMW_CHUNK - 1) // _ADAMW_CHUNK
+    ct = np.empty(nchunk, np.int64)
+    c0 = np.empty(nchunk, np.int64)
+    q = 0
+    for t in range(nt):
+        for lo in range(0, sizes[t], _ADAMW_CHUNK):
+            ct[q] = t
+            c0[q] = lo
+            q += 1
+    for q in prange(nchunk):
+        t = ct[q]
+        lo = c0[q]
+        cnt = min(sizes[t] - lo, _ADAMW_CHUNK)
+        off = 4 * lo  # bytes: binary32 elements
+        # the chunk's views, C-contiguous from index 0 (the per-tensor kernel's own signature: its
+        # vectorised loop, the same operations)
+        _adamw_ser(carray(f32_ptr(addr[t, 0] + off), cnt), carray(f32_ptr(addr[t, 1] + off), cnt),
+                   carray(f32_ptr(addr[t, 2] + off), cnt), carray(f32_ptr(addr[t, 3] + off), cnt),
+                   decay[t], wdf[t], b1, omb1, b2, omb2, sbc2, eps, lrb[t])
+
+
+_ADAMW_ALL = _build(_adamw_all_body, "_adamw_all")
+
+
+def _check_f32(a, what):
+    if a.dtype != F32 or not a.flags.c_contiguous:
+        raise ValueError(f"adamw_all: {what}: binary32 C-contiguous arrays only")
+
+
+class AdamWTable:
+    """The tensors one AdamW call updates in place (ps, ms, vs: binary32, C-contiguous, checked),
+    held with their data addresses and sizes: built once and kept while the same arrays train
+    (`holds` asks), so a step takes only its gradients' addresses."""
+
+    __slots__ = ("ps", "ms", "vs", "addr", "sizes")
+
+    def __init__(self, ps, ms, vs):
+        self.ps, self.ms, self.vs = tuple(ps), tuple(ms), tuple(vs)
+        nt = len(self.ps)
+        if not len(self.ms) == len(self.vs) == nt:
+            raise ValueError("adamw_all: one p, m and v per tensor")
+        self.addr = np.zeros((nt, 4), np.int64)
+        self.sizes = np.empty(nt, np.int64)
+        for t, (p, m, v) in enumerate(zip(self.ps, self.ms, self.vs)):
+            for col, a in ((0, p), (2, m), (3, v)):
+                _check_f32(a, f"tensor {t}")
+                self.addr[t, col] = a.ctypes.data
+            if not p.size == m.size == v.size:
+                raise ValueError(f"adamw_all: tensor {t}: p, m, v of different sizes")
+            self.sizes[t] = p.size
+
+    def holds(self, ps, ms, vs) -> bool:
+        """The very arrays (identity) this table was built on, in order."""
+        return (len(ps) == len(self.ps) and all(a is b for a, b in zip(ps, self.ps))
+                and all(a is b for a, b in zip(ms, self.ms)) and all(a is b for a, b in zip(vs, self.vs)))
+
+
+def adamw_all(table: AdamWTable, gs, decay, wdf, lrb, b1, omb1, b2, omb2, sbc2, eps) -> None:
+    """adamw_tensor over every tensor t of the table in one compiled call: gs[t] its gradient
+    (binary32, C-contiguous, its size; checked), decay[t], wdf[t], lrb[t] its flag and scalars."""
+    nt = len(table.ps)
+    if not (len(gs) == nt == len(decay) == len(wdf) == len(lrb)):
+        raise ValueError("adamw_all: one gradient, decay, wdf and lrb per tensor")
+    addr = table.addr
+    sizes = table.sizes
+    for t, g in enumerate(gs):
+        _check_f32(g, f"gradient {t}")
+        if g.size != sizes[t]:
+            raise ValueError(f"adamw_all: gradient {t} has {g.size} elements, its tensor {sizes[t]}")
+        addr[t, 1] = g.ctypes.data
+    total = int(sizes.sum())
+    try:
+        pick(_ADAMW_ALL, total // _ADAMW_CHUNK + 1, total)(
+            addr, sizes, np.asarray(decay, np.bool_), np.asarray(wdf, F32), np.asarray(lrb, F32),
+            F32(b1), F32(omb1), F32(b2), F32(omb2), F32(sbc2), F32(eps))
+    finally:
+        addr[:, 1] = 0  # no stale gradient address kept
 
 
 # ----------------------------------------------------------------------------------------
@@ -684,6 +776,48 @@ def _layernorm_nt(x, w, b, eps, par):
     else:
         _ln_fwd_ser(x, w, b, eps, y, xhat, inv)
     return y, xhat, inv
+
+
+@njit(**_jit)
+def _nt(a, bt, zb, out, par):
+    """out = a bt^T (mm_nt, no bias: zb is +0, which changes no bit)."""
+    if par:
+        _mm_nt_par(a, bt, zb, out)
+    else:
+        _mm_nt_ser(a, bt, zb, out)
+
+
+@njit(**_jit)
+def _packed(x, par):
+    """x (K, N) -> (N, K16): x^T, k padded with +0 (compiled.pack_t)."""
+    k, n = x.shape
+    k16 = (k + 15) // 16 * 16
+    out = np.zeros((n, k16), np.float32)
+    if par:
+        _pack_t_par(x, out)
+    else:
+        _pack_t_ser(x, out)
+    return out
+
+
+@njit(**_jit)
+def _rowsums(xt, out):
+    """out[j] = dot16(xt[j, :], 1): xt's rows whole chunks of 16 (padded with +0), i.e. the
+    column sums (ops.colsum) of the array xt is the transpose of, rows ascending."""
+    m, k16 = xt.shape
+    acc = np.empty(16, np.float32)
+    for j in range(m):
+        kc.lanes_sum(xt, j * k16, k16 // 16, acc, 0)
+        out[j] = fold16(acc)
+
+
+@njit(**_jit)
+def _linear_bwd(dy, x, w, zb, dx, dw, db, par):
+    """layers.linear_backward: dx = dy w (mm), dw = dy^T x (mm_tn), db = colsum(dy)."""
+    dyt = _packed(dy, par)  # (out, n16)
+    _nt(dy, _packed(w, par), zb, dx, par)  # w (out, in) -> (in, out16)
+    _nt(dyt, _packed(x, par), zb, dw, par)
+    _rowsums(dyt, db)
 
 
 # ----------------------------------------------------------------------------------------
@@ -860,3 +994,218 @@ def heads_forward(x, p, eps, r: int, rscale, keep: bool = True, allowed: bool | 
     w = [np.ascontiguousarray(p[k], F32) for k in _HEAD_TENSORS]
     body = _heads_forward_body if keep else _heads_forward_lean
     return body(x, w[0], w[1], F32(eps), *w[2:], r, F32(rscale), par)
+
+
+# ----------------------------------------------------------------------------------------
+# The backward's first and last sections in one call each: the output heads with the final
+# layer norm (model.backward's step 5), and the embedding with the characters (steps 2 and 1).
+# The same operations as the layer-by-layer path in the same order: every product a dot16
+# (mm_nt on operands transposed and padded with +0, as the blocks' backward), the column sums
+# lanes_sum of the transposed rows, the tables' rows added in index order.
+# ----------------------------------------------------------------------------------------
+_ln_bwd_par, _ln_bwd_ser = _LAYERNORM_BWD
+
+
+@njit(**_jit)
+def _ln_bwd(dy, xhat, inv, w, par):
+    """(dx, dw, db) = layers.layernorm_backward, from compiled code."""
+    n, d = dy.shape
+    dx = np.empty((n, d), np.float32)
+    dw = np.empty(d, np.float32)
+    db = np.empty(d, np.float32)
+    if par:
+        _ln_bwd_par(dy, xhat, inv, w, dx, dw, db)
+    else:
+        _ln_bwd_ser(dy, xhat, inv, w, dx, dw, db)
+    return dx, dw, db
+
+
+@njit(**_jit)
+def _head_bwd(dy, x, w, zb, need_dx, par):
+    """layers.linear_backward(dy, x, w) -> (dx or an empty array, dw, db)."""
+    n, o = dy.shape
+    i = w.shape[1]
+    dx = np.empty((n if need_dx else 0, i), np.float32)
+    dw = np.empty((o, i), np.float32)
+    db = np.empty(o, np.float32)
+    dyt = _packed(dy, par)
+    if need_dx:
+        _nt(dy, _packed(w, par), zb, dx, par)
+    _nt(dyt, _packed(x, par), zb, dw, par)
+    _rowsums(dyt, db)
+    return dx, dw, db
+
+
+@njit(**_jit)
+def _add_term(df, started, t):
+    """df = t (the first term, as it is) or df + t (one rounding each)."""
+    n, d = t.shape
+    if not started:
+        for i in range(n):
+            for c in range(d):
+                df[i, c] = t[i, c]
+    else:
+        for i in range(n):
+            for c in range(d):
+                df[i, c] = df[i, c] + t[i, c]
+
+
+@njit(**_jit)
+def _heads_backward_body(f, mean, rq, rk, xhat, inv, lnw, tagw, rolew, docw, rqw, rkw,
+                         gtag, grole, gdoc, gitems, gkv, use, r, rscale, need_dx, par):
+    """use[k]: output k (tag, role, doc, items, kv) has a gradient. Returns df's final_ln
+    backward (dx, dlnw, dlnb; empty when not need_dx) and the heads' (dw, db) in that order."""
+    n, d = f.shape
+    zb = np.zeros(max(n, d, tagw.shape[0], rolew.shape[0], docw.shape[0], rqw.shape[0]) + 2 * _NR, np.float32)
+    df = np.empty((n, d), np.float32)
+    started = False
+    e2 = np.empty((0, 0), np.float32)
+    e1 = np.empty(0, np.float32)
+    tw, tb, ow, ob, dw_, db_, qw, qb, kw, kb = e2, e1, e2, e1, e2, e1, e2, e1, e2, e1
+    if use[0]:
+        dx, tw, tb = _head_bwd(gtag, f, tagw, zb, need_dx, par)
+        if need_dx:
+            _add_term(df, started, dx)
+        started = True
+    if use[1]:
+        dx, ow, ob = _head_bwd(grole, f, rolew, zb, need_dx, par)
+        if need_dx:
+            _add_term(df, started, dx)
+        started = True
+    if use[2]:
+        dm, dw_, db_ = _head_bwd(gdoc.reshape(1, gdoc.shape[0]), mean.reshape(1, d), docw, zb, need_dx, par)
+        if need_dx:
+            nf = np.float32(n)
+            t = np.empty((1, d), np.float32)
+            for c in range(d):
+                t[0, c] = dm[0, c] / nf
+            for i in range(n):  # the broadcast row, one rounding per addition as the arrays'
+                for c in range(d):
+                    df[i, c] = df[i, c] + t[0, c] if started else t[0, c]
+        started = True
+    if use[3] or use[4]:
+        drq = np.zeros(rq.shape, np.float32)
+        drk = np.zeros(rk.shape, np.float32)
+        for which in range(2):
+            if not use[3 + which]:
+                continue
+            gsc = gitems if which == 0 else gkv
+            c0 = which * r
+            dsc = np.empty((n, n), np.float32)
+            for i in range(n):
+                for j in range(n):
+                    dsc[i, j] = gsc[i, j] / rscale
+            q = np.ascontiguousarray(rq[:, c0:c0 + r])
+            k = np.ascontiguousarray(rk[:, c0:c0 + r])
+            dq = np.empty((n, r), np.float32)
+            dk = np.empty((n, r), np.float32)
+            _nt(dsc, _packed(k, par), zb, dq, par)  # dq = dsc k
+            _nt(_packed(dsc, par), _packed(q, par), zb, dk, par)  # dk = dsc^T q
+            for i in range(n):
+                for c in range(r):
+                    drq[i, c0 + c] = dq[i, c]
+                    drk[i, c0 + c] = dk[i, c]
+        dx, qw, qb = _head_bwd(drq, f, rqw, zb, need_dx, par)
+        if need_dx:
+            _add_term(df, started, dx)
+        started = True
+        dx, kw, kb = _head_bwd(drk, f, rkw, zb, need_dx, par)
+        if need_dx:
+            _add_term(df, started, dx)
+    if need_dx:
+        dxo, lw, lb = _ln_bwd(df, xhat, inv, lnw, par)
+    else:
+        dxo, lw, lb = e2, e1, e1
+    return dxo, lw, lb, tw, tb, ow, ob, dw_, db_, qw, qb, kw, kb
+
+
+def heads_backward(f, mean, rq, rk, final_saved, p, go, r: int, rscale, need_dx: bool):
+    """model.backward's step 5 in one compiled call: ((dx, final_ln.weight, final_ln.bias) or
+    None, {head tensor: gradient}) for the outputs go (model.OutputGrads) has gradients of."""
+    c = np.ascontiguousarray
+    n, d = f.shape
+    grads = [go.tag, go.role, go.doc, go.items, go.kv]
+    use = np.array([g is not None for g in grads])
+    e2 = np.zeros((0, 0), F32)
+    gs = [e2 if g is None else c(g, F32) for g in grads]
+    gs[2] = np.zeros(0, F32) if go.doc is None else c(go.doc, F32).reshape(-1)
+    par = parallel_pays(n, n * d * d)
+    out = _heads_backward_body(
+        c(f, F32), c(mean, F32).reshape(-1), c(rq, F32), c(rk, F32), c(final_saved.xhat, F32),
+        c(final_saved.inv, F32), c(p["final_ln.weight"], F32), c(p["tag_head.weight"], F32),
+        c(p["role_head.weight"], F32), c(p["doc_head.weight"], F32), c(p["rel_q.weight"], F32),
+        c(p["rel_k.weight"], F32), *gs, use, np.int64(r), F32(rscale), bool(need_dx), par)
+    heads = {}
+    for k, names in enumerate((("tag_head",), ("role_head",), ("doc_head",))):
+        if use[k]:
+            heads[names[0] + ".weight"], heads[names[0] + ".bias"] = out[3 + 2 * k], out[4 + 2 * k]
+    if use[3] or use[4]:
+        heads["rel_q.weight"], heads["rel_q.bias"] = out[9], out[10]
+        heads["rel_k.weight"], heads["rel_k.bias"] = out[11], out[12]
+    return ((out[0], out[1], out[2]) if need_dx else None), heads
+
+
+@njit(**_jit)
+def _embed_backward_body(dx, xhat, inv, lnw, feats, buckets, rows, pooled, cpw, u, h, arg, w_rt, tap_ids,
+                         vocab, par):
+    """model.backward from dx at the blocks' input down: emb_ln, feat_proj, the four position
+    tables, char_proj, the character convolution (arg-max positions, ReLU, W_rt, b) and the
+    character table (rows added in position, tap order; row 0 none)."""
+    n, d = dx.shape
+    P, C = h.shape
+    kin = u.shape[1]
+    dc = kin // 3
+    zb = np.zeros(max(d, C, kin, feats.shape[1], n) + 2 * _NR, np.float32)
+    de, lnwg, lnbg = _ln_bwd(dx, xhat, inv, lnw, par)
+    det = _packed(de, par)  # (d, n16): de^T
+    fpw = np.empty((d, feats.shape[1]), np.float32)
+    _nt(det, _packed(feats, par), zb, fpw, par)  # mm_tn(de, feats)
+    fpb = np.empty(d, np.float32)
+    _rowsums(det, fpb)
+    pos = _position_tables_body(de, buckets, rows)
+    dpooled = np.empty((n, C), np.float32)
+    _nt(de, _packed(cpw, par), zb, dpooled, par)  # mm(de, char_proj.weight)
+    cpwg = np.empty((d, C), np.float32)
+    _nt(det, _packed(pooled, par), zb, cpwg, par)  # mm_tn(de, pooled)
+    cpbg = np.empty(d, np.float32)
+    _rowsums(det, cpbg)
+    # the pooled gradient to each word's arg-max position, through the ReLU
+    z = np.float32(0.0)
+    dh = np.zeros((P, C), np.float32)
+    for wd in range(n):
+        for ch in range(C):
+            a = arg[wd, ch]
+            if a >= 0 and h[a, ch] > z:
+                dh[a, ch] = dpooled[wd, ch]
+    du = np.empty((P, kin), np.float32)
+    dwc = np.empty((C, kin), np.float32)
+    dbc = np.empty(C, np.float32)
+    _linear_bwd(dh, u, w_rt, zb, du, dwc, dbc, par)
+    demb = np.zeros((vocab, dc), np.float32)
+    _add_rows(demb, tap_ids.reshape(tap_ids.size), du.reshape(P * 3, dc))
+    return lnwg, lnbg, fpw, fpb, pos, dpooled, cpwg, cpbg, demb, dwc, dbc
+
+
+def embed_backward(dx, emb_saved, feats, buckets, rows: int, pooled, p, conv_saved, w_rt, tap_ids, vocab: int):
+    """{tensor: gradient} of emb_ln, feat_proj, pos_x0 .. pos_y1, char_proj, char_emb and
+    char_conv for dx at the blocks' input, in one compiled call."""
+    c = np.ascontiguousarray
+    b = c(buckets[:, :4], np.int64)
+    if b.size and (b.min() < 0 or b.max() >= rows):
+        raise IndexError(f"a position bucket outside 0 .. {rows - 1}")
+    ids = c(tap_ids, np.int64)
+    if ids.size and (ids.min() < 0 or ids.max() >= vocab):
+        raise IndexError(f"a character id outside 0 .. {vocab - 1}")
+    u, h, arg = conv_saved
+    P = h.shape[0]
+    par = parallel_pays(P, P * u.shape[1] * h.shape[1])
+    (lnwg, lnbg, fpw, fpb, pos, _dpooled, cpwg, cpbg, demb, dwc, dbc) = _embed_backward_body(
+        c(dx, F32), c(emb_saved.xhat, F32), c(emb_saved.inv, F32), c(p["emb_ln.weight"], F32), c(feats, F32),
+        b, np.int64(rows), c(pooled, F32), c(p["char_proj.weight"], F32), c(u, F32), c(h, F32), c(arg, np.int64),
+        c(w_rt, F32), ids, np.int64(vocab), par)
+    g = {"emb_ln.weight": lnwg, "emb_ln.bias": lnbg, "feat_proj.weight": fpw, "feat_proj.bias": fpb}
+    for k, name in enumerate(("pos_x0", "pos_y0", "pos_x1", "pos_y1")):
+        g[name] = pos[k]
+    g.update({"char_proj.weight": cpwg, "char_proj.bias": cpbg, "char_emb": demb, "char_conv.weight": dwc,
+              "char_conv.bias": dbc})
+    return g

@@ -28,7 +28,7 @@ from .constants import (EXP32_C, EXP32_LN2_HI, EXP32_LN2_LO, EXP32_LOG2E, EXP32_
 # every accumulator value (a lane starts at +0 and a sum of two values is -0 only when both
 # are -0, so a lane is never -0). The fold is the spec's: lanes l and l+8, then l+4, l+2, l+1,
 # done for the 16 outputs of a tile at once (pairs of registers shuffled into halves).
-from .isa import _MR, _NR  # noqa: E402  (output tile: rows of a x rows of bt, chosen per instruction set)
+from .isa import _LANES, _MR, _NR  # noqa: E402  (output tile: rows of a x rows of bt, chosen per instruction set)
 
 try:
     from llvmlite import ir as _ir
@@ -104,12 +104,13 @@ def _chunk_loop(builder, nch, inits, step):
     return outs
 
 
-def _make_tile(mr, nr):
+def _make_tile(mr, nr, lanes=16):
     """Intrinsic tile(a, aoff, lda, b, boff, ldb, nch, out, ooff, ldo, bias, zoff):
     out[ooff + r*ldo + c] = dot16 over nch chunks of 16 of a[aoff + r*lda + ...] and
     b[boff + c*ldb + ...], plus bias[zoff + c] (flat offsets into C-contiguous binary32
     arrays), r < mr, c < nr. A dot16 is never -0 (its lanes never are), so a bias of +0 changes
-    no bit: products without a bias pass zeros."""
+    no bit: products without a bias pass zeros. lanes < 16: the k loop in 16 / lanes passes,
+    each over lanes of every chunk (isa.TILE_LANES), the same additions in each lane."""
 
     @_intrinsic
     def tile(typingctx, a, aoff, lda, b, boff, ldb, nch, out, ooff, ldo, bias, zoff):
@@ -128,24 +129,36 @@ def _make_tile(mr, nr):
             ap = context.make_array(sig.args[0])(context, builder, a_).data
             bp = context.make_array(sig.args[3])(context, builder, b_).data
             op = context.make_array(sig.args[7])(context, builder, out_).data
-            v16 = _ir.VectorType(_ir.FloatType(), 16)
-            zero = _ir.Constant(v16, [0.0] * 16)
             arow = [builder.add(aoff_, builder.mul(_ir.Constant(i64, r), lda_)) for r in range(mr)]
             brow = [builder.add(boff_, builder.mul(_ir.Constant(i64, c), ldb_)) for c in range(nr)]
+            vl = _ir.VectorType(_ir.FloatType(), lanes)
 
-            def step(kc, accs):
-                k0 = builder.mul(kc, _ir.Constant(i64, 16))
+            def step_of(part):
+                def step(kc, accs):
+                    k0 = builder.add(builder.mul(kc, _ir.Constant(i64, 16)), _ir.Constant(i64, part * lanes))
 
-                def load(base, off):
-                    ptr = builder.gep(base, [builder.add(off, k0)])
-                    return builder.load(builder.bitcast(ptr, v16.as_pointer()), align=4)
+                    def load(base, off):
+                        ptr = builder.gep(base, [builder.add(off, k0)])
+                        return builder.load(builder.bitcast(ptr, vl.as_pointer()), align=4)
 
-                avs = [load(ap, o) for o in arow]
-                bvs = [load(bp, o) for o in brow]
-                return [builder.fadd(accs[r * nr + c], builder.fmul(avs[r], bvs[c]))
-                        for r in range(mr) for c in range(nr)]
+                    avs = [load(ap, o) for o in arow]
+                    bvs = [load(bp, o) for o in brow]
+                    return [builder.fadd(accs[r * nr + c], builder.fmul(avs[r], bvs[c]))
+                            for r in range(mr) for c in range(nr)]
+                return step
 
-            res = _chunk_loop(builder, nch_, [zero] * (mr * nr), step)  # 16 accumulators in registers
+            # the accumulators in registers: lanes part*L .. part*L + L - 1 of every chunk, part by
+            # part (one pass when L = 16); each lane takes its chunks ascending from +0 either way
+            zl = _ir.Constant(vl, [0.0] * lanes)
+            parts = [_chunk_loop(builder, nch_, [zl] * (mr * nr), step_of(q)) for q in range(16 // lanes)]
+            res = []
+            for o in range(mr * nr):  # each output's parts joined into its 16 lanes, in lane order
+                vs = [pr[o] for pr in parts]
+                while len(vs) > 1:
+                    w = vs[0].type.count
+                    vs = [builder.shuffle_vector(x, y, _ir.Constant(_ir.VectorType(i32, 2 * w), list(range(2 * w))))
+                          for x, y in zip(vs[0::2], vs[1::2])]
+                res.append(vs[0])
             folded = _fold_tile_ir(builder, res)  # the outputs r*nr + c in order
             width = folded[0].type.count
             vnr = _ir.VectorType(_ir.FloatType(), nr)
@@ -166,7 +179,7 @@ def _make_tile(mr, nr):
     return tile
 
 
-_tile_mr_nr = _make_tile(_MR, _NR)
+_tile_mr_nr = _make_tile(_MR, _NR, _LANES)
 
 
 # ---- 32-term products with the outputs in the lanes -------------------------------------
@@ -519,3 +532,16 @@ def tanh32_lanes(typingctx, x, xoff, out, ooff, nch):
 def gelu_lanes(typingctx, x, xoff, y, t, ooff, nch):
     """y, t at ooff + 16c + l: GELU's output and tanh32 of its argument, for c < nch."""
     return _nbtypes.void(x, xoff, y, t, ooff, nch), _map_lanes_codegen(_gelu_ir, 2)
+
+
+@_intrinsic
+def f32_ptr(typingctx, addr):
+    """The binary32 pointer at integer address addr (an array's data address, taken in Python
+    while the array is held): numba.carray(f32_ptr(addr), n) views it. The optimizer's one call
+    over every tensor (fused.adamw_all) reads its tensors so, without a container of arrays."""
+    sig = _nbtypes.CPointer(_nbtypes.float32)(_nbtypes.int64)
+
+    def codegen(context, builder, sig, args):
+        return builder.inttoptr(args[0], context.get_value_type(sig.return_type))
+
+    return sig, codegen

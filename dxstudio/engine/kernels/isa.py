@@ -69,10 +69,32 @@ def register_kind(name: str, features: str, machine: str | None = None) -> str:
     return "xmm"
 
 
-def _tile_shape() -> tuple[str, int, int]:
-    """(why, rows, cols) of mm_nt's tile: DXSTUDIO_TILE=MxN (M, N in 1, 2, 4; benchmarks and the
-    test that every shape gives the same bytes), else the target's register kind."""
+# Lanes per pass of the tile's k loop: 16 takes every chunk of 16 whole (a 16-lane accumulator
+# per output); 8 runs the loop twice, lanes 0-7 of every chunk, then lanes 8-15 (an 8-lane
+# accumulator per output, one ymm register), then joins the halves and folds. Each lane still
+# takes its chunks in ascending order from +0 and the fold is the same: the same bytes, with half
+# the registers per output (DXSTUDIO_TILE=MxN:8 to try it; measured in bench/README.md).
+TILE_LANES = {"zmm": 16, "ymm": 16, "xmm": 16, "neon": 16}
+
+
+def _tile_lanes(kind: str) -> int:
+    """Lanes per pass: DXSTUDIO_TILE=MxN:L (L in 4, 8, 16), else TILE_LANES of the register kind."""
     forced = os.environ.get("DXSTUDIO_TILE", "").strip().lower()
+    if ":" in forced:
+        try:
+            lanes = int(forced.split(":", 1)[1])
+        except ValueError:
+            raise ValueError(f"DXSTUDIO_TILE={forced!r}: expected rows x cols[:lanes] such as 4x2:8") from None
+        if lanes not in (4, 8, 16):
+            raise ValueError(f"DXSTUDIO_TILE={forced!r}: lanes per pass must be 4, 8 or 16")
+        return lanes
+    return 16 if forced else TILE_LANES.get(kind, 16)
+
+
+def _tile_shape() -> tuple[str, int, int]:
+    """(why, rows, cols) of mm_nt's tile: DXSTUDIO_TILE=MxN[:L] (M, N in 1, 2, 4; benchmarks and the
+    test that every shape gives the same bytes), else the target's register kind."""
+    forced = os.environ.get("DXSTUDIO_TILE", "").strip().lower().split(":", 1)[0]
     if forced:
         try:
             mr, nr = (int(v) for v in forced.split("x"))
@@ -86,7 +108,8 @@ def _tile_shape() -> tuple[str, int, int]:
 
 
 TILE_CHOICE, _MR, _NR = _tile_shape()  # output tile: rows of a x rows of bt (a power of two)
-TILE = f"{_MR}x{_NR}"
+_LANES = _tile_lanes(TILE_CHOICE)  # lanes per pass of its k loop
+TILE = f"{_MR}x{_NR}" if _LANES == 16 else f"{_MR}x{_NR}:{_LANES}"
 
 
 def describe_target() -> str:
@@ -96,5 +119,5 @@ def describe_target() -> str:
              (f[1:] in ("sse2", "avx", "avx2", "fma", "neon") or f[1:].startswith("avx512"))]
     kind = register_kind(name, features)
     return (f"target CPU {name} ({' '.join(sorted(flags)) or 'baseline flags'}): 16-lane accumulators in "
-            f"{kind} registers; mm_nt tile {_MR}x{_NR} ({'forced by ' if TILE_CHOICE.startswith('D') else 'for '}"
+            f"{kind} registers; mm_nt tile {TILE} ({'forced by ' if TILE_CHOICE.startswith('D') else 'for '}"
             f"{TILE_CHOICE}{'' if TILE_CHOICE.startswith('D') else ', the default'})")
