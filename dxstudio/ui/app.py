@@ -633,7 +633,7 @@ class MainWindow(QMainWindow):
         """F5: re-read the project from disk. The files are read on a background job
         (SessionReloader) and the result shown when it arrives: then() after that, and
         reloader.reloaded is emitted."""
-        self.reloader.request(then)
+        self.reloader.request(then if callable(then) else None)  # (an action's trigger passes its checked flag)
 
     def _reload_failed(self, message: str) -> None:
         self.statusBar().showMessage(message, 10000)
