@@ -223,6 +223,22 @@ def label_words_of(page: Page, labels: LabelFile, field_names, max_words: int | 
     return words, {name: " ".join(page.words[i].text for i in w) for name, w in words.items()}
 
 
+@dataclass
+class ReloadScan:
+    """What ReviewSession.reload_scan read off the GUI thread, for reload_apply."""
+    base: Project  # the session's project when the scan began (another one since: the scan is stale)
+    project: Project  # the project it read (base, or base read again by reopen)
+    max_words: int | None
+    basis: tuple  # the schema's fields and the model's window it read with
+    incremental: bool  # it compared with the session's file keys (False: every page was read)
+    since: int  # the session's write count when it began
+    page_ids: list
+    statuses: dict  # page id -> PageStatus, of the pages whose files changed
+    states: dict  # page id -> review state, of those pages
+    file_keys: dict  # page id -> the files' keys before they were read, of those pages
+    label_words: dict  # page id -> (label words, texts), of those the review queue ranks
+
+
 class ReviewSession:
     """The current page of a project under review, its labels and the statuses of all pages."""
 
@@ -245,6 +261,9 @@ class ReviewSession:
         self._file_keys: dict[str, tuple] = {}  # page id -> the files its status was read from (_file_key)
         self._basis = self._status_basis()
         self.reload_changed: set | None = None  # during a reload's "statuses" notice: the pages read again
+        self.staged_label_words: dict | None = None  # during a "statuses" notice: label words a job read
+        self._write_count = 0  # label files this session wrote (a reload scan's result is older than the later ones)
+        self._written: dict[str, int] = {}  # page id -> _write_count at its last write
         for pid in self.page_ids:
             self.statuses[pid] = self._compute_status(pid)
         if self.page_ids:
@@ -438,34 +457,95 @@ class ReviewSession:
         and time), under the same schema, keeps its status: after an import, Label pages or an
         Extract page, only the files that changed are read (reading all 200 pages took a third
         of a second on the GUI thread). The observers of the "statuses" notice find the pages
-        read again in `reload_changed` (None: every page)."""
-        ids = self.project.page_ids()
-        basis = self._status_basis()
-        keep = basis == self._basis
+        read again in `reload_changed` (None: every page).
+
+        reload() is reload_apply(reload_scan()()) in one go; the app runs the scan (every
+        file's stat, the pages that changed) on a background thread and applies its result on
+        the GUI thread, which then stats and reads nothing but the current page."""
+        self.reload_apply(self.reload_scan()())
+
+    def reload_scan(self, reopen: bool = False):
+        """The slow half of reload, safe on a worker thread: returns a function of no arguments
+        that lists the pages, stats their files and reads the status of each page whose files
+        changed, touching nothing of this session (it reads a snapshot taken here). Its result
+        goes to reload_apply on the session's thread. reopen: dxproject.json is read again
+        first, on the worker too (an import may have added fields): reopen()'s slow half."""
+        base, max_words, basis0 = self.project, self.max_words, self._status_basis()
+        known0 = dict(self._file_keys) if basis0 == self._basis else {}
+        since = self._write_count
+        root = self.project.root
+
+        def scan() -> ReloadScan:
+            shadow = ReviewSession.__new__(ReviewSession)  # reads statuses, nothing else
+            shadow.project, shadow.max_words, shadow._states, shadow._file_keys = base, max_words, {}, {}
+            if reopen:
+                shadow.project = Project.open(root)
+                shadow.max_words = shadow._model_max_words()
+            project = shadow.project
+            basis = shadow._status_basis()
+            incremental = basis == basis0
+            known = known0 if incremental else {}  # another schema: every page again
+            ids = project.page_ids()
+            statuses, words = {}, {}
+            for pid in ids:
+                key = shadow._file_key(pid)
+                if pid in known and known[pid] == key:
+                    continue
+                statuses[pid] = shadow._compute_status(pid)  # (its file key taken again, before the read)
+                if statuses[pid].status in ("unreviewed", "conflicts"):  # the pages the review queue ranks
+                    try:  # their label words, so the queue does not read them on the GUI thread
+                        words[pid] = label_words_of(project.load_page(pid), project.load_labels(pid),
+                                                    project.field_names, max_words)
+                    except (ValueError, OSError):
+                        pass
+            return ReloadScan(base, project, shadow.max_words, basis, incremental, since, ids, statuses,
+                              shadow._states, shadow._file_keys, words)
+        return scan
+
+    def reload_apply(self, scan: "ReloadScan") -> bool:
+        """The quick half of reload, on the session's thread: the scan's statuses become the
+        session's (it stats and reads no file but the current page's), the "statuses" notice,
+        then the current page again. False, and nothing changed, when the scan is stale (the
+        schema or the project changed while it ran): scan again. A page this session wrote
+        since the scan began keeps the status the session gave it and is read again next time."""
+        if scan.base is not self.project or (scan.project is scan.base and scan.basis != self._status_basis()):
+            return False
+        self.project, self.max_words = scan.project, scan.max_words
+        keep = scan.incremental
         statuses, changed = {}, set()
-        for pid in ids:
-            if keep and pid in self.statuses and pid in self._file_keys and self._file_keys[pid] == self._file_key(pid):
-                statuses[pid] = self.statuses[pid]
-            else:
-                statuses[pid] = self._compute_status(pid)
+        for pid in scan.page_ids:
+            written = self._written.get(pid, 0) > scan.since
+            if pid in scan.statuses and not (written and pid in self.statuses):
+                statuses[pid] = scan.statuses[pid]
+                self._file_keys[pid] = scan.file_keys[pid]
+                if pid in scan.states:
+                    self._states[pid] = scan.states[pid]
                 changed.add(pid)
-        for pid in set(self._file_keys) - set(ids):
+            elif pid in self.statuses:
+                statuses[pid] = self.statuses[pid]
+                if written:  # the file is the session's newer write: its key is not the one read
+                    self._file_keys.pop(pid, None)
+            else:  # (a page the scan kept that this session has not seen: cannot happen, but stay whole)
+                statuses[pid] = PageStatus("error", f"{self.project.label_path(pid)}: not read yet: reload again")
+                self._file_keys.pop(pid, None)
+        for pid in set(self._file_keys) - set(scan.page_ids):
             del self._file_keys[pid]
-        self.page_ids, self.statuses, self._basis = ids, statuses, basis
+        self.page_ids, self.statuses, self._basis = list(scan.page_ids), statuses, scan.basis
         current = self.current if self.current in self.statuses else (self.page_ids[0] if self.page_ids else None)
         self.reload_changed = changed if keep else None
+        self.staged_label_words = {p: w for p, w in scan.label_words.items() if p in changed}
         try:
             self._notify("statuses", None)
         finally:
             self.reload_changed = None
+            self.staged_label_words = None
         if current is not None:
             self.goto(current)
+        return True
 
     def reopen(self) -> None:
         """Re-read dxproject.json (an import may have added fields) and then every page."""
-        self.project = Project.open(self.project.root)
-        self.max_words = self._model_max_words()
-        self.reload()
+        self.reload_apply(self.reload_scan(reopen=True)())
 
     def set_schema(self, fields, renames=None) -> SchemaChange:
         """Replace the schema (names, descriptions, weights), save dxproject.json and re-read;
@@ -627,6 +707,8 @@ class ReviewSession:
         history.append(entry)
         del history[:-HISTORY_LIMIT]
         self.project.save_labels(page_id, labels)
+        self._write_count += 1
+        self._written[page_id] = self._write_count
         self._labels_raw = self._disk_bytes(page_id)
         self.labels = labels
         self._refresh_current()

@@ -50,6 +50,7 @@ from dxstudio.ui.keys_dialog import KeysDialog
 from dxstudio.ui.model_answers import ModelAnswers, ModelBar
 from dxstudio.ui.page_list import COUNT_WORDS, PageList
 from dxstudio.ui.page_view import FillBar, PageView, tag_name
+from dxstudio.ui.reloader import SessionReloader
 from dxstudio.ui.schema_panel import SchemaPanel
 
 KEY_HINT = ("A accept · X exclude · 1–9 set field · Ctrl+1–9 no value · J / K next / previous · "
@@ -229,7 +230,10 @@ class MainWindow(QMainWindow):
         self.splitter.setStretchFactor(1, 1)
         self.splitter.setSizes([240, 780, 380])
 
+        self.reloader = SessionReloader(self.session, self)  # F5 and the others: the files read off the GUI thread
+        self.reloader.failed.connect(self._reload_failed)
         self.schema_panel = SchemaPanel(self.session)
+        self.schema_panel.reloader = self.reloader
         self.tabs = QTabWidget()
         self.tabs.addTab(self.splitter, "Review")
         self.tabs.addTab(_scrolled(self.schema_panel), "Schema && labels")
@@ -625,8 +629,15 @@ class MainWindow(QMainWindow):
                     return
         self.view.clear_selection()
 
-    def reload(self) -> None:
-        self._do(self.session.reload)
+    def reload(self, then=None) -> None:
+        """F5: re-read the project from disk. The files are read on a background job
+        (SessionReloader) and the result shown when it arrives: then() after that, and
+        reloader.reloaded is emitted."""
+        self.reloader.request(then if callable(then) else None)  # (an action's trigger passes its checked flag)
+
+    def _reload_failed(self, message: str) -> None:
+        self.statusBar().showMessage(message, 10000)
+        self._show_banner(message, "error")
 
     def _open_window(self, path) -> "MainWindow | None":
         try:
@@ -657,10 +668,11 @@ class MainWindow(QMainWindow):
 
     def after_import(self) -> None:
         """Pages (and maybe fields) were added: re-read the project, the schema table too."""
-        if self._do(self.session.reopen):
+        def then():
             self.schema_panel.load()
             self.extract_panel.project = self.session.project
             self.model_answers.start()  # the new pages too (the others come from the cache)
+        self.reloader.request(then, reopen=True)
 
     def export_labels_dialog(self, path=None) -> int | None:
         if not path:
@@ -718,11 +730,12 @@ class MainWindow(QMainWindow):
 
     def _extract_page_added(self, page_id: str) -> None:
         """Extract added a corrected page to the project: Review shows it with the others."""
-        self._do(self.session.reload)
-        if self.training_panel is not None:
-            self.training_panel.update_breakdown()
-        self.model_answers.start()
-        self.statusBar().showMessage(f"{page_id} joined the project as a reviewed page", 8000)
+        def then():
+            if self.training_panel is not None:
+                self.training_panel.update_breakdown()
+            self.model_answers.start()
+            self.statusBar().showMessage(f"{page_id} joined the project as a reviewed page", 8000)
+        self.reload(then)
 
     def _after_schema_edit(self) -> None:
         """A schema edit was saved or undone: the keys, the fields and the Train tab's counts."""
@@ -955,6 +968,7 @@ class MainWindow(QMainWindow):
         self.page_list.shutdown()
         self.extract_panel.shutdown()
         self.model_answers.shutdown()
+        self.reloader.shutdown()
         super().closeEvent(event)
 
 

@@ -17,9 +17,9 @@ the current field.
 """
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, Qt, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import (QApplication, QFrame, QGridLayout, QHBoxLayout, QLabel, QPushButton, QScrollArea,
+from PySide6.QtWidgets import (QFrame, QGridLayout, QHBoxLayout, QLabel, QPushButton, QScrollArea,
                                QSizePolicy, QToolButton, QVBoxLayout, QWidget)
 
 from html import escape
@@ -69,22 +69,53 @@ def _badge(text: str, colour: str) -> str:
             f"&nbsp;{text}&nbsp;</span>")
 
 
+class _CurrentFrame(QWidget):
+    """The current field's frame: 2 px of blue over the row's top, right and bottom edges (the
+    field's colour stays on the left), round at the right like the row. It takes no clicks."""
+
+    COLOUR = "#1A1AFF"
+
+    def __init__(self, row: QWidget):
+        super().__init__(row)
+        self.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
+        self.setAttribute(Qt.WidgetAttribute.WA_NoSystemBackground)
+        self.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        self.hide()
+
+    def paintEvent(self, event):
+        from PySide6.QtGui import QPainter, QPainterPath, QPen
+
+        p = QPainter(self)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing)
+        pen = QPen(QColor(self.COLOUR), 2.0)
+        pen.setJoinStyle(Qt.PenJoinStyle.MiterJoin)
+        p.setPen(pen)
+        w, h, r, left = self.width() - 1.0, self.height() - 1.0, 3.0, 6.0
+        path = QPainterPath()
+        path.moveTo(left, 1.0)
+        path.lineTo(w - r, 1.0)
+        path.quadTo(w, 1.0, w, 1.0 + r)
+        path.lineTo(w, h - r)
+        path.quadTo(w, h, w - r, h)
+        path.lineTo(left, h)
+        p.drawPath(path)
+
+
 class FieldRowWidget(QFrame):
     def __init__(self, key: int, name: str, colour: QColor, panel: "FieldPanel"):
         super().__init__()
         self.name = name
         self.setFrameShape(QFrame.StyledPanel)
         self.setObjectName("fieldRow")
-        # one style sheet with both looks, chosen by the "current" property: moving the frame to
-        # another row re-polishes that row alone (setStyleSheet re-polished each row's children,
-        # 10-20 ms a page switch)
+        # One style sheet, never changed: the current field's blue frame is a child drawn over
+        # the row's edge (_CurrentFrame), shown or hidden. Changing the row's look by a
+        # property or a style sheet re-polished the row and sent it a StyleChange, which laid
+        # out every row's word-wrapped labels again (10-20 ms of each page switch).
         edge = f"border-left: 6px solid {colour.name()};"
         self.setStyleSheet(
-            f"#fieldRow {{ {edge} background: white; border-radius: 4px; }}"
-            f"#fieldRow[current=\"false\"] {{ {edge} border-top: 1px solid #DEE2E6; border-right: 1px solid #DEE2E6; "
-            f"border-bottom: 1px solid #DEE2E6; background: white; border-radius: 4px; }}"
-            f"#fieldRow[current=\"true\"] {{ {edge} border-top: 2px solid #1A1AFF; border-right: 2px solid #1A1AFF; "
-            f"border-bottom: 2px solid #1A1AFF; background: white; border-radius: 4px; }}")
+            f"#fieldRow {{ {edge} border-top: 1px solid #DEE2E6; border-right: 1px solid #DEE2E6; "
+            f"border-bottom: 1px solid #DEE2E6; background: white; border-radius: 4px; }}")
+        self.frame = _CurrentFrame(self)
         self.title = QLabel()
         self.title.setTextFormat(Qt.RichText)
         self.value = QLabel()
@@ -153,16 +184,17 @@ class FieldRowWidget(QFrame):
         self.use_button.setToolTip(f"Take the model's answer as the value of {name} (undo with Ctrl+Z)")
 
     def set_current(self, current: bool) -> None:
+        """Frame the row (the current field) or not: the frame is shown or hidden, nothing of
+        the row is polished or laid out again."""
         self.current = current
-        value = "true" if current else "false"
-        if self.property("current") == value:
-            return
-        self.setProperty("current", value)
-        style = self.style()
-        style.unpolish(self)
-        style.polish(self)
-        QApplication.sendEvent(self, QEvent(QEvent.StyleChange))  # the frame's width follows its border
-        self.update()
+        if self.frame.isVisible() != current:
+            self.frame.setVisible(current)
+            if current:
+                self.frame.raise_()
+
+    def resizeEvent(self, event):
+        super().resizeEvent(event)
+        self.frame.setGeometry(self.rect())
 
     def show_model(self, compare) -> None:
         """The model's answer for this field (a FieldCompare), or None to hide the line."""

@@ -156,6 +156,7 @@ class ModelAnswers(QObject):
             self._keys.pop(pid, None)
         elif kind == "statuses" and pid is None:  # reload, new schema: every page again
             changed = getattr(self.session, "reload_changed", None)  # a reload says which pages it read again
+            staged = getattr(self.session, "staged_label_words", None)  # a reload's or schema edit's job read them
             ids = tuple(self.session.page_ids)
             same_places, self._ids = ids == self._ids, ids
             if changed is not None:
@@ -165,11 +166,10 @@ class ModelAnswers(QObject):
                     self._keys.pop(p, None)
                 if not same_places:  # a key holds the page's place in the list
                     self._keys.clear()
-                return
-            self._labels.clear()
-            self._texts.clear()
-            self._keys.clear()
-            staged = getattr(self.session, "staged_label_words", None)  # a schema edit's job read them
+            else:
+                self._labels.clear()
+                self._texts.clear()
+                self._keys.clear()
             for p, (words, texts) in (staged or {}).items():
                 self._labels[p], self._texts[p] = words, texts
 

@@ -132,6 +132,7 @@ class PageView(QGraphicsView):
     def __init__(self, parent=None):
         super().__init__(parent)
         self.setScene(QGraphicsScene(self))
+        self.scene().setItemIndexMethod(QGraphicsScene.ItemIndexMethod.NoIndex)
         self.setRenderHints(QPainter.Antialiasing | QPainter.TextAntialiasing | QPainter.SmoothPixmapTransform)
         self.setTransformationAnchor(QGraphicsView.AnchorUnderMouse)
         self.setResizeAnchor(QGraphicsView.AnchorViewCenter)
@@ -145,7 +146,8 @@ class PageView(QGraphicsView):
         self.statuses: dict = {}
         self.prediction_marks: dict = {}
         self.notice = ""  # e.g. "image not found: ..."; the window shows it
-        self._rects: list[QGraphicsRectItem] = []
+        self._rects: list[QGraphicsRectItem] = []  # the page's words (the first of _word_pool)
+        self._word_pool: list[QGraphicsRectItem] = []  # word items kept from page to page
         self._prediction_items = []
         self._selected: set[int] = set()
         self._anchor: int | None = None
@@ -170,6 +172,7 @@ class PageView(QGraphicsView):
     def clear_page(self, message: str = "") -> None:
         self._predictions_drawn = None
         self.scene().clear()
+        self._word_pool = []
         self._rects, self._prediction_items, self._name_items = [], [], []
         self._highlight_items, self._cursor = [], None
         self.page, self.tags, self._selected, self._anchor = None, [], set(), None
@@ -190,9 +193,7 @@ class PageView(QGraphicsView):
         if field_names is not None:
             self.field_names = list(field_names)
             self.colours = field_colours(self.field_names)
-        self.scene().clear()
-        self._rects, self._prediction_items, self._name_items = [], [], []
-        self._highlight_items, self._cursor = [], None
+        self._clear_but_words()
         self.page = page
         self.tags = [int(t) for t in tags]
         if len(self.tags) != len(page.words):
@@ -207,16 +208,14 @@ class PageView(QGraphicsView):
         # Without an image the view shows the words on white, edge to edge: the page's own
         # edge would only show as a grey band beside a strip of words, like a scroll bar.
         self.setBackgroundBrush(QColor("#E9ECEF") if has_image else QColor(Qt.white))
+        self._rects = self._word_items(len(page.words))
         for i, word in enumerate(page.words):
             x0, y0, x1, y1 = word.box
             rect = QRectF(x0, y0, max(x1 - x0, 1.0), max(y1 - y0, 1.0))
-            item = QGraphicsRectItem(rect)
+            item = self._rects[i]
+            item.setRect(rect)
             item.setData(0, i)
-            item.setAcceptHoverEvents(True)
             item.setToolTip(self._tooltip(i))
-            item.setZValue(1)
-            scene.addItem(item)
-            self._rects.append(item)
             if not has_image:
                 self._add_text(word.text, rect)
         self._restyle()
@@ -245,6 +244,37 @@ class PageView(QGraphicsView):
         self._auto_fit = True
         self.fit_page()
         self.selectionChanged.emit([])
+
+    def _clear_but_words(self) -> None:
+        """Remove what the page shown drew (its image, texts, frames, tags) but its word items,
+        which the next page uses again: a page switch made 135 items anew, polished, indexed
+        and destroyed as many (the scene has no index: a few hundred items are found faster
+        by a look at each than by keeping a tree of them up to date)."""
+        scene = self.scene()
+        keep = set(self._word_pool)
+        for item in scene.items():
+            if item not in keep and item.parentItem() is None:
+                scene.removeItem(item)
+        self._rects, self._prediction_items, self._name_items = [], [], []
+        self._highlight_items, self._cursor = [], None
+
+    def _word_items(self, n: int) -> list:
+        """n word items: those of the page shown before, then new ones; the others hidden."""
+        pool = self._word_pool
+        while len(pool) < n:
+            item = QGraphicsRectItem()
+            item.setAcceptHoverEvents(True)
+            item.setZValue(1)
+            self.scene().addItem(item)
+            pool.append(item)
+        for item in pool[:n]:
+            if not item.isVisible():
+                item.show()
+        for item in pool[n:]:
+            if item.isVisible():
+                item.hide()
+                item.setData(0, None)  # (no word: word_at passes it by)
+        return pool[:n]
 
     def update_tags(self, tags, statuses=None) -> None:
         """New tags for the page already shown (after a fix): restyle without moving the view."""

@@ -59,6 +59,7 @@ class SchemaPanel(QWidget):
         super().__init__(parent)
         self.session = session
         self.client_factory = None  # tests may inject a LabelClient factory
+        self.reloader = None  # the window's SessionReloader (reads the files off the GUI thread); None: at once
         self._job: Job | None = None
 
         # -- schema ------------------------------------------------------------------------
@@ -486,8 +487,18 @@ class SchemaPanel(QWidget):
         self.progress.setValue(labelled)
         self.progress.setFormat(f"{labelled} of {asked} page(s) labelled" if asked else "nothing to ask")
         self.result.setText(text)
+        # the review shows the new labels, then labellingFinished says it is all done
+        self._reload_session(lambda: self.labellingFinished.emit(result))
+
+    def _reload_session(self, then=None) -> None:
+        """The label files changed: the session reads them again (on the window's reloader's
+        background job when there is one), then then()."""
+        if self.reloader is not None:
+            self.reloader.request(then)
+            return
         self.session.reload()
-        self.labellingFinished.emit(result)
+        if then is not None:
+            then()
 
     def _on_failed(self, message: str) -> None:
         self._stop_thread()
@@ -517,5 +528,5 @@ class SchemaPanel(QWidget):
         if report["errors"]:
             text += f"\n{len(report['errors'])} bad line(s): " + "; ".join(e["error"] for e in report["errors"][:3])
         self.result.setText(text)
-        self.session.reload()
+        self._reload_session()
         return report

@@ -62,6 +62,24 @@ class WholeNumberAxis(pg.AxisItem):
         return kept
 
 
+def cache_static_items(plot: pg.PlotWidget) -> list:
+    """Draw a plot's axes (their ticks, numbers and grid lines) from a pixmap that is made
+    again only when they change (a new range, a resize): they were drawn anew on every paint,
+    and the tab is painted twice each time it is shown (the plot, a QGraphicsWidget, repaints
+    on the window's activation): most of the 60-110 ms of the GUI thread's CPU per show of the
+    Train tab, for two plots that had not changed. The pixmap is at the screen's pixels
+    (DeviceCoordinateCache): the tab's pixels are the same but two, where the two axes' grid
+    lines meet. (The title and the axis names are not cached: their pixmap lands on whole
+    pixels, which moved the text by a fraction of a pixel.) Returns the items."""
+    from PySide6.QtWidgets import QGraphicsItem
+
+    item = plot.getPlotItem()
+    cached = [item.getAxis(name) for name in ("left", "bottom")]
+    for it in cached:
+        it.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+    return cached
+
+
 def breakdown_text(c: dict, accepted_only: bool, heldout_fraction=None) -> str:
     """The Train tab's sentence of what trains and what is left out."""
     def n(k, word):
@@ -340,9 +358,17 @@ class TrainingPanel(QWidget):
         self.agreement_legend.setWordWrap(True)
         self.agreement_legend.setTextFormat(Qt.TextFormat.RichText)
         self.agreement_curves: dict[str, pg.PlotDataItem] = {}
+        self._curve_pool: dict[str, pg.PlotDataItem] = {}  # curves of fields no longer shown, kept for reuse
+        # the loss of a long run: only what is in view is drawn, at most a few points per pixel
+        # (the peaks kept, so the curve looks the same), its data in one buffer set in place
+        self.loss_curve.setClipToView(True)
+        self.loss_curve.setDownsampling(auto=True, method="peak")
+        self._loss_buffer = np.zeros((2, 0))
+        self._loss_drawn = 0  # points of loss_steps already in the buffer
         for plot in (self.loss_plot, self.agreement_plot):
             plot.setMinimumHeight(180)
             plot.setMenuEnabled(False)
+            cache_static_items(plot)
 
         right = QVBoxLayout()
         right.addWidget(self.breakdown_label)
@@ -852,16 +878,33 @@ class TrainingPanel(QWidget):
 
     # -- plots -------------------------------------------------------------------------
     def _clear_plots(self) -> None:
+        """Empty plots for another run: the curves are kept (hidden, their data emptied) and
+        used again, not removed from the plot and made anew."""
         self.loss_steps, self.loss_values = [], []
+        self._loss_drawn = 0
         self.loss_curve.setData([], [])
         self.agreement = {}
-        for curve in self.agreement_curves.values():
-            self.agreement_plot.removeItem(curve)
+        for name, curve in self.agreement_curves.items():
+            curve.setData([], [])
+            curve.hide()
+            self._curve_pool[name] = curve
         self.agreement_legend.setText("")
         self.agreement_curves = {}
 
     def _redraw_loss(self) -> None:
-        self.loss_curve.setData(self.loss_steps, self.loss_values)
+        """The loss curve's data set from one buffer that grows by doubling (a step adds a
+        point: the lists are not turned into new arrays of the whole run every step)."""
+        n = len(self.loss_steps)
+        buf = self._loss_buffer
+        start = self._loss_drawn if self._loss_drawn <= n else 0  # (_clear_plots starts it again)
+        if buf.shape[1] < n:
+            grown = np.zeros((2, max(64, 2 * n)))
+            grown[:, :start] = buf[:, :start]
+            buf = self._loss_buffer = grown
+        buf[0, start:n] = self.loss_steps[start:n]
+        buf[1, start:n] = self.loss_values[start:n]
+        self._loss_drawn = n
+        self.loss_curve.setData(buf[0, :n], buf[1, :n])
 
     SYMBOLS = ("o", "s", "t", "d", "+", "x", "star", "p", "h", "t1")
     DODGE = 0.012  # the drawn offset between fields of the same value (the data stay as they are)
@@ -872,9 +915,15 @@ class TrainingPanel(QWidget):
             if name not in self.agreement_curves:
                 colour = colours[name]
                 symbol = self.SYMBOLS[len(self.agreement_curves) % len(self.SYMBOLS)]
-                self.agreement_curves[name] = self.agreement_plot.plot(
-                    [], [], name=name, pen=pg.mkPen(colour, width=2), symbol=symbol, symbolSize=7,
-                    symbolBrush=colour, symbolPen=colour, connect="finite")
+                style = dict(pen=pg.mkPen(colour, width=2), symbol=symbol, symbolSize=7, symbolBrush=colour,
+                             symbolPen=colour, connect="finite")
+                curve = self._curve_pool.pop(name, None)
+                if curve is None:
+                    curve = self.agreement_plot.plot([], [], name=name, **style)
+                else:  # a curve of an earlier run: the same item, shown again in this field's style now
+                    curve.setData([], [], **style)
+                    curve.show()
+                self.agreement_curves[name] = curve
         self.agreement_legend.setText("  ".join(
             f'<span style="color:{colours[n].name()}; font-weight:bold">&#9644; {n}</span>'
             for n in self.agreement_curves if n in colours)
@@ -901,7 +950,12 @@ class TrainingPanel(QWidget):
             ys.append(np.nan if value is None else value)  # None: no values either side yet
         for name, (xs, ys) in self.agreement.items():
             drawn = [y + self._dodge(name, y, x) for x, y in zip(xs, ys)]  # NaN stays NaN
-            self.agreement_curves[name].setData(np.asarray(xs, float), np.asarray(drawn, float))
+            curve = self.agreement_curves[name]
+            old_x, old_y = curve.getData()
+            if old_x is not None and len(old_x) == len(xs) and np.array_equal(old_x, xs) and \
+                    np.array_equal(old_y, drawn, equal_nan=True):
+                continue  # drawn as it is: no new path, no repaint
+            curve.setData(np.asarray(xs, float), np.asarray(drawn, float))
 
     # -- messages ----------------------------------------------------------------------
     def _show_error(self, message: str) -> None:

@@ -282,6 +282,8 @@ def test_an_imported_pdf_shows_its_page_image_in_review(window, qtbot, tmp_path)
         qtbot.mouseClick(dialog.import_button, Qt.LeftButton)
     assert done.args[0]["added"] == 1
     assert (window.project_root / "pages" / "images" / "bill.png").is_file()
+    # the project is read again on a background job (issue 23): the new page is listed once it is applied
+    qtbot.waitUntil(lambda: "bill" in window.session.page_ids and not window.reloader.busy, timeout=60000)
     dialog.close()
     window.activateWindow()
     window.page_list.search.setFocus()

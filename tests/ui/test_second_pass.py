@@ -377,7 +377,8 @@ def test_import_pages_in_the_background_with_a_report(window, qtbot, tmp_path, m
     assert done.args[0]["added"] == 3 and len(done.args[0]["errors"]) == 1
     text = dialog.report.toPlainText()
     assert "Added 3 page(s)" in text and "Skipped 1 file(s)" in text and "broken.json" in text
-    assert len(window.session.page_ids) == n_before + 3  # the window re-read the project
+    # the window re-reads the project on a background job (issue 23): the pages are there once it is applied
+    qtbot.waitUntil(lambda: len(window.session.page_ids) == n_before + 3 and not window.reloader.busy, timeout=60000)
     assert dialog.progress.value() == dialog.progress.maximum()
 
 
@@ -573,6 +574,7 @@ def test_import_into_a_new_project_brings_its_fields(qtbot, activate, tmp_path, 
     dialog.source.setText(str(src))
     with qtbot.waitSignal(dialog.imported, timeout=60000):
         qtbot.mouseClick(dialog.import_button, Qt.LeftButton)
+    qtbot.waitUntil(lambda: len(w.session.page_ids) == 3 and not w.reloader.busy, timeout=60000)  # (read on a job)
     assert len(w.session.page_ids) == 3 and w.session.current == w.session.page_ids[0]
     names = w.session.field_names
     assert names and [f["name"] for f in w.schema_panel.fields()] == names

@@ -615,6 +615,8 @@ def test_17_extract_corrects_a_value_and_the_page_joins_the_project(win, qtbot, 
     assert panel.table.item(k, 3).text() == "person"
     qtbot.mouseClick(panel.add_button, Qt.LeftButton)
     pid = new.stem
+    # Review reads the project again on a background job (issue 23): the page is listed once it is applied
+    qtbot.waitUntil(lambda: pid in win.session.statuses and not win.reloader.busy, timeout=60000)
     assert win.session.statuses[pid].status in ("accepted", "conflicts")
     labels = on_disk(receipts_project, pid)
     assert labels["review"]["state"] == "accepted" and labels["review"]["fixes"]["total"] == [0]
