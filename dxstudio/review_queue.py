@@ -24,7 +24,7 @@ from dxstudio.engine.page import PageError
 from dxstudio.fsutil import write_json_atomic
 from dxstudio.project import Project, ProjectError, ProjectLayout
 
-CACHE_FORMAT = 2  # 2: values read with the model's decoding (engine/extract.py model_decoding)
+CACHE_FORMAT = 3  # 2: values read with the model's decoding (engine/extract.py model_decoding); 3: "printing" became the default decoding of a model with no stored thresholds
 QUEUED = ("unreviewed", "conflicts")  # the page statuses the queue holds
 
 
