@@ -38,6 +38,7 @@ from decimal import Decimal, InvalidOperation
 
 import numpy as np
 
+from dxstudio.engine import extract as _engine_extract
 from dxstudio.project import LabelError, LabelFile
 
 # ---------------------------------------------------------------------------------------
@@ -897,3 +898,7 @@ def targets_of_read(read, names, max_words, repeats: str, errors: list, problems
             kept.append((pid, page, t))
             sources[pid] = (page_raw, label_raw)
     return ProjectTargets(kept, excluded, errors, sources, left_out)
+
+
+# the "printing" decoding (engine/extract.py) reads each value at the printing this rule labels
+_engine_extract.set_printing_rule(ground_answers)

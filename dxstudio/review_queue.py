@@ -92,6 +92,7 @@ def answers_work(project_root, model_path):
     def work(job):
         # the engine (Numba) is imported in the job's thread, not when the window opens
         from dxstudio.engine.container import load_model
+        import dxstudio.grounding  # noqa: F401 (hands the printing decoding its labelling rule)
         from dxstudio.engine.extract import model_decoding, predict_page
         from dxstudio.engine.model import to_runtime
 

@@ -96,7 +96,7 @@ def test_a_cpu_build_of_the_same_sources_and_tools_is_read_not_compiled_again(tm
     for exactly the same engine sources, check script, tools, target and steering environment."""
     import json
 
-    import conftest
+    from tests import conftest
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     env = {"NUMBA_CPU_NAME": "generic", "NUMBA_CACHE_DIR": "/a", "DXSTUDIO_NUMBA_CACHE": "0", "HOME": "/x"}

@@ -274,6 +274,19 @@ def fields_from_logits(page: Page, fields, tag_logits, window_starts=(0,), kerne
     return out
 
 
+# The labelling rule the "printing" decoding places values by lives above the engine
+# (dxstudio.grounding.ground_answers: it reads label files, the project's layer); grounding hands
+# it down when it is imported, so the engine never imports upwards (the layers contract).
+_printing_rule = None
+
+
+def set_printing_rule(rule) -> None:
+    """rule(page, answers {field: text}, field names) -> {field: {"words": (...), ...}}: how a
+    project labels an answer's printing (dxstudio.grounding sets its ground_answers)."""
+    global _printing_rule
+    _printing_rule = rule
+
+
 def printings_by_rule(page: Page, fields, values: dict) -> dict:
     """The "printing" decoding's {field: FieldValue or None}: each value of `values` (the joint
     decoding's) moved to the printing of the same value that the project's labelling rule would
@@ -283,13 +296,14 @@ def printings_by_rule(page: Page, fields, values: dict) -> dict:
     that two do not take the same words when another printing is free). The value, its text and
     its confidence (the span's: how sure the model is of the value) stay; only its words move.
     A value the rule cannot place keeps its span's words."""
-    from dxstudio.grounding import ground_answers  # the labelling rule; imported here: engine stays light
-
+    if _printing_rule is None:
+        raise RuntimeError("the printing decoding needs the labelling rule: import dxstudio.grounding "
+                           "(it hands its ground_answers to the engine) or read with decoding='joint'")
     fields = list(fields)
     answers = {f: v.text for f, v in values.items() if v is not None}
     if not answers:
         return dict(values)
-    grounded = ground_answers(page, answers, fields)
+    grounded = _printing_rule(page, answers, fields)
     out: dict = {}
     for f in fields:
         v = values.get(f)
