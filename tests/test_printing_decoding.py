@@ -88,7 +88,10 @@ def test_the_rule_is_called_not_copied(monkeypatch):
         calls.append(dict(answers))
         return {n: {"status": "exact", "words": [1], "reason": "spy"} for n in names}
 
-    monkeypatch.setattr(grounding, "ground_answers", spy)
+    from dxstudio.engine import extract
+
+    assert extract._printing_rule is grounding.ground_answers  # handed down by grounding, not a copy
+    monkeypatch.setattr(extract, "_printing_rule", spy)
     _, printed = read(page, ["total"], lg)
     assert calls == [{"total": "3.00"}] and printed["total"].words == (1,)
 
