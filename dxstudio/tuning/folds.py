@@ -147,16 +147,10 @@ class FoldedRun:
             return self._train_side_by_side(emit, cancel, resume)
         offset = 0
         for index, part in enumerate(self.parts):
-            if part is not self.final and self._part_done(part):
+            if self._already_trained(part, resume):
                 offset += part.total_steps
                 continue
             has_checkpoint = part.checkpoint_path.exists()
-            if part is self.final and resume and has_checkpoint:
-                part.start_state(resume=True)
-                part.rundir.release()
-                if part.state.step >= part.total_steps:  # trained, stopped before finish()
-                    offset += part.total_steps
-                    continue
 
             def relay(ev, offset=offset, index=index):  # epochs count on across the folds too
                 epoch = None if ev.epoch is None else ev.epoch + index * self.settings["epochs"]
@@ -173,6 +167,18 @@ class FoldedRun:
                 self._save_heldout(part)
             offset += part.total_steps
         return True
+
+    def _already_trained(self, part, resume) -> bool:
+        """Whether `part` has nothing left to train: a fold whose held-out predictions are saved,
+        or (resuming) the final model whose checkpoint is at its last step, trained but stopped
+        before finish(); that checkpoint is loaded into the part's state either way."""
+        if part is not self.final:
+            return self._part_done(part)
+        if not (resume and part.checkpoint_path.exists()):
+            return False
+        part.start_state(resume=True)
+        part.rundir.release()
+        return part.state.step >= part.total_steps
 
     def _side_by_side(self, stop_after) -> bool:
         """Parts run side by side at degree > 1 in one process (not with --stop-after, which
@@ -193,16 +199,10 @@ class FoldedRun:
         degree = int(self.settings["degree"])
         todo, done_steps, local = [], 0, {}
         for index, part in enumerate(self.parts):
-            if part is not self.final and self._part_done(part):
+            if self._already_trained(part, resume):
                 done_steps += part.total_steps
                 continue
             has_checkpoint = part.checkpoint_path.exists()
-            if part is self.final and resume and has_checkpoint:
-                part.start_state(resume=True)
-                part.rundir.release()
-                if part.state.step >= part.total_steps:  # trained, stopped before finish()
-                    done_steps += part.total_steps
-                    continue
             start = (checkpoint_step(part.checkpoint_path) or 0) if resume and has_checkpoint else 0
             local[index] = start
             todo.append((index, part, resume and has_checkpoint))
