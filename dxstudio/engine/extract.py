@@ -156,15 +156,21 @@ def _best_span(sb: np.ndarray, si: np.ndarray, blocked: np.ndarray, starts: froz
     return best
 
 
-def decode_spans(tag_logits, n_fields: int, window_starts=(0,)) -> dict:
-    """{field index: (score, first, last)} of the span decoding (module docstring) over a
-    page's tag logits (n_words, 1 + 2 * n_fields); a field without a span above 0 is absent."""
+def _checked_logits(tag_logits, n_fields: int) -> np.ndarray:
+    """A page's tag logits as binary64 (n_words, 1 + 2 * n_fields), finite, or a ValueError."""
     logits = np.asarray(tag_logits, np.float64)
     if logits.ndim != 2 or logits.shape[1] != 1 + 2 * n_fields:
         raise ValueError(f"tag logits of shape {logits.shape} do not fit {n_fields} fields "
                          f"(expected (n_words, {1 + 2 * n_fields}))")
     if not np.isfinite(logits).all():
         raise ValueError("tag logits must be finite")
+    return logits
+
+
+def decode_spans(tag_logits, n_fields: int, window_starts=(0,)) -> dict:
+    """{field index: (score, first, last)} of the span decoding (module docstring) over a
+    page's tag logits (n_words, 1 + 2 * n_fields); a field without a span above 0 is absent."""
+    logits = _checked_logits(tag_logits, n_fields)
     n = logits.shape[0]
     starts = frozenset(int(s) for s in window_starts)
     o = logits[:, 0]
@@ -200,12 +206,7 @@ def decode_joint(tag_logits, n_fields: int, window_starts=(0,)) -> dict:
     one with fewer fields, then lower field indices, wins). A span never crosses a window's
     edge; a span of score 0 or less is dropped. Schemas of more than JOINT_MAX_FIELDS fields:
     decode_spans (the fields in turn)."""
-    logits = np.asarray(tag_logits, np.float64)
-    if logits.ndim != 2 or logits.shape[1] != 1 + 2 * n_fields:
-        raise ValueError(f"tag logits of shape {logits.shape} do not fit {n_fields} fields "
-                         f"(expected (n_words, {1 + 2 * n_fields}))")
-    if not np.isfinite(logits).all():
-        raise ValueError("tag logits must be finite")
+    logits = _checked_logits(tag_logits, n_fields)
     if n_fields > JOINT_MAX_FIELDS:
         return decode_spans(tag_logits, n_fields, window_starts)
     n, F = logits.shape[0], n_fields
