@@ -10,28 +10,7 @@ import pytest
 
 from dxstudio.engine import extract
 from dxstudio.engine.extract import decode_joint, decode_spans, fields_from_logits
-from dxstudio.engine.page import Page, Word
-
-
-def B(c):
-    return 1 + 2 * c
-
-
-def I(c):
-    return 2 + 2 * c
-
-
-def logits_for(rows, n_fields):
-    out = np.full((len(rows), 1 + 2 * n_fields), -4.0, np.float32)
-    out[:, 0] = 0.0
-    for i, r in enumerate(rows):
-        for t, v in r.items():
-            out[i, t] = v
-    return out
-
-
-def page_of(n):
-    return Page("p", 100, 100, tuple(Word(f"w{i}", (0, i, 10, i + 1)) for i in range(n)))
+from tests.test_span_decoding import B, I, logits_for, page_of  # the span tests' hand-made logits
 
 
 def span_score(lg, c, a, b):
