@@ -41,6 +41,15 @@ class BenchError(RuntimeError):
     """A benchmark that cannot run; str() says what is missing or wrong."""
 
 
+def run_main(main, name: str) -> None:
+    """Exit with main()'s status; a BenchError is one line "NAME: message" on stderr, exit 2."""
+    try:
+        sys.exit(main())
+    except BenchError as e:
+        print(f"{name}: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
 # ---------------------------------------------------------------------------------------
 # Pages
 # ---------------------------------------------------------------------------------------

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import os
 import statistics
 import sys
@@ -109,8 +108,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except C.BenchError as e:
-        print(f"degree_folds.py: {e}", file=sys.stderr)
-        sys.exit(2)
+    C.run_main(main, "degree_folds.py")

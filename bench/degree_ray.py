@@ -122,8 +122,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except C.BenchError as e:
-        print(f"degree_ray.py: {e}", file=sys.stderr)
-        sys.exit(2)
+    C.run_main(main, "degree_ray.py")
