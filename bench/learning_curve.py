@@ -11,7 +11,9 @@ SET is one of:
   funsd  ../shared/data/funsd with a fixed schema of four fields read off its key-value links:
          date, to, from, cc (the answer linked from the first question whose text is "Date:",
          "To:", "From:" or "cc:", in reading order; null where the form has none; several answer
-         boxes of one question join when their words are one run, else the first). Training
+         boxes of one question join, with any unlinked piece read between two of them on their
+         line ("November [12,] 1999"); linked words that are still not one run in reading order
+         are all kept, so the page's targets leave that field unscored on that form). Training
          projects: the first N forms of training_data (149 in all) in SHA-256 order of their
          file names; scored on testing_data (50).
 Both are research-only data: tests and benchmarks only, never training anything shipped.
@@ -120,6 +122,26 @@ def _key(text: str) -> str:
     return re.sub(r"[^a-z]", "", text.lower())
 
 
+def _extent(e: dict) -> tuple:
+    ws = [w["box"] for w in e["words"] if w["text"].strip()]
+    return min(b[0] for b in ws), min(b[1] for b in ws), max(b[2] for b in ws), max(b[3] for b in ws)
+
+
+def _line_piece(gap: dict, left: dict, right: dict) -> bool:
+    """Whether `gap`, an entity read between two answer boxes of one question, is an unlinked
+    piece of the same value: it has no links, it lies on the line of both (its vertical centre
+    inside each one's extent) and between them (right of `left`'s start, left of `right`'s end)."""
+    if gap.get("linking"):
+        return False
+    gx0, gy0, gx1, gy1 = _extent(gap)
+    cy = (gy0 + gy1) / 2
+    for e in (left, right):
+        x0, y0, x1, y1 = _extent(e)
+        if not y0 <= cy <= y1:
+            return False
+    return _extent(left)[0] <= gx0 and gx1 <= _extent(right)[2]
+
+
 def funsd_labelled(path: Path) -> tuple[dict, dict]:
     """(page dict, label dict) of one FUNSD form: the page as `dxstudio import funsd` reads it,
     the label the fixed schema's values as a person's accepted fixes (word indices)."""
@@ -143,6 +165,7 @@ def funsd_labelled(path: Path) -> tuple[dict, dict]:
         raise BenchError(f"{path}: {pos} words from the entities, the page has {len(page.words)}")
     by_id = {e["id"]: e for e in kept}
     rank = {kept[i]["id"]: r for r, i in enumerate(order)}
+    ordered_ids = [kept[i]["id"] for i in order]
     fixes = {}
     for field in FUNSD_FIELDS:
         qs = sorted((e for e in kept if e["label"] == "question" and _key(e["text"]) == _key(field)),
@@ -152,9 +175,17 @@ def funsd_labelled(path: Path) -> tuple[dict, dict]:
                               and by_id[b]["label"] == "answer"}, key=lambda b: rank[b])
             if not answers:
                 continue
-            runs = [list(range(first_word[b][0], first_word[b][0] + first_word[b][1])) for b in answers]
-            joined = [w for r in runs for w in r]
-            fixes[field] = joined if joined == list(range(joined[0], joined[-1] + 1)) else runs[0]
+            parts = list(answers[:1])
+            for a, b in zip(answers, answers[1:]):
+                gap = ordered_ids[rank[a] + 1: rank[b]]
+                if all(_line_piece(by_id[g], by_id[a], by_id[b]) for g in gap):
+                    parts.extend(gap)  # "November [12,] 1999": an unlinked piece of the value's line
+                parts.append(b)
+            runs = [list(range(first_word[b][0], first_word[b][0] + first_word[b][1])) for b in parts]
+            # one run: the value; else every linked word (not one run: the page's targets leave
+            # the field unscored there and the loss ignores its words, rather than a part of it
+            # standing for the whole)
+            fixes[field] = [w for r in runs for w in r]
             break
     label = {"page": page.id, "answers": {f: None for f in FUNSD_FIELDS if f not in fixes},
              "review": {"state": "accepted", "fixes": fixes, "history": []}}
