@@ -141,6 +141,11 @@ def test_tune_uses_the_shipped_base_unless_told_otherwise(receipts_project, tmp_
     assert TuneRun.prepare(project, tmp_path / "c", {"size": "base", "start": "new"}).start_source.startswith("new base")
     with pytest.raises(TuneError, match="setting start must be base or new"):
         TuneRun.prepare(project, tmp_path / "d", {"start": "old"})
+    # a missing shipped base is a clear error, never a silent start from random weights
+    monkeypatch.setattr(run_mod, "BASE_MODEL", tmp_path / "gone" / "docextract-v0-base.safetensors")
+    with pytest.raises(TuneError, match="the shipped base model is missing"):
+        TuneRun.prepare(project, tmp_path / "e", {"size": "base"})
+    assert TuneRun.prepare(project, tmp_path / "f", {"size": "base", "start": "new"}).start_source.startswith("new base")
 
 
 def test_cli_tune_start_new_and_model_exclude_each_other(receipts_project, tmp_path, capsys):
@@ -178,3 +183,4 @@ def test_a_null_backbone_scale_means_03_from_a_base_and_1_from_any_other_start(r
     set_ = TuneRun.prepare(project, tmp_path / "c", {"backbone_scale": 0.7},
                            model_path=tmp_path / "base" / "model.safetensors")
     assert set_.train_settings().backbone_scale == 0.7
+

@@ -109,7 +109,13 @@ class TuneRun:
         weights = [settings["field_weight"] if settings["field_weight"] is not None else f.weight
                    for f in project.schema]
         model_path = model_path or project.model
-        if model_path is None and settings["start"] == "base" and settings["size"] == "base" and BASE_MODEL.is_file():
+        if model_path is None and settings["start"] == "base" and settings["size"] == "base":
+            # never a silent random start where the shipped base was asked for (a tree without
+            # resources/models would otherwise tune from scratch and score far lower, unsaid)
+            if not BASE_MODEL.is_file():
+                raise TuneError(f"{BASE_MODEL}: the shipped base model is missing (start = base); "
+                                "reinstall dxstudio, name a model with --model, or use --start new "
+                                "for a new random model")
             model_path = BASE_MODEL
         base_summary = None
         if model_path is not None:

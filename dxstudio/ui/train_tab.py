@@ -117,7 +117,10 @@ def starting_model_text(project, values: dict) -> str:
                     f"(choose another in Runs)")
         return (f"<b>Starts from</b>: the project's model, {shown} (chosen in Runs); Start from applies only "
                 f"when the project has no model")
-    if values.get("start", "base") == "base" and values.get("size", "base") == "base" and BASE_MODEL.is_file():
+    if values.get("start", "base") == "base" and values.get("size", "base") == "base":
+        if not BASE_MODEL.is_file():
+            return (f"<b>Starts from</b>: the shipped base model, which is missing ({BASE_MODEL}): the run "
+                    f"will not start (reinstall dxstudio, or set Start from to new)")
         return "<b>Starts from</b>: the shipped base model (docs/base-model.md)"
     return f"<b>Starts from</b>: a new {values.get('size', 'base')} model (random weights)"
 

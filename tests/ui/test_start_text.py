@@ -1,0 +1,12 @@
+"""The Train tab's "Starts from" line when the shipped base is missing."""
+
+
+def test_the_train_tab_says_a_missing_shipped_base_stops_the_run(receipts_project, tmp_path, monkeypatch):
+    from dxstudio.project import Project
+    from dxstudio.ui import train_tab
+
+    project = Project.open(receipts_project)
+    monkeypatch.setattr(train_tab, "BASE_MODEL", tmp_path / "gone.safetensors")
+    text = train_tab.starting_model_text(project, {"start": "base", "size": "base"})
+    assert "missing" in text and "will not start" in text
+    assert "new base model" in train_tab.starting_model_text(project, {"start": "new", "size": "base"})
