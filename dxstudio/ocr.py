@@ -61,10 +61,10 @@ REC_BATCH = 1
 # only to that width, not to rapidocr's 320: a short word ("RM", "1.50") no longer pays for 320
 # pixels of padding (recognition 22% faster on SROIE receipts, the same folded CER; docs/ocr.md)
 REC_MIN_WIDTH = 160
-# rapidocr: a line wider than REC_MAX_WIDTH at the recogniser's 48 pixels high (a line more than
-# 13 times as wide as it is tall) is squeezed to that width (rapidocr: no bound); the recogniser's
-# time grows with the width (docs/ocr.md, "Fifth round"). 0: no bound.
-REC_MAX_WIDTH = 640
+# rapidocr: a line wider than REC_MAX_WIDTH at the recogniser's 48 pixels high is squeezed to that
+# width. 0 (the default): no bound, as rapidocr. 640 took 3% off a read but squeezed the letters
+# of a long address line out of receipt 589 ("OASIS VILLAGE" -> "ASISVI AGE"; docs/ocr.md, "Fifth round")
+REC_MAX_WIDTH = 0
 # rapidocr: the detector enlarges a page to DET_MIN_SIDE on its shorter side (rapidocr's own 736).
 # Reading a receipt at its own size (512) takes a third of the detector's time, but small print
 # is then not taken for small print (5 of 6 receipts it lost were not read again, below) and loses
