@@ -52,14 +52,14 @@ def main() -> None:
                 files[f"folded, {tag}"] = out
         except ImportError as e:
             print(f"no quantisation: {e}")
-        runs = {}
-        for f, path in files.items():
-            runs[f"{f}, ORT_ENABLE_ALL"] = ort.InferenceSession(str(path), opts(), providers=["CPUExecutionProvider"])
+        def session(path, o):
+            return ort.InferenceSession(str(path), o, providers=["CPUExecutionProvider"])
+
+        runs = {f"{f}, ORT_ENABLE_ALL": session(path, opts()) for f, path in files.items()}
         for level in ("ORT_ENABLE_EXTENDED", "ORT_ENABLE_BASIC"):
-            runs[f"folded, {level}"] = ort.InferenceSession(str(folded), opts(level), providers=["CPUExecutionProvider"])
-        runs["folded, arena off"] = ort.InferenceSession(str(folded), opts(arena=False), providers=["CPUExecutionProvider"])
-        runs["folded, memory pattern off"] = ort.InferenceSession(str(folded), opts(pattern=False),
-                                                                  providers=["CPUExecutionProvider"])
+            runs[f"folded, {level}"] = session(folded, opts(level))
+        runs["folded, arena off"] = session(folded, opts(arena=False))
+        runs["folded, memory pattern off"] = session(folded, opts(pattern=False))
         inp = runs["as it comes, ORT_ENABLE_ALL"].get_inputs()[0].name
         for shape in shapes:
             x = np.random.default_rng(0).uniform(-1, 1, shape).astype(np.float32)
