@@ -76,9 +76,9 @@ DET_MIN_SIDE = 736
 CLS_SAMPLE = 8
 # rapidocr: its three models run with their per-layer arithmetic folded (dxstudio/ocr_graph.py:
 # the affine blocks into the convolutions, hard-swish in two operators, not four): the same
-# function to float32 rounding, recognition 25-35% and detection 17% faster on receipts
-# (docs/ocr.md, "Fifth round"). Made once under the user's cache folder (needs the onnx package,
-# in the ocr extra); without it the models run as they come. False: always as they come.
+# function to float32 rounding, the same words on receipts and a read 24% faster (docs/ocr.md,
+# "Fifth round"). Made once under the user's cache folder (by the onnx package, in the ocr
+# extra); without onnx and nothing cached the models run as they come. False: always as they come.
 FOLD_MODELS = True
 
 
@@ -354,7 +354,7 @@ def _split_evenly(text: str, box) -> list:
 def session_options(onnxruntime):
     """The options of every rapidocr session: one thread, run sequentially (the same numbers
     on any machine; parallelism is processes), every graph optimisation (onnxruntime's NCHWc
-    layout: the recogniser 1.5x faster than ORT_ENABLE_EXTENDED), the memory arena on
+    layout: the recogniser 1.6x faster than ORT_ENABLE_EXTENDED), the memory arena on
     (rapidocr turns it off; docs/ocr.md)."""
     opts = onnxruntime.SessionOptions()
     opts.log_severity_level = 4

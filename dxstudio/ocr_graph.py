@@ -227,4 +227,6 @@ def folded_model_path(source, folder=None):
         write_bytes_atomic(record, (json.dumps(meta, indent=1, sort_keys=True) + "\n").encode())
     except OSError as e:
         return None, f"the folded model could not be written under {folder} ({e}): the models run unfolded"
+    except Exception as e:  # a model this rewrite does not know (another rapidocr): run it as it comes
+        return None, f"{source.name} could not be folded ({type(e).__name__}: {e}): the models run unfolded"
     return target, "made"

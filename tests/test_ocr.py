@@ -317,6 +317,16 @@ def test_without_onnx_the_models_run_unfolded_and_say_why(monkeypatch, tmp_path)
     assert not (tmp_path / "cache").exists()
 
 
+@needs_onnx
+def test_a_model_that_cannot_be_folded_runs_as_it_comes(tmp_path):
+    from dxstudio import ocr_graph
+
+    src = tmp_path / "m.onnx"
+    src.write_bytes(b"\x08\x07not a model")
+    path, note = ocr_graph.folded_model_path(src, tmp_path / "cache")
+    assert path is None and "m.onnx could not be folded" in note and "run unfolded" in note
+
+
 # -- with the ocr extra ------------------------------------------------------------------------
 
 @needs_ocr
