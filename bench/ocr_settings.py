@@ -6,6 +6,7 @@ how many pages read exactly as the first setting's (docs/ocr.md, "Third round", 
 
     python bench/ocr_settings.py IMG...                     # every setting below
     CONFIGS=third,shipped,detnative python bench/ocr_settings.py IMG...
+    CONFIGS=fourth,folded,fold-batch4 python bench/ocr_settings.py IMG...   # docs/ocr.md, "Fifth round"
 
 IMG are SROIE receipts (their stem names ../shared/data/sroie-train/box/<stem>.csv). Each read is
 RapidEngine.lines (one read, no upright check, no small-print re-read), one thread.
@@ -27,8 +28,10 @@ from ocr_sroie import fold, levenshtein, reference_text  # noqa: E402
 ROOT = HERE.parents[1] / "shared" / "data" / "sroie-train"
 
 # name: (det_limit_type, det_limit_side_len, recognition min width, memory arena, batch,
-#        classifier sample (0: every line), our character boxes + table-normalised detector input)
-OLD = (0, False)  # rapidocr's classifier on every line, its CalRecBoxes, its normalisation
+#        classifier sample (0: every line), our character boxes + table-normalised detector input,
+#        folded models (ocr_graph), recognition width cap (0: none; a longer line is squeezed))
+OLD = (0, False, False, 0)  # rapidocr's classifier on every line, its CalRecBoxes, its normalisation
+FOURTH = ("min", 736, 160, True, 1, 8, True)  # the fourth round's shipped settings
 SETTINGS = {
     "rapidocr": ("min", 736, 320, False, 1) + OLD,  # rapidocr 1.4.4's own (one line at a time, as before)
     "arena": ("min", 736, 320, True, 1) + OLD,
@@ -40,31 +43,58 @@ SETTINGS = {
     "rec-w48": ("min", 736, 48, False, 1) + OLD,
     "w48-batch6": ("min", 736, 48, True, 6) + OLD,
     "third": ("min", 736, 160, True, 1) + OLD,  # the third round's shipped settings
-    "boxes": ("min", 736, 160, True, 1, 0, True),  # + our character boxes and detector input table
-    "cls8": ("min", 736, 160, True, 1, 8, False),  # + the classifier on 8 lines of an upright page
-    "det640": ("min", 640, 160, True, 1, 8, True),
-    "det576": ("min", 576, 160, True, 1, 8, True),
-    "det512": ("min", 512, 160, True, 1, 8, True),
-    "detnative": ("min", 32, 160, True, 1, 8, True),
-    "shipped": ("min", ocr.DET_MIN_SIDE, ocr.REC_MIN_WIDTH, True, ocr.REC_BATCH, ocr.CLS_SAMPLE, True),  # ocr.py now
+    "boxes": ("min", 736, 160, True, 1, 0, True, False, 0),  # + our character boxes and detector input table
+    "cls8": ("min", 736, 160, True, 1, 8, False, False, 0),  # + the classifier on 8 lines of an upright page
+    "det640": ("min", 640, 160, True, 1, 8, True, False, 0),
+    "det576": ("min", 576, 160, True, 1, 8, True, False, 0),
+    "det512": ("min", 512, 160, True, 1, 8, True, False, 0),
+    "detnative": ("min", 32, 160, True, 1, 8, True, False, 0),
+    "fourth": FOURTH + (False, 0),  # the fourth round's shipped settings (the models as they come)
+    "folded": FOURTH + (True, 0),  # + the folded models
+    "fold-batch4": ("min", 736, 160, True, 4, 8, True, True, 0),  # batches of 4 lines sorted by width
+    "fold-batch8": ("min", 736, 160, True, 8, 8, True, True, 0),
+    "fold-cap480": FOURTH + (True, 480),  # a line wider than 480 px at 48 px high is squeezed to 480
+    "fold-cap640": FOURTH + (True, 640),
+    "fold-w128": ("min", 736, 128, True, 1, 8, True, True, 0),
+    "fold-det640": ("min", 640, 160, True, 1, 8, True, True, 0),
+    "fold-detnative": ("min", 32, 160, True, 1, 8, True, True, 0),
+    "shipped": ("min", ocr.DET_MIN_SIDE, ocr.REC_MIN_WIDTH, True, ocr.REC_BATCH, ocr.CLS_SAMPLE, True,
+                ocr.FOLD_MODELS, ocr.REC_MAX_WIDTH),  # ocr.py now
 }
 
 
-def engine(limit_type, side, min_width, arena, batch, cls_sample, fast):
+def engine(limit_type, side, min_width, arena, batch, cls_sample, fast, fold, cap):
     import onnxruntime
     from rapidocr_onnxruntime import RapidOCR
 
     e = ocr.RapidEngine()
     e.version = "bench"
-    if not arena or not fast:  # rapidocr's own sessions / detector input
-        e.ocr = RapidOCR(intra_op_num_threads=1, inter_op_num_threads=1)
-        if arena:
-            for w in (e.ocr.text_det.infer, e.ocr.text_cls.infer, e.ocr.text_rec.session):
-                ocr._reuse_memory(w, onnxruntime)
+    e.ocr = RapidOCR(intra_op_num_threads=1, inter_op_num_threads=1)  # rapidocr's own, then the setting's
+    wrappers = (e.ocr.text_det.infer, e.ocr.text_cls.infer, e.ocr.text_rec.session)
+    if fold:
+        paths, note = ocr.folded_paths(wrappers, True)
+        if paths[0] is None:
+            raise SystemExit(f"the folded models: {note}")
+    else:
+        paths = [None] * 3
+    if arena or fold:
+        for w, path in zip(wrappers, paths):
+            ocr._reuse_memory(w, onnxruntime, path)
+    if fast:
+        made = e.ocr.text_det.get_preprocess
+
+        def get_preprocess(max_wh):
+            pre = made(max_wh)
+            ocr._table_normalize(pre)
+            return pre
+
+        e.ocr.text_det.get_preprocess = get_preprocess
     e.ocr.text_det.limit_type = limit_type
     e.ocr.text_det.limit_side_len = side
     e.ocr.text_rec.rec_batch_num = batch
     e.ocr.text_rec.rec_image_shape = list(e.ocr.text_rec.rec_image_shape[:2]) + [min_width]
+    if cap:
+        ocr._cap_width(e.ocr.text_rec, cap)
     e.cls_sample = cls_sample
     e.fast_boxes = fast
     return e

@@ -61,6 +61,10 @@ REC_BATCH = 1
 # only to that width, not to rapidocr's 320: a short word ("RM", "1.50") no longer pays for 320
 # pixels of padding (recognition 22% faster on SROIE receipts, the same folded CER; docs/ocr.md)
 REC_MIN_WIDTH = 160
+# rapidocr: a line wider than REC_MAX_WIDTH at the recogniser's 48 pixels high is squeezed to that
+# width. 0 (the default): no bound, as rapidocr. 640 took 3% off a read but squeezed the letters
+# of a long address line out of receipt 589 ("OASIS VILLAGE" -> "ASISVI AGE"; docs/ocr.md, "Fifth round")
+REC_MAX_WIDTH = 0
 # rapidocr: the detector enlarges a page to DET_MIN_SIDE on its shorter side (rapidocr's own 736).
 # Reading a receipt at its own size (512) takes a third of the detector's time, but small print
 # is then not taken for small print (5 of 6 receipts it lost were not read again, below) and loses
@@ -70,6 +74,12 @@ DET_MIN_SIDE = 736
 # upside down the page is upright and the other lines are not classified (docs/ocr.md, "Fourth
 # round"); otherwise every line is, as rapidocr does. 0: every line always.
 CLS_SAMPLE = 8
+# rapidocr: its three models run with their per-layer arithmetic folded (dxstudio/ocr_graph.py:
+# the affine blocks into the convolutions, hard-swish in two operators, not four): the same
+# function to float32 rounding, the same words on receipts and a read 24% faster (docs/ocr.md,
+# "Fifth round"). Made once under the user's cache folder (by the onnx package, in the ocr
+# extra); without onnx and nothing cached the models run as they come. False: always as they come.
+FOLD_MODELS = True
 
 
 class OcrError(ValueError):
@@ -341,14 +351,11 @@ def _split_evenly(text: str, box) -> list:
     return split_line(text, box)
 
 
-def _reuse_memory(wrapper, onnxruntime) -> None:
-    """The session of rapidocr's wrapper made again with onnxruntime's memory arena on
-    (rapidocr turns it off: every run then allocates its buffers afresh, 30% of the detector's
-    time on receipts); one thread, the same graph optimisation, the same numbers."""
-    old = getattr(wrapper, "session", None)
-    path = getattr(old, "_model_path", None)
-    if old is None or not path:
-        return
+def session_options(onnxruntime):
+    """The options of every rapidocr session: one thread, run sequentially (the same numbers
+    on any machine; parallelism is processes), every graph optimisation (onnxruntime's NCHWc
+    layout: the recogniser 1.6x faster than ORT_ENABLE_EXTENDED), the memory arena on
+    (rapidocr turns it off; docs/ocr.md)."""
     opts = onnxruntime.SessionOptions()
     opts.log_severity_level = 4
     opts.enable_cpu_mem_arena = True
@@ -356,8 +363,39 @@ def _reuse_memory(wrapper, onnxruntime) -> None:
     opts.intra_op_num_threads = 1
     opts.inter_op_num_threads = 1
     opts.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
+    return opts
+
+
+def _reuse_memory(wrapper, onnxruntime, path: str | None = None) -> None:
+    """The session of rapidocr's wrapper made again with session_options (the memory arena on:
+    rapidocr turns it off, and every run then allocates its buffers afresh, 30% of the
+    detector's time on receipts), on the model file `path` (the folded model, ocr_graph) or the
+    one it was made from."""
+    old = getattr(wrapper, "session", None)
+    path = path or getattr(old, "_model_path", None)
+    if old is None or not path:
+        return
     wrapper.session = onnxruntime.InferenceSession(
-        path, sess_options=opts, providers=[("CPUExecutionProvider", {"arena_extend_strategy": "kSameAsRequested"})])
+        path, sess_options=session_options(onnxruntime),
+        providers=[("CPUExecutionProvider", {"arena_extend_strategy": "kSameAsRequested"})])
+
+
+def folded_paths(wrappers, fold: bool | None = None):
+    """([path or None for each wrapper], note): the folded model of each of rapidocr's session
+    wrappers, all or none (a page is read by one kind of model: the version says which); None
+    and why when any cannot be made here."""
+    if not (FOLD_MODELS if fold is None else fold):
+        return [None] * len(wrappers), "not folded (FOLD_MODELS is off)"
+    from dxstudio.ocr_graph import folded_model_path
+
+    out = []
+    for w in wrappers:
+        path = getattr(getattr(w, "session", None), "_model_path", None)
+        folded, note = folded_model_path(path) if path else (None, "no model file")
+        if folded is None:
+            return [None] * len(wrappers), note
+        out.append(str(folded))
+    return out, "folded"
 
 
 def _char_boxes(crops, dt_boxes, rec_res) -> list:
@@ -423,6 +461,17 @@ def _table_normalize(pre) -> None:
     pre.normalize = normalize
 
 
+def _cap_width(rec, most: int) -> None:
+    """rapidocr's recogniser resizing each line to at most `most` pixels wide (at its input
+    height): a longer line is squeezed to `most`, not resized in proportion."""
+    resize = rec.resize_norm_img
+
+    def capped(img, max_wh_ratio):
+        return resize(img, min(max_wh_ratio, most / rec.rec_image_shape[1]))
+
+    rec.resize_norm_img = capped
+
+
 class RapidEngine:
     name = "rapidocr"
 
@@ -451,8 +500,18 @@ class RapidEngine:
         self.ocr.text_rec.rec_batch_num = REC_BATCH
         shape = list(self.ocr.text_rec.rec_image_shape)
         self.ocr.text_rec.rec_image_shape = shape[:2] + [REC_MIN_WIDTH]
-        for wrapper in (self.ocr.text_det.infer, self.ocr.text_cls.infer, self.ocr.text_rec.session):
-            _reuse_memory(wrapper, onnxruntime)
+        if REC_MAX_WIDTH:
+            _cap_width(self.ocr.text_rec, REC_MAX_WIDTH)
+        wrappers = (self.ocr.text_det.infer, self.ocr.text_cls.infer, self.ocr.text_rec.session)
+        paths, self.fold_note = folded_paths(wrappers)
+        for wrapper, path in zip(wrappers, paths):
+            _reuse_memory(wrapper, onnxruntime, path)
+        # what ran is recorded in each page: the folded models read a word differently now and then
+        self.folded = paths[0] is not None
+        if self.folded:
+            from dxstudio.ocr_graph import FOLD_VERSION
+
+            self.version = self.version[:-1] + f", folded v{FOLD_VERSION})"
         self.cls_sample = CLS_SAMPLE
         self.fast_boxes = True  # _char_boxes, not rapidocr's CalRecBoxes (bench/ocr_settings.py compares)
         det = self.ocr.text_det

@@ -188,6 +188,145 @@ def test_missing_extra_names_it(monkeypatch, tmp_path):
     assert 'pip install "dxstudio[ocr]"' in ocr.INSTALL_HINT
 
 
+def _onnx_missing():
+    try:
+        import onnx  # noqa: F401
+        import onnxruntime  # noqa: F401
+    except ImportError as e:
+        return str(e)
+    return None
+
+
+_ONNX_MISSING = _onnx_missing()
+needs_onnx = pytest.mark.skipif(_ONNX_MISSING is not None,
+                                reason=f"the ocr extra's onnx and onnxruntime are not installed: {_ONNX_MISSING}")
+
+
+def _affine_model(path):
+    """A small ONNX model written as PP-OCRv4's layers are (dxstudio/ocr_graph.py): a conv, an
+    affine block (x*s + b), hard-swish in four operators, another affine block, then a 1 x 1 conv
+    (the affine folds into it) and a padded 3 x 3 conv (it must not), with Constant nodes."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    nodes = []
+
+    def const(name, value):
+        nodes.append(helper.make_node("Constant", [], [name], value=numpy_helper.from_array(
+            np.asarray(value, np.float32), name)))
+        return name
+
+    def affine(x, tag, s, b):
+        nodes.append(helper.make_node("Mul", [const(tag + "s", [s]), x], [tag + "m"]))
+        nodes.append(helper.make_node("Add", [tag + "m", const(tag + "b", [b])], [tag + "a"]))
+        return tag + "a"
+
+    def hswish(x, tag):
+        nodes.append(helper.make_node("Add", [x, const(tag + "3", [3.0])], [tag + "p"]))
+        nodes.append(helper.make_node("Clip", [tag + "p", const(tag + "lo", 0.0), const(tag + "hi", 6.0)], [tag + "c"]))
+        nodes.append(helper.make_node("Mul", [x, tag + "c"], [tag + "x"]))
+        nodes.append(helper.make_node("Div", [tag + "x", const(tag + "6", [6.0])], [tag + "h"]))
+        return tag + "h"
+
+    def conv(x, tag, cin, cout, k):
+        w = const(tag + "w", rng.normal(0, 0.5, (cout, cin, k, k)))
+        b = const(tag + "bias", rng.normal(0, 0.1, cout))
+        nodes.append(helper.make_node("Conv", [x, w, b], [tag + "o"], kernel_shape=[k, k], pads=[k // 2] * 4))
+        return tag + "o"
+
+    h = hswish(affine(conv("x", "c1", 3, 8, 3), "a1", 1.7, 0.4), "h1")
+    h = affine(h, "a2", 0.6, -0.2)
+    h = hswish(affine(conv(h, "c2", 8, 8, 1), "a3", 2.1, 1.0), "h2")  # the affine a4 folds forward
+    h = affine(h, "a4", 0.8, 0.3)
+    h = affine(conv(h, "c3", 8, 8, 1), "a5", 1.3, -0.5)
+    h = affine(h, "a6", 0.9, -0.25)
+    y = conv(h, "c4", 8, 4, 3)  # padded: a6 stays before it
+    graph = helper.make_graph(nodes, "affine", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 12, 20])],
+                              [helper.make_tensor_value_info(y, TensorProto.FLOAT, [1, 4, 12, 20])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
+@needs_onnx
+def test_folded_model_computes_the_same_with_fewer_operators(tmp_path):
+    import collections
+
+    import numpy as np
+    import onnx
+    import onnxruntime
+
+    from dxstudio import ocr_graph
+
+    src = _affine_model(tmp_path / "m.onnx")
+    folded = ocr_graph.fold_model(onnx.load(str(src)))
+    ops = collections.Counter(n.op_type for n in folded.graph.node)
+    # 3 conv affines and 1 forward affine folded (a6 before the padded conv stays), 2 hard-swishes
+    assert ops == {"Conv": 4, "HardSigmoid": 2, "Mul": 2 + 1, "Add": 1}, ops
+    assert folded.SerializeToString() == ocr_graph.fold_model(onnx.load(str(src))).SerializeToString()
+    x = np.random.default_rng(0).normal(0, 1.5, (1, 3, 12, 20)).astype(np.float32)
+    opts = ocr.session_options(onnxruntime)
+    a = onnxruntime.InferenceSession(str(src), opts, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    b = onnxruntime.InferenceSession(folded.SerializeToString(), opts, providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})[0]
+    assert a.shape == b.shape == (1, 4, 12, 20)
+    assert np.allclose(a, b, rtol=1e-4, atol=1e-4), float(np.abs(a - b).max())
+    assert not np.array_equal(a, np.zeros_like(a))
+
+
+@needs_onnx
+def test_folded_model_cache_is_made_once_and_remade_when_its_digest_differs(tmp_path):
+    from dxstudio import ocr_graph
+
+    src = _affine_model(tmp_path / "m.onnx")
+    cache = tmp_path / "cache"
+    path, note = ocr_graph.folded_model_path(src, cache)
+    assert note == "made" and path.parent == cache and path.is_file()
+    first = path.read_bytes()
+    assert ocr_graph.folded_model_path(src, cache) == (path, "cached")
+    path.write_bytes(first[:-1] + bytes([first[-1] ^ 1]))  # one bit of the cached model changed
+    again, note = ocr_graph.folded_model_path(src, cache)
+    assert (again, note) == (path, "made") and path.read_bytes() == first  # refused, made again
+    path.write_bytes(b"")
+    assert ocr_graph.folded_model_path(src, cache)[1] == "made" and path.read_bytes() == first
+    record = path.with_suffix(".json")
+    record.write_text("{not json")  # the record that holds the digest broken: made again
+    assert ocr_graph.folded_model_path(src, cache)[1] == "made" and path.read_bytes() == first
+    import onnx
+
+    model = onnx.load(str(src))  # another source (here: another producer) is another file
+    model.producer_name = "another"
+    onnx.save(model, str(tmp_path / "n.onnx"))
+    assert ocr_graph.folded_model_path(tmp_path / "n.onnx", cache)[0] not in (None, path)
+    assert sorted(p.suffix for p in cache.iterdir()) == [".json", ".json", ".onnx", ".onnx"]  # no temporary left
+
+
+def test_without_onnx_the_models_run_unfolded_and_say_why(monkeypatch, tmp_path):
+    import sys
+
+    from dxstudio import ocr_graph
+
+    src = tmp_path / "m.onnx"
+    src.write_bytes(b"not read")
+    monkeypatch.setitem(sys.modules, "onnx", None)
+    path, note = ocr_graph.folded_model_path(src, tmp_path / "cache")
+    assert path is None and "onnx package is not installed" in note
+    assert not (tmp_path / "cache").exists()
+
+
+@needs_onnx
+def test_a_model_that_cannot_be_folded_runs_as_it_comes(tmp_path):
+    from dxstudio import ocr_graph
+
+    src = tmp_path / "m.onnx"
+    src.write_bytes(b"\x08\x07not a model")
+    path, note = ocr_graph.folded_model_path(src, tmp_path / "cache")
+    assert path is None and "m.onnx could not be folded" in note and "run unfolded" in note
+
+
 # -- with the ocr extra ------------------------------------------------------------------------
 
 @needs_ocr
@@ -239,6 +378,41 @@ def test_faster_steps_give_rapidocrs_numbers(monkeypatch):
     ocr._table_normalize(pre)
     fast = pre.normalize(level.copy())
     assert fast.dtype == np.float32 and np.array_equal(own.astype(np.float32), fast)
+
+
+@needs_ocr
+def test_rapidocr_sessions_run_with_the_options_and_the_folded_models(monkeypatch, tmp_path):
+    """session_options on all three sessions (one thread, sequential, every graph optimisation,
+    the memory arena); the folded models where onnx is installed or they are cached (under the
+    user's cache folder, the version says so), and they read the rendered words exactly as the
+    models as they come."""
+    import numpy as np
+    import onnxruntime
+
+    eng = ocr.get_engine("rapidocr")
+    wrappers = (eng.ocr.text_det.infer, eng.ocr.text_cls.infer, eng.ocr.text_rec.session)
+    for w in wrappers:
+        o = w.session.get_session_options()
+        assert (o.intra_op_num_threads, o.inter_op_num_threads) == (1, 1)
+        assert o.execution_mode == onnxruntime.ExecutionMode.ORT_SEQUENTIAL
+        assert o.graph_optimization_level == onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        assert o.enable_cpu_mem_arena
+    if not eng.folded:  # only without onnx and with nothing cached (onnx makes them, a cache serves them)
+        assert _ONNX_MISSING is not None and "onnx package is not installed" in eng.fold_note
+        assert "folded" not in eng.version
+        return
+    assert eng.version.endswith(", folded v1)")
+    from dxstudio.ocr_graph import cache_dir
+
+    assert all(Path(w.session._model_path).parent == cache_dir() for w in wrappers)
+    monkeypatch.setattr(ocr, "FOLD_MODELS", False)
+    plain = ocr.RapidEngine()
+    assert not plain.folded and "folded" not in plain.version
+    assert all(Path(w.session._model_path).parent != cache_dir()
+               for w in (plain.ocr.text_det.infer, plain.ocr.text_rec.session))
+    rgb = np.asarray(text_image((("INVOICE 4471", 25), ("TOTAL 12.50 RM", 105))))
+    assert [(w.text, w.box) for ln in eng.lines(rgb) for w in ln.words] == \
+        [(w.text, w.box) for ln in plain.lines(rgb) for w in ln.words]
 
 
 @needs_ocr
