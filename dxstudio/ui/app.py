@@ -33,7 +33,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (QApplication, QFileDialog, QInputDialog, QLabel, QMainWindow, QMessageBox,
                                QScrollArea, QSplitter, QTabWidget, QVBoxLayout, QWidget)
@@ -42,7 +42,7 @@ from dxstudio.bundled import sample_dir
 from dxstudio.engine.page import PageError
 from dxstudio.fsutil import read_json, write_json_atomic
 from dxstudio.project import LabelError, ProjectError, ProjectLayout
-from dxstudio.review import ReviewError, ReviewSession, export_reviewed
+from dxstudio.review import LabelWriter, ReviewError, ReviewSession, export_reviewed, flush_label_writes
 from dxstudio.ui.extract_panel import ExtractPanel
 from dxstudio.ui.field_panel import FieldPanel, same_value_pairs
 from dxstudio.ui.import_dialog import ImportDialog, NewProjectDialog
@@ -179,6 +179,11 @@ def accept_note(page_id: str, status) -> str:
 HEADLESS_PLATFORMS = ("offscreen", "minimal", "vnc")  # no one at a screen to answer a question
 
 
+class _WriteFailures(QObject):
+    """Carries the label writer's failures (its thread) to the GUI thread (a queued signal)."""
+    failed = Signal(str, str, str)  # page id, file, problem
+
+
 class MainWindow(QMainWindow):
     # Ask before closing during a fine-tuning run: True always, False never (the tests' fixture),
     # None (the default) when a person can answer, i.e. not on a headless platform (offscreen,
@@ -191,6 +196,12 @@ class MainWindow(QMainWindow):
         super().__init__(parent)
         self.remember = remember
         self.session = ReviewSession(project_path)
+        # each decision's label file is written (and synced) on the writer's thread: the GUI
+        # thread does not wait on the disk; the close waits for what is still pending
+        self._write_failures = _WriteFailures(self)
+        self._write_failures.failed.connect(self._label_write_failed)
+        self.session.label_writer = LabelWriter(
+            on_error=lambda pid, path, e: self._write_failures.failed.emit(pid, path, str(e)))
         self.project_root = Path(self.session.project.root)
         self.setWindowTitle(f"dxstudio — {self.session.project.name}")
         self.setStyleSheet(STYLE)
@@ -635,6 +646,19 @@ class MainWindow(QMainWindow):
         reloader.reloaded is emitted."""
         self.reloader.request(then if callable(then) else None)  # (an action's trigger passes its checked flag)
 
+    def _label_write_failed(self, page_id: str, path: str, problem: str) -> None:
+        """A decision's label file could not be written (a full disk): the file is as it was;
+        say so, and show the page as it is on disk."""
+        text = (f"Not saved: {problem} ({path}). The page {page_id} shows what is on disk: decide again "
+                f"once the problem is fixed")
+        try:
+            self.session.write_failed(page_id)
+        except (ReviewError, ProjectError, LabelError, PageError, OSError) as e:
+            text += f"; it cannot be read again: {e}"
+        self.statusBar().showMessage(text, 20000)
+        self._show_banner(text, "error")
+        self.reload()  # its status in the list too
+
     def _reload_failed(self, message: str) -> None:
         self.statusBar().showMessage(message, 10000)
         self._show_banner(message, "error")
@@ -661,6 +685,7 @@ class MainWindow(QMainWindow):
         dialog.show()
 
     def import_dialog(self) -> None:
+        flush_label_writes()  # (a re-import rewrites label files)
         dialog = ImportDialog(self.project_root, self)
         dialog.imported.connect(lambda report: self.after_import())
         self._jobs.append(dialog)
@@ -682,6 +707,7 @@ class MainWindow(QMainWindow):
             if not path:
                 return None
         try:
+            self.session.flush_writes()
             n = export_reviewed(self.session.project, path, max_words=self.session.max_words)
         except (ReviewError, OSError) as e:
             QMessageBox.warning(self, "Not exported", str(e))
@@ -962,6 +988,8 @@ class MainWindow(QMainWindow):
                 event.ignore()
                 return
         self._save_page()
+        # nothing decided is lost: the decisions still on their way to disk are written first
+        self.session.flush_writes()
         if panel is not None and hasattr(panel, "shutdown"):
             panel.shutdown()
         self.schema_panel.shutdown()

@@ -44,7 +44,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QPoint, QRect, QRectF, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QPen, QPixmap
-from PySide6.QtWidgets import (QCheckBox, QGraphicsPixmapItem, QGraphicsRectItem, QGraphicsScene,
+from PySide6.QtWidgets import (QCheckBox, QGraphicsItem, QGraphicsPixmapItem, QGraphicsRectItem, QGraphicsScene,
                                QGraphicsSimpleTextItem, QGraphicsView, QHBoxLayout, QLabel, QRubberBand,
                                QSlider, QWidget)
 
@@ -312,6 +312,10 @@ class PageView(QGraphicsView):
             from PySide6.QtGui import QTransform
             item.setTransform(QTransform.fromScale(float(page.width) / pixmap.width(), sy))
         item.setZValue(-5)
+        # drawn from a pixmap at the screen's pixels, made again only when the zoom or the
+        # size changes: the image was scaled smoothly (SmoothPixmapTransform) at every paint
+        # of the view, a hover, a selection or a decision's restyle included
+        item.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
         self.scene().addItem(item)
         return True
 

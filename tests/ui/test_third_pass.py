@@ -20,6 +20,9 @@ WAIT_MS = 120_000
 
 
 def on_disk(root, pid):
+    from dxstudio.review import flush_label_writes
+
+    flush_label_writes()  # (the app writes a decision's file on its writer thread)
     return json.loads((Path(root) / "labels" / f"{pid}.json").read_text())
 
 
@@ -71,8 +74,10 @@ def open_window(qtbot, root):
 def finished_run(root, name="20260101-000000"):
     """A finished run of the project (tiny settings: seconds), as Fine-tune leaves it."""
     from dxstudio.project import Project
+    from dxstudio.review import flush_label_writes
     from dxstudio.tuning import TuneRun
 
+    flush_label_writes()  # (a window's decisions still on their way to disk)
     run = TuneRun.prepare(Project.open(root), Path(root) / "runs" / name)
     run.train()
     run.finish()
