@@ -49,7 +49,7 @@ from dxstudio.ui.import_dialog import ImportDialog, NewProjectDialog
 from dxstudio.ui.keys_dialog import KeysDialog
 from dxstudio.ui.model_answers import ModelAnswers, ModelBar
 from dxstudio.ui.page_list import COUNT_WORDS, PageList
-from dxstudio.ui.page_view import FillBar, PageView, tag_name
+from dxstudio.ui.page_view import FillBar, PageView, prefetch_images, tag_name
 from dxstudio.ui.reloader import SessionReloader
 from dxstudio.ui.schema_panel import SchemaPanel
 
@@ -831,6 +831,29 @@ class MainWindow(QMainWindow):
                             image_root=s.project.pages_dir, predictions=self._page_answers())
         self._draw_search()
         self._update_banner()
+        self._prefetch_neighbours()
+
+    def _prefetch_neighbours(self) -> None:
+        """The images of the list's next and previous pages decoded in the background (J / K)."""
+        s = self.session
+        ids = self.page_list.visible_ids()
+        if s.current not in ids:
+            return
+        k = ids.index(s.current)
+        near = [ids[j] for j in (k + 1, k - 1) if 0 <= j < len(ids)]
+        project = s.project
+
+        def paths():
+            out = []
+            for pid in near:
+                try:
+                    image = project.load_page(pid).image
+                except (PageError, ProjectError, OSError, ValueError):
+                    continue
+                if image:
+                    out.append(Path(image) if Path(image).is_absolute() else Path(project.pages_dir) / image)
+            return out
+        prefetch_images(paths)
 
     def _page_answers(self) -> dict | None:
         """The model's answers for the page shown, as the page view draws them (None: off or none)."""

@@ -302,3 +302,25 @@ def test_a_write_that_fails_says_so_and_shows_what_is_on_disk(qtbot, receipts_pr
     qtbot.waitUntil(lambda: not w.reloader.busy, timeout=10000)
     on_disk = json.loads((receipts_project / "labels" / f"{first}.json").read_text())
     assert s.statuses[first].status != "accepted" and on_disk.get("review", {}).get("state") != "accepted"
+
+
+def test_the_next_pages_image_is_decoded_in_the_background_before_j(window, qtbot):
+    from pathlib import Path
+
+    from dxstudio.ui import page_view
+
+    w, s = window, window.session
+    page_view._PIXMAPS.clear()
+    with page_view._DECODED_LOCK:
+        page_view._DECODED.clear()
+    qtbot.keyClick(w.view, Qt.Key_J)  # shows a page: the list's next one is decoded meanwhile
+    ids = w.page_list.visible_ids()
+    nxt = ids[ids.index(s.current) + 1]
+    image = s.project.load_page(nxt).image
+    assert image, "the fixture's pages have images"
+    key = page_view._image_key(Path(s.project.pages_dir) / image)
+    qtbot.waitUntil(lambda: key in page_view._DECODED, timeout=10000)
+    assert key not in page_view._PIXMAPS
+    qtbot.keyClick(w.view, Qt.Key_J)
+    assert s.current == nxt and w.view.has_image
+    assert key in page_view._PIXMAPS and key not in page_view._DECODED  # made from the decoded image
