@@ -179,6 +179,29 @@ def accept_note(page_id: str, status) -> str:
 HEADLESS_PLATFORMS = ("offscreen", "minimal", "vnc")  # no one at a screen to answer a question
 
 
+class _ElidedLabel(QLabel):
+    """A one-line label that ends in "…" where its room ends (the status bar's key hint at
+    1024 px was cut in the middle of a word); the whole text in its tooltip."""
+
+    def setText(self, text: str) -> None:
+        super().setText(text)
+        self.setToolTip(text)
+
+    def minimumSizeHint(self):
+        size = super().minimumSizeHint()
+        size.setWidth(0)
+        return size
+
+    def paintEvent(self, event):
+        from PySide6.QtGui import QPainter
+
+        painter = QPainter(self)
+        rect = self.contentsRect()
+        text = self.fontMetrics().elidedText(self.text(), Qt.ElideRight, rect.width())
+        painter.setPen(self.palette().color(self.foregroundRole()))
+        painter.drawText(rect, int(Qt.AlignLeft | Qt.AlignVCenter), text)
+
+
 class _WriteFailures(QObject):
     """Carries the label writer's failures (its thread) to the GUI thread (a queued signal)."""
     failed = Signal(str, str, str)  # page id, file, problem
@@ -283,7 +306,8 @@ class MainWindow(QMainWindow):
 
         self.counts_label = QLabel()
         self.statusBar().addPermanentWidget(self.counts_label)
-        self.hover_label = QLabel(KEY_HINT)
+        self.hover_label = _ElidedLabel(KEY_HINT)
+        self.hover_label.setToolTip(KEY_HINT)
         self.hover_label.setStyleSheet("color: #495057;")
         self.statusBar().addWidget(self.hover_label, 1)
         from PySide6.QtWidgets import QPushButton
