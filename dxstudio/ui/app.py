@@ -34,7 +34,7 @@ import sys
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QKeySequence, QPixmapCache
+from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (QApplication, QFileDialog, QInputDialog, QLabel, QMainWindow, QMessageBox,
                                QScrollArea, QSplitter, QTabWidget, QVBoxLayout, QWidget)
 
@@ -218,10 +218,6 @@ class MainWindow(QMainWindow):
         which must leave the project as it was, turns it off)."""
         super().__init__(parent)
         self.remember = remember
-        # the cached drawings (the page image at the screen's pixels, the Train tab's axes and
-        # grids, about 1-5 MB each) fit in Qt's pixmap cache: at its default 10 MB they pushed
-        # each other out, and the Train tab's axes were drawn anew at every show
-        QPixmapCache.setCacheLimit(max(QPixmapCache.cacheLimit(), 64 * 1024))
         self.session = ReviewSession(project_path)
         # each decision's label file is written (and synced) on the writer's thread: the GUI
         # thread does not wait on the disk; the close waits for what is still pending

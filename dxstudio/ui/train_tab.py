@@ -379,8 +379,9 @@ class TrainingPanel(QWidget):
         self.agreement_plot.setYRange(-0.04, 1.04, padding=0)
         self.agreement_plot.showGrid(x=True, y=True, alpha=0.25)
         # the legend is a line under the plot, never over the curves
-        self.agreement_legend = RoomyLabel("", 1)
+        self.agreement_legend = QLabel("")
         self.agreement_legend.setObjectName("agreement_legend")
+        self.agreement_legend.setWordWrap(True)
         self.agreement_legend.setTextFormat(Qt.TextFormat.RichText)
         self.agreement_curves: dict[str, pg.PlotDataItem] = {}
         self._curve_pool: dict[str, pg.PlotDataItem] = {}  # curves of fields no longer shown, kept for reuse
