@@ -479,6 +479,8 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage("Labelling is running: decisions are paused until it ends "
                                          "(Schema & labels tab, Cancel to stop it)", 6000)
             return False
+        if fn is not self.session.goto and fn is not self.session.reload:
+            self._write_problem = ""  # a new decision: the note of a failed write goes
         try:
             fn(*args)
             return True
@@ -679,6 +681,7 @@ class MainWindow(QMainWindow):
             self.session.write_failed(page_id)
         except (ReviewError, ProjectError, LabelError, PageError, OSError) as e:
             text += f"; it cannot be read again: {e}"
+        self._write_problem = text  # kept in the banner (a reload redraws it) until the next decision
         self.statusBar().showMessage(text, 20000)
         self._show_banner(text, "error")
         self.reload()  # its status in the list too
@@ -920,6 +923,9 @@ class MainWindow(QMainWindow):
         if same:
             notes.append(same)
             kind = "warn"
+        if getattr(self, "_write_problem", ""):
+            notes.insert(0, self._write_problem)
+            kind = "error"
         if notes:
             self._show_banner(" · ".join(notes), kind)
         else:

@@ -300,6 +300,8 @@ def test_a_write_that_fails_says_so_and_shows_what_is_on_disk(qtbot, receipts_pr
     qtbot.waitUntil(lambda: "Not saved" in w.banner.text(), timeout=10000)
     assert "No space left" in w.banner.text() and first in w.banner.text()
     qtbot.waitUntil(lambda: not w.reloader.busy, timeout=10000)
+    qtbot.wait(50)
+    assert "Not saved" in w.banner.text()  # the reload that follows keeps the note
     on_disk = json.loads((receipts_project / "labels" / f"{first}.json").read_text())
     assert s.statuses[first].status != "accepted" and on_disk.get("review", {}).get("state") != "accepted"
 
