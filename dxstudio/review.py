@@ -30,17 +30,22 @@ Page statuses, in order of precedence:
 from __future__ import annotations
 
 import copy
+import json
 import os
+import threading
 import time
+import weakref
+from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
 
 from dxstudio.engine.config import size_config
 from dxstudio.engine.page import Page, PageError
-from dxstudio.fsutil import write_bytes_atomic
+from dxstudio.fsutil import parse_json, write_bytes_atomic
 from dxstudio.grounding import Excluded, not_asked_fields, page_targets
-from dxstudio.project import LabelError, LabelFile, Project, ProjectError, check_page_id, field_from, parse_schema
+from dxstudio.project import (LabelError, LabelFile, Project, ProjectError, check_page_id, field_from, label_from_dict,
+                               parse_schema)
 
 STATUSES = ("unreviewed", "accepted", "excluded", "conflicts", "error")
 HISTORY_LIMIT = 200
@@ -56,6 +61,105 @@ def not_asked_note(names) -> str:
     return (f"{', '.join(names)} not asked yet on this page: left out of training and scoring until "
             f"Label pages asks for {'it' if one else 'them'}, or you set {'it' if one else 'them'} here "
             f"(select words and press {'its' if one else 'the'} key, or Ctrl+key for no value)")
+
+
+def label_bytes(labels: LabelFile) -> bytes:
+    """A label file's bytes, as Project.save_labels writes them."""
+    return (json.dumps(labels.to_dict(), indent=2, ensure_ascii=False, sort_keys=False) + "\n").encode("utf-8")
+
+
+_WRITERS: "weakref.WeakSet[LabelWriter]" = weakref.WeakSet()
+
+
+def flush_label_writes(timeout: float | None = None) -> bool:
+    """Wait until every LabelWriter of this process has written what it was given (any
+    thread; call it before reading label files that a review window may be writing: Label
+    pages, a count, a training run, an export). True when nothing is pending."""
+    return all(w.flush(timeout) for w in list(_WRITERS))
+
+
+class LabelWriter:
+    """Writes a review session's label files on a background thread, in the order given,
+    each atomically (dxstudio.fsutil.write_bytes_atomic: temp file, fsync, rename): a
+    decision's fsync no longer waits on the GUI thread. The session keeps the bytes it gave
+    (`latest`) so a page read again before its write is done shows the new labels. The
+    thread is not a daemon (a process that exits waits for it) and ends when nothing is
+    left; flush() waits for what is pending, close() too (the window's close). A failed
+    write (a full disk) is kept in `failures` and passed to on_error(page_id, path, error)
+    on the writer's thread."""
+
+    def __init__(self, on_error=None):
+        self.on_error = on_error
+        self.failures: list = []  # [(page id, path, error)]
+        self._cond = threading.Condition()
+        self._queue: deque = deque()  # (page id, path, bytes)
+        self._latest: dict = {}  # page id -> (bytes, queued count): the newest bytes not yet written
+        self._thread: threading.Thread | None = None
+        self._busy = False
+        self.written = 0  # files written (tests)
+        _WRITERS.add(self)
+
+    def submit(self, page_id: str, path, data: bytes) -> None:
+        with self._cond:
+            self._queue.append((page_id, str(path), data))
+            n = self._latest.get(page_id, (None, 0))[1]
+            self._latest[page_id] = (data, n + 1)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="dxstudio-label-writer")
+                self._thread.start()
+
+    def pending(self, page_id: str | None = None) -> bool:
+        with self._cond:
+            return (page_id in self._latest) if page_id is not None else bool(self._queue or self._busy)
+
+    def latest(self, page_id: str) -> bytes | None:
+        """The bytes last given for page_id while they are not all written yet, else None."""
+        with self._cond:
+            got = self._latest.get(page_id)
+            return got[0] if got is not None else None
+
+    def flush(self, timeout: float | None = None) -> bool:
+        if self._thread is threading.current_thread():
+            return True
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._queue and not self._busy, timeout)
+
+    close = flush
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                if not self._queue:
+                    self._busy = False
+                    self._cond.notify_all()
+                    return
+                page_id, path, data = self._queue.popleft()
+                # a later write of the same file makes this one moot: write only the last
+                superseded = any(p == path for _, p, _ in self._queue)
+                self._busy = True
+            error = None
+            if not superseded:
+                try:
+                    write_bytes_atomic(path, data)
+                except OSError as e:
+                    error = e
+            with self._cond:
+                data_n = self._latest.get(page_id)
+                if data_n is not None:
+                    n = data_n[1] - 1
+                    if n <= 0:
+                        del self._latest[page_id]
+                    else:
+                        self._latest[page_id] = (data_n[0], n)
+                if not superseded and error is None:
+                    self.written += 1
+                if error is not None:
+                    self.failures.append((page_id, path, error))
+            if error is not None and self.on_error is not None:
+                try:
+                    self.on_error(page_id, path, error)
+                except Exception:  # (the callback's problem must not stop the writes after it)
+                    pass
 
 
 @dataclass
@@ -264,6 +368,9 @@ class ReviewSession:
         self.staged_label_words: dict | None = None  # during a "statuses" notice: label words a job read
         self._write_count = 0  # label files this session wrote (a reload scan's result is older than the later ones)
         self._written: dict[str, int] = {}  # page id -> _write_count at its last write
+        # None: each decision's file is written before the call returns; a LabelWriter (the
+        # app's): written on its thread, read back from it until then (flush_writes waits)
+        self.label_writer: LabelWriter | None = None
         for pid in self.page_ids:
             self.statuses[pid] = self._compute_status(pid)
         if self.page_ids:
@@ -283,6 +390,30 @@ class ReviewSession:
     def _notify(self, kind: str, page_id: str | None) -> None:
         for fn in list(self._observers):
             fn(kind, page_id)
+
+    # -- writing label files ---------------------------------------------------------------
+    def flush_writes(self, timeout: float | None = None) -> bool:
+        """Wait until the label writer (if any) has written every decision (any thread)."""
+        w = getattr(self, "label_writer", None)
+        return w.flush(timeout) if w is not None else True
+
+    def _read_labels(self, page_id: str) -> tuple:
+        """(LabelFile, bytes) of a page: the bytes still on their way to disk if there are."""
+        w = getattr(self, "label_writer", None)
+        raw = w.latest(page_id) if w is not None else None
+        if raw is None:
+            return self.project.read_labels(page_id)
+        path = self.project.label_path(page_id)
+        return label_from_dict(parse_json(raw, path, LabelError), str(path), page_id), raw
+
+    def write_failed(self, page_id: str) -> None:
+        """The label writer could not write page_id's file (a full disk): the file is as
+        before. The page is read again from disk when it is the current one (once nothing
+        more is pending for it), and by the next reload in any case."""
+        self._file_keys.pop(page_id, None)
+        w = self.label_writer
+        if page_id == self.current and (w is None or not w.pending(page_id)):
+            self.goto(page_id)
 
     # -- derived state ---------------------------------------------------------------------
     @property
@@ -409,7 +540,7 @@ class ReviewSession:
         self.error = None
         try:
             self.page = self.project.load_page(page_id)
-            self.labels, self._labels_raw = self.project.read_labels(page_id)
+            self.labels, self._labels_raw = self._read_labels(page_id)
             self._refresh_current()
         except (PageError, LabelError, ProjectError, ReviewError) as e:
             self.page = self.labels = self.targets = None
@@ -474,8 +605,11 @@ class ReviewSession:
         known0 = dict(self._file_keys) if basis0 == self._basis else {}
         since = self._write_count
         root = self.project.root
+        writer = self.label_writer
 
         def scan() -> ReloadScan:
+            if writer is not None:
+                writer.flush()  # the decisions on their way to disk are read as written
             shadow = ReviewSession.__new__(ReviewSession)  # reads statuses, nothing else
             shadow.project, shadow.max_words, shadow._states, shadow._file_keys = base, max_words, {}, {}
             if reopen:
@@ -574,6 +708,7 @@ class ReviewSession:
         safe on a worker thread: it rewrites the label files and dxproject.json and reads every
         page's status afresh, touching nothing of this session. commit_schema(staged) then makes
         it current on the session's thread. Raises ProjectError / ReviewError like set_schema."""
+        self.flush_writes()  # the label files it rewrites hold every decision made before
         project = Project.open(self.project.root)
         if undo is None:
             change = schema_change(project, fields, renames)
@@ -652,6 +787,7 @@ class ReviewSession:
     def _apply_schema(self, project, fields, renames: dict, field_map: dict | None) -> None:
         """Labels renamed first (each file atomic), then dxproject.json: a failure between the two
         leaves labels under names the schema does not have yet, which a retry renames again."""
+        self.flush_writes()
         if renames:
             _, problems = project.rename_fields_in_labels(renames)
             if problems:
@@ -706,10 +842,17 @@ class ReviewSession:
         history = labels.review.setdefault("history", [])
         history.append(entry)
         del history[:-HISTORY_LIMIT]
-        self.project.save_labels(page_id, labels)
+        path = self.project.label_path(page_id)
+        if labels.page != page_id:
+            raise LabelError(f"{path}: label file is for page {labels.page!r}, not {page_id!r}")
+        data = label_bytes(labels)
+        if self.label_writer is not None:
+            self.label_writer.submit(page_id, path, data)  # (written on its thread: no fsync waited on here)
+        else:
+            write_bytes_atomic(path, data)
         self._write_count += 1
         self._written[page_id] = self._write_count
-        self._labels_raw = self._disk_bytes(page_id)
+        self._labels_raw = data
         self.labels = labels
         self._refresh_current()
         self._notify("labels", page_id)
@@ -725,8 +868,14 @@ class ReviewSession:
         """Refuse to write over a label file that changed on disk since this session read it
         (`label --jsonl`, a re-import or another window wrote new answers): the page is reloaded
         with what is on disk now and ReviewError says so; nothing is overwritten."""
-        if page_id == self.current and self._labels_raw is not None and self._disk_bytes(page_id) == self._labels_raw:
-            return
+        if page_id == self.current and self._labels_raw is not None:
+            w = self.label_writer
+            on_the_way = w.latest(page_id) if w is not None else None
+            if on_the_way is not None:  # this session's own write, not done yet: the disk will hold it
+                if on_the_way == self._labels_raw:
+                    return
+            elif self._disk_bytes(page_id) == self._labels_raw:
+                return
         path = self.project.label_path(page_id)
         self.goto(page_id)
         raise ReviewError(f"{path}: changed on disk since this page was shown (another command or window "

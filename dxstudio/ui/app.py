@@ -33,7 +33,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (QApplication, QFileDialog, QInputDialog, QLabel, QMainWindow, QMessageBox,
                                QScrollArea, QSplitter, QTabWidget, QVBoxLayout, QWidget)
@@ -42,14 +42,14 @@ from dxstudio.bundled import sample_dir
 from dxstudio.engine.page import PageError
 from dxstudio.fsutil import read_json, write_json_atomic
 from dxstudio.project import LabelError, ProjectError, ProjectLayout
-from dxstudio.review import ReviewError, ReviewSession, export_reviewed
+from dxstudio.review import LabelWriter, ReviewError, ReviewSession, export_reviewed, flush_label_writes
 from dxstudio.ui.extract_panel import ExtractPanel
 from dxstudio.ui.field_panel import FieldPanel, same_value_pairs
 from dxstudio.ui.import_dialog import ImportDialog, NewProjectDialog
 from dxstudio.ui.keys_dialog import KeysDialog
 from dxstudio.ui.model_answers import ModelAnswers, ModelBar
 from dxstudio.ui.page_list import COUNT_WORDS, PageList
-from dxstudio.ui.page_view import FillBar, PageView, tag_name
+from dxstudio.ui.page_view import FillBar, PageView, prefetch_images, tag_name
 from dxstudio.ui.reloader import SessionReloader
 from dxstudio.ui.schema_panel import SchemaPanel
 
@@ -179,6 +179,34 @@ def accept_note(page_id: str, status) -> str:
 HEADLESS_PLATFORMS = ("offscreen", "minimal", "vnc")  # no one at a screen to answer a question
 
 
+class _ElidedLabel(QLabel):
+    """A one-line label that ends in "…" where its room ends (the status bar's key hint at
+    1024 px was cut in the middle of a word); the whole text in its tooltip."""
+
+    def setText(self, text: str) -> None:
+        super().setText(text)
+        self.setToolTip(text)
+
+    def minimumSizeHint(self):
+        size = super().minimumSizeHint()
+        size.setWidth(0)
+        return size
+
+    def paintEvent(self, event):
+        from PySide6.QtGui import QPainter
+
+        painter = QPainter(self)
+        rect = self.contentsRect()
+        text = self.fontMetrics().elidedText(self.text(), Qt.ElideRight, rect.width())
+        painter.setPen(self.palette().color(self.foregroundRole()))
+        painter.drawText(rect, int(Qt.AlignLeft | Qt.AlignVCenter), text)
+
+
+class _WriteFailures(QObject):
+    """Carries the label writer's failures (its thread) to the GUI thread (a queued signal)."""
+    failed = Signal(str, str, str)  # page id, file, problem
+
+
 class MainWindow(QMainWindow):
     # Ask before closing during a fine-tuning run: True always, False never (the tests' fixture),
     # None (the default) when a person can answer, i.e. not on a headless platform (offscreen,
@@ -191,6 +219,12 @@ class MainWindow(QMainWindow):
         super().__init__(parent)
         self.remember = remember
         self.session = ReviewSession(project_path)
+        # each decision's label file is written (and synced) on the writer's thread: the GUI
+        # thread does not wait on the disk; the close waits for what is still pending
+        self._write_failures = _WriteFailures(self)
+        self._write_failures.failed.connect(self._label_write_failed)
+        self.session.label_writer = LabelWriter(
+            on_error=lambda pid, path, e: self._write_failures.failed.emit(pid, path, str(e)))
         self.project_root = Path(self.session.project.root)
         self.setWindowTitle(f"dxstudio — {self.session.project.name}")
         self.setStyleSheet(STYLE)
@@ -268,7 +302,8 @@ class MainWindow(QMainWindow):
 
         self.counts_label = QLabel()
         self.statusBar().addPermanentWidget(self.counts_label)
-        self.hover_label = QLabel(KEY_HINT)
+        self.hover_label = _ElidedLabel(KEY_HINT)
+        self.hover_label.setToolTip(KEY_HINT)
         self.hover_label.setStyleSheet("color: #495057;")
         self.statusBar().addWidget(self.hover_label, 1)
         from PySide6.QtWidgets import QPushButton
@@ -444,6 +479,8 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage("Labelling is running: decisions are paused until it ends "
                                          "(Schema & labels tab, Cancel to stop it)", 6000)
             return False
+        if fn is not self.session.goto and fn is not self.session.reload:
+            self._write_problem = ""  # a new decision: the note of a failed write goes
         try:
             fn(*args)
             return True
@@ -635,6 +672,20 @@ class MainWindow(QMainWindow):
         reloader.reloaded is emitted."""
         self.reloader.request(then if callable(then) else None)  # (an action's trigger passes its checked flag)
 
+    def _label_write_failed(self, page_id: str, path: str, problem: str) -> None:
+        """A decision's label file could not be written (a full disk): the file is as it was;
+        say so, and show the page as it is on disk."""
+        text = (f"Not saved: {problem} ({path}). The page {page_id} shows what is on disk: decide again "
+                f"once the problem is fixed")
+        try:
+            self.session.write_failed(page_id)
+        except (ReviewError, ProjectError, LabelError, PageError, OSError) as e:
+            text += f"; it cannot be read again: {e}"
+        self._write_problem = text  # kept in the banner (a reload redraws it) until the next decision
+        self.statusBar().showMessage(text, 20000)
+        self._show_banner(text, "error")
+        self.reload()  # its status in the list too
+
     def _reload_failed(self, message: str) -> None:
         self.statusBar().showMessage(message, 10000)
         self._show_banner(message, "error")
@@ -661,6 +712,7 @@ class MainWindow(QMainWindow):
         dialog.show()
 
     def import_dialog(self) -> None:
+        flush_label_writes()  # (a re-import rewrites label files)
         dialog = ImportDialog(self.project_root, self)
         dialog.imported.connect(lambda report: self.after_import())
         self._jobs.append(dialog)
@@ -682,6 +734,7 @@ class MainWindow(QMainWindow):
             if not path:
                 return None
         try:
+            self.session.flush_writes()
             n = export_reviewed(self.session.project, path, max_words=self.session.max_words)
         except (ReviewError, OSError) as e:
             QMessageBox.warning(self, "Not exported", str(e))
@@ -805,6 +858,29 @@ class MainWindow(QMainWindow):
                             image_root=s.project.pages_dir, predictions=self._page_answers())
         self._draw_search()
         self._update_banner()
+        self._prefetch_neighbours()
+
+    def _prefetch_neighbours(self) -> None:
+        """The images of the list's next and previous pages decoded in the background (J / K)."""
+        s = self.session
+        ids = self.page_list.visible_ids()
+        if s.current not in ids:
+            return
+        k = ids.index(s.current)
+        near = [ids[j] for j in (k + 1, k - 1) if 0 <= j < len(ids)]
+        project = s.project
+
+        def paths():
+            out = []
+            for pid in near:
+                try:
+                    image = project.load_page(pid).image
+                except (PageError, ProjectError, OSError, ValueError):
+                    continue
+                if image:
+                    out.append(Path(image) if Path(image).is_absolute() else Path(project.pages_dir) / image)
+            return out
+        prefetch_images(paths)
 
     def _page_answers(self) -> dict | None:
         """The model's answers for the page shown, as the page view draws them (None: off or none)."""
@@ -847,6 +923,9 @@ class MainWindow(QMainWindow):
         if same:
             notes.append(same)
             kind = "warn"
+        if getattr(self, "_write_problem", ""):
+            notes.insert(0, self._write_problem)
+            kind = "error"
         if notes:
             self._show_banner(" · ".join(notes), kind)
         else:
@@ -962,6 +1041,8 @@ class MainWindow(QMainWindow):
                 event.ignore()
                 return
         self._save_page()
+        # nothing decided is lost: the decisions still on their way to disk are written first
+        self.session.flush_writes()
         if panel is not None and hasattr(panel, "shutdown"):
             panel.shutdown()
         self.schema_panel.shutdown()

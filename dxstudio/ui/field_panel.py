@@ -279,6 +279,7 @@ class FieldPanel(QWidget):
         self.rows_layout.setContentsMargins(0, 0, 0, 0)
         self.rows_layout.setSpacing(6)
         scroll = QScrollArea()
+        self._scroll = scroll
         scroll.setWidgetResizable(True)
         scroll.setWidget(self.rows_box)
         scroll.setFrameShape(QFrame.NoFrame)
@@ -379,11 +380,22 @@ class FieldPanel(QWidget):
             self.current_field = differs[0] if differs else self.current_field
         for name, w in self.rows.items():
             w.set_current(name == self.current_field)
+        self._show_current_row()
 
     def set_current_field(self, name: str | None) -> None:
         self.current_field = name if name in self.rows else None
         for n, w in self.rows.items():
             w.set_current(n == self.current_field)
+        self._show_current_row()
+
+    def _show_current_row(self) -> None:
+        """The current field's row scrolled into view (at 1024x768 it sat below the fold)."""
+        row = self.rows.get(self.current_field) if self.current_field else None
+        if row is not None:
+            from PySide6.QtCore import QTimer
+
+            QTimer.singleShot(0, lambda: self._scroll.ensureWidgetVisible(row, 0, 6)
+                              if self.rows.get(self.current_field) is row else None)
 
     def show_selection(self, words: list, page) -> None:
         if not words or page is None:

@@ -62,7 +62,8 @@ class ModelAnswers(QObject):
         self._by_sha: dict[str, dict] = {}  # every model read in this window: switching back is instant
         self._labels: dict[str, dict] = {}  # page id -> {field: label words}
         self._texts: dict[str, dict] = {}  # page id -> {field: the label's text}
-        self._keys: dict[str, tuple | None] = {}  # page id -> its queue key (queue_key)
+        self._keys: _Keys = _Keys()  # page id -> its queue key (queue_key)
+        self._queue_cache: tuple | None = None  # (the keys' version, page ids, the queue in order)
         self._ids: tuple = tuple(session.page_ids)  # the pages as the keys' places count them
         self._job: Job | None = None
         self._cursor: tuple | None = None  # the queue key of the last page the queue opened
@@ -181,7 +182,7 @@ class ModelAnswers(QObject):
         if pid not in self._labels:
             try:
                 project = s.project
-                self._labels[pid], self._texts[pid] = label_words_of(project.load_page(pid), project.load_labels(pid),
+                self._labels[pid], self._texts[pid] = label_words_of(project.load_page(pid), s._read_labels(pid)[0],
                                                                      s.field_names, s.max_words)
             except (ValueError, OSError):
                 return None
@@ -233,8 +234,17 @@ class ModelAnswers(QObject):
         return review_queue.queue_key(st.status, self.comparison(pid), self.session.page_ids.index(pid))
 
     def queue(self) -> list[str]:
-        keyed = [(k, pid) for pid in self.session.page_ids if (k := self.queue_key(pid)) is not None]
-        return [pid for _, pid in sorted(keyed)]
+        """The queue in order, sorted again only when a key changed (a decision, answers, a
+        reload): a page switch asks for it twice (the bar's count, the list's) and a sort of
+        every page's key each time was a few ms of the GUI thread per key press."""
+        ids = self.session.page_ids
+        cached = self._queue_cache
+        if cached is not None and cached[0] == self._keys.version and cached[1] is ids:
+            return list(cached[2])
+        keyed = [(k, pid) for pid in ids if (k := self.queue_key(pid)) is not None]
+        order = [pid for _, pid in sorted(keyed)]
+        self._queue_cache = (self._keys.version, ids, order)
+        return list(order)
 
     def next_in_queue(self, current: str | None) -> str | None:
         """The next page of the queue: after the last page the queue opened (so after accepting
@@ -246,6 +256,24 @@ class ModelAnswers(QObject):
             return None
         self._cursor, pid = found
         return pid
+
+
+class _Keys(dict):
+    """The queue keys per page; `version` counts its changes (ModelAnswers.queue keeps its
+    sorted list while it stays the same)."""
+    version = 0
+
+    def __setitem__(self, key, value):
+        self.version += 1
+        super().__setitem__(key, value)
+
+    def pop(self, *args):
+        self.version += 1
+        return super().pop(*args)
+
+    def clear(self):
+        self.version += 1
+        super().clear()
 
 
 class ModelBar(QWidget):

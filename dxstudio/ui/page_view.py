@@ -39,12 +39,13 @@ alpha); FillBar(view) is the row of controls above the page (slider, Hide fills,
 """
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from pathlib import Path
 
 from PySide6.QtCore import QPoint, QRect, QRectF, Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QPen, QPixmap
-from PySide6.QtWidgets import (QCheckBox, QGraphicsPixmapItem, QGraphicsRectItem, QGraphicsScene,
+from PySide6.QtGui import QBrush, QColor, QFont, QImage, QPainter, QPen, QPixmap
+from PySide6.QtWidgets import (QCheckBox, QGraphicsItem, QGraphicsPixmapItem, QGraphicsRectItem, QGraphicsScene,
                                QGraphicsSimpleTextItem, QGraphicsView, QHBoxLayout, QLabel, QRubberBand,
                                QSlider, QWidget)
 
@@ -103,18 +104,78 @@ _PIXMAPS: "OrderedDict[tuple, QPixmap]" = OrderedDict()
 PIXMAP_CACHE = 48  # page images kept decoded (a 432x648 grey receipt is 0.3 MB): J / K back and forth
 
 
-def _pixmap(path: Path) -> QPixmap:
-    """The image at path, decoded once while the file stays the same (its size and time): a
-    page switch draws it without reading and decoding the file again. A null pixmap when it
-    is missing or unreadable."""
+_DECODED: "OrderedDict[tuple, QImage]" = OrderedDict()  # decoded off the GUI thread (prefetch_images)
+_DECODED_LOCK = threading.Lock()
+_PREFETCH: dict = {"thread": None, "wanted": None}  # the prefetch thread and the request it has not taken yet
+
+
+def _image_key(path: Path) -> tuple | None:
     try:
         st = path.stat()
     except OSError:
+        return None
+    return (str(path), st.st_mtime_ns, st.st_size)
+
+
+def prefetch_images(paths) -> None:
+    """Decode these page images on a background thread (QImage, safe off the GUI thread), so
+    that showing their page next (J, K, Q) only turns the image into a pixmap: decoding a
+    page's PNG was the largest share of a page switch's own work. A newer request replaces
+    one not started yet; images already decoded are skipped. paths: a list, or a function
+    that returns one, called on that thread (the pages' files are read there too)."""
+    with _DECODED_LOCK:
+        _PREFETCH["wanted"] = paths
+        t = _PREFETCH["thread"]
+        if t is not None and t.is_alive():
+            return
+        t = threading.Thread(target=_prefetch_run, name="dxstudio-page-images", daemon=True)
+        _PREFETCH["thread"] = t
+    t.start()
+
+
+def _prefetch_run() -> None:
+    while True:
+        with _DECODED_LOCK:
+            paths, _PREFETCH["wanted"] = _PREFETCH["wanted"], None
+            if paths is None:
+                _PREFETCH["thread"] = None
+                return
+        try:
+            paths = [Path(p) for p in (paths() if callable(paths) else paths) if p]
+        except Exception:  # (a page that does not load: shown, and named, when it is opened)
+            paths = []
+        for path in paths:
+            key = _image_key(path)
+            if key is None or key in _PIXMAPS:
+                continue
+            with _DECODED_LOCK:
+                if key in _DECODED:
+                    continue
+            image = QImage(str(path))
+            if image.isNull():
+                continue
+            with _DECODED_LOCK:
+                _DECODED[key] = image
+                while len(_DECODED) > 8:
+                    _DECODED.popitem(last=False)
+
+
+def _pixmap(path: Path) -> QPixmap:
+    """The image at path, decoded once while the file stays the same (its size and time): a
+    page switch draws it without reading and decoding the file again (and a page prefetched
+    by prefetch_images without decoding it on the GUI thread at all). A null pixmap when it
+    is missing or unreadable."""
+    key = _image_key(path)
+    if key is None:
         return QPixmap()
-    key = (str(path), st.st_mtime_ns, st.st_size)
     pixmap = _PIXMAPS.get(key)
     if pixmap is None:
-        pixmap = QPixmap(str(path)) if path.is_file() else QPixmap()
+        with _DECODED_LOCK:
+            image = _DECODED.pop(key, None)
+        if image is not None:
+            pixmap = QPixmap.fromImage(image)
+        else:
+            pixmap = QPixmap(str(path)) if path.is_file() else QPixmap()
         if pixmap.isNull():
             return pixmap
         _PIXMAPS[key] = pixmap
@@ -312,6 +373,10 @@ class PageView(QGraphicsView):
             from PySide6.QtGui import QTransform
             item.setTransform(QTransform.fromScale(float(page.width) / pixmap.width(), sy))
         item.setZValue(-5)
+        # drawn from a pixmap at the screen's pixels, made again only when the zoom or the
+        # size changes: the image was scaled smoothly (SmoothPixmapTransform) at every paint
+        # of the view, a hover, a selection or a decision's restyle included
+        item.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
         self.scene().addItem(item)
         return True
 

@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QDoubleSpinBox, QFi
 
 from dxstudio.labelling import LabelClient, LabellingError, import_answers_jsonl, label_project
 from dxstudio.project import DEFAULT_API_KEY_ENV, DEFAULT_WEIGHT, LabelError, Project, ProjectError, parse_schema
-from dxstudio.review import ReviewError, _SchemaEdit, schema_change
+from dxstudio.review import ReviewError, _SchemaEdit, flush_label_writes, schema_change
 from dxstudio.ui.jobs import Job, process_events_while
 
 
@@ -39,6 +39,7 @@ def label_work(project_root, limit=None, force=False, client_factory=None):
             if job.cancelled.is_set() and done < total:
                 raise LabellingCancelled()
 
+        flush_label_writes()  # it rewrites label files: the review's pending decisions first
         project = Project.open(project_root)
         client = (client_factory or LabelClient.from_project)(project)
         try:
@@ -520,6 +521,7 @@ class SchemaPanel(QWidget):
             if not path:
                 return None
         try:
+            self.session.flush_writes()  # it rewrites label files
             report = import_answers_jsonl(self.session.project, path).to_dict()
         except LabelError as e:
             self.result.setText(f"<span style='color:#D7191C'>{e}</span>")

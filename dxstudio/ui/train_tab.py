@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (QApplication, QCheckBox, QComboBox, QDoubleSpinBo
 from dxstudio.engine import readiness
 from dxstudio.grounding import left_out_note
 from dxstudio.project import Project
+from dxstudio.review import flush_label_writes
 from dxstudio.tuning import DEFAULTS, FORM_SETTINGS, TuneError, prepare_run, resolve_settings
 from dxstudio.tuning.localfirst import folds_plan
 from dxstudio.tuning.rundir import RunDir
@@ -78,6 +79,31 @@ def cache_static_items(plot: pg.PlotWidget) -> list:
     for it in cached:
         it.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
     return cached
+
+
+class RoomyLabel(QLabel):
+    """A word-wrapped label whose room never shrinks while its width stays: the Train tab's
+    lines above the plots change with every count (a page reviewed, a field added), and a
+    line more or less resized both plots, whose axes are then drawn anew (their cache is per
+    size): 20-40 ms of the GUI thread for a new number. `lines` are reserved from the start."""
+
+    def __init__(self, text: str = "", lines: int = 1, parent=None):
+        super().__init__(text, parent)
+        self.setWordWrap(True)
+        self._lines = lines
+        self._room = (0, 0)  # (width, the tallest height the text needed at that width)
+
+    def heightForWidth(self, width: int) -> int:
+        h = max(super().heightForWidth(width), self.fontMetrics().lineSpacing() * self._lines)
+        if self._room[0] == width:
+            h = max(h, self._room[1])
+        self._room = (width, h)
+        return h
+
+    def minimumSizeHint(self):
+        size = super().minimumSizeHint()
+        size.setHeight(max(size.height(), self.fontMetrics().lineSpacing() * self._lines))
+        return size
 
 
 def breakdown_text(c: dict, accepted_only: bool, heldout_fraction=None) -> str:
@@ -222,6 +248,7 @@ def tune_work(project_root: Path, run_dir: Path, overrides: dict, resume: bool):
     """The Train tab's job: prepare, train, finish. Returns ("finished", report, run_dir) or
     ("stopped", run_dir, step, total); reports a Prepared, then every dxstudio.tuning.Event."""
     def work(job):
+        flush_label_writes()  # the decisions the review window is still writing count
         project = Project.open(project_root)
         run = prepare_run(project, run_dir, overrides, resume=resume)  # a TuneRun, or a FoldedRun with folds
         job.report(Prepared(str(run_dir), run.total_steps, (checkpoint_step(run_dir) or 0) if resume else 0,
@@ -317,13 +344,12 @@ class TrainingPanel(QWidget):
         self.progress.setValue(0)
         self.progress.setFormat("step %v of %m")
         self.time_label = QLabel("")
-        self.start_label = QLabel("")
+        self.start_label = RoomyLabel("", 1)
         self.start_label.setObjectName("starts_from")
-        self.start_label.setWordWrap(True)
         self.start_label.setTextFormat(Qt.TextFormat.RichText)
-        self.breakdown_label = QLabel("")
+        # the lines above the plots keep their room: a new count or model does not resize them
+        self.breakdown_label = RoomyLabel("Counting the pages…", 3)
         self.breakdown_label.setObjectName("breakdown")
-        self.breakdown_label.setWordWrap(True)
         self.breakdown_label.setTextFormat(Qt.TextFormat.RichText)
         self.status_label = QLabel("Press Fine-tune to train a model on the pages counted above.")
         self.status_label.setWordWrap(True)
@@ -688,6 +714,7 @@ class TrainingPanel(QWidget):
         root = self.project_root
 
         def work(job):
+            flush_label_writes()  # (an accept just made counts)
             return training_breakdown(Project.open(root), accepted_only), accepted_only
 
         self._count_again = False

@@ -226,3 +226,103 @@ def test_the_train_plots_keep_their_items_and_cache_their_axes(qtbot, small_proj
         panel._redraw_loss()
     xs, ys = panel.loss_curve.getData()
     assert list(xs) == list(range(1, 101)) and ys[-1] == 1.0 / 100
+
+
+def _slow_writes(monkeypatch, delay=0.4, fail=None):
+    """Label writes that take `delay` s (a slow disk), recording the thread of each; fail: an
+    OSError raised instead (a full disk)."""
+    import threading
+    import time
+
+    import dxstudio.review as review
+
+    real = review.write_bytes_atomic
+    threads = []
+
+    def slow(path, data):
+        threads.append(threading.current_thread())
+        time.sleep(delay)
+        if fail is not None:
+            raise fail
+        real(path, data)
+
+    monkeypatch.setattr(review, "write_bytes_atomic", slow)
+    return threads
+
+
+def test_a_decision_is_written_off_the_gui_thread_and_a_close_right_after_keeps_it(qtbot, receipts_project,
+                                                                                   tmp_path, monkeypatch):
+    """A writes the label file (with its fsync) on the writer's thread; going back to the page
+    before the write is done shows the decision; Ctrl+Z on it is not taken for another
+    program's change; and a close right after waits for the writes: nothing decided is lost."""
+    import threading
+
+    from dxstudio.ui.app import MainWindow
+    from tests.ui.conftest import show_active
+
+    monkeypatch.setenv("DXSTUDIO_HOME", str(tmp_path / "home"))
+    threads = _slow_writes(monkeypatch)
+    w = show_active(qtbot, MainWindow(receipts_project))
+    s = w.session
+    first, second = s.page_ids[0], s.page_ids[1]
+    path = receipts_project / "labels" / f"{first}.json"
+    before = path.read_bytes()
+    qtbot.keyClick(w.view, Qt.Key_A)
+    assert s.current == second and s.statuses[first].status == "accepted"
+    assert s.label_writer.pending() and path.read_bytes() == before  # the key did not wait on the disk
+    qtbot.keyClick(w.view, Qt.Key_K)  # back to it while its file is still being written
+    assert s.current == first and s.labels.state == "accepted" and "Accepted" not in w.banner.text()
+    qtbot.keyClick(w.view, Qt.Key_U)  # a second decision on it: this window's own write, no conflict
+    assert s.labels.state == "unreviewed" and "changed on disk" not in w.statusBar().currentMessage()
+    qtbot.keyClick(w.view, Qt.Key_A)
+    w.close()  # at once: the close waits for the three writes
+    assert not s.label_writer.pending()
+    assert json.loads(path.read_text())["review"]["state"] == "accepted"
+    assert threads and all(t is not threading.main_thread() for t in threads)
+    assert [e["op"] for e in json.loads(path.read_text())["review"]["history"]][-3:] == ["accept", "unreview",
+                                                                                        "accept"]
+
+
+def test_a_write_that_fails_says_so_and_shows_what_is_on_disk(qtbot, receipts_project, tmp_path, monkeypatch):
+    import errno
+
+    from dxstudio.ui.app import MainWindow
+    from tests.ui.conftest import show_active
+
+    monkeypatch.setenv("DXSTUDIO_HOME", str(tmp_path / "home"))
+    _slow_writes(monkeypatch, delay=0.05, fail=OSError(errno.ENOSPC, "No space left on device"))
+    w = show_active(qtbot, MainWindow(receipts_project))
+    s = w.session
+    first = s.page_ids[0]
+    qtbot.keyClick(w.view, Qt.Key_K)  # (the first page: A would go on to the next)
+    qtbot.keyClick(w.view, Qt.Key_U)
+    qtbot.keyClick(w.view, Qt.Key_A)
+    qtbot.waitUntil(lambda: "Not saved" in w.banner.text(), timeout=10000)
+    assert "No space left" in w.banner.text() and first in w.banner.text()
+    qtbot.waitUntil(lambda: not w.reloader.busy, timeout=10000)
+    qtbot.wait(50)
+    assert "Not saved" in w.banner.text()  # the reload that follows keeps the note
+    on_disk = json.loads((receipts_project / "labels" / f"{first}.json").read_text())
+    assert s.statuses[first].status != "accepted" and on_disk.get("review", {}).get("state") != "accepted"
+
+
+def test_the_next_pages_image_is_decoded_in_the_background_before_j(window, qtbot):
+    from pathlib import Path
+
+    from dxstudio.ui import page_view
+
+    w, s = window, window.session
+    page_view._PIXMAPS.clear()
+    with page_view._DECODED_LOCK:
+        page_view._DECODED.clear()
+    qtbot.keyClick(w.view, Qt.Key_J)  # shows a page: the list's next one is decoded meanwhile
+    ids = w.page_list.visible_ids()
+    nxt = ids[ids.index(s.current) + 1]
+    image = s.project.load_page(nxt).image
+    assert image, "the fixture's pages have images"
+    key = page_view._image_key(Path(s.project.pages_dir) / image)
+    qtbot.waitUntil(lambda: key in page_view._DECODED, timeout=10000)
+    assert key not in page_view._PIXMAPS
+    qtbot.keyClick(w.view, Qt.Key_J)
+    assert s.current == nxt and w.view.has_image
+    assert key in page_view._PIXMAPS and key not in page_view._DECODED  # made from the decoded image

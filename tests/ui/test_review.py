@@ -12,6 +12,7 @@ from dxstudio.ui.page_view import B_ALPHA, I_ALPHA, IMAGE_FILL, field_colours
 
 
 def on_disk(window, pid=None):
+    window.session.flush_writes()  # (the app writes a decision's file on its writer thread)
     pid = pid or window.session.current
     return json.loads((window.project_root / "labels" / f"{pid}.json").read_text())
 
@@ -178,6 +179,7 @@ def test_broken_page_and_label_file_are_named_and_the_rest_works(qtbot, activate
     w.statusBar().clearMessage()
     qtbot.keyClick(w.view, Qt.Key_A)  # refused with a message naming the file, nothing written
     assert f"{ids[1]}.json" in w.statusBar().currentMessage()
+    w.session.flush_writes()
     assert not (receipts_project / "labels" / f"{ids[1]}.json").exists() or \
         json.loads((receipts_project / "labels" / f"{ids[1]}.json").read_text())["review"]["state"] == "unreviewed"
     qtbot.keyClick(w.view, Qt.Key_J)
@@ -186,6 +188,7 @@ def test_broken_page_and_label_file_are_named_and_the_rest_works(qtbot, activate
     qtbot.keyClick(w.view, Qt.Key_J)
     assert w.session.current == ids[3] and w.view.word_count() > 0
     qtbot.keyClick(w.view, Qt.Key_A)
+    w.session.flush_writes()
     assert json.loads((receipts_project / "labels" / f"{ids[3]}.json").read_text())["review"]["state"] == "accepted"
 
 

@@ -15,6 +15,9 @@ from tests.ui.conftest import show_active
 
 
 def on_disk(root, pid):
+    from dxstudio.review import flush_label_writes
+
+    flush_label_writes()  # (the app writes a decision's file on its writer thread)
     return json.loads((Path(root) / "labels" / f"{pid}.json").read_text())
 
 

@@ -15,6 +15,7 @@ SAMPLE = REPO / "resources" / "sample"
 
 
 def on_disk(window, pid):
+    window.session.flush_writes()  # (the app writes a decision's file on its writer thread)
     return json.loads((window.project_root / "labels" / f"{pid}.json").read_text())
 
 
