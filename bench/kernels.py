@@ -2,6 +2,7 @@
 machine's peak, one thread.
 
     DXSTUDIO_NUMBA_CACHE=0 python bench/kernels.py [--repeats 15]
+    python bench/kernels.py --backward [--sizes 150,400] [--repeats 15]   # a block's backward, part by part
 
 DXSTUDIO_NUMBA_CACHE=0 makes Numba compile here, so inspect_asm has the assembly (a build loaded
 from the cache carries none). For every kernel: the count of multiply and add instructions by
@@ -11,6 +12,12 @@ fused multiply-adds (must be 0). Then each product kernel on the shapes the base
 shared machine), as GFLOP/s (2*M*K*N) and as a fraction of the peak: without FMA one core issues
 two 16-lane binary32 operations a cycle (issue 13's rule of thumb: 32 flop/cycle; Zen 5 can
 issue four, 64), at the clock /proc/cpuinfo reports. The last line is a JSON object.
+
+--backward: one transformer block's backward at the base size (d 128, 4 heads, ffn 512), part by
+part as its compiled call runs them (the serial builds, one thread, the median of --repeats on the
+CPU clock): each linear layer's packs (pack_t), dx = dy W and dW = dy^T x (mm_nt on the packed
+operands, with their M x K x N and GFLOP/s), the bias sums; the attention's adjoints for 4 heads,
+whole and product by product; then the whole block in one call, so what is not a product shows.
 """
 from __future__ import annotations
 
@@ -62,11 +69,96 @@ def best_cpu_seconds(fn, repeats: int) -> float:
     return best
 
 
+def median_cpu_seconds(fn, repeats: int) -> float:
+    fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.process_time()
+        fn()
+        times.append(time.process_time() - t0)
+    return float(np.median(times))
+
+
+def backward_parts(sizes, repeats: int) -> dict:
+    """--backward: a block's backward part by part (see the module's doc)."""
+    from dxstudio.engine.blocks import transformer as T
+
+    f32 = np.float32
+    d, ffn, heads = 128, 512, 4
+    dh = d // heads
+    rng = np.random.default_rng(0)
+    figures = {}
+    for n in sizes:
+        def r(*shape):
+            return rng.standard_normal(shape).astype(f32)
+
+        n16 = (n + 15) // 16 * 16
+        zb = np.zeros(max(ffn, 3 * d, n16) + 8, f32)
+        rows, parts = [], 0.0
+
+        def part(name, fn, flops=0):
+            nonlocal parts
+            sec = median_cpu_seconds(fn, repeats)
+            parts += sec
+            g = flops / sec / 1e9 if flops else 0.0
+            figures[f"ms_bwd_{n}_{name.split()[0]}_{name.split()[1]}"] = 1e3 * sec
+            rows.append(f"  {name:44s} {1e3 * sec:8.3f} ms" + (f"  {g:6.1f} GFLOP/s" if flops else ""))
+
+        for layer, out_f, in_f in (("fc2", d, ffn), ("fc1", ffn, d), ("proj", d, d), ("qkv", 3 * d, d)):
+            dy, x, w = r(n, out_f), r(n, in_f), r(out_f, in_f)
+            dyt, wp, xp = fused._packed(dy, False), fused._packed(w, False), fused._packed(x, False)
+            dx, dw, db = np.empty((n, in_f), f32), np.empty((out_f, in_f), f32), np.empty(out_f, f32)
+            part(f"{layer} packs (dy, W, x)", lambda: (fused._packed(dy, False), fused._packed(w, False),
+                                                        fused._packed(x, False)))
+            part(f"{layer} dx=dyW {n}x{out_f}x{in_f}", lambda: fused._nt(dy, wp, zb, dx, False), 2 * n * out_f * in_f)
+            part(f"{layer} dW=dyTx {out_f}x{n16}x{in_f}", lambda: fused._nt(dyt, xp, zb, dw, False),
+                 2 * n * out_f * in_f)
+            part(f"{layer} db rowsums", lambda: fused._rowsums(dyt, db))
+        da, qkv = r(n, d), r(n, 3 * d)
+        probs = np.abs(r(heads, n, n))
+        probs /= probs.sum(-1, keepdims=True)
+        dqkv, dpb = np.empty((n, 3 * d), f32), np.zeros((16, n * n), f32)
+        sec = median_cpu_seconds(lambda: T._attention_bwd_ser(da, qkv, probs, heads, f32(5.65), dqkv, dpb, 0), repeats)
+        figures[f"ms_bwd_{n}_attention"] = 1e3 * sec
+        rows.append(f"  {'attention, 4 heads, whole':44s} {1e3 * sec:8.3f} ms  {4 * 8 * n * n * dh / sec / 1e9:6.1f} GFLOP/s")
+        parts += sec
+        dah, vh, p = r(n, dh), r(n, dh), probs[0]
+        vt = kc.transpose32(vh.reshape(-1), 0, dh, n)
+        dp, out = np.empty((n, n), f32), np.empty((n, dh), f32)
+        pt, daht = kc.pack_t(p), kc.pack_t(dah)
+        tb = np.empty(64, f32)
+        for name, fn in ((f" dp=da vT {n}x32x{n} (rows32)", lambda: kc.rows32_block(
+                              dah.reshape(-1), 0, dh, np.int64(0), n, vt, zb[:n16], dp.reshape(-1), n, n, tb)),
+                         (f" dv=pT da {n}x{n16}x32", lambda: fused._mm_nt_ser(pt, daht, zb, out)),
+                         (f" dq=dsc k {n}x{n}x32", lambda: fused._mm_nt_ser(p, daht, zb, out))):
+            sec = median_cpu_seconds(fn, repeats)
+            rows.append(f"    {name:42s} {1e3 * sec:8.3f} ms  {2 * n * n * dh / sec / 1e9:6.1f} GFLOP/s (one head)")
+        xh, inv = r(n, d), np.abs(r(n))
+        w = T.Weights(*(r(*s) for s in [(d,), (d,), (3 * d, d), (3 * d,), (d, d), (d,), (d,), (d,), (ffn, d), (ffn,),
+                                         (d, ffn), (d,)]))
+        g, f1, t, h2, a, h = r(n, ffn), r(n, ffn), r(n, ffn), r(n, d), r(n, d), r(n, d)
+        whole = median_cpu_seconds(lambda: T._block_backward_body(da, w, g, f1, t, h2, xh, inv, a, qkv, probs, h, xh,
+                                                                   inv, dpb, 0, heads, f32(5.65), False), repeats)
+        figures[f"ms_bwd_{n}_block"] = 1e3 * whole
+        print(f"block backward at {n} words (base size), serial builds, median of {repeats} on the CPU clock:")
+        print("\n".join(rows))
+        print(f"  {'the parts above':44s} {1e3 * parts:8.3f} ms")
+        print(f"  {'the whole block, one call':44s} {1e3 * whole:8.3f} ms")
+    return figures
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--backward", action="store_true", help="a block's backward part by part, then exit")
+    ap.add_argument("--sizes", default="150,400", help="words for --backward (default 150,400)")
     args = ap.parse_args(argv)
     rt.set_threads(1)
+    if args.backward:
+        print(C.target_line())
+        figures = backward_parts([int(v) for v in args.sizes.split(",")], args.repeats)
+        print(C.json_line(figures))
+        return 0
     rng = np.random.default_rng(0)
     ghz = clock_ghz()
     peak = 32 * ghz

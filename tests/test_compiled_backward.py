@@ -56,7 +56,7 @@ def _run(cfg, p, n, kind, seed):
     out = {}
     for ops in (REF, FAST):
         _, acts = TB.forward(ops, cfg, p, q, x, pbias_t, row0, True, False)
-        dpbias = np.zeros((n * n, lh), F32)
+        dpbias = np.zeros((lh, n * n), F32)  # a row a head
         grads = {}
         assert TB.backward.uses_compiled(ops, cfg, p, q, acts, dx, dpbias, row0, grads) == ops.fast
         with np.errstate(all="ignore"):
@@ -72,7 +72,7 @@ def _run(cfg, p, n, kind, seed):
 
 
 @pytest.mark.parametrize("n,kind", [(1, "plain"), (7, "signed_zeros"), (17, "plain"), (19, "denormal"),
-                                    (33, "large")])
+                                    (33, "large"), (16, "signed_zeros"), (45, "denormal")])
 def test_compiled_block_backward_gives_the_reference_bytes(models, n, kind):
     for cfg, p in models.values():
         _run(cfg, p, n, kind, seed=n)
@@ -94,7 +94,7 @@ def test_compiled_pair_backward_gives_the_reference_bytes(npair, kind):
     from dxstudio.engine import model as M
 
     rng = np.random.default_rng(npair)
-    dpbias = _dx(rng, npair, 16, kind)
+    dpbias = np.ascontiguousarray(_dx(rng, npair, 16, kind).T)  # (16, pairs): a row an output
     ph = np.maximum(rng.standard_normal((npair, 32)), 0).astype(F32)
     ph[::3, ::5] = 0
     pf = rng.standard_normal((npair, 8)).astype(F32)

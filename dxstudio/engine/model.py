@@ -139,15 +139,16 @@ pair_bias_section = register("pair_bias_section", _pair_bias_ref, late(fused, "p
                                                                   and w2.shape[1] == 32))
 
 
-def _pair_bias_backward_ref(ops: Ops, dpbias, ph, pf, w2):
-    """3. backward: (pair2.weight, pair2.bias, pair1.weight, pair1.bias) gradients."""
-    dph, dw2, db2 = L.linear_relu_backward(ops, dpbias, ph, w2)
+def _pair_bias_backward_ref(ops: Ops, dpbias_t, ph, pf, w2):
+    """3. backward: (pair2.weight, pair2.bias, pair1.weight, pair1.bias) gradients; dpbias_t
+    (L*heads, n*n) is the pair-bias gradient with a row a head (the pairs' gradients are its columns)."""
+    dph, dw2, db2 = L.linear_relu_backward(ops, np.ascontiguousarray(dpbias_t.T), ph, w2)
     return dw2, db2, ops.mm_tn(dph, pf), ops.colsum(dph)
 
 
 pair_bias_backward_section = register(
     "pair_bias_backward_section", _pair_bias_backward_ref, late(fused, "pair_bias_backward"),
-    lambda dpbias, ph, pf, w2: binary32(dpbias, ph, pf, w2) and dpbias.shape[1] == 16 and pf.shape[1] == 8)
+    lambda dpbias_t, ph, pf, w2: binary32(dpbias_t, ph, pf, w2) and dpbias_t.shape[0] == 16 and pf.shape[1] == 8)
 
 
 def _position_tables_ref(ops: Ops, de, buckets, rows):
@@ -349,13 +350,15 @@ def backward(cfg: ModelConfig, params, inp, out: Outputs, go: OutputGrads, ops: 
 
     # 4. blocks, last first
     block = block_type(cfg.block)
-    dpbias = np.zeros((n * n, cfg.layers * cfg.heads), dt)
+    # the pair-bias gradient with a row a head of each block (each head's n*n gradients written
+    # whole, as the forward reads its bias from pbias_t)
+    dpbias_t = np.zeros((cfg.layers * cfg.heads, n * n), dt)
     for l in range(cfg.layers - 1, -1, -1):
-        dx = block.backward(ops, cfg, p, f"blocks.{l}.", c.blocks[l], dx, dpbias, l * cfg.heads, grads)
+        dx = block.backward(ops, cfg, p, f"blocks.{l}.", c.blocks[l], dx, dpbias_t, l * cfg.heads, grads)
 
     # 3. pair MLP: weight gradients are dots over the pairs in row-major order; features get none
     (grads["pair2.weight"], grads["pair2.bias"], grads["pair1.weight"],
-     grads["pair1.bias"]) = pair_bias_backward_section(ops, dpbias, c.ph, c.pf, p["pair2.weight"])
+     grads["pair1.bias"]) = pair_bias_backward_section(ops, dpbias_t, c.ph, c.pf, p["pair2.weight"])
 
     # 2. embedding sum and its layer norm; 1. characters
     grads.update(embed_backward_section(ops, cfg, p, c, inp.buckets, dx))

@@ -11,7 +11,8 @@ What model.py asks of a block type (blocks/__init__.py lists them; ModelConfig.b
     Weights                                the tensors by name, as the compiled forward takes them
     Activations                            what the backward needs from the forward, by name
     forward(ops, cfg, p, prefix, x, pbias_t, row0, keep, allowed) -> (x, Activations or None)
-    backward(ops, cfg, p, prefix, acts, dx, dpbias, row0, grads) -> dx   (a registry entry too)
+    backward(ops, cfg, p, prefix, acts, dx, dpbias_t, row0, grads) -> dx   (a registry entry too;
+                                           dpbias_t (L*heads, n*n): the pair-bias gradient, a row a head)
 
 `forward` is a registry entry (kernels/registry.py): the reference (`_forward_ref`, the layers
 of layers.py in NumPy) or, on the fast path with binary32 arrays, the compiled forward
@@ -266,9 +267,10 @@ _GRAD_NAMES = ("fc2.weight", "fc2.bias", "fc1.weight", "fc1.bias", "ln2.weight",
                "proj.weight", "proj.bias", "qkv.weight", "qkv.bias", "ln1.weight", "ln1.bias")
 
 
-def _backward_ref(ops: Ops, cfg, p, q, bc: Activations, dx, dpbias, row0, grads):
-    """The block's parameter gradients into grads, its pair-bias gradients into dpbias's columns
-    row0 .. row0 + heads - 1; returns dx at the block's input."""
+def _backward_ref(ops: Ops, cfg, p, q, bc: Activations, dx, dpbias_t, row0, grads):
+    """The block's parameter gradients into grads, its pair-bias gradients into dpbias_t's rows
+    row0 .. row0 + heads - 1 (dpbias_t (L*heads, n*n): one row a head, the pairs in row-major
+    order); returns dx at the block's input."""
     d, heads, dh = cfg.d_model, cfg.heads, cfg.head_dim
     scale = _scale(dx.dtype, dh)
     # x = x + fc2(gelu(fc1(ln2(x))))
@@ -289,7 +291,7 @@ def _backward_ref(ops: Ops, cfg, p, q, bc: Activations, dx, dpbias, row0, grads)
             ops, np.ascontiguousarray(da[:, cols]), np.ascontiguousarray(qkv[:, cols]),
             np.ascontiguousarray(qkv[:, kcols]), np.ascontiguousarray(qkv[:, vcols]), bc.probs[hd], scale)
         dqkv[:, cols], dqkv[:, kcols], dqkv[:, vcols] = dq, dk, dv
-        dpbias[:, row0 + hd] = ds.reshape(-1)
+        dpbias_t[row0 + hd] = ds.reshape(-1)
     dh1, grads[q + "qkv.weight"], grads[q + "qkv.bias"] = L.linear_backward(ops, dqkv, bc.h, p[q + "qkv.weight"])
     dln1, grads[q + "ln1.weight"], grads[q + "ln1.bias"] = L.layernorm_backward(ops, dh1, bc.ln1, p[q + "ln1.weight"])
     return dx + dln1
@@ -300,57 +302,78 @@ _gelu_bwd_par, _gelu_bwd_ser = _GELU_BWD
 _softmax_bwd_par, _softmax_bwd_ser = _SOFTMAX_BWD
 
 
-def _attention_bwd_body(da, qkv, probs, heads, scale, dqkv, dpbias, row0):
-    """layers.attention_backward for every head, each head by one thread (serial kernels)."""
+def _attention_bwd_body(da, qkv, probs, heads, scale, dqkv, dpbias_t, row0):
+    """layers.attention_backward for every head, each head by one thread (serial kernels); each
+    head's pair-bias gradient ds written straight into its row row0 + hd of dpbias_t (L*heads, n*n)."""
     n = qkv.shape[0]
     d = da.shape[1]
     dh = d // heads
     n16 = (n + 15) // 16 * 16
-    zb = np.zeros(max(n, dh) + _NR, np.float32)
-    # each head's scratch once per call
-    dah = np.empty((heads, n, dh), np.float32)
-    daht = np.zeros((heads, dh, n16), np.float32)
-    vh = np.empty((heads, n, dh), np.float32)
-    qht = np.zeros((heads, dh, n16), np.float32)
-    kht = np.zeros((heads, dh, n16), np.float32)
-    pt = np.zeros((heads, n, n16), np.float32)
+    zb = np.zeros(max(n16, dh) + _NR, np.float32)
+    daf = da.reshape(n * d)
+    qkvf = qkv.reshape(n * 3 * d)
+    # each head's scratch once per call; the transposed operands' padding past n is set to +0
+    # by the head that owns it (the arrays are not cleared whole)
+    r32 = dh == 32  # dp = da v^T on rows32 (k = 32: the outputs in the lanes), else the tile
+    dah = np.empty((heads, 0 if r32 else n, dh), np.float32)
+    vh = np.empty((heads, 0 if r32 else n, dh), np.float32)
+    vts = np.empty((heads, 32 if r32 else 0, n16), np.float32)
+    tbs = np.empty((heads, 64), np.float32)
+    daht = np.empty((heads, dh, n16), np.float32)
+    qht = np.empty((heads, dh, n16), np.float32)
+    kht = np.empty((heads, dh, n16), np.float32)
+    pt = np.empty((heads, n, n16), np.float32)
     dp = np.empty((heads, n, n), np.float32)
-    ds = np.empty((heads, n, n), np.float32)
     dsc = np.empty((heads, n, n), np.float32)
-    dsct = np.zeros((heads, n, n16), np.float32)
+    dsct = np.empty((heads, n, n16), np.float32)
     outs = np.empty((heads, 3, n, dh), np.float32)  # dq, dk, dv
-    npair = n * n
+    z = np.float32(0.0)
     for hd in prange(heads):
         c0 = hd * dh
-        da_h = dah[hd]
         da_ht = daht[hd]
-        v_h = vh[hd]
         q_ht = qht[hd]
         k_ht = kht[hd]
         for i in range(n):
             for c in range(dh):
-                x = da[i, c0 + c]
-                da_h[i, c] = x
-                da_ht[c, i] = x
-                v_h[i, c] = qkv[i, 2 * d + c0 + c]
+                da_ht[c, i] = da[i, c0 + c]
                 q_ht[c, i] = qkv[i, c0 + c]
                 k_ht[c, i] = qkv[i, d + c0 + c]
+        for c in range(dh):
+            for i in range(n, n16):
+                da_ht[c, i] = z
+                q_ht[c, i] = z
+                k_ht[c, i] = z
         p = probs[hd]
-        _mm_nt_ser(da_h, v_h, zb, dp[hd])  # dp = da v^T
-        _pack_t_ser(p, pt[hd])
+        if r32:  # dp = da v^T: da read in place, v^T with the keys in the lanes (+0 past n)
+            vt = vts[hd]
+            kc.transpose32_into(qkvf, 2 * d + c0, 3 * d, n, vt)
+            kc.rows32_block(daf, c0, d, np.int64(0), n, vt, zb[:n16], dp[hd].reshape(n * n), n, n, tbs[hd])
+        else:
+            da_h = dah[hd]
+            v_h = vh[hd]
+            for i in range(n):
+                for c in range(dh):
+                    da_h[i, c] = da[i, c0 + c]
+                    v_h[i, c] = qkv[i, 2 * d + c0 + c]
+            _mm_nt_ser(da_h, v_h, zb, dp[hd])  # dp = da v^T
+        p_t = pt[hd]
+        _pack_t_ser(p, p_t)
+        for j in range(n):
+            for i in range(n, n16):
+                p_t[j, i] = z
         dq = outs[hd, 0]
         dk = outs[hd, 1]
         dv = outs[hd, 2]
-        _mm_nt_ser(pt[hd], da_ht, zb, dv)  # dv = p^T da
-        _softmax_bwd_ser(dp[hd], p, scale, True, ds[hd], dsc[hd])
+        _mm_nt_ser(p_t, da_ht, zb, dv)  # dv = p^T da
+        ds = dpbias_t[row0 + hd, :n * n].reshape((n, n))  # the pair-bias gradient, in place
+        _softmax_bwd_ser(dp[hd], p, scale, True, ds, dsc[hd])
         _mm_nt_ser(dsc[hd], k_ht, zb, dq)  # dq = dsc k
-        _pack_t_ser(dsc[hd], dsct[hd])
-        _mm_nt_ser(dsct[hd], q_ht, zb, dk)  # dk = dsc^T q
-        dsf = ds[hd]
-        col = row0 + hd
-        for i in range(n):
-            for j in range(n):
-                dpbias[i * n + j, col] = dsf[i, j]
+        dsc_t = dsct[hd]
+        _pack_t_ser(dsc[hd], dsc_t)
+        for j in range(n):
+            for i in range(n, n16):
+                dsc_t[j, i] = z
+        _mm_nt_ser(dsc_t, q_ht, zb, dk)  # dk = dsc^T q
         for i in range(n):
             for c in range(dh):
                 dqkv[i, c0 + c] = dq[i, c]
@@ -364,7 +387,7 @@ _attention_bwd_par, _attention_bwd_ser = _ATT_BWD
 
 @njit(**_jit)
 def _block_backward_body(dx, w, g, f1, t, h2, xhat2, inv2, a, qkv, probs, h, xhat1, inv1,
-                         dpbias, row0, heads, scale, par):
+                         dpbias_t, row0, heads, scale, par):
     n, d = dx.shape
     ffn = w.fc1w.shape[0]
     zb = np.zeros(max(ffn, 3 * d, n) + _NR, np.float32)
@@ -400,9 +423,9 @@ def _block_backward_body(dx, w, g, f1, t, h2, xhat2, inv2, a, qkv, probs, h, xha
     _linear_bwd(dx1, a, w.projw, zb, da, dprojw, dprojb, par)
     dqkv = np.empty((n, 3 * d), np.float32)
     if par:
-        _attention_bwd_par(da, qkv, probs, heads, scale, dqkv, dpbias, row0)
+        _attention_bwd_par(da, qkv, probs, heads, scale, dqkv, dpbias_t, row0)
     else:
-        _attention_bwd_ser(da, qkv, probs, heads, scale, dqkv, dpbias, row0)
+        _attention_bwd_ser(da, qkv, probs, heads, scale, dqkv, dpbias_t, row0)
     dh1 = np.empty((n, d), np.float32)
     dqkvw = np.empty((3 * d, d), np.float32)
     dqkvb = np.empty(3 * d, np.float32)
@@ -420,7 +443,7 @@ def _block_backward_body(dx, w, g, f1, t, h2, xhat2, inv2, a, qkv, probs, h, xha
     return (dln1, dfc2w, dfc2b, dfc1w, dfc1b, dln2w, dln2b, dprojw, dprojb, dqkvw, dqkvb, dln1w, dln1b)
 
 
-def _backward_compiled(cfg, p, q, bc: Activations, dx, dpbias, row0, grads):
+def _backward_compiled(cfg, p, q, bc: Activations, dx, dpbias_t, row0, grads):
     """The block's backward in one compiled call (_block_backward_body): the reference's bytes."""
     dx = np.ascontiguousarray(dx, F32)
     n, d = dx.shape
@@ -429,7 +452,7 @@ def _backward_compiled(cfg, p, q, bc: Activations, dx, dpbias, row0, grads):
     par = parallel_pays(n, n * d * 3 * d)
     out = _block_backward_body(dx, Weights.of(p, q), c(bc.g, F32), c(bc.f1, F32), c(bc.t, F32), c(bc.h2, F32),
                                c(bc.ln2.xhat, F32), c(bc.ln2.inv, F32), c(bc.a, F32), c(bc.qkv, F32), c(probs, F32),
-                               c(bc.h, F32), c(bc.ln1.xhat, F32), c(bc.ln1.inv, F32), dpbias, row0, cfg.heads,
+                               c(bc.h, F32), c(bc.ln1.xhat, F32), c(bc.ln1.inv, F32), dpbias_t, row0, cfg.heads,
                                F32(_scale(F32, cfg.head_dim)), par)
     for name, g in zip(_GRAD_NAMES, out[1:]):
         grads[q + name] = g
@@ -437,5 +460,5 @@ def _backward_compiled(cfg, p, q, bc: Activations, dx, dpbias, row0, grads):
 
 
 backward = register(NAME + "_block_backward", _backward_ref, _backward_compiled,
-                    lambda cfg, p, q, bc, dx, dpbias, row0, grads: (
-                        binary32(dx, bc.qkv, dpbias, p[q + "qkv.weight"]) and dpbias.flags.c_contiguous))
+                    lambda cfg, p, q, bc, dx, dpbias_t, row0, grads: (
+                        binary32(dx, bc.qkv, dpbias_t, p[q + "qkv.weight"]) and dpbias_t.flags.c_contiguous))

@@ -470,15 +470,16 @@ _PAIR_BLOCK = 256  # pairs per block: the transposed block (88 rows of 256 float
 
 
 @njit(**_jit)
-def _pair_mlp_backward_body(dy, ph, pf, w2):
+def _pair_mlp_backward_body(dy_t, ph, pf, w2):
     """model.backward's step 3 (layers.linear_relu_backward into the hidden layer, then
     mm_tn(dph, pf) and the column sums) in one pass over the pairs, K-blocked: the pairs in blocks of
     _PAIR_BLOCK, each block transposed (a pair per lane, +0 past the last pair), the hidden
     layer's gradient computed with the pairs along the vector, and every gradient's 16 lanes
     continued over the block's chunks in a register (lanes_dot_acc): lane l of each output
-    takes the pairs p = 16c + l ascending, as dot16 over the pairs."""
-    npair = dy.shape[0]
-    m = dy.shape[1]
+    takes the pairs p = 16c + l ascending, as dot16 over the pairs. dy_t (16, P): the output
+    gradient with a row an output (the pairs along each row)."""
+    m = dy_t.shape[0]
+    npair = dy_t.shape[1]
     hid = ph.shape[1]
     nf = pf.shape[1]
     B = _PAIR_BLOCK
@@ -506,12 +507,14 @@ def _pair_mlp_backward_body(dy, ph, pf, w2):
             dyt[:, :] = z
             pht[:, :] = z
             pft[:, :] = z
+        for o in range(m):
+            dyr = dy_t[o, p0:p0 + cnt]
+            dto = dyt[o]
+            for q in range(cnt):
+                dto[q] = dyr[q]
         for q in range(cnt):
-            dyr = dy[p0 + q]
             phr = ph[p0 + q]
             pfr = pf[p0 + q]
-            for o in range(m):
-                dyt[o, q] = dyr[o]
             for c in range(hid):
                 pht[c, q] = phr[c]
             for f in range(nf):
@@ -562,11 +565,11 @@ def _pair_mlp_backward_body(dy, ph, pf, w2):
     return dw2, db2, dw1, db1
 
 
-def pair_bias_backward(dpbias, ph, pf, w2):
-    """(pair2.weight, pair2.bias, pair1.weight, pair1.bias) gradients for dpbias (P, 16), ph (P, H)
-    = relu(pair1), pf (P, 8), W2 (16, H): one compiled pass (serial; the pairs' weight gradients
-    are sums over the pairs, which one thread adds in order)."""
-    return _pair_mlp_backward_body(np.ascontiguousarray(dpbias, F32), np.ascontiguousarray(ph, F32),
+def pair_bias_backward(dpbias_t, ph, pf, w2):
+    """(pair2.weight, pair2.bias, pair1.weight, pair1.bias) gradients for dpbias_t (16, P) (a row
+    an output), ph (P, H) = relu(pair1), pf (P, 8), W2 (16, H): one compiled pass (serial; the
+    pairs' weight gradients are sums over the pairs, which one thread adds in order)."""
+    return _pair_mlp_backward_body(np.ascontiguousarray(dpbias_t, F32), np.ascontiguousarray(ph, F32),
                                    np.ascontiguousarray(pf, F32), np.ascontiguousarray(w2, F32))
 
 
@@ -792,7 +795,10 @@ def _packed(x, par):
     """x (K, N) -> (N, K16): x^T, k padded with +0 (compiled.pack_t)."""
     k, n = x.shape
     k16 = (k + 15) // 16 * 16
-    out = np.zeros((n, k16), np.float32)
+    out = np.empty((n, k16), np.float32)  # pack_t writes the first k columns: only the padding is cleared
+    for j in range(n):
+        for kk in range(k, k16):
+            out[j, kk] = np.float32(0.0)
     if par:
         _pack_t_par(x, out)
     else:
