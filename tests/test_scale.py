@@ -349,6 +349,59 @@ def test_extract_on_ray_gives_the_serial_bytes(ray_local, model, inputs, capsys)
     assert ray_local.is_initialized()  # joined the running instance, did not stop it
 
 
+def _readonly_in_a_worker(shared, chunk, params, examples, settings):
+    """In a Ray worker (the arguments out of the object store, as a task gets them): whether
+    they are read-only; then a chunk extracted and an example's gradients computed as the tasks
+    do; then every compiled kernel signature of this process that takes a read-only array."""
+    import gc
+
+    from numba.core import types
+    from numba.core.dispatcher import Dispatcher
+
+    from dxstudio.scale import cluster
+
+    came_readonly = not shared[1]["char_emb"].flags.writeable and not params["char_emb"].flags.writeable
+    lines = cluster._run_chunk(extract_chunk, shared, chunk, ("fast",))
+    sets = cluster._gradient_chunk(shared[0], params, examples, settings, list(params), 1)
+    sigs = [sig for d in gc.get_objects() if isinstance(d, Dispatcher) for sig in d.signatures]
+    readonly = [str(sig) for sig in sigs if any(isinstance(t, types.Array) and not t.mutable for t in sig)]
+    return came_readonly, len(lines), len(sets), len(sigs), readonly
+
+
+def test_ray_tasks_run_the_kernels_on_writable_copies(ray_local, model):
+    """Ray hands a task read-only arrays, and Numba compiles a kernel again for a read-only
+    array (another type): every kernel, in every worker, minutes of CPU before the first chunk
+    or step (the Ray tests took 3 minutes each). The tasks copy them writable first."""
+    import numpy as np
+    from ray import cloudpickle
+
+    from dxstudio.engine.container import load_model
+    from dxstudio.engine.model import to_runtime
+    from dxstudio.engine.readiness import _window
+    from dxstudio.engine.training import Example, Targets, TrainSettings
+
+    m = load_model(model)
+    rng = np.random.default_rng(5)
+    examples = [Example(_window(m.cfg, 6, 11), Targets(
+        tags=rng.integers(-1, m.cfg.n_tags, 6), roles=rng.integers(0, len(m.cfg.roles), 6), doc=2,
+        items=rng.integers(-1, 6, 6), kv=rng.integers(-1, 6, 6)))]
+    settings = TrainSettings(backbone_scale=0.5, loss_role=1.0, loss_doc=1.0, loss_items=0.5, loss_kv=0.5,
+                             clip=0.5, kernels="fast", weight_decay=0.01)
+    params = to_runtime(m.params)
+    chunk = list(page_items([str(sample_pages(1)[0])]))
+    module = sys.modules[__name__]
+    cloudpickle.register_pickle_by_value(module)  # this helper travels by value: tests/ is not on the worker's path
+    try:
+        probe = ray_local.remote(num_cpus=1)(_readonly_in_a_worker)
+        came_readonly, n_lines, n_sets, n_sigs, readonly = ray_local.get(probe.remote(
+            ray_local.put((m.cfg, params, None)), chunk, ray_local.put(params), ray_local.put(examples), settings))
+    finally:
+        cloudpickle.unregister_pickle_by_value(module)
+    assert came_readonly, "Ray handed the task writable arrays: the premise of the copy is gone"
+    assert n_lines == 1 and n_sets == 1 and n_sigs > 0
+    assert readonly == [], f"kernels compiled for read-only arrays in the worker: {readonly[:3]}"
+
+
 def test_a_killed_ray_worker_is_retried_with_no_lost_or_doubled_line(ray_local, model, monkeypatch):
     from dxstudio.engine.container import load_model
     from dxstudio.engine.model import to_runtime
