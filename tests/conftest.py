@@ -182,6 +182,18 @@ def pytest_handlecrashitem(crashitem, report, sched):
 
 
 @pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Under pytest-xdist's --dist loadfile (the README's command) a worker that ended (a
+    timeout's os._exit) has its file's remaining tests, the one that hung among them, sent to
+    the new worker: a hung test would hang again there, up to the restarts allowed. One that
+    already ran over its limit (its stacks file is there) is not run again."""
+    folder = getattr(item.config, "workerinput", {}).get("dx_timeouts")
+    if folder and (Path(folder) / _timeout_file(item.nodeid)).is_file():
+        pytest.skip("ran over its time limit on a worker that was then replaced (reported as crashed, with "
+                    "its stacks); not run again")
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_timeout_cancel_timer(item):
     """Cancel only once the test's teardown is over. pytest-timeout also cancels when a test
     fails (pytest_exception_interact, meant for pdb), which left the teardown unguarded: the

@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -347,6 +348,34 @@ def test_extract_on_ray_gives_the_serial_bytes(ray_local, model, inputs, capsys)
     code, out, err = run_cli(["extract", str(model), *inputs, "--ray", "local", "--chunk", "3"], capsys)
     assert code == 1 and out == serial
     assert ray_local.is_initialized()  # joined the running instance, did not stop it
+
+
+def test_a_ray_task_hands_the_kernels_writable_copies_of_its_read_only_arrays(monkeypatch):
+    """Without a Ray instance: the read-only arrays a task gets from the object store (made so
+    here) reach the chunk's function and the gradients as writable copies with the same bytes;
+    for Numba a read-only array is another type (every kernel would compile again for it)."""
+    import numba
+    import numpy as np
+
+    pytest.importorskip("ray")
+    from dxstudio.engine import training
+    from dxstudio.scale import cluster
+
+    def frozen(a):
+        a = np.array(a, np.float32)
+        a.setflags(write=False)
+        return a
+
+    shared = ("cfg", {"w": frozen([1.5, -0.0, 3.25])}, None)
+    seen = []
+    cluster._run_chunk(lambda model, chunk, *args: seen.append(model[1]["w"]), shared, [], ())
+    examples = [{"x": frozen([2.0, 7.0])}]
+    monkeypatch.setattr(training, "example_gradients",
+                        lambda cfg, params, ex, *rest: seen.extend([params["w"], ex["x"]]) or (0.0, {}))
+    cluster._gradient_chunk("cfg", shared[1], examples, SimpleNamespace(kernels="reference"), ["w"], 1)
+    assert len(seen) == 3 and all(a.flags.writeable for a in seen)
+    assert [a.tobytes() for a in seen] == [shared[1]["w"].tobytes(), shared[1]["w"].tobytes(), examples[0]["x"].tobytes()]
+    assert numba.typeof(shared[1]["w"]) != numba.typeof(seen[0])  # readonly array(float32, 1d, C)
 
 
 def _readonly_in_a_worker(shared, chunk, params, examples, settings):
