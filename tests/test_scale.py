@@ -290,8 +290,15 @@ def ray_local(request):
 
     ray = pytest.importorskip("ray")
     _ray_watchdog(request.config)
-    ray.init(address="local", include_dashboard=False, num_cpus=2, _node_ip_address="127.0.0.1",
-             log_to_driver=False, logging_level="ERROR")
+    for attempt in (1, 2, 3):  # Ray gives its node 30 s to start (fixed in ray/_private/node.py): on a
+        try:  # loaded machine a first start from a cold disk can take longer; the next is quicker
+            ray.init(address="local", include_dashboard=False, num_cpus=2, _node_ip_address="127.0.0.1",
+                     log_to_driver=False, logging_level="ERROR")
+            break
+        except Exception as e:
+            ray.shutdown()
+            if attempt == 3 or "timed out during startup" not in str(e):
+                raise
     try:
         yield ray
     finally:
