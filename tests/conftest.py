@@ -182,6 +182,18 @@ def pytest_handlecrashitem(crashitem, report, sched):
 
 
 @pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Under pytest-xdist's --dist loadfile (the README's command) a worker that ended (a
+    timeout's os._exit) has its file's remaining tests, the one that hung among them, sent to
+    the new worker: a hung test would hang again there, up to the restarts allowed. One that
+    already ran over its limit (its stacks file is there) is not run again."""
+    folder = getattr(item.config, "workerinput", {}).get("dx_timeouts")
+    if folder and (Path(folder) / _timeout_file(item.nodeid)).is_file():
+        pytest.skip("ran over its time limit on a worker that was then replaced (reported as crashed, with "
+                    "its stacks); not run again")
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_timeout_cancel_timer(item):
     """Cancel only once the test's teardown is over. pytest-timeout also cancels when a test
     fails (pytest_exception_interact, meant for pdb), which left the teardown unguarded: the
@@ -209,9 +221,10 @@ def pytest_runtest_teardown(item):
 # of CPU each). A test asks for its build with @pytest.mark.cpu_build(NAME) and the `cpu_build`
 # fixture; every build the selected tests ask for starts when collection ends, all at once, so
 # they compile on a free core while the suite goes on instead of one after another in the
-# middle of it. Under pytest-xdist (two workers already on two cores) the first worker whose
-# test needs a build starts it and leaves the result in a folder the controller gave every
-# worker, where the others read it (or build it themselves, should that worker have died).
+# middle of it. Under pytest-xdist (-n 2, the README's and CI's command) the first worker to
+# finish collecting claims each build, starts it at once and leaves the result in a folder the
+# controller gave every worker, where the other reads it (or builds it itself, should that
+# worker have died).
 # Each is bounded (CPU_BUILD_LIMIT, then killed; its tests' timeout is that, not the suite's
 # 600 s, as under load a build waited for takes longer) and none outlives the session.
 HASWELL_FEATURES = "+avx,+avx2,+fma,+bmi,+bmi2,+f16c,+popcnt,+sse4.2,+cx16,+movbe,+lzcnt"
@@ -225,8 +238,9 @@ CPU_BUILD_LIMIT = 1800  # seconds of wall time for one build (about 100 s of CPU
 # compiles them all), their assembly is at hand: the host build's facts (no FMA, the registers)
 # come from it, and the build it stands for is not compiled a second time. "host": always;
 # "haswell": where the host's vector instructions are the haswell build's (host_isa_is_haswells).
-# Only where that test is selected; not under pytest-xdist (each worker holds its own kernels),
-# nor for a heavy test.
+# Only where that test is selected, and not for a heavy test. Under pytest-xdist the worker that
+# compiled the kernels (the other loads them from the cache it filled) leaves their facts for
+# the other (prepare_engine), so both skip the same build.
 COVERED_HERE_REASON = ("this run compiled the host's kernels itself ({}): "
                        "test_kernel_paths.py::test_the_host_build_compiled_in_this_run_has_no_fma checks that build; "
                        "the generic build checks other bytes; -m heavy builds this one too")
@@ -464,21 +478,25 @@ def pytest_collection_finish(session):
     wanted = sorted({b for b in map(_build_wanted, session.items) if b})
     config._cpu_builds, config._host_build_here = {}, None
     run_builds = wanted and not config.option.collectonly
-    xdist = bool(getattr(config, "workerinput", {}).get("dx_builds"))  # pytest-xdist: built on first need
+    xdist = bool(getattr(config, "workerinput", {}).get("dx_builds"))  # a pytest-xdist worker
     if run_builds:
         folder = Path(tempfile.mkdtemp(prefix="dx-cpu-builds-"))
         config._cpu_builds_folder = folder
     coverable = {"host", "haswell"}
-    if run_builds and not xdist:
+    if run_builds:
         for name in wanted:
             if name not in coverable:  # these wait for the host's kernels (prepare_engine)
+                if xdist:  # the first worker to get here builds it, from now; the other reads its result
+                    config._cpu_builds[name] = claimed_build(name, config.workerinput["dx_builds"])
+                    continue
                 (folder / name).mkdir()
                 config._cpu_builds[name] = CpuBuild(name, folder / name)
-    prepare_engine(config, session.items)
-    if not run_builds or xdist:
-        return
     checker = any(item.name == "test_the_host_build_compiled_in_this_run_has_no_fma" for item in session.items)
-    if checker and any(b in coverable for b in wanted):
+    want_facts = bool(run_builds and checker and any(b in coverable for b in wanted))
+    prepare_engine(config, session.items, want_facts)
+    if not run_builds:
+        return
+    if want_facts and not xdist:
         config._host_build_here = host_build_here()
     covered = set()
     if config._host_build_here:
@@ -492,6 +510,9 @@ def pytest_collection_finish(session):
         elif name in coverable:
             still.add(name)
     for name in sorted(still):
+        if xdist:
+            config._cpu_builds[name] = claimed_build(name, config.workerinput["dx_builds"])
+            continue
         (folder / name).mkdir()
         config._cpu_builds[name] = CpuBuild(name, folder / name)
 
@@ -507,7 +528,10 @@ def pytest_collection_finish(session):
 PREPARE_MIN_TESTS = 50
 
 
-def prepare_engine(config, items) -> None:
+def prepare_engine(config, items, want_facts=False) -> None:
+    """want_facts, under pytest-xdist: the worker that compiled the kernels leaves their
+    assembly facts (host_build_here) for the other, which loaded them from the cache, so both
+    skip the builds those facts stand for (config._host_build_here)."""
     import time
 
     wanted = os.environ.get("DXSTUDIO_TEST_PREPARE")
@@ -516,6 +540,7 @@ def prepare_engine(config, items) -> None:
     from dxstudio.engine import readiness
 
     start = time.process_time()
+    shared = getattr(config, "workerinput", {}).get("dx_builds")
     try:
         folder = readiness._cache_dir()
         lock = None
@@ -527,6 +552,15 @@ def prepare_engine(config, items) -> None:
             fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             readiness.prepare()
+            if want_facts and shared:
+                facts = Path(shared) / "host-facts.json"
+                if facts.is_file():  # the worker before compiled them
+                    config._host_build_here = json.loads(facts.read_text()) or None
+                else:
+                    config._host_build_here = host_build_here()
+                    tmp = facts.with_name(f".{facts.name}.{os.getpid()}")
+                    tmp.write_text(json.dumps(config._host_build_here))
+                    tmp.replace(facts)
         finally:
             if lock is not None:
                 lock.close()
@@ -535,6 +569,24 @@ def prepare_engine(config, items) -> None:
         return
     config.summary_notes.append(f"engine kernels: prepared before the first test in {time.process_time() - start:.0f} s "
                                 "of CPU (compiled, or loaded from Numba's cache)")
+
+
+def pytest_sessionfinish(session):
+    """A pytest-xdist worker hands its summary notes (the preparation's CPU seconds, the builds')
+    to the controller, whose terminal prints them (pytest_testnodedown)."""
+    out = getattr(session.config, "workeroutput", None)
+    if out is not None:
+        out["dx_notes"] = list(getattr(session.config, "summary_notes", []))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    notes = node.config.__dict__.setdefault("summary_notes", [])
+    for note in getattr(node, "workeroutput", {}).get("dx_notes", []):
+        if note.startswith("engine kernels:"):  # each worker's own (one compiled, one loaded)
+            note = f"{note} [{node.gateway.id}]"
+        if note not in notes:
+            notes.append(note)
 
 
 def pytest_unconfigure(config):

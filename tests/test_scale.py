@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -289,8 +290,15 @@ def ray_local(request):
 
     ray = pytest.importorskip("ray")
     _ray_watchdog(request.config)
-    ray.init(address="local", include_dashboard=False, num_cpus=2, _node_ip_address="127.0.0.1",
-             log_to_driver=False, logging_level="ERROR")
+    for attempt in (1, 2, 3):  # Ray gives its node 30 s to start (fixed in ray/_private/node.py): on a
+        try:  # loaded machine a first start from a cold disk can take longer; the next is quicker
+            ray.init(address="local", include_dashboard=False, num_cpus=2, _node_ip_address="127.0.0.1",
+                     log_to_driver=False, logging_level="ERROR")
+            break
+        except Exception as e:
+            ray.shutdown()
+            if attempt == 3 or "timed out during startup" not in str(e):
+                raise
     try:
         yield ray
     finally:
@@ -347,6 +355,87 @@ def test_extract_on_ray_gives_the_serial_bytes(ray_local, model, inputs, capsys)
     code, out, err = run_cli(["extract", str(model), *inputs, "--ray", "local", "--chunk", "3"], capsys)
     assert code == 1 and out == serial
     assert ray_local.is_initialized()  # joined the running instance, did not stop it
+
+
+def test_a_ray_task_hands_the_kernels_writable_copies_of_its_read_only_arrays(monkeypatch):
+    """Without a Ray instance: the read-only arrays a task gets from the object store (made so
+    here) reach the chunk's function and the gradients as writable copies with the same bytes;
+    for Numba a read-only array is another type (every kernel would compile again for it)."""
+    import numba
+    import numpy as np
+
+    pytest.importorskip("ray")
+    from dxstudio.engine import training
+    from dxstudio.scale import cluster
+
+    def frozen(a):
+        a = np.array(a, np.float32)
+        a.setflags(write=False)
+        return a
+
+    shared = ("cfg", {"w": frozen([1.5, -0.0, 3.25])}, None)
+    seen = []
+    cluster._run_chunk(lambda model, chunk, *args: seen.append(model[1]["w"]), shared, [], ())
+    examples = [{"x": frozen([2.0, 7.0])}]
+    monkeypatch.setattr(training, "example_gradients",
+                        lambda cfg, params, ex, *rest: seen.extend([params["w"], ex["x"]]) or (0.0, {}))
+    cluster._gradient_chunk("cfg", shared[1], examples, SimpleNamespace(kernels="reference"), ["w"], 1)
+    assert len(seen) == 3 and all(a.flags.writeable for a in seen)
+    assert [a.tobytes() for a in seen] == [shared[1]["w"].tobytes(), shared[1]["w"].tobytes(), examples[0]["x"].tobytes()]
+    assert numba.typeof(shared[1]["w"]) != numba.typeof(seen[0])  # readonly array(float32, 1d, C)
+
+
+def _readonly_in_a_worker(shared, chunk, params, examples, settings):
+    """In a Ray worker (the arguments out of the object store, as a task gets them): whether
+    they are read-only; then a chunk extracted and an example's gradients computed as the tasks
+    do; then every compiled kernel signature of this process that takes a read-only array."""
+    import gc
+
+    from numba.core import types
+    from numba.core.dispatcher import Dispatcher
+
+    from dxstudio.scale import cluster
+
+    came_readonly = not shared[1]["char_emb"].flags.writeable and not params["char_emb"].flags.writeable
+    lines = cluster._run_chunk(extract_chunk, shared, chunk, ("fast",))
+    sets = cluster._gradient_chunk(shared[0], params, examples, settings, list(params), 1)
+    sigs = [sig for d in gc.get_objects() if isinstance(d, Dispatcher) for sig in d.signatures]
+    readonly = [str(sig) for sig in sigs if any(isinstance(t, types.Array) and not t.mutable for t in sig)]
+    return came_readonly, len(lines), len(sets), len(sigs), readonly
+
+
+def test_ray_tasks_run_the_kernels_on_writable_copies(ray_local, model):
+    """Ray hands a task read-only arrays, and Numba compiles a kernel again for a read-only
+    array (another type): every kernel, in every worker, minutes of CPU before the first chunk
+    or step (the Ray tests took 3 minutes each). The tasks copy them writable first."""
+    import numpy as np
+    from ray import cloudpickle
+
+    from dxstudio.engine.container import load_model
+    from dxstudio.engine.model import to_runtime
+    from dxstudio.engine.readiness import _window
+    from dxstudio.engine.training import Example, Targets, TrainSettings
+
+    m = load_model(model)
+    rng = np.random.default_rng(5)
+    examples = [Example(_window(m.cfg, 6, 11), Targets(
+        tags=rng.integers(-1, m.cfg.n_tags, 6), roles=rng.integers(0, len(m.cfg.roles), 6), doc=2,
+        items=rng.integers(-1, 6, 6), kv=rng.integers(-1, 6, 6)))]
+    settings = TrainSettings(backbone_scale=0.5, loss_role=1.0, loss_doc=1.0, loss_items=0.5, loss_kv=0.5,
+                             clip=0.5, kernels="fast", weight_decay=0.01)
+    params = to_runtime(m.params)
+    chunk = list(page_items([str(sample_pages(1)[0])]))
+    module = sys.modules[__name__]
+    cloudpickle.register_pickle_by_value(module)  # this helper travels by value: tests/ is not on the worker's path
+    try:
+        probe = ray_local.remote(num_cpus=1)(_readonly_in_a_worker)
+        came_readonly, n_lines, n_sets, n_sigs, readonly = ray_local.get(probe.remote(
+            ray_local.put((m.cfg, params, None)), chunk, ray_local.put(params), ray_local.put(examples), settings))
+    finally:
+        cloudpickle.unregister_pickle_by_value(module)
+    assert came_readonly, "Ray handed the task writable arrays: the premise of the copy is gone"
+    assert n_lines == 1 and n_sets == 1 and n_sigs > 0
+    assert readonly == [], f"kernels compiled for read-only arrays in the worker: {readonly[:3]}"
 
 
 def test_a_killed_ray_worker_is_retried_with_no_lost_or_doubled_line(ray_local, model, monkeypatch):

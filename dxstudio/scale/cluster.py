@@ -98,8 +98,20 @@ def cluster_cpus() -> int:
     return max(1, int(ray.cluster_resources().get("CPU", 1)))
 
 
+def writable(obj):
+    """obj with every NumPy array in it a writable copy (deep: the model's dicts, the examples'
+    windows; the same values). A task's arguments come out of Ray's object store as read-only
+    arrays, and Numba takes a read-only array for another type than a writable one: every
+    compiled kernel they reach was compiled again, for the read-only type, in every worker
+    process (none of it in the cache the engine's preparation fills), minutes of CPU before
+    a first chunk or step. The copies are a few MB at the base size, once per task."""
+    import copy
+
+    return copy.deepcopy(obj)
+
+
 def _run_chunk(fn, shared, chunk, args):
-    return fn(shared, chunk, *args)
+    return fn(writable(shared), chunk, *args)
 
 
 _remote_chunk = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(_run_chunk)
@@ -138,6 +150,7 @@ def _gradient_chunk(cfg, params, examples, settings, wanted, batch_size):
     from dxstudio.engine.kernels import runtime as nu
     from dxstudio.engine.training import example_gradients
 
+    params, examples = writable(params), writable(examples)  # out of the object store: read-only
     if settings.kernels == "fast":
         with nu.serial_kernels():  # one CPU per task, as one thread of degree > 1
             return [example_gradients(cfg, params, ex, settings, wanted, batch_size) for ex in examples]
@@ -203,14 +216,14 @@ class RayGradients:
                 for run in self._runs(examples):
                     before = [_remote_run.remote(cfg, ref, run, settings, wanted, batch_size, before)]
                     n_runs += 1
-                loss, total = ray.get(before[0])
+                loss, total = writable(ray.get(before[0]))  # the optimizer's kernels take them next
                 # each partial sum crosses once: to the next task, the last one to here
                 self.bytes_back = n_runs * sum(g.nbytes for g in total.values())
                 result = (loss, total)
             else:
                 refs = [_remote_gradients.remote(cfg, ref, run, settings, wanted, batch_size)
                         for run in self._runs(examples)]
-                result = [r for part in ray.get(refs) for r in part]
+                result = [r for part in writable(ray.get(refs)) for r in part]
                 self.bytes_back = sum(g.nbytes for _, gs in result for g in gs.values())
         except ray.exceptions.RayError as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
