@@ -12,6 +12,7 @@ numbers that overflow a float, NaN/Infinity and lone surrogates. See docs/securi
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import math
 import os
@@ -294,3 +295,12 @@ def parse_json(raw: bytes, path, error=ValueError):
         return loads_json(raw)
     except JSONInputError as e:
         raise error(f"{Path(path)}: {e}") from None
+
+
+def sha256_file(path) -> str:
+    """The SHA-256 hex digest of a file, read in 1 MiB blocks (a model file need not fit twice)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

@@ -26,6 +26,8 @@ import json
 import os
 from pathlib import Path
 
+from dxstudio.fsutil import sha256_file
+
 FOLD_VERSION = 1  # bump when fold_model's output changes: old caches are then not used
 
 
@@ -90,6 +92,12 @@ def fold_model(model):
     def set_const(name, arr):
         consts[name] = np.ascontiguousarray(arr, dtype=np.float32)
 
+    def weight_and_bias(conv):
+        """A conv's weight and bias in binary32 (a conv without a bias input: zeros)."""
+        w = consts[conv.input[1]].astype(np.float32)
+        has_bias = len(conv.input) > 2 and conv.input[2]
+        return w, consts[conv.input[2]].astype(np.float32) if has_bias else np.zeros(w.shape[0], np.float32)
+
     count = 0
     # 1. conv -> *s -> +b  into the conv
     for conv in [n for n in nodes if n.op_type == "Conv"]:
@@ -97,9 +105,7 @@ def fold_model(model):
         if hit is None or conv.input[1] not in consts:
             continue
         mul, add, s, b = hit
-        w = consts[conv.input[1]].astype(np.float32)
-        bias = consts[conv.input[2]].astype(np.float32) if len(conv.input) > 2 and conv.input[2] else \
-            np.zeros(w.shape[0], np.float32)
+        w, bias = weight_and_bias(conv)
         wname, bname = conv.input[1] + "_folded", conv.output[0] + "_bias_folded"
         set_const(wname, w * s)
         set_const(bname, bias * s + b)
@@ -156,9 +162,7 @@ def fold_model(model):
         if hit is None or hit[1] is not add or len(consumers(add.output[0])) != 1:
             continue
         _, _, s, b = hit
-        w = consts[conv.input[1]].astype(np.float32)
-        bias = consts[conv.input[2]].astype(np.float32) if len(conv.input) > 2 and conv.input[2] else \
-            np.zeros(w.shape[0], np.float32)
+        w, bias = weight_and_bias(conv)
         wname, bname = conv.output[0] + "_w_prefolded", conv.output[0] + "_b_prefolded"
         set_const(wname, w * s)
         set_const(bname, bias + b * w.sum(axis=(1, 2, 3), dtype=np.float32))
@@ -173,14 +177,6 @@ def fold_model(model):
     m.producer_name = f"{m.producer_name} + dxstudio fold v{FOLD_VERSION} ({count} rewrites)"
     onnx.checker.check_model(m)
     return m
-
-
-def _digest(path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def cache_dir() -> Path:
@@ -202,12 +198,12 @@ def folded_model_path(source, folder=None):
     (the onnx package missing, a folder that cannot be written): the caller uses `source`."""
     source = Path(source)
     folder = Path(folder) if folder is not None else cache_dir()
-    src_digest = _digest(source)
+    src_digest = sha256_file(source)
     stem = f"{source.stem}.fold{FOLD_VERSION}.{src_digest[:16]}"
     target, record = folder / f"{stem}.onnx", folder / f"{stem}.json"
     try:
         meta = json.loads(record.read_text())
-        if meta.get("source_sha256") == src_digest and target.is_file() and _digest(target) == meta.get("sha256"):
+        if meta.get("source_sha256") == src_digest and target.is_file() and sha256_file(target) == meta.get("sha256"):
             return target, "cached"
     except (OSError, ValueError, AttributeError):
         pass

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dxstudio.engine.page import PageError
-from dxstudio.fsutil import write_json_atomic
+from dxstudio.fsutil import sha256_file, write_json_atomic
 from dxstudio.project import Project, ProjectError, ProjectLayout
 
 CACHE_FORMAT = 3  # 2: values read with the model's decoding (engine/extract.py model_decoding); 3: "printing" became the default decoding of a model with no stored thresholds
@@ -47,14 +47,6 @@ class FieldCompare:
 def same_text(a: str, b: str) -> bool:
     """Two values read the same (spaces and case aside)."""
     return " ".join(a.split()).casefold() == " ".join(b.split()).casefold()
-
-
-def sha256_file(path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _decode(fields: dict) -> dict:
