@@ -707,14 +707,20 @@ def apply_answers(project: Project, page_id: str, answers: dict, source: str, pa
         grounded = ground_answers(page, merged, names)
         labels.answers = {**labels.answers, **{n: answers.get(n) for n in only}}
         labels.grounding = {**labels.grounding, **{n: grounded[n] for n in only}}
-        if labels.state == "accepted" and only:
-            labels.review["state"] = "unreviewed"
-            labels.review.setdefault("history", []).append(
-                {"op": "new fields asked", "fields": list(only), "before": {"state": "accepted"},
-                 "after": {"state": "unreviewed"}, "at": time.strftime("%Y-%m-%dT%H:%M:%S")})
+        _reopen_for_new_fields(labels, only)
     labels.answer_source = source
     project.save_labels(page_id, labels)
     return labels
+
+
+def _reopen_for_new_fields(labels, only) -> None:
+    """An accepted page whose fields `only` were just asked goes back to unreviewed (its new
+    answers have not been looked at), with the step in its review history."""
+    if labels.state == "accepted" and only:
+        labels.review["state"] = "unreviewed"
+        labels.review.setdefault("history", []).append(
+            {"op": "new fields asked", "fields": list(only), "before": {"state": "accepted"},
+             "after": {"state": "unreviewed"}, "at": time.strftime("%Y-%m-%dT%H:%M:%S")})
 
 
 def apply_document_answers(project: Project, pages, answers: dict, source: str, only=None) -> list:
@@ -746,11 +752,7 @@ def apply_document_answers(project: Project, pages, answers: dict, source: str, 
         else:
             lf.answers = {**lf.answers, **{n: answers.get(n) for n in only}}
             lf.grounding = {**lf.grounding, **{n: g[n] for n in only}}
-            if lf.state == "accepted" and only:
-                lf.review["state"] = "unreviewed"
-                lf.review.setdefault("history", []).append(
-                    {"op": "new fields asked", "fields": list(only), "before": {"state": "accepted"},
-                     "after": {"state": "unreviewed"}, "at": time.strftime("%Y-%m-%dT%H:%M:%S")})
+            _reopen_for_new_fields(lf, only)
         lf.answer_source = source
         lf.extra["document"] = doc
         project.save_labels(page.id, lf)

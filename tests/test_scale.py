@@ -413,12 +413,12 @@ def test_ray_tasks_run_the_kernels_on_writable_copies(ray_local, model):
 
     from dxstudio.engine.container import load_model
     from dxstudio.engine.model import to_runtime
-    from dxstudio.engine.readiness import _window
+    from dxstudio.engine.readiness import random_window
     from dxstudio.engine.training import Example, Targets, TrainSettings
 
     m = load_model(model)
     rng = np.random.default_rng(5)
-    examples = [Example(_window(m.cfg, 6, 11), Targets(
+    examples = [Example(random_window(m.cfg, 6, 11), Targets(
         tags=rng.integers(-1, m.cfg.n_tags, 6), roles=rng.integers(0, len(m.cfg.roles), 6), doc=2,
         items=rng.integers(-1, 6, 6), kv=rng.integers(-1, 6, 6)))]
     settings = TrainSettings(backbone_scale=0.5, loss_role=1.0, loss_doc=1.0, loss_items=0.5, loss_kv=0.5,

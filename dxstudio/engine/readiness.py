@@ -76,8 +76,9 @@ def preparing_message(seconds: float = PREPARE_CPU_SECONDS) -> str:
     return f"preparing the engine for this CPU, once: about {seconds:.0f} s of CPU"
 
 
-def _window(cfg, n, seed):
-    """Random inputs shaped as the model reads them (every kernel sees its types)."""
+def random_window(cfg, n, seed):
+    """Random inputs shaped as the model reads them, with the fields of WindowInputs (char ids,
+    buckets, word and pair features): every kernel sees its types. The tests' fake window too."""
     from types import SimpleNamespace
 
     import numpy as np
@@ -122,15 +123,15 @@ def prepare(progress=None) -> float:
         if progress is not None:
             progress(step, len(STAGES), STAGES[step - 1])
 
-    out = forward(tiny, to_runtime(tiny_params), _window(tiny, 9, 1), ops)
+    out = forward(tiny, to_runtime(tiny_params), random_window(tiny, 9, 1), ops)
     done()
-    forward(base, to_runtime(new_params(base, 3)), _window(base, 7, 2), ops)
+    forward(base, to_runtime(new_params(base, 3)), random_window(base, 7, 2), ops)
     done()
     tags, _ = tags_and_probs(ops, out.tag_logits)
     tag_confidence(out.tag_logits, tags, "fast")
     done()
     rng = np.random.default_rng(5)
-    examples = [Example(_window(tiny, n, seed), Targets(
+    examples = [Example(random_window(tiny, n, seed), Targets(
         tags=rng.integers(-1, tiny.n_tags, n), roles=rng.integers(0, len(tiny.roles), n), doc=2,
         items=rng.integers(-1, n, n), kv=rng.integers(-1, n, n))) for n, seed in ((6, 11), (9, 12))]
     settings = TrainSettings(backbone_scale=0.5, loss_role=1.0, loss_doc=1.0, loss_items=0.5, loss_kv=0.5,

@@ -516,6 +516,18 @@ def too_few_warning(pooled: dict, n_pages: int, share: float, n_values: int = 0)
             f"(with a single split, --folds 5 also holds every page out once).")
 
 
+def _check_report_args(fields, share, min_values, by) -> list:
+    """The arguments score_pages and score_documents share, checked; the fields as a list."""
+    fields = list(fields)
+    if not fields or len(set(fields)) != len(fields) or not all(isinstance(f, str) and f for f in fields):
+        raise ScoringError(f"fields must be distinct non-empty names, not {fields!r}")
+    _exact_share(share)
+    _check_min_values(min_values)
+    if by not in THRESHOLD_BY:
+        raise ScoringError(f"by must be one of {', '.join(THRESHOLD_BY)}, not {by!r}")
+    return fields
+
+
 def score_pages(fields, pages, share: float = SEED_SHARE, min_values: int = DEFAULT_MIN_VALUES,
                 by: str = "words", rule: str = "seed") -> dict:
     """The scores report of held-out pages (a JSON-ready dict).
@@ -528,13 +540,7 @@ def score_pages(fields, pages, share: float = SEED_SHARE, min_values: int = DEFA
     the overall threshold or None, "threshold_statement", "warning" (None or a sentence),
     "share", "min_values", "n_pages", "pages": [{"id", "outcomes": {NAME: outcome}}]}.
     """
-    fields = list(fields)
-    if not fields or len(set(fields)) != len(fields) or not all(isinstance(f, str) and f for f in fields):
-        raise ScoringError(f"fields must be distinct non-empty names, not {fields!r}")
-    _exact_share(share)
-    _check_min_values(min_values)
-    if by not in THRESHOLD_BY:
-        raise ScoringError(f"by must be one of {', '.join(THRESHOLD_BY)}, not {by!r}")
+    fields = _check_report_args(fields, share, min_values, by)
     _check_rule(rule)
     known = set(fields)
     per_field = {name: _Tally() for name in fields}
@@ -658,13 +664,7 @@ def score_documents(fields, documents, share: float = SEED_SHARE, min_values: in
     "threshold_by") with "n_documents", "n_pages" and "documents": [{"id", "pages",
     "outcomes": {NAME: outcome}, "values": {NAME: {"page", "words", "confidence"} or None}}].
     Documents of one page score exactly as score_pages scores their pages."""
-    fields = list(fields)
-    if not fields or len(set(fields)) != len(fields) or not all(isinstance(f, str) and f for f in fields):
-        raise ScoringError(f"fields must be distinct non-empty names, not {fields!r}")
-    _exact_share(share)
-    _check_min_values(min_values)
-    if by not in THRESHOLD_BY:
-        raise ScoringError(f"by must be one of {', '.join(THRESHOLD_BY)}, not {by!r}")
+    fields = _check_report_args(fields, share, min_values, by)
     per_field = {name: _Tally() for name in fields}
     pooled = _Tally()
     rows, seen, n_pages = [], set(), 0
