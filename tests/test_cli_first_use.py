@@ -157,3 +157,21 @@ def test_a_failed_extract_prints_no_values_line(tmp_path, capsys):
     code, out, err = run(capsys, "extract", str(tmp_path / "m.safetensors"), str(bad))
     assert code == 2 and out == ""
     assert str(bad) in err and "answered locally" not in err
+
+
+def test_readme_lists_every_command_and_every_document():
+    """The README's command list names every command (route among them) and its documents list
+    every page of docs/ (scale.md among them), so a newcomer finds each."""
+    import re
+
+    from dxstudio.cli.main import COMMANDS
+
+    repo = Path(__file__).resolve().parents[1]
+    readme = (repo / "README.md").read_text()
+    listed = set(re.findall(r"^    dxstudio ([a-z][a-z-]*)", readme, re.M))
+    assert {name for name, *_ in COMMANDS} <= listed, sorted({name for name, *_ in COMMANDS} - listed)
+    pages = {f"docs/{p.name}" for p in (repo / "docs").glob("*.md")}
+    assert pages and {p for p in pages if p not in readme} == set()
+    # the builds for other CPUs run in the default suite: the README does not call them heavy
+    heavy = re.search(r"The heavy checks \(([^)]*)\)", readme)
+    assert heavy and "other CPU" not in heavy.group(1)
