@@ -175,3 +175,16 @@ def test_readme_lists_every_command_and_every_document():
     # the builds for other CPUs run in the default suite: the README does not call them heavy
     heavy = re.search(r"The heavy checks \(([^)]*)\)", readme)
     assert heavy and "other CPU" not in heavy.group(1)
+
+
+def test_tune_help_says_the_sample_overrides_its_defaults(capsys):
+    """`tune --help` shows dxstudio's own defaults; it says a project's settings come before them
+    and names each setting the bundled sample sets."""
+    with pytest.raises(SystemExit) as exit_:
+        cli_entry(["tune", "--help"])
+    assert exit_.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "The defaults shown are dxstudio's own" in text and "the bundled sample sets" in text
+    sets = text.split("the bundled sample sets", 1)[1].split(")", 1)[0]
+    settings = json.loads((SAMPLE / "dxproject.json").read_text())["settings"]
+    assert settings and [k for k in settings if k not in sets] == []
