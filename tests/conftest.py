@@ -44,6 +44,8 @@ def shared_paths(item) -> list[Path]:
 
 
 def pytest_configure(config):
+    if getattr(config.option, "loadscopereorder", None) and getattr(config.option, "dist", "no") == "loadfile":
+        config.option.loadscopereorder = False  # pytest_collection_modifyitems orders the files
     config._shared_data_skipped = []
     config.summary_notes = []  # one-line notes a test leaves for the end of the run
 
@@ -55,6 +57,21 @@ def pytest_report_header(config):
 
 
 def pytest_collection_modifyitems(config, items):
+    # The files holding a test that waits for a build for another CPU (the cpu_build mark) run
+    # last, each in its own order: the builds compile in the background from the start of the
+    # run, and a worker that reached such a test early sat idle until its build was done. The
+    # same order on every pytest-xdist worker (it compares their collections).
+    # pytest-xdist's loadfile hands out the files largest first (its --loadscope-reorder, on by
+    # default, which would put these early again): under xdist that order is made here, the
+    # late files after it, and xdist's own reordering is turned off (pytest_configure).
+    late = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("cpu_build")}
+    files = {}
+    for item in items:
+        files.setdefault(item.nodeid.split("::")[0], []).append(item)
+    order = list(files)
+    if getattr(config, "workerinput", None) is not None:
+        order.sort(key=lambda f: -len(files[f]))  # stable: xdist's order
+    items[:] = [i for f in order if f not in late for i in files[f]] + [i for f in order if f in late for i in files[f]]
     for item in items:
         missing = [p for p in shared_paths(item) if not p.exists()]
         if missing:
@@ -482,7 +499,12 @@ def pytest_collection_finish(session):
     if run_builds:
         folder = Path(tempfile.mkdtemp(prefix="dx-cpu-builds-"))
         config._cpu_builds_folder = folder
-    coverable = {"host", "haswell"}
+    # the builds this run's own host kernels may stand for wait for them (prepare_engine); every
+    # other build starts now, beside the preparation. On a CPU whose vector instructions are not
+    # the haswell build's (AVX-512, say) nothing here stands for the haswell build: it starts now
+    # too (it waited for the preparation, then its test waited for it: 207 s of a worker idle in
+    # a run beside two busy loops, bench/README.md "The test suite's time").
+    coverable = {"host", "haswell"} if host_isa_is_haswells() else {"host"}
     if run_builds:
         for name in wanted:
             if name not in coverable:  # these wait for the host's kernels (prepare_engine)

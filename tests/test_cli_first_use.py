@@ -157,3 +157,34 @@ def test_a_failed_extract_prints_no_values_line(tmp_path, capsys):
     code, out, err = run(capsys, "extract", str(tmp_path / "m.safetensors"), str(bad))
     assert code == 2 and out == ""
     assert str(bad) in err and "answered locally" not in err
+
+
+def test_readme_lists_every_command_and_every_document():
+    """The README's command list names every command (route among them) and its documents list
+    every page of docs/ (scale.md among them), so a newcomer finds each."""
+    import re
+
+    from dxstudio.cli.main import COMMANDS
+
+    repo = Path(__file__).resolve().parents[1]
+    readme = (repo / "README.md").read_text()
+    listed = set(re.findall(r"^    dxstudio ([a-z][a-z-]*)", readme, re.M))
+    assert {name for name, *_ in COMMANDS} <= listed, sorted({name for name, *_ in COMMANDS} - listed)
+    pages = {f"docs/{p.name}" for p in (repo / "docs").glob("*.md")}
+    assert pages and {p for p in pages if p not in readme} == set()
+    # the builds for other CPUs run in the default suite: the README does not call them heavy
+    heavy = re.search(r"The heavy checks \(([^)]*)\)", readme)
+    assert heavy and "other CPU" not in heavy.group(1)
+
+
+def test_tune_help_says_the_sample_overrides_its_defaults(capsys):
+    """`tune --help` shows dxstudio's own defaults; it says a project's settings come before them
+    and names each setting the bundled sample sets."""
+    with pytest.raises(SystemExit) as exit_:
+        cli_entry(["tune", "--help"])
+    assert exit_.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "The defaults shown are dxstudio's own" in text and "the bundled sample sets" in text
+    sets = text.split("the bundled sample sets", 1)[1].split(")", 1)[0]
+    settings = json.loads((SAMPLE / "dxproject.json").read_text())["settings"]
+    assert settings and [k for k in settings if k not in sets] == []

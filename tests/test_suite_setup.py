@@ -128,3 +128,42 @@ def test_a_cpu_build_of_the_same_sources_and_tools_is_read_not_compiled_again(tm
     fresh = conftest.CpuBuild("generic", tmp_path)
     assert fresh.reused is None and fresh.proc is not None
     fresh.stop()
+
+
+def test_the_files_waiting_for_a_cpu_build_run_last_and_xdist_keeps_the_order():
+    """A worker that met a test waiting for a build for another CPU early sat idle until the
+    build was done (87 s; 207 s beside two busy loops): those files run last, after the others in
+    pytest-xdist's largest-first order, which conftest makes itself (xdist's own reordering off)."""
+    from types import SimpleNamespace
+
+    import pytest
+
+    from tests import conftest
+
+    class Item:
+        def __init__(self, nodeid, build=None):
+            self.nodeid, self.build = nodeid, build
+
+        def get_closest_marker(self, name):
+            return pytest.mark.cpu_build(self.build).mark if name == "cpu_build" and self.build else None
+
+        def iter_markers(self, name):
+            return iter(())
+
+    def ids(items):
+        return [i.nodeid for i in items]
+
+    built = ["tests/test_k.py::a", "tests/test_k.py::b"]
+    names = ["tests/test_a.py::x", built[0], "tests/test_b.py::y", "tests/test_b.py::z", built[1], "tests/test_c.py::w"]
+    make = lambda: [Item(n, "generic" if n == built[1] else None) for n in names]  # noqa: E731
+    config = SimpleNamespace(_shared_data_skipped=[])
+    items = make()
+    conftest.pytest_collection_modifyitems(config, items)  # one process: the files as collected, those last
+    assert ids(items) == ["tests/test_a.py::x", "tests/test_b.py::y", "tests/test_b.py::z", "tests/test_c.py::w"] + built
+    config.workerinput = {}
+    items = make()
+    conftest.pytest_collection_modifyitems(config, items)  # a worker: largest file first, as xdist does
+    assert ids(items) == ["tests/test_b.py::y", "tests/test_b.py::z", "tests/test_a.py::x", "tests/test_c.py::w"] + built
+    option = SimpleNamespace(loadscopereorder=True, dist="loadfile")
+    conftest.pytest_configure(SimpleNamespace(option=option))
+    assert option.loadscopereorder is False
