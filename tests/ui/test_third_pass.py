@@ -473,6 +473,62 @@ def test_11_name_tags_avoid_other_words_and_model_frames_are_named(qtbot, receip
     w.model_answers.shutdown()
 
 
+def tag_boxes(view):
+    """The viewport rects of the tags drawn at a fixed screen size (the labels' field names and
+    the model frames' names: items that ignore the view's zoom), read from the items themselves."""
+    from PySide6.QtWidgets import QGraphicsItem
+    out = []
+    for item in view.scene().items():
+        if item.parentItem() is None and item.isVisible() and \
+                item.flags() & QGraphicsItem.GraphicsItemFlag.ItemIgnoresTransformations:
+            rect = item.deviceTransform(view.viewportTransform()).mapRect(item.boundingRect())
+            text = item.text() if hasattr(item, "text") else item.childItems()[0].text()
+            out.append((text, rect, item.opacity()))
+    return out
+
+
+def test_11_tags_stay_inside_the_view_at_1024x768_and_beside_the_values(qtbot, receipts_project, tmp_path,
+                                                                         monkeypatch):
+    """At 1024x768 a value at the page's right edge (a receipt's amounts) keeps its tags in view:
+    the model's "model: field" name went on past the frame's end, out of the page's area (the
+    view cannot even scroll there), and a field name wider than its value did the same."""
+    from dxstudio.project import Project
+    from dxstudio.ui.model_answers import Answer
+
+    monkeypatch.setenv("DXSTUDIO_HOME", str(tmp_path / "home"))
+    tiny_model(receipts_project, Project.open(receipts_project).field_names)
+    w = open_window(qtbot, receipts_project)
+    wait_answers(qtbot, w)
+    w.resize(1024, 768)
+    qtbot.wait(50)
+    s, a = w.session, w.model_answers
+    # the model reads each page's rightmost word as its subtotal, its second rightmost as its tax
+    # (and nothing else: the tiny model's own answers are arbitrary)
+    for pid in s.page_ids:
+        page = s.project.load_page(pid)
+        order = sorted(range(len(page.words)), key=lambda i: -page.words[i].box[2])
+        a.answers[pid] = {name: None for name in s.field_names}
+        for name, i in (("subtotal", order[0]), ("tax", order[1])):
+            a.answers[pid][name] = Answer((i,), page.words[i].text, 0.9)
+        a._keys.pop(pid, None)
+    click_page(qtbot, w, s.page_ids[1])  # (the window opened on the first: drawn before the answers)
+    w.view.setFocus()
+    viewport = w.view.viewport().rect()
+    covering = 0
+    for _ in range(6):  # six pages, by J
+        assert w.view.is_fitted()
+        tags = tag_boxes(w.view)
+        assert any(t.startswith("model: subtotal") for t, _, _ in tags)
+        for text, rect, _ in tags:
+            assert viewport.contains(rect.toRect().adjusted(1, 1, -1, -1)), (s.current, text, rect, viewport)
+        to_view = w.view.viewportTransform()
+        words = [to_view.mapRect(w.view._rects[i].rect()) for i in range(w.view.word_count())]
+        covering += sum(1 for _, rect, _ in tags if any(rect.adjusted(1, 1, -1, -1).intersects(x) for x in words))
+        qtbot.keyClick(w.view, Qt.Key_J)
+    assert covering <= 6  # at most about one tag a page with no free place beside its value
+    w.model_answers.shutdown()
+
+
 # -- 12: the queue: A walks it, it is a filter, Shift+M takes every answer ---------------------------
 
 def test_12_queue_walk_filter_and_take_all(qtbot, receipts_project, tmp_path, monkeypatch):
