@@ -520,7 +520,8 @@ class PageView(QGraphicsView):
 
         def place(candidates, w, h):
             """(x, y, clear) of the first candidate top-left inside the bounds that covers
-            nothing, else of the first inside the bounds, else the first pushed inside."""
+            nothing, else of the one inside them that covers least (a tag hidden under another
+            counts twice a word), else the first pushed inside."""
             # only the words near the tag's candidates can be covered (a page has ~100-300)
             xs = [c[0] for c in candidates]
             ys = [c[1] for c in candidates]
@@ -534,7 +535,10 @@ class PageView(QGraphicsView):
                 if not covers(*box, near) and not covers(*box, placed):
                     return x, y, True
             if inside:
-                return (*inside[0], False)
+                def cost(c):
+                    box = (c[0], c[1], c[0] + w, c[1] + h)
+                    return sum(1 for b in near if covers(*box, (b,))) + 2 * sum(1 for b in placed if covers(*box, (b,)))
+                return (*min(inside, key=cost), False)
             x, y = candidates[0]
             x = max(bx0, min(x, bx1 - w))
             y = max(by0, min(y, by1 - h))
