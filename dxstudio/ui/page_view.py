@@ -497,46 +497,116 @@ class PageView(QGraphicsView):
         self._sync_names()
 
     def _place_names(self) -> None:
-        """Put each name tag where it covers no other word at the zoom shown: above its first
-        word, else below it, else left or right of the field's words; where every place covers
-        a word, above it, half transparent so the word under it stays readable."""
+        """Put each tag (a label's field name, then a model frame's "model: field") where it
+        stays inside the page's area (the scene: all that the view can show, so a tag never
+        sticks out of the view at the page's right edge) and covers no other word or tag at
+        the zoom shown. A label's name: above its first word (left-aligned, else ending where
+        the value ends), else below it, else left or right of the field's words; a model's
+        name: under the end of its frame, else under its start, above it, or beside it. Where
+        every place covers something, the first place inside the page, half transparent so the
+        words under it stay readable; a tag wider than the page is pushed in at its left."""
         scale = self.transform().m11() or 1.0
-        rects = [r.rect() for r in self._rects]
-        placed = []
-        for back in self._name_items:
+        # what the view shows: the page's area, and around it the view's room when it is wider
+        # (a narrow receipt fitted by its height), but never past the view's edge
+        bounds = self.sceneRect().united(self.mapToScene(self.viewport().rect()).boundingRect())
+        bx0, by0, bx1, by1 = bounds.left(), bounds.top(), bounds.right(), bounds.bottom()
+        words = [r.rect().getCoords() for r in self._rects]
+        placed: list[tuple] = []
+        eps = 0.5 / scale  # half a pixel: a tag may touch its neighbour's edge
+        labels = self.show_names and any(it.isVisible() for it in self._name_items if it.parentItem() is None)
+
+        def covers(x0, y0, x1, y1, boxes) -> bool:
+            return any(x0 < b[2] - eps and b[0] + eps < x1 and y0 < b[3] - eps and b[1] + eps < y1 for b in boxes)
+
+        def place(candidates, w, h):
+            """(x, y, clear) of the first candidate top-left inside the bounds that covers
+            nothing, else of the one inside them that covers least (a tag hidden under another
+            counts twice a word), else the first pushed inside."""
+            # only the words near the tag's candidates can be covered (a page has ~100-300)
+            xs = [c[0] for c in candidates]
+            ys = [c[1] for c in candidates]
+            near_box = (min(xs), min(ys), max(xs) + w, max(ys) + h)
+            near = [b for b in words if b[0] < near_box[2] and near_box[0] < b[2] and b[1] < near_box[3]
+                    and near_box[1] < b[3]]
+            inside = [(x, y) for x, y in candidates
+                      if x >= bx0 - eps and y >= by0 - eps and x + w <= bx1 + eps and y + h <= by1 + eps]
+            for x, y in inside:
+                box = (x, y, x + w, y + h)
+                if not covers(*box, near) and not covers(*box, placed):
+                    return x, y, True
+            if inside:
+                def cost(c):
+                    box = (c[0], c[1], c[0] + w, c[1] + h)
+                    return sum(1 for b in near if covers(*box, (b,))) + 2 * sum(1 for b in placed if covers(*box, (b,)))
+                return (*min(inside, key=cost), False)
+            x, y = candidates[0]
+            x = max(bx0, min(x, bx1 - w))
+            y = max(by0, min(y, by1 - h))
+            return x, y, False
+
+        for back in self._name_items if labels else ():
             if back.parentItem() is not None or back.data(1) is None:
                 continue
             c, first, tw, th = back.data(1)
             own = [k for k, t in enumerate(self.tags) if t > 0 and (t - 1) // 2 == c]
-            last = rects[own[-1]] if own else rects[first]
-            word = rects[first]
+            last = words[own[-1]] if own else words[first]
+            word = words[first]
             w, h = tw / scale, (th + 1) / scale
-            candidates = [QRectF(word.left() - 2 / scale, word.top() - h, w, h),  # above (the default)
-                          QRectF(word.left() - 2 / scale, word.bottom(), w, h),  # below
-                          QRectF(word.left() - w - 3 / scale, word.top(), w, h),  # left
-                          QRectF(last.right() + 3 / scale, last.top(), w, h)]  # right
-            chosen, clear = candidates[0], False
-            for cand in candidates:
-                if not any(cand.intersects(r) for r in rects) and not any(cand.intersects(p) for p in placed):
-                    chosen, clear = cand, True
-                    break
-            placed.append(chosen)
+            right = max(word[2], last[2]) if last[1] < word[3] else word[2]  # the value's end on its first line
+            candidates = [(word[0] - 2 / scale, word[1] - h),  # above (the default)
+                          (right - w, word[1] - h),  # above, ending where the value ends
+                          (word[0] - 2 / scale, word[3]),  # below
+                          (right - w, word[3]),  # below, ending where the value ends
+                          (word[0] - w - 3 / scale, word[1]),  # left
+                          (last[2] + 3 / scale, last[1])]  # right
+            x, y, clear = place(candidates, w, h)
+            placed.append((x, y, x + w, y + h))
             # the tag's own rect is drawn from (-2, -th - 1) of its position
-            back.setPos(chosen.left() + 2 / scale, chosen.top() + h)
+            back.setPos(x + 2 / scale, y + h)
             back.setOpacity(1.0 if clear else 0.55)
+        for tag in self._prediction_items:
+            data = tag.data(1)
+            if not isinstance(tag, QGraphicsSimpleTextItem) or data is None:
+                continue
+            first, last_i, tw, th = data
+            word, last = words[first], words[last_i]
+            w, h = tw / scale, th / scale
+            pad = 3 / scale  # the frame is 3 scene units around the words, the tag 2 px below it
+            candidates = [(last[2] + pad, last[3] + pad),  # under the end of the frame, after it
+                          (last[2] + pad - w, last[3] + pad),  # under the frame, ending with it
+                          (word[0] - pad, word[3] + pad),  # under the frame's start
+                          (last[2] + pad - w, word[1] - pad - h),  # above, ending with the frame
+                          (word[0] - pad - w, word[1]),  # left of the frame
+                          (last[2] + pad + 2 / scale, last[1])]  # right of the frame
+            x, y, clear = place(candidates, w, h)
+            placed.append((x, y, x + w, y + h))
+            tag.setPos(x, y)
+            tag.setOpacity(1.0 if clear else 0.6)
 
     def _sync_names(self) -> None:
         """Name tags only while the words are big enough on screen to carry them (a page
-        shrunk to a thumbnail would be covered by its tags)."""
-        if not self._name_items or not self._rects:
+        shrunk to a thumbnail would be covered by its tags); every tag placed for the zoom."""
+        if not self._rects:
             return
-        heights = sorted(r.rect().height() for r in self._rects)
-        visible = self.transform().m11() * heights[len(heights) // 2] >= 12.0  # the tag is 11 px
-        for item in self._name_items:
-            if item.parentItem() is None:
-                item.setVisible(visible)
-        if visible:
-            self._place_names()
+        if self._name_items:
+            heights = sorted(r.rect().height() for r in self._rects)
+            visible = self.transform().m11() * heights[len(heights) // 2] >= 12.0  # the tag is 11 px
+            for item in self._name_items:
+                if item.parentItem() is None:
+                    item.setVisible(visible)
+        self._place_names()
+
+    def tag_rects(self) -> dict:
+        """{tag text: the scene rect it covers} of every tag shown, the labels' field names and
+        the model frames' names (tests check where they are)."""
+        out = dict(self.name_rects())
+        scale = self.transform().m11() or 1.0
+        for tag in self._prediction_items:
+            data = tag.data(1)
+            if isinstance(tag, QGraphicsSimpleTextItem) and data is not None and tag.isVisible():
+                pos = tag.pos()
+                out[tag.text()] = QRectF(pos.x(), pos.y(), data[2] / scale, data[3] / scale)
+        return out
 
     def name_rects(self) -> dict:
         """{field name: the scene rect its tag covers} (tests check what it overlaps)."""
@@ -584,6 +654,7 @@ class PageView(QGraphicsView):
         self.prediction_marks = {}
         if predictions is not None and self.page is not None:
             self._draw_predictions(predictions)
+            self._place_names()  # the model's names beside the labels' ones
 
     def _draw_predictions(self, predictions) -> None:
         predicted = _prediction_words(predictions)
@@ -611,7 +682,7 @@ class PageView(QGraphicsView):
                 item.setToolTip(f"model: {name} ({mark})")
                 self._prediction_items.append(item)
             inside = [i for i in got if 0 <= i < len(self._rects)]
-            if inside:  # the model's field name, small, under the end of its frame
+            if inside:  # the model's field name, small, under the end of its frame (_place_names)
                 last = self._rects[inside[-1]].rect()
                 tag = QGraphicsSimpleTextItem(f"model: {name}")
                 f = QFont("DejaVu Sans")
@@ -619,9 +690,11 @@ class PageView(QGraphicsView):
                 tag.setFont(f)
                 tag.setBrush(QBrush(RIGHT_COLOUR if mark == "right" else WRONG_COLOUR))
                 tag.setFlag(QGraphicsSimpleTextItem.ItemIgnoresTransformations, True)
-                tag.setPos(last.right() + 3, last.bottom() + 2)
+                tag.setPos(last.right() + 3, last.bottom() + 2)  # (placed by _place_names)
                 tag.setZValue(3)
                 tag.setAcceptedMouseButtons(Qt.NoButton)
+                br = tag.boundingRect()
+                tag.setData(1, (inside[0], inside[-1], br.width(), br.height()))
                 self.scene().addItem(tag)
                 self._prediction_items.append(tag)
 

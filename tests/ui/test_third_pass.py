@@ -19,10 +19,24 @@ SAMPLE = REPO / "resources" / "sample"
 WAIT_MS = 120_000
 
 
-def on_disk(root, pid):
-    from dxstudio.review import flush_label_writes
+def flush_writes():
+    """Wait for the decisions' label files (the app writes them on its writer thread; before
+    the issue it wrote them at once, and these tests also run there: the old code must fail
+    on what each item asks, not on a helper it lacked)."""
+    import dxstudio.review as review
+    getattr(review, "flush_label_writes", lambda: None)()
 
-    flush_label_writes()  # (the app writes a decision's file on its writer thread)
+
+def button(panel, text):
+    """The push button of `panel` showing `text` (found as a person finds it: by its text)."""
+    from PySide6.QtWidgets import QPushButton
+    found = [b for b in panel.findChildren(QPushButton) if b.text().replace("&", "") == text]
+    assert found, f"no button {text!r}"
+    return found[0]
+
+
+def on_disk(root, pid):
+    flush_writes()
     return json.loads((Path(root) / "labels" / f"{pid}.json").read_text())
 
 
@@ -78,6 +92,12 @@ def first_with(window, status, plain=False):
     pytest.skip(f"no {status} page in the fixture")
 
 
+def shown_text(widget) -> str:
+    """The text of every label shown in `widget` (what a person reads there)."""
+    from PySide6.QtWidgets import QLabel
+    return " ".join(label.text() for label in widget.findChildren(QLabel) if label.isVisible())
+
+
 def open_window(qtbot, root):
     from dxstudio.ui.app import MainWindow
     w = show_active(qtbot, MainWindow(root))
@@ -90,10 +110,9 @@ def open_window(qtbot, root):
 def finished_run(root, name="20260101-000000"):
     """A finished run of the project (tiny settings: seconds), as Fine-tune leaves it."""
     from dxstudio.project import Project
-    from dxstudio.review import flush_label_writes
     from dxstudio.tuning import TuneRun
 
-    flush_label_writes()  # (a window's decisions still on their way to disk)
+    flush_writes()  # (a window's decisions still on their way to disk)
     run = TuneRun.prepare(Project.open(root), Path(root) / "runs" / name)
     run.train()
     run.finish()
@@ -189,20 +208,21 @@ def test_2_adding_a_field_leaves_it_out_and_training_goes_on(win, qtbot):
     train_text_before = w.training_panel.breakdown_label.text()
     panel = w.schema_panel
     click_tab(qtbot, w, tab_of(w, "Schema"))
-    qtbot.mouseClick(panel.add_button, Qt.LeftButton)
+    qtbot.mouseClick(button(panel, "Add field"), Qt.LeftButton)
     editor = QApplication.focusWidget()
     editor.selectAll()
     qtbot.keyClicks(editor, "date")
     qtbot.keyClick(editor, Qt.Key_Return)
     qtbot.mouseClick(panel.save_schema_button, Qt.LeftButton)
-    qtbot.waitUntil(lambda: not panel.schema_busy, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: not getattr(panel, "schema_busy", False), timeout=WAIT_MS)
     assert s.field_names[-1] == "date"
-    assert "left out of training and scoring" in panel.schema_note.text()
     # the accepted page stays accepted and the bar agrees with the counts
     assert s.statuses[pid].status == "accepted" and s.counts()["accepted"] == s.reviewed_count() == 1
+    assert "left out of training and scoring" in panel.schema_note.text()  # Save schema says what it did
     # Train: the same pages train; the left-out field is named with its fix
     click_tab(qtbot, w, w.training_panel)
-    qtbot.waitUntil(lambda: not w.training_panel.counting(), timeout=WAIT_MS)  # counted off the GUI thread
+    counting = getattr(w.training_panel, "counting", lambda: False)
+    qtbot.waitUntil(lambda: not counting(), timeout=WAIT_MS)  # counted off the GUI thread
     text = w.training_panel.breakdown_label.text()
     assert text.split(":")[0] == train_text_before.split(":")[0]  # "Trains on N pages"
     assert "date (not asked on 16 pages)" in text and "Label pages" in text
@@ -235,35 +255,38 @@ def test_3_rename_carries_labels_and_model_answers_delete_asks_undo_restores(qtb
     editor.selectAll()
     qtbot.keyClicks(editor, "cash_paid")
     qtbot.keyClick(editor, Qt.Key_Return)
-    qtbot.waitUntil(lambda: panel.renames() == {"cash": "cash_paid"})
+    qtbot.waitUntil(lambda: table.item(row, 0).text() == "cash_paid")
     qtbot.mouseClick(panel.save_schema_button, Qt.LeftButton)
-    qtbot.waitUntil(lambda: not panel.schema_busy, timeout=WAIT_MS)
-    assert "cash_paid" in s.field_names and "Renamed cash → cash_paid" in panel.schema_note.text()
+    busy = lambda: getattr(panel, "schema_busy", False)
+    qtbot.waitUntil(lambda: not busy(), timeout=WAIT_MS)
+    assert "cash_paid" in s.field_names
     new = next(r for r in s.field_rows() if r.name == "cash_paid")
     assert new.status == cash_before.status != "not asked" and new.words == cash_before.words
+    assert "Renamed cash → cash_paid" in panel.schema_note.text()
     assert "cash_paid" in on_disk(receipts_project, pid)["answers"]
     assert "cash_paid" in w.model_answers.comparison(pid)  # the model's head follows the rename
     # Undo (its button, Ctrl+Z on this tab) puts the name and the labels back
-    assert panel.undo_schema_button.isEnabled()
+    undo = button(panel, "Undo schema edit")
+    assert undo.isEnabled()
     qtbot.keyClick(panel.table, Qt.Key_Z, Qt.ControlModifier)
-    qtbot.waitUntil(lambda: not panel.schema_busy, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: not busy(), timeout=WAIT_MS)
     assert "cash" in s.field_names and "cash" in on_disk(receipts_project, pid)["answers"]
     # a delete asks first and says what is lost; No keeps it
     click_cell(qtbot, table, s.field_names.index("tax"))
-    qtbot.mouseClick(panel.remove_button, Qt.LeftButton)
+    qtbot.mouseClick(button(panel, "Remove field"), Qt.LeftButton)
     seen = []
     answer_next_box(QMessageBox.StandardButton.No, seen)
     qtbot.mouseClick(panel.save_schema_button, Qt.LeftButton)
-    qtbot.waitUntil(lambda: not panel.schema_busy, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: not busy(), timeout=WAIT_MS)
     assert "tax" in s.field_names and "no longer shown, trained or scored" in seen[0] and "page(s)" in seen[0]
     click_cell(qtbot, table, [f["name"] for f in panel.fields()].index("tax"))
-    qtbot.mouseClick(panel.remove_button, Qt.LeftButton)
+    qtbot.mouseClick(button(panel, "Remove field"), Qt.LeftButton)
     answer_next_box(QMessageBox.StandardButton.Yes, seen)
     qtbot.mouseClick(panel.save_schema_button, Qt.LeftButton)
-    qtbot.waitUntil(lambda: not panel.schema_busy, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: not busy(), timeout=WAIT_MS)
     assert "tax" not in s.field_names
-    qtbot.mouseClick(panel.undo_schema_button, Qt.LeftButton)
-    qtbot.waitUntil(lambda: not panel.schema_busy, timeout=WAIT_MS)
+    qtbot.mouseClick(undo, Qt.LeftButton)
+    qtbot.waitUntil(lambda: not busy(), timeout=WAIT_MS)
     assert "tax" in s.field_names and [f["name"] for f in panel.fields()] == s.field_names
     w.model_answers.shutdown()
 
@@ -301,14 +324,14 @@ def test_5_train_and_runs_say_what_a_run_starts_from(win, qtbot, receipts_projec
     finished_run(receipts_project)
     t = win.training_panel
     click_tab(qtbot, win, t)
-    assert "a new tiny model" in t.start_label.text() or "base model" in t.start_label.text()
+    assert "a new tiny model" in shown_text(t) or "base model" in shown_text(t)
     runs = win.runs_panel
     click_tab(qtbot, win, runs)
     qtbot.mouseClick(runs.refresh_button, Qt.LeftButton)
     click_cell(qtbot, runs.table, [r.name for r in runs.runs].index("20260101-000000"))
     qtbot.mouseClick(runs.use_button, Qt.LeftButton)
     click_tab(qtbot, win, t)
-    assert "the project's model, runs/20260101-000000/model.safetensors" in t.start_label.text()
+    assert "the project's model, runs/20260101-000000/model.safetensors" in shown_text(t)
     result = train_in_window(qtbot, win)
     assert isinstance(result, tuple), result
     click_tab(qtbot, win, runs)
@@ -392,13 +415,26 @@ def test_8_the_page_does_not_move_when_a_note_comes_and_goes(win, qtbot):
 # -- 9: Undo's button follows the first edit ----------------------------------------------------------
 
 def test_9_undo_button_is_enabled_after_the_first_decision(win, qtbot):
-    w = win
-    w.goto(first_with(w, "unreviewed", plain=True))
-    pid = w.session.current
-    assert not w.field_panel.buttons["undo"].isEnabled()
+    """The first edit on the page shown (a field set by its key: the page stays) enables Undo
+    at once, as Ctrl+Z works; so does an accept (the next page)."""
+    w, s = win, win.session
+    click_page(qtbot, w, first_with(w, "unreviewed", plain=True))
+    pid = s.current
+    undo = w.field_panel.buttons["undo"]
+    assert not undo.isEnabled()
+    w.view.setFocus()
+    qtbot.mouseClick(w.view.viewport(), Qt.LeftButton, pos=w.view.word_viewport_point(1))  # the second word
+    assert w.view.selected_words() == [1]
+    item = s.field_names.index("item") + 1
+    before = on_disk(w.project_root, pid)["review"].get("fixes", {}).get("item")
+    qtbot.keyClick(w.view, getattr(Qt, f"Key_{item}"))
+    assert s.current == pid and on_disk(w.project_root, pid)["review"]["fixes"]["item"] == [1]
+    assert undo.isEnabled()  # the first edit, on the same page
+    qtbot.mouseClick(undo, Qt.LeftButton)
+    assert on_disk(w.project_root, pid)["review"].get("fixes", {}).get("item") == before
     qtbot.keyClick(w.view, Qt.Key_A)
-    assert w.field_panel.buttons["undo"].isEnabled()
-    qtbot.mouseClick(w.field_panel.buttons["undo"], Qt.LeftButton)
+    assert undo.isEnabled()
+    qtbot.mouseClick(undo, Qt.LeftButton)
     assert on_disk(w.project_root, pid)["review"]["state"] == "unreviewed"
 
 
@@ -438,15 +474,27 @@ def test_11_name_tags_avoid_other_words_and_model_frames_are_named(qtbot, receip
     w = open_window(qtbot, receipts_project)
     wait_answers(qtbot, w)
     s = w.session
-    w.goto(first_with(w, "unreviewed", plain=True))
-    qtbot.keyClick(w.view, Qt.Key_Plus)  # zoomed in enough for the tags
-    qtbot.keyClick(w.view, Qt.Key_Plus)
-    rects = w.view.name_rects()
-    words = [w.view._rects[i].rect() for i in range(w.view.word_count())]
-    clear = [n for n, r in rects.items() if not any(r.intersects(x) for x in words)]
-    assert len(clear) >= len(rects) - 1 and rects  # at most one tag with no free place
-    # the model's frames carry the field's name
-    assert any(t.startswith("model: ") for t in w.view.prediction_labels())
+    # every page at 1024x768, by J: the field names sit beside their values, not on other words
+    # (the old code put each above its first word: 35 of the 68 tags covered a word)
+    w.resize(1024, 768)
+    qtbot.wait(50)
+    click_page(qtbot, w, s.page_ids[1])
+    click_page(qtbot, w, s.page_ids[0])
+    w.view.setFocus()
+    n_names = n_covering = 0
+    model_named = False
+    for _ in s.page_ids:
+        tags = tag_boxes(w.view)
+        names = [r for t, r, _ in tags if not t.startswith("model: ")]
+        to_view = w.view.viewportTransform()
+        words = [to_view.mapRect(w.view._rects[i].rect()) for i in range(w.view.word_count())]
+        n_names += len(names)
+        n_covering += sum(1 for r in names if any(r.adjusted(1, 1, -1, -1).intersects(x) for x in words))
+        # the model's frames carry the field's name
+        model_named |= any(t.startswith("model: ") for t, _, _ in tags)
+        qtbot.keyClick(w.view, Qt.Key_J)
+    assert n_names >= len(s.page_ids) and n_covering <= 2, (n_covering, n_names)
+    assert model_named
     # the model reads the label's value at other words: "same value", not "differs"
     found = None
     for pid in s.page_ids:  # a page with a one-word value printed twice
@@ -470,6 +518,64 @@ def test_11_name_tags_avoid_other_words_and_model_frames_are_named(qtbot, receip
     click_page(qtbot, w, pid)  # the person opens the page
     assert "same value" in w.field_panel.rows[row.name].model_line.text()
     assert "differs" not in w.field_panel.rows[row.name].model_line.text()
+    w.model_answers.shutdown()
+
+
+def tag_boxes(view):
+    """The viewport rects of the tags drawn at a fixed screen size (the labels' field names and
+    the model frames' names: items that ignore the view's zoom), read from the items themselves."""
+    from PySide6.QtWidgets import QGraphicsItem
+    out = []
+    for item in view.scene().items():
+        if item.parentItem() is None and item.isVisible() and \
+                item.flags() & QGraphicsItem.GraphicsItemFlag.ItemIgnoresTransformations:
+            rect = item.deviceTransform(view.viewportTransform()).mapRect(item.boundingRect())
+            # (a label's tag is a box with its text as a child; a wrapper of that child made here
+            # crashed the old code's scene.clear() on the next page)
+            text = item.text() if hasattr(item, "text") else "field name"
+            out.append((text, rect, item.opacity()))
+    return out
+
+
+def test_11_tags_stay_inside_the_view_at_1024x768_and_beside_the_values(qtbot, receipts_project, tmp_path,
+                                                                         monkeypatch):
+    """At 1024x768 a value at the page's right edge (a receipt's amounts) keeps its tags in view:
+    the model's "model: field" name went on past the frame's end, out of the page's area (the
+    view cannot even scroll there), and a field name wider than its value did the same."""
+    from dxstudio.project import Project
+    from dxstudio.ui.model_answers import Answer
+
+    monkeypatch.setenv("DXSTUDIO_HOME", str(tmp_path / "home"))
+    tiny_model(receipts_project, Project.open(receipts_project).field_names)
+    w = open_window(qtbot, receipts_project)
+    wait_answers(qtbot, w)
+    w.resize(1024, 768)
+    qtbot.wait(50)
+    s, a = w.session, w.model_answers
+    # the model reads each page's rightmost word as its subtotal, its second rightmost as its tax
+    # (and nothing else: the tiny model's own answers are arbitrary)
+    for pid in s.page_ids:
+        page = s.project.load_page(pid)
+        order = sorted(range(len(page.words)), key=lambda i: -page.words[i].box[2])
+        a.answers[pid] = {name: None for name in s.field_names}
+        for name, i in (("subtotal", order[0]), ("tax", order[1])):
+            a.answers[pid][name] = Answer((i,), page.words[i].text, 0.9)
+        getattr(a, "_keys", {}).pop(pid, None)  # (its queue key: the old code kept none)
+    click_page(qtbot, w, s.page_ids[1])  # (the window opened on the first: drawn before the answers)
+    w.view.setFocus()
+    viewport = w.view.viewport().rect()
+    covering = 0
+    for _ in range(6):  # six pages, by J
+        assert w.view.is_fitted()
+        tags = tag_boxes(w.view)
+        assert any(t.startswith("model: subtotal") for t, _, _ in tags)
+        for text, rect, _ in tags:
+            assert viewport.contains(rect.toRect().adjusted(1, 1, -1, -1)), (s.current, text, rect, viewport)
+        to_view = w.view.viewportTransform()
+        words = [to_view.mapRect(w.view._rects[i].rect()) for i in range(w.view.word_count())]
+        covering += sum(1 for _, rect, _ in tags if any(rect.adjusted(1, 1, -1, -1).intersects(x) for x in words))
+        qtbot.keyClick(w.view, Qt.Key_J)
+    assert covering <= 6  # at most about one tag a page with no free place beside its value
     w.model_answers.shutdown()
 
 
@@ -527,7 +633,7 @@ def test_13_results_and_review_at_1024x768(win, qtbot, receipts_project):
     assert isinstance(result, tuple), result
     wait_answers(qtbot, win)
     win.resize(1024, 768)
-    click_tab(qtbot, win, win.results_area)
+    click_tab(qtbot, win, tab_of(win, "Results"))
     r = win.results_panel
     qtbot.waitUntil(lambda: r.labels_view.height() >= 300, timeout=10000)  # readable previews (it scrolls)
     # worst first: the share of right values never falls down the list
@@ -586,20 +692,26 @@ def test_15_unsaved_schema_key_without_words_and_the_reviewed_count(win, qtbot):
     w, panel = win, win.schema_panel
     schema_tab = tab_of(w, "Schema")
     click_tab(qtbot, w, schema_tab)
-    click_cell(qtbot, panel.table, 0, 1)
-    panel.table.item(0, 1).setText("an edited description")  # as the editor commits it (typing it
-    # through F2 did not leave the table dirty offscreen at load 15: not found in the time)
-    assert panel.is_dirty()
+    table = panel.table
+    saved = table.item(0, 1).text()
+    click_cell(qtbot, table, 0, 1)
+    qtbot.keyClick(table, Qt.Key_F2)  # the description typed into the cell's editor
+    editor = QApplication.focusWidget()
+    assert editor is not table and hasattr(editor, "selectAll"), editor
+    editor.selectAll()
+    qtbot.keyClicks(editor, "an edited description")
+    qtbot.keyClick(editor, Qt.Key_Return)  # the editor commits it
+    qtbot.waitUntil(lambda: table.item(0, 1).text() == "an edited description", timeout=5000)
     seen = []
     answer_next_box(QMessageBox.StandardButton.Cancel, seen)  # "Stay"
     click_tab(qtbot, w, 0)
-    qtbot.waitUntil(lambda: w.tabs.currentIndex() == schema_tab, timeout=5000)
-    assert "not saved" in seen[0] and panel.is_dirty()
+    qtbot.waitUntil(lambda: w.tabs.currentIndex() == schema_tab and bool(seen), timeout=5000)
+    assert "not saved" in seen[0] and table.item(0, 1).text() == "an edited description"
     answer_next_box(QMessageBox.StandardButton.Discard, seen)
     click_tab(qtbot, w, 0)
     qtbot.waitUntil(lambda: w.tabs.currentIndex() == 0, timeout=5000)
     qtbot.wait(100)
-    assert w.tabs.currentIndex() == 0 and not panel.is_dirty()
+    assert w.tabs.currentIndex() == 0 and table.item(0, 1).text() == saved  # discarded
     # a field key with no words selected says so where the person looks
     w.activateWindow()
     qtbot.waitUntil(w.isActiveWindow, timeout=10000)
@@ -648,7 +760,7 @@ def test_17_extract_corrects_a_value_and_the_page_joins_the_project(win, qtbot, 
     tiny_model(receipts_project, win.session.field_names)
     panel = win.extract_panel
     click_tab(qtbot, win, tab_of(win, "Extract"))
-    assert panel.follow_project()
+    assert "20260101-000000" in panel.model_label.text()  # showing the tab took the project's model
     new = sorted((SAMPLE / "pages").glob("*.json"))[40]  # a receipt not in the project
     assert not (receipts_project / "pages" / new.name).exists()
     drop_files(panel, [new])
