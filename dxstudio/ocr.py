@@ -376,6 +376,26 @@ def split_dates(words) -> list:
     return out
 
 
+# a number of 3 digits or more run into a word of 3 letters or more, either way round
+# ("81200Johor", "Tampoi81200", "BILL18550"): the postcode and the town, apart in the data set's OCR
+_DIGITS_LETTERS = re.compile(r"(?<=\d{3})(?=[^\W\d_]{3})|(?<=[^\W\d_]{3})(?=\d{3})")
+
+
+def split_digits_letters(words) -> list:
+    """Words where a run of 3 digits or more meets a run of 3 letters or more split there, the box
+    cut in proportion ("81200Johor" -> "81200" "Johor"; "Tampoi81200Johor" -> "Tampoi" "81200"
+    "Johor"). Shorter runs stay as printed ("UPTOWN3", "SH01", "5.00RM", "JM0325955-V", "PJU6A")."""
+    out = []
+    for w in words:
+        cuts = [m.start() for m in _DIGITS_LETTERS.finditer(w.text)]
+        if not cuts:
+            out.append(w)
+            continue
+        bounds = [0] + cuts + [len(w.text)]
+        out.extend(_cut(w, [w.text[a:b] for a, b in zip(bounds, bounds[1:])]))
+    return out
+
+
 def _colon_ends(cur, ch: str) -> bool:
     """Whether the word `cur` ([(char, box)]) ends at its last character, a colon, before `ch`:
     yes after a letter ("Date:25/12/2018"), never between two digits (a time, "13:16:21", is one
@@ -905,7 +925,7 @@ def page_words(lines, width, height, engine: str = DEFAULT_ENGINE) -> list:
     words = [Word(x.text, (min(max(x.box[0], 0.0), w), min(max(x.box[1], 0.0), h),
                            min(max(x.box[2], 0.0), w), min(max(x.box[3], 0.0), h))) for x in words]
     if engine == "rapidocr":  # its recogniser leaves out the space ("5.00RM")
-        words = split_joined_words(split_amount_suffix(split_dates(words)))
+        words = split_joined_words(split_amount_suffix(split_digits_letters(split_dates(words))))
     return words
 
 

@@ -206,6 +206,21 @@ def test_dates_run_into_the_time_or_cut_at_a_gap_are_words_of_their_own():
     assert j.box == (0.0, 0.0, 105.0, 20.0)
 
 
+def test_a_postcode_run_into_the_town_is_two_words():
+    """split_digits_letters: 3 digits or more meeting 3 letters or more (the postcode and the
+    town, "81200Johor"); codes with shorter runs stay as printed."""
+    def split(text):
+        return [w.text for w in ocr.split_digits_letters(_row(text))]
+
+    assert split("81200Johor") == ["81200", "Johor"]
+    assert split("Tampoi81200Johor") == ["Tampoi", "81200", "Johor"]
+    assert split("40170BANDAR,") == ["40170", "BANDAR,"]
+    for kept in ("UPTOWN3", "SH01", "5.00RM", "JM0325955-V", "PJU6A", "CS00031663", "12345", "Ab123", "1237-TMN"):
+        assert split(kept) == [kept], kept
+    [a, b] = ocr.split_digits_letters(_row("81200Johor"))
+    assert a.box == (0.0, 0.0, 50.0, 20.0) and b.box == (50.0, 0.0, 100.0, 20.0)
+
+
 def test_grounding_labels_the_date_alone_once_it_is_apart_from_the_time():
     """The reason for split_dates: run into the time, the date is labelled as the whole word
     (grounding's date-time tier), a label the data set's pages never give; apart, as printed."""
