@@ -852,11 +852,11 @@ def installed(name: str = DEFAULT_ENGINE) -> str | None:
     for a check at import time (the tests' skips)."""
     if name != "rapidocr":
         return available(name)
-    import importlib.util
-
-    for module in ("rapidocr_onnxruntime", "onnxruntime"):
-        if importlib.util.find_spec(module) is None:
-            return INSTALL_HINT
+    try:
+        import onnxruntime  # noqa: F401
+        import rapidocr_onnxruntime  # noqa: F401
+    except ImportError:
+        return INSTALL_HINT
     return None
 
 
