@@ -70,6 +70,11 @@ REC_MAX_WIDTH = 0
 # is then not taken for small print (5 of 6 receipts it lost were not read again, below) and loses
 # letters: grounding kept 95 of 110 SROIE receipts against 100 (docs/ocr.md, "Speed (third round)")
 DET_MIN_SIDE = 736
+# rapidocr: a page is taken for small print from the detector's own line boxes, before any line
+# is recognised, and read enlarged at once: before, its lines were recognised at the page's size
+# only to be read again (the same words where the two agree; docs/ocr.md, "Sixth round").
+# False: recognise first, then judge from the recognised lines (the fifth round's code).
+EARLY_SMALL_TEXT = True
 # rapidocr: the 0/180 line classifier reads the CLS_SAMPLE longest lines first; when none reads
 # upside down the page is upright and the other lines are not classified (docs/ocr.md, "Fourth
 # round"); otherwise every line is, as rapidocr does. 0: every line always.
@@ -222,6 +227,9 @@ class Line:
     vertical: bool = False  # the line is taller than wide (text running at 90/270)
     score: float = 0.0  # confidence (0-1) times characters: how well the line was read
     confidence: float = 0.0  # the recogniser's mean character confidence (0-1)
+    # rapidocr: the recognised characters [(char, (x0, y0, x1, y1))] in image pixels, before
+    # they were cut into words (None when the line's words were split evenly)
+    chars: list | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -300,6 +308,94 @@ def split_joined_words(words) -> list:
     return out
 
 
+# dates the recogniser runs into the time after them or cuts at a gap: the data set's OCR gives
+# "29/06/2018" "8:26:57", "05" "MAR" "2018" "18:24", "25/12/2018" (docs/ocr.md, "Sixth round")
+_MONTHS = ("jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec|january|february|march|april|june|"
+           "july|august|september|october|november|december")
+_TIME = r"(?:[01]?\d|2[0-3]):[0-5]\d"
+# a numeric date run into a time: the digits after the second separator are a year of 2 or 4
+# digits (19xx, 20xx) and then the hour, one reading only ("01-03-185:23:26", "29/06/20188:26:57AM")
+_DATE_TIME = re.compile(r"(\d{1,2}([-/.])\d{1,2}\2(?:(?:19|20)\d{2}|\d{2}))(%s.*)" % _TIME)
+# a date with its month's name, run together, perhaps into the time ("05Mar201818:24", "Mar2018")
+_NAMED_DATE = re.compile(r"(\d{1,2})?(%s)((?:19|20)\d{2})(%s.*)?" % (_MONTHS, _TIME), re.IGNORECASE)
+_NAMED_DATE_SHORT = re.compile(r"(\d{1,2})(%s)(\d{2})" % _MONTHS, re.IGNORECASE)
+# the first part of a date cut before the last two digits of its year ("25/12/20" "18")
+_DATE_CUT = re.compile(r"\d{1,2}([-/.])\d{1,2}\1(?:19|20)")
+_TIME_AFTER = re.compile(r"%s.*" % _TIME)
+
+
+def _cut(word, parts) -> list:
+    """`word` cut into consecutive `parts` (their texts join to its text), boxes in proportion."""
+    x0, y0, x1, y1 = word.box
+    per = (x1 - x0) / len(word.text)
+    out, at = [], 0
+    for k, part in enumerate(parts):
+        end = at + len(part)
+        out.append(Word(part, (x0 + per * at, y0, x0 + per * end if k < len(parts) - 1 else x1, y1)))
+        at = end
+    return out
+
+
+def _same_row_next(a, b) -> bool:
+    """Whether word b follows word a on its row, within a character or so of it."""
+    ah, bh = a.box[3] - a.box[1], b.box[3] - b.box[1]
+    overlap = min(a.box[3], b.box[3]) - max(a.box[1], b.box[1])
+    return overlap > 0.5 * min(ah, bh) and -0.5 * ah <= b.box[0] - a.box[2] <= 1.5 * ah
+
+
+def split_dates(words) -> list:
+    """Dates as words of their own, as printed: a date run into the time after it split from it
+    ("29/06/20188:26:57AM" -> "29/06/2018" "8:26:57AM"; "01-03-185:23:26" -> "01-03-18"
+    "5:23:26"), a date with its month's name run together cut into day, month and year
+    ("05Mar201818:24" -> "05" "Mar" "2018" "18:24"; "Mar2018" -> "Mar" "2018"; "15Jun18" ->
+    "15" "Jun" "18"), and a date cut before the last two digits of its year joined again when the
+    two words follow on one row ("25/12/20" "18" -> "25/12/2018"). Anything else is left as it is
+    ("12/2018", "10:30", "2018-03-23", "SH01", "Mar")."""
+    out = []
+    for w in words:
+        t = w.text
+        m = _DATE_TIME.fullmatch(t)
+        if m is not None:
+            out.extend(_cut(w, [m.group(1), m.group(3)]))
+            continue
+        m = _NAMED_DATE.fullmatch(t) or _NAMED_DATE_SHORT.fullmatch(t)
+        if m is not None:
+            out.extend(_cut(w, [g for g in m.groups() if g]))
+            continue
+        if out and re.fullmatch(r"\d{2}", t[:2]) and _DATE_CUT.fullmatch(out[-1].text) \
+                and (len(t) == 2 or _TIME_AFTER.fullmatch(t[2:])) and _same_row_next(out[-1], w):
+            prev = out.pop()
+            joined = Word(prev.text + t[:2], (prev.box[0], min(prev.box[1], w.box[1]),
+                                              w.box[2] if len(t) == 2 else w.box[0] + (w.box[2] - w.box[0]) * 2 / len(t),
+                                              max(prev.box[3], w.box[3])))
+            out.append(joined)
+            if len(t) > 2:
+                out.append(Word(t[2:], (joined.box[2], w.box[1], w.box[2], w.box[3])))
+            continue
+        out.append(w)
+    return out
+
+
+# a number of 3 digits or more run into a word of 3 letters or more, either way round
+# ("81200Johor", "Tampoi81200", "BILL18550"): the postcode and the town, apart in the data set's OCR
+_DIGITS_LETTERS = re.compile(r"(?<=\d{3})(?=[^\W\d_]{3})|(?<=[^\W\d_]{3})(?=\d{3})")
+
+
+def split_digits_letters(words) -> list:
+    """Words where a run of 3 digits or more meets a run of 3 letters or more split there, the box
+    cut in proportion ("81200Johor" -> "81200" "Johor"; "Tampoi81200Johor" -> "Tampoi" "81200"
+    "Johor"). Shorter runs stay as printed ("UPTOWN3", "SH01", "5.00RM", "JM0325955-V", "PJU6A")."""
+    out = []
+    for w in words:
+        cuts = [m.start() for m in _DIGITS_LETTERS.finditer(w.text)]
+        if not cuts:
+            out.append(w)
+            continue
+        bounds = [0] + cuts + [len(w.text)]
+        out.extend(_cut(w, [w.text[a:b] for a, b in zip(bounds, bounds[1:])]))
+    return out
+
+
 def _colon_ends(cur, ch: str) -> bool:
     """Whether the word `cur` ([(char, box)]) ends at its last character, a colon, before `ch`:
     yes after a letter ("Date:25/12/2018"), never between two digits (a time, "13:16:21", is one
@@ -309,15 +405,38 @@ def _colon_ends(cur, ch: str) -> bool:
     return not (len(cur) >= 2 and cur[-2][0].isdigit() and ch.isdigit())
 
 
-def _line_words_from_chars(chars, boxes) -> list:
-    """Words of a recognised line from its characters and their boxes (quads): a word ends
-    at a space and at a gap wider than WORD_GAP (0.6) of the line's median character width (the
-    recogniser often leaves out the spaces between Latin words)."""
+COMMAS = (",", "\uff0c")
+
+
+def _comma_ends(cur, ch: str) -> bool:
+    """Whether the word `cur` ([(char, box)]) ends at its last character, a comma, before `ch`:
+    before a letter ("Cheras,Selangor", "9,Bandar"), and after a letter before a digit
+    ("Perdana,40150"), as the data set's OCR gives them apart; never between two digits
+    ("1,234.50", "SS21/39,47400")."""
+    if cur[-1][0] not in COMMAS or len(cur) < 2:
+        return False
+    return ch.isalpha() or (cur[-2][0].isalpha() and ch.isdigit())
+
+
+def _char_items(chars, boxes) -> list:
+    """[(char, (x0, y0, x1, y1))] of a recognised line's characters and their quads."""
     items = []
     for ch, quad in zip(chars, boxes):
         xs = [p[0] for p in quad]
         ys = [p[1] for p in quad]
         items.append((ch, (float(min(xs)), float(min(ys)), float(max(xs)), float(max(ys)))))
+    return items
+
+
+def _line_words_from_chars(chars, boxes) -> list:
+    """Words of a recognised line from its characters and their boxes (quads): a word ends
+    at a space and at a gap wider than WORD_GAP (0.6) of the line's median character width (the
+    recogniser often leaves out the spaces between Latin words)."""
+    return _words_of_chars(_char_items(chars, boxes))
+
+
+def _words_of_chars(items) -> list:
+    """_line_words_from_chars of [(char, box)]."""
     widths = sorted(b[2] - b[0] for ch, b in items if ch.strip())
     gap_limit = WORD_GAP * widths[len(widths) // 2] if widths else 0.0
     words, cur, prev = [], [], None
@@ -327,8 +446,8 @@ def _line_words_from_chars(chars, boxes) -> list:
                 words.append(cur)
             cur, prev = [], None
             continue
-        if cur and prev is not None and (b[0] - prev[2] > gap_limit or _colon_ends(cur, ch)):
-            words.append(cur)  # a gap, or a colon ends a word ("Date:25/12/2018": two words)
+        if cur and prev is not None and (b[0] - prev[2] > gap_limit or _colon_ends(cur, ch) or _comma_ends(cur, ch)):
+            words.append(cur)  # a gap, a colon or a comma ends a word ("Date:25/12/2018": two words)
             cur = []
         cur.append((ch, b))
         prev = b
@@ -528,7 +647,10 @@ class RapidEngine:
         """The scale at which to read `rgb` again (None: not) when its lines' median height, in
         the pixels the detector saw, is under SMALL_TEXT_PX: SMALL_TEXT_SCALE times what it saw
         (a large image is read at up to SMALL_TEXT_MAX_SIDE instead of rapidocr's 2000)."""
-        flat = [ln.box[3] - ln.box[1] for ln in lines if not ln.vertical]
+        return self._small_scale([ln.box[3] - ln.box[1] for ln in lines if not ln.vertical], rgb)
+
+    def _small_scale(self, flat, rgb):
+        """small_text_scale of the heights `flat` of a page's level lines."""
         if len(flat) < 3:
             return None
         h, w = rgb.shape[:2]
@@ -559,7 +681,8 @@ class RapidEngine:
             return (b[0] / fx, b[1] / fy, b[2] / fx, b[3] / fy)
 
         return [Line(back(ln.box), [Word(x.text, back(x.box)) for x in ln.words], ln.upright, ln.vertical, ln.score,
-                     ln.confidence) for ln in lines]
+                     ln.confidence, None if ln.chars is None else [(c, back(b)) for c, b in ln.chars])
+                for ln in lines]
 
     def classify(self, crops):
         """(crops, [[label, score]]): rapidocr's 0/180 line classifier, each line it reads as
@@ -579,9 +702,12 @@ class RapidEngine:
         crops, res, _ = o.text_cls(crops)
         return crops, res
 
-    def lines(self, rgb) -> list:
+    def lines(self, rgb, small_first: bool = False):
         """The recognised lines of an RGB image: the steps of RapidOCR.__call__ (1.4.4) with
-        the 0/180 classifier's verdicts kept (its result drops them)."""
+        the 0/180 classifier's verdicts kept (its result drops them). With `small_first`, the
+        scale to read the page at instead (a float), when the detector's own boxes say it is
+        small print (small_text_scale of its level boxes): the lines at this size would only
+        be read to be read again (EARLY_SMALL_TEXT; docs/ocr.md, "Sixth round")."""
         import numpy as np
 
         o = self.ocr
@@ -594,6 +720,16 @@ class RapidEngine:
         dt_boxes, _ = o.auto_text_det(img)
         if dt_boxes is None:
             return []
+        if small_first:
+            flat = []
+            for q in o._get_origin_points(dt_boxes, op_record, raw_h, raw_w):
+                w = float(np.linalg.norm(q[0] - q[1]))
+                h = float(np.linalg.norm(q[0] - q[3]))
+                if h < 1.5 * w:  # level, as Line.vertical
+                    flat.append(float(q[:, 1].max() - q[:, 1].min()))
+            scale = self._small_scale(flat, rgb)
+            if scale is not None:
+                return scale
         crops = o.get_crop_img_list(img, dt_boxes)
         crops, cls_res = self.classify(crops)
         rec_res, _ = o.text_rec(crops, True)
@@ -614,11 +750,13 @@ class RapidEngine:
             vertical = h >= 1.5 * w
             flipped = cls[0] == "180"
             chars = rec[3] if len(rec) > 3 else None
+            items = None
             if rec[2] and chars and len(chars) == len(rec[2]) and not vertical and not flipped:
-                words = _line_words_from_chars(chars, rec[2])
+                items = _char_items(chars, rec[2])
+                words = _words_of_chars(items)
             else:
                 words = _split_evenly(" ".join(unicodedata.normalize("NFKC", text).split()), box)
-            lines.append(Line(box, words, not flipped, vertical, score * len(text), score))
+            lines.append(Line(box, words, not flipped, vertical, score * len(text), score, items))
         return lines
 
     def rotation(self, lines) -> int:
@@ -708,6 +846,20 @@ def get_engine(name: str = DEFAULT_ENGINE):
     return _engines[name]
 
 
+def installed(name: str = DEFAULT_ENGINE) -> str | None:
+    """None when engine `name`'s packages are installed, else why not: like available(), but
+    without making the engine (rapidocr's models are neither loaded nor folded into the cache),
+    for a check at import time (the tests' skips)."""
+    if name != "rapidocr":
+        return available(name)
+    try:
+        import onnxruntime  # noqa: F401
+        import rapidocr_onnxruntime  # noqa: F401
+    except ImportError:
+        return INSTALL_HINT
+    return None
+
+
 def available(name: str = DEFAULT_ENGINE) -> str | None:
     """None when engine `name` can run here, else the reason it cannot."""
     try:
@@ -734,7 +886,14 @@ def ocr_image(rgb, engine: str = DEFAULT_ENGINE, upright: bool = True) -> OcrRes
     import numpy as np
 
     eng = get_engine(engine)
-    lines = eng.lines(rgb)
+    rapid = isinstance(eng, RapidEngine)
+    enlarged = False
+    if rapid and EARLY_SMALL_TEXT:
+        lines = eng.lines(rgb, small_first=True)
+        if not isinstance(lines, list):  # small print by the detector's boxes: read enlarged now
+            lines, enlarged = eng.lines_scaled(rgb, lines), True
+    else:
+        lines = eng.lines(rgb)
     rotation = 0
     if upright:
         rotation = eng.rotation(lines, rgb) if isinstance(eng, TesseractEngine) else eng.rotation(lines)
@@ -745,20 +904,29 @@ def ocr_image(rgb, engine: str = DEFAULT_ENGINE, upright: bool = True) -> OcrRes
             # turned upright receipts upside down); rapidocr's line classifier reads turned
             # lines well either way, so its vote (rotation()) decides
             if not isinstance(eng, TesseractEngine) or sum(ln.score for ln in again) > sum(ln.score for ln in lines):
-                rgb, lines = turned, again
+                rgb, lines, enlarged = turned, again, False
             else:
                 rotation = 0
-    if isinstance(eng, RapidEngine):
+    if rapid and not enlarged:
         scale = eng.small_text_scale(lines, rgb)
         if scale is not None:
             lines = eng.lines_scaled(rgb, scale)
-    words = _ordered_words(lines)
     h, w = rgb.shape[:2]
+    words = page_words(lines, w, h, eng.name)
+    return OcrResult(words, int(w), int(h), rotation, eng.name, eng.version, rgb)
+
+
+def page_words(lines, width, height, engine: str = DEFAULT_ENGINE) -> list:
+    """A page's words from its recognised lines: in reading order, boxes clamped to the
+    width x height image, and for rapidocr the words its recogniser runs together split
+    (the last steps of ocr_image; bench/ocr_lines.py runs them again on stored lines)."""
+    w, h = width, height
+    words = _ordered_words(lines)
     words = [Word(x.text, (min(max(x.box[0], 0.0), w), min(max(x.box[1], 0.0), h),
                            min(max(x.box[2], 0.0), w), min(max(x.box[3], 0.0), h))) for x in words]
-    if isinstance(eng, RapidEngine):  # its recogniser leaves out the space ("5.00RM")
-        words = split_joined_words(split_amount_suffix(words))
-    return OcrResult(words, int(w), int(h), rotation, eng.name, eng.version, rgb)
+    if engine == "rapidocr":  # its recogniser leaves out the space ("5.00RM")
+        words = split_joined_words(split_amount_suffix(split_digits_letters(split_dates(words))))
+    return words
 
 
 def encode_image(rgb, fmt: str = "PNG") -> bytes:

@@ -15,10 +15,23 @@ from dxstudio.importers import OcrOptions, SourceError, import_pages
 from dxstudio.project import Project
 from tests.test_importers import pdf_from_objects
 
-_MISSING = ocr.available("rapidocr")
+_MISSING = ocr.installed("rapidocr")  # makes no engine: nothing is folded into the user's cache
 needs_ocr = pytest.mark.skipif(_MISSING is not None, reason=f"the ocr extra is not installed: {_MISSING}")
 _TESS_MISSING = ocr.available("tesseract") if _MISSING is None else _MISSING
 needs_tesseract = pytest.mark.skipif(_TESS_MISSING is not None, reason=f"tesseract is not installed: {_TESS_MISSING}")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def ocr_model_cache(tmp_path_factory):
+    """The folded models these tests make (ocr_graph) go to a temporary folder, never the user's
+    cache (~/.cache/dxstudio/ocr-models): DXSTUDIO_OCR_CACHE for the module (worker processes
+    inherit it), and engines made before or here are dropped before and after it."""
+    mp = pytest.MonkeyPatch()
+    folder = tmp_path_factory.mktemp("ocr-models")
+    mp.setenv("DXSTUDIO_OCR_CACHE", str(folder))
+    mp.setattr(ocr, "_engines", {})
+    yield folder
+    mp.undo()
 
 WORDS = ["INVOICE", "TOTAL", "12.50"]
 
@@ -141,6 +154,88 @@ def test_words_the_recogniser_ran_together_are_split_at_a_capital():
         assert split(kept) == [(kept, (0.0, 5.0, 120.0, 25.0))], kept
     # the last piece keeps the word's right edge exactly
     assert split("JohorBahruJohor")[-1][1][2] == 120.0
+
+
+def test_a_comma_ends_a_word_before_a_letter_but_never_between_two_digits():
+    """The recogniser often drops the space after a comma in an address ("Cheras,Selangor"); the
+    data set's OCR gives the words apart. A comma inside a number stays."""
+    def words(text):
+        return [w.text for w in ocr._line_words_from_chars(*_chars(text))]
+
+    assert words("Cheras,Selangor") == ["Cheras,", "Selangor"]
+    assert words("No.2,Jalan") == ["No.2,", "Jalan"]
+    assert words("Perdana,40150") == ["Perdana,", "40150"]  # a letter, then a number
+    assert words("47301,PETALING") == ["47301,", "PETALING"]
+    for kept in ("1,234.50", "SS21/39,47400", "12,50", ",abc", "Cheras,"):
+        assert words(kept) == [kept], kept
+
+
+def _row(*texts, gap=5.0):
+    from dxstudio.engine.page import Word
+
+    out, x = [], 0.0
+    for t in texts:
+        out.append(Word(t, (x, 0.0, x + 10.0 * len(t), 20.0)))
+        x += 10.0 * len(t) + gap
+    return out
+
+
+def test_dates_run_into_the_time_or_cut_at_a_gap_are_words_of_their_own():
+    """split_dates: the forms the recogniser gave on SROIE receipts, each the data set's words
+    after it; the near misses are left as they are."""
+    def split(*texts, gap=5.0):
+        return [w.text for w in ocr.split_dates(_row(*texts, gap=gap))]
+
+    assert split("29/06/20188:26:57AM") == ["29/06/2018", "8:26:57AM"]  # a year of 4 digits, then 8:26
+    assert split("01-03-185:23:26PM") == ["01-03-18", "5:23:26PM"]  # of 2 digits, then 5:23
+    assert split("25-03-201809:42") == ["25-03-2018", "09:42"]
+    assert split("05Mar201818:24") == ["05", "Mar", "2018", "18:24"]
+    assert split("Mar201818:26") == ["Mar", "2018", "18:26"]
+    assert split("Mar2018") == ["Mar", "2018"]
+    assert split("15Jun18") == ["15", "Jun", "18"]
+    assert split("25/12/20", "18", "Cashier") == ["25/12/2018", "Cashier"]
+    assert split("03/05/20", "1820:24") == ["03/05/2018", "20:24"]
+    for kept in (("12/2018",), ("10:30",), ("2018-03-23",), ("SH01",), ("Mar",), ("01-03-2018",),
+                 ("1.50", "18"), ("25/12/20", "18:30"), ("UPTOWN3",), ("Jan1899",), ("0A1E",)):
+        assert split(*kept) == list(kept), kept
+    assert split("25/12/20", "18", gap=200.0) == ["25/12/20", "18"]  # not one after the other
+    # the boxes: cut in proportion, the last part keeps the word's right edge, joined spans both
+    [d, t] = ocr.split_dates(_row("29/06/20188:26:57AM"))
+    assert d.box[0] == 0.0 and d.box[2] == t.box[0] and t.box[2] == 190.0
+    [j] = ocr.split_dates(_row("25/12/20", "18"))
+    assert j.box == (0.0, 0.0, 105.0, 20.0)
+
+
+def test_a_postcode_run_into_the_town_is_two_words():
+    """split_digits_letters: 3 digits or more meeting 3 letters or more (the postcode and the
+    town, "81200Johor"); codes with shorter runs stay as printed."""
+    def split(text):
+        return [w.text for w in ocr.split_digits_letters(_row(text))]
+
+    assert split("81200Johor") == ["81200", "Johor"]
+    assert split("Tampoi81200Johor") == ["Tampoi", "81200", "Johor"]
+    assert split("40170BANDAR,") == ["40170", "BANDAR,"]
+    for kept in ("UPTOWN3", "SH01", "5.00RM", "JM0325955-V", "PJU6A", "CS00031663", "12345", "Ab123", "1237-TMN"):
+        assert split(kept) == [kept], kept
+    [a, b] = ocr.split_digits_letters(_row("81200Johor"))
+    assert a.box == (0.0, 0.0, 50.0, 20.0) and b.box == (50.0, 0.0, 100.0, 20.0)
+
+
+def test_grounding_labels_the_date_alone_once_it_is_apart_from_the_time():
+    """The reason for split_dates: run into the time, the date is labelled as the whole word
+    (grounding's date-time tier), a label the data set's pages never give; apart, as printed."""
+    from dxstudio.engine.page import Page
+    from dxstudio.grounding import ground_value
+
+    words = _row("Date", ":", "29/06/20188:26:57AM", "Cashier")
+    joined = Page("p", 400.0, 100.0, tuple(words))
+    apart = Page("p", 400.0, 100.0, tuple(ocr.page_words([ocr.Line((0.0, 0.0, 400.0, 20.0), words)], 400, 100)))
+    g = ground_value(joined, "29/06/2018")
+    assert g.words == (2,) and g.reason.startswith("OCR:")
+    g = ground_value(apart, "29/06/2018")
+    assert [apart.words[i].text for i in g.words] == ["29/06/2018"] and not g.reason.startswith("OCR:")
+    named = Page("p", 400.0, 100.0, tuple(ocr.split_dates(_row("05Mar201818:24"))))
+    assert [named.words[i].text for i in ground_value(named, "05 MAR 2018").words] == ["05", "Mar", "2018"]
 
 
 def test_grounding_finds_the_total_after_its_name_once_the_words_are_apart():
@@ -330,6 +425,18 @@ def test_a_model_that_cannot_be_folded_runs_as_it_comes(tmp_path):
 # -- with the ocr extra ------------------------------------------------------------------------
 
 @needs_ocr
+def test_the_tests_fold_the_models_into_a_temporary_cache(ocr_model_cache):
+    from dxstudio.ocr_graph import cache_dir
+
+    eng = ocr.get_engine("rapidocr")
+    assert cache_dir() == ocr_model_cache
+    if eng.folded:
+        assert all(Path(w.session._model_path).parent == ocr_model_cache
+                   for w in (eng.ocr.text_det.infer, eng.ocr.text_cls.infer, eng.ocr.text_rec.session))
+
+
+
+@needs_ocr
 def test_rapidocr_reads_rendered_words_in_reading_order():
     import numpy as np
 
@@ -466,6 +573,39 @@ def test_small_print_is_read_again_enlarged_with_boxes_in_the_page_pixels(monkey
         x0, y0, x1, y1 = w.box
         assert 0 <= x0 < x1 <= 400 and 0 <= y0 < y1 <= 160
         assert any(y - 8 <= (y0 + y1) / 2 <= y + 20 for _, y in rows), (w.text, w.box)
+
+
+def _small_print():
+    from PIL import Image, ImageDraw, ImageFont
+
+    im = Image.new("RGB", (400, 160), "white")
+    draw = ImageDraw.Draw(im)
+    font = ImageFont.load_default(size=11)
+    for text, y in (("INVOICE 4471", 20), ("TOTAL 12.50", 60), ("CASH 20.00", 100)):
+        draw.text((30, y), text, fill="black", font=font)
+    return im
+
+
+@needs_ocr
+def test_small_print_seen_by_the_detector_is_read_enlarged_at_once(monkeypatch):
+    """EARLY_SMALL_TEXT: a page the detector's boxes show as small print is recognised once, at
+    twice the size, not first at its own size to be read again: the same words with one
+    recognition pass instead of two. A page of ordinary print is recognised once either way."""
+    import numpy as np
+
+    eng = ocr.get_engine("rapidocr")
+    calls = []
+    real = eng.ocr.text_rec
+    monkeypatch.setattr(eng.ocr, "text_rec", lambda crops, *a: calls.append(len(crops)) or real(crops, *a))
+    for rgb, passes in ((np.asarray(_small_print()), 2), (np.asarray(text_image()), 1)):
+        seen = {}
+        for early in (False, True):
+            monkeypatch.setattr(ocr, "EARLY_SMALL_TEXT", early)
+            calls.clear()
+            r = ocr.ocr_image(rgb, "rapidocr")
+            seen[early] = ([(w.text, w.box) for w in r.words], len(calls))
+        assert seen[True][0] == seen[False][0] and seen[True][0]
+        assert seen[False][1] == passes and seen[True][1] == 1
 
 
 @needs_ocr

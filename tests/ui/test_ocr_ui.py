@@ -8,7 +8,17 @@ from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from dxstudio import ocr
 from tests.test_ocr import WORDS, folded, text_image
 
-_MISSING = ocr.available("rapidocr")
+_MISSING = ocr.installed("rapidocr")  # makes no engine: nothing is folded into the user's cache
+
+
+@pytest.fixture(autouse=True, scope="module")
+def ocr_model_cache(tmp_path_factory):
+    """As tests/test_ocr.py: the folded models of this module's reads go to a temporary folder."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("DXSTUDIO_OCR_CACHE", str(tmp_path_factory.mktemp("ocr-models")))
+    mp.setattr(ocr, "_engines", {})
+    yield
+    mp.undo()
 
 
 def test_import_dialog_offers_images(qtbot, tmp_path):
