@@ -478,7 +478,8 @@ def _pair_mlp_backward_body(dy_t, ph, pf, w2):
     mm_tn(dph, pf) and the column sums) in one pass over the pairs, K-blocked: the pairs in blocks of
     _PAIR_BLOCK, each block transposed (a pair per lane, +0 past the last pair), the hidden
     layer's gradient computed with the pairs along the vector, and every gradient's 16 lanes
-    continued over the block's chunks in a register (lanes_dot_acc): lane l of each output
+    continued over the block's chunks in registers (tile_acc, a tile of _MR x _NR outputs at a
+    time; lanes_dot_acc for the outputs past the last whole tile): lane l of each output
     takes the pairs p = 16c + l ascending, as dot16 over the pairs. dy_t (16, P): the output
     gradient with a row an output (the pairs along each row)."""
     m = dy_t.shape[0]
