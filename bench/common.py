@@ -169,6 +169,44 @@ def target_tile() -> str:
     return isa.TILE
 
 
+# ---------------------------------------------------------------------------------------
+# Another checkout's engine in this process (a before / after in one run)
+# ---------------------------------------------------------------------------------------
+def engine_copy(checkout: str | Path, tag: str):
+    """{module: module} of another checkout's engine, loaded beside this one as the package
+    dx_<tag> (a copy of its dxstudio package with its own imports renamed, as forward_ab.py
+    does). The copy is kept under the temporary folder by the digest of its sources, so its
+    compile cache survives from one run to the next (the first run compiles its kernels)."""
+    import hashlib
+    import re
+    import shutil
+    import tempfile
+
+    src = Path(checkout) / "dxstudio"
+    if not (src / "engine" / "model.py").is_file():
+        raise BenchError(f"{checkout}: no dxstudio/engine/model.py there (not a dxstudio checkout)")
+    name = f"dx_{tag}"
+    files = sorted(f for f in src.rglob("*.py") if "__pycache__" not in f.parts and f.relative_to(src).parts[0]
+                   not in ("ui", "resources"))
+    digest = hashlib.sha256(b"".join(f.relative_to(src).as_posix().encode() + b"\0" + f.read_bytes()
+                                     for f in files)).hexdigest()[:16]
+    root = Path(tempfile.gettempdir()) / "dxstudio-bench-engines" / f"{tag}-{digest}"
+    dst = root / name
+    if not (root / "complete").is_file():
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__", "ui", "resources"))
+        for path in dst.rglob("*.py"):
+            text = path.read_text()
+            renamed = re.sub(r"\bdxstudio\.", f"{name}.", text)
+            if renamed != text:
+                path.write_text(renamed)
+        (root / "complete").write_text(str(checkout) + "\n")
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    return {m: importlib.import_module(f"{name}.engine.{m}")
+            for m in ("config", "inputs", "page", "params", "training")}
+
+
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 CLOCK = "wall"  # set by the scripts' --clock
 

@@ -4,6 +4,7 @@
     python bench/train_step.py --profile [--profile-size 150] [--repeats 9]
     python bench/train_step.py --threads 1 --clock cpu --no-compile --before   # + the layer-by-layer backward
     python bench/train_step.py --threads 1 --clock cpu --no-compile --main     # + the engine as main ran it
+    python bench/train_step.py --threads 1 --clock cpu --against /tmp/head   # + another checkout's engine
 
 A step is forward, backward and AdamW on one page (batch of one) with the tag loss and
 backbone_scale 1, so every tensor the tag loss reaches trains (all but the role, document and
@@ -23,6 +24,11 @@ issue 26's item 2), interleaved with the others: the before / after of those sec
 run, with the same bytes (its loss is checked against ours at the first and the last step).
 --main adds "ours_main": the engine as main (b960b07) ran it, i.e. NEW_SECTIONS switched off and
 AdamW as one compiled call per tensor (69 at the base size) instead of one call for all.
+
+--against CHECKOUT adds "ours_against": another checkout's engine (a copy of its dxstudio package
+loaded beside this one, bench.common.engine_copy) on the same page from the same weights: a
+change's before / after in one run, its loss checked bit for bit against ours at the first and
+the last step.
 
 --profile runs cProfile over our steps at one size and prints the top functions by own time
 and by cumulative time, for whoever optimises the engine.
@@ -110,6 +116,25 @@ class OurStepMain(OurStepBefore):
 
     off = NEW_SECTIONS
     adamw = staticmethod(_adamw_per_tensor)
+
+
+class OurStepAgainst:
+    """Another checkout's engine (bench.common.engine_copy) taking the same step on the same page
+    from the same weights: `--against CHECKOUT`, the before / after of a change in one run. Its
+    losses must equal ours bit for bit (the same bytes)."""
+
+    def __init__(self, engine, page, n, tags, seed):
+        cfg = engine["config"].size_config("base")
+        T = engine["training"]
+        self.settings = T.TrainSettings(tag_class_weights=C.tag_class_weights(cfg), **SETTINGS)
+        self.state = T.TrainState.start(cfg, engine["params"].new_params(cfg, seed), self.settings)
+        inp = engine["inputs"].window_inputs(engine["page"].page_from_dict(page.to_dict()), cfg, 0, n)
+        self.examples = [T.Example(inp, T.Targets(tags=tags))]
+        self.train_step = T.train_step
+        self.loss = None
+
+    def __call__(self):
+        self.loss = self.train_step(self.state, self.examples, LR).loss
 
 
 class FastTorchStep:
@@ -215,7 +240,7 @@ def first_steps(cfg, ours: OurStep, theirs: TorchStep) -> tuple[float, float]:
 
 
 def compare(cfg, params, pages, repeats: int, compile_ok: bool, before: bool = False,
-            main: bool = False) -> tuple[dict, list[str]]:
+            main: bool = False, against=None, seed: int = C.MODEL_SEED) -> tuple[dict, list[str]]:
     """Ours, the mirror and the anchor's variants, interleaved, per size. ratio_N = ours / the
     fastest PyTorch variant (mirror included); every variant's loss is checked against the
     mirror's at the first step (same weights, same page) and shown after the last."""
@@ -244,6 +269,8 @@ def compare(cfg, params, pages, repeats: int, compile_ok: bool, before: bool = F
             earlier["ours_main"] = OurStepMain(cfg, params, inp, tags)
         if before:
             earlier["ours_before"] = OurStepBefore(cfg, params, inp, tags)
+        if against is not None:
+            earlier["ours_against"] = OurStepAgainst(against, page, n, tags, seed)
         for name, old in earlier.items():
             old()
             if old.loss != first_ours:
@@ -325,6 +352,9 @@ def main(argv=None) -> int:
     ap.add_argument("--main", action="store_true",
                     help="add ours_main: the engine as main (b960b07) ran it (the heads, final layer norm, "
                          "embedding and characters' backward layer by layer, AdamW per tensor), side by side")
+    ap.add_argument("--against", metavar="CHECKOUT",
+                    help="add ours_against: another checkout's engine (e.g. a copy of an earlier commit), "
+                         "side by side, its losses checked bit for bit against ours")
     ap.add_argument("--profile", action="store_true", help="profile our step (cProfile) instead of comparing")
     ap.add_argument("--profile-size", type=int, default=150, help="page size for --profile (default 150)")
     args = ap.parse_args(argv)
@@ -348,7 +378,12 @@ def main(argv=None) -> int:
         else:
             print(f"threads: Numba {threads['numba']}, PyTorch {threads['torch']} (set equal)")
             print(f"{args.repeats} interleaved steps each; median (min-max) per step, {args.clock} clock")
-            figures, lines = compare(cfg, params, pages, args.repeats, not args.no_compile, args.before, args.main)
+            against = None
+            if args.against:
+                against = C.engine_copy(args.against, "against")
+                print(f"ours_against: the engine of {args.against} (as {against['training'].__name__})")
+            figures, lines = compare(cfg, params, pages, args.repeats, not args.no_compile, args.before, args.main,
+                                     against, args.seed)
             print("\n".join(lines))
     except C.BenchError as e:
         print(f"bench/train_step.py: {e}", file=sys.stderr)

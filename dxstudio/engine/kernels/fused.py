@@ -18,7 +18,7 @@ import numpy as np
 from . import compiled as kc
 from .compiled import fold16
 from .constants import GELU32_C0, GELU32_C1, GELU32_C3
-from .intrinsics import _NR, f32_ptr
+from .intrinsics import _MR, _NR, _t16, f32_ptr, tile_acc
 from .runtime import _build, _jit, njit, parallel_pays, pick, prange
 
 from numba import carray  # noqa: E402  (after runtime: the environment before Numba starts)
@@ -432,7 +432,10 @@ def _pair_bias_body(pf, w1, b1, w2, b2, par):
         b2p[j] = b2[j]
     ph = np.empty((npair, hidden), np.float32)
     pbias = np.empty((npair, m), np.float32)
-    pbias_t = np.zeros((m, (npair + 15) // 16 * 16), np.float32)
+    pbias_t = np.empty((m, (npair + 15) // 16 * 16), np.float32)
+    for o in range(m):  # only the padding past the last pair cleared: pack_t writes the rest
+        for q in range(npair, pbias_t.shape[1]):
+            pbias_t[o, q] = np.float32(0.0)
     if par:
         _linear8_relu_par(pf, w1t, b1, ph)
         _rows32_par(ph.reshape(npair * hidden), at0, hidden, npair, w2t, b2p, pbias.reshape(npair * m), m, m)
@@ -475,7 +478,8 @@ def _pair_mlp_backward_body(dy_t, ph, pf, w2):
     mm_tn(dph, pf) and the column sums) in one pass over the pairs, K-blocked: the pairs in blocks of
     _PAIR_BLOCK, each block transposed (a pair per lane, +0 past the last pair), the hidden
     layer's gradient computed with the pairs along the vector, and every gradient's 16 lanes
-    continued over the block's chunks in a register (lanes_dot_acc): lane l of each output
+    continued over the block's chunks in registers (tile_acc, a tile of _MR x _NR outputs at a
+    time; lanes_dot_acc for the outputs past the last whole tile): lane l of each output
     takes the pairs p = 16c + l ascending, as dot16 over the pairs. dy_t (16, P): the output
     gradient with a row an output (the pairs along each row)."""
     m = dy_t.shape[0]
@@ -494,29 +498,51 @@ def _pair_mlp_backward_body(dy_t, ph, pf, w2):
     b1f = accb1.reshape(hid * 16)
     dyt = np.zeros((m, B), np.float32)
     pht = np.zeros((hid, B), np.float32)
-    pft = np.zeros((nf, B), np.float32)
+    pft = np.zeros((16 if nf == 8 else nf, B), np.float32)  # rows past nf: the transposes' scratch
     dpht = np.zeros((hid, B), np.float32)
     dytf = dyt.reshape(m * B)
     phtf = pht.reshape(hid * B)
-    pftf = pft.reshape(nf * B)
+    pftf = pft.reshape(pft.shape[0] * B)
+    pff = pf.reshape(npair * nf)
+    dyf = dy_t.reshape(m * npair)
     dphtf = dpht.reshape(hid * B)
+    phf = ph.reshape(npair * hid)
     for p0 in range(0, npair, B):
         cnt = min(B, npair - p0)
         nch = (cnt + 15) // 16
-        if cnt < B:  # the last block: +0 past its pairs
+        full = cnt == B
+        if not full:  # the last block: copied, +0 past its pairs (the others are read in place)
             dyt[:, :] = z
             pht[:, :] = z
             pft[:, :] = z
-        for o in range(m):
-            dyr = dy_t[o, p0:p0 + cnt]
-            dto = dyt[o]
-            for q in range(cnt):
-                dto[q] = dyr[q]
-        for q in range(cnt):
+            for o in range(m):
+                dyr = dy_t[o, p0:p0 + cnt]
+                dto = dyt[o]
+                for q in range(cnt):
+                    dto[q] = dyr[q]
+        src = dy_t if full else dyt  # the block's output gradient: rows of ld floats from s0
+        srcf = dyf if full else dytf
+        s0 = p0 if full else 0
+        ld = npair if full else B
+        # ph's block transposed: 16 pairs x 16 hidden units at a time in registers, the rest one by one
+        q16 = cnt // 16 * 16 if hid % 16 == 0 else 0
+        for q0 in range(0, q16, 16):
+            for c0 in range(0, hid, 16):
+                _t16(phf, (p0 + q0) * hid + c0, hid, phtf, c0 * B + q0, B)
+        for q in range(q16, cnt):
             phr = ph[p0 + q]
-            pfr = pf[p0 + q]
             for c in range(hid):
                 pht[c, q] = phr[c]
+        # pf's block transposed: row r of a 16 x 16 block read at pair q0 + r is that pair's 8
+        # features and the next pair's, so the block's first 8 columns are pf^T (the other 8
+        # land in pft's scratch rows); the last pairs of pf one by one (no read past its end)
+        q8 = 0
+        if nf == 8:
+            q8 = min(cnt, npair - p0 - 1) // 16 * 16
+            for q0 in range(0, q8, 16):
+                _t16(pff, (p0 + q0) * 8, 8, pftf, q0, B)
+        for q in range(q8, cnt):
+            pfr = pf[p0 + q]
             for f in range(nf):
                 pft[f, q] = pfr[f]
         w = nch * 16
@@ -527,28 +553,46 @@ def _pair_mlp_backward_body(dy_t, ph, pf, w2):
             w4, w5, w6, w7 = w2[4, c], w2[5, c], w2[6, c], w2[7, c]
             w8, w9, w10, w11 = w2[8, c], w2[9, c], w2[10, c], w2[11, c]
             w12, w13, w14, w15 = w2[12, c], w2[13, c], w2[14, c], w2[15, c]
-            d0, d1, d2, d3 = dyt[0], dyt[1], dyt[2], dyt[3]
-            d4, d5, d6, d7 = dyt[4], dyt[5], dyt[6], dyt[7]
-            d8, d9, d10, d11 = dyt[8], dyt[9], dyt[10], dyt[11]
-            d12, d13, d14, d15 = dyt[12], dyt[13], dyt[14], dyt[15]
+            e = s0 + w
+            d0, d1, d2, d3 = src[0, s0:e], src[1, s0:e], src[2, s0:e], src[3, s0:e]
+            d4, d5, d6, d7 = src[4, s0:e], src[5, s0:e], src[6, s0:e], src[7, s0:e]
+            d8, d9, d10, d11 = src[8, s0:e], src[9, s0:e], src[10, s0:e], src[11, s0:e]
+            d12, d13, d14, d15 = src[12, s0:e], src[13, s0:e], src[14, s0:e], src[15, s0:e]
             for q in range(w):
-                a0 = (z + d0[q] * w0) + (z + d8[q] * w8)
-                a1 = (z + d1[q] * w1) + (z + d9[q] * w9)
-                a2 = (z + d2[q] * w2_) + (z + d10[q] * w10)
-                a3 = (z + d3[q] * w3) + (z + d11[q] * w11)
-                a4 = (z + d4[q] * w4) + (z + d12[q] * w12)
-                a5 = (z + d5[q] * w5) + (z + d13[q] * w13)
-                a6 = (z + d6[q] * w6) + (z + d14[q] * w14)
-                a7 = (z + d7[q] * w7) + (z + d15[q] * w15)
-                v = kc.fold8(a0, a1, a2, a3, a4, a5, a6, a7)
+                # lane l of dot16 over the 16 outputs is (+0 + d_l w_l); the products folded as
+                # they are, then +0 added once, give the same bits (as rows32: a fold of the
+                # products differs from the spec's only by -0 for +0, which the +0 puts right)
+                a0 = d0[q] * w0 + d8[q] * w8
+                a1 = d1[q] * w1 + d9[q] * w9
+                a2 = d2[q] * w2_ + d10[q] * w10
+                a3 = d3[q] * w3 + d11[q] * w11
+                a4 = d4[q] * w4 + d12[q] * w12
+                a5 = d5[q] * w5 + d13[q] * w13
+                a6 = d6[q] * w6 + d14[q] * w14
+                a7 = d7[q] * w7 + d15[q] * w15
+                v = kc.fold8(a0, a1, a2, a3, a4, a5, a6, a7) + z
                 dr[q] = v if hr[q] > z else z
+        # the weight gradients' lanes continued over the block: tiles of _MR x _NR outputs in
+        # registers (tile_acc), the outputs past the last whole tile one by one (lanes_dot_acc)
+        mt = m // _MR * _MR
+        ht = hid // _NR * _NR
         for o in range(m):
-            kc.lanes_sum_acc(dytf, o * B, nch, b2f, o * 16)
-            for c in range(hid):
-                kc.lanes_dot_acc(dytf, o * B, phtf, c * B, nch, a2f, (o * hid + c) * 16)
+            kc.lanes_sum_acc(srcf, o * ld + s0, nch, b2f, o * 16)
+        for o0 in range(0, mt, _MR):
+            for c0 in range(0, ht, _NR):
+                tile_acc(srcf, o0 * ld + s0, ld, phtf, c0 * B, B, nch, a2f, (o0 * hid + c0) * 16, hid * 16)
+        for o in range(m):
+            for c in range(ht if o < mt else 0, hid):
+                kc.lanes_dot_acc(srcf, o * ld + s0, phtf, c * B, nch, a2f, (o * hid + c) * 16)
+        ct = hid // _MR * _MR
+        ft = nf // _NR * _NR
         for c in range(hid):
             kc.lanes_sum_acc(dphtf, c * B, nch, b1f, c * 16)
-            for f in range(nf):
+        for c0 in range(0, ct, _MR):
+            for f0 in range(0, ft, _NR):
+                tile_acc(dphtf, c0 * B, B, pftf, f0 * B, B, nch, a1f, (c0 * nf + f0) * 16, nf * 16)
+        for c in range(hid):
+            for f in range(ft if c < ct else 0, nf):
                 kc.lanes_dot_acc(dphtf, c * B, pftf, f * B, nch, a1f, (c * nf + f) * 16)
     dw2 = np.empty((m, hid), np.float32)
     db2 = np.empty(m, np.float32)

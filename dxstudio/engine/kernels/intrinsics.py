@@ -7,6 +7,7 @@ contract them into fused multiply-adds (the assembly is checked).
     _t16                        a 16 x 16 block transposed in registers (pack_t)
     lanes_dot, lanes_sum, lanes_max        16-lane row loops in one register
     lanes_dot_acc, lanes_sum_acc           the same, continued from stored lanes (K-blocked dot16)
+    tile_acc                    lanes_dot_acc for a tile of _MR x _NR outputs, in registers
     exp32_lanes, tanh32_lanes, gelu_lanes  the branch-free exp32 / tanh32 / GELU, a register per 16
 """
 from __future__ import annotations
@@ -383,6 +384,57 @@ def lanes_dot_acc(typingctx, a, aoff, b, boff, nch, out, ooff):
 def lanes_sum_acc(typingctx, a, aoff, nch, out, ooff):
     """out[ooff + l] += a[aoff + 16c + l] for c ascending: lanes_sum continued."""
     return _nbtypes.void(a, aoff, nch, out, ooff), _lanes_codegen("sum", continued=True)
+
+
+def _make_tile_acc(mr, nr):
+    """Intrinsic tile_acc(a, aoff, lda, b, boff, ldb, nch, out, ooff, ldo): for r < mr, c < nr,
+    the 16 lanes stored at out[ooff + r*ldo + 16c:] += a[aoff + r*lda + 16k + l] * b[boff +
+    c*ldb + 16k + l] for k = 0 .. nch - 1 ascending (each product rounded, then each sum):
+    lanes_dot_acc for a tile of mr x nr outputs at once, the accumulators in registers across
+    the chunks (mr + nr loads a chunk for mr * nr products instead of two for one). For dot16
+    over a long k taken in blocks (the pair MLP's weight gradients over the pairs)."""
+
+    @_intrinsic
+    def tile_acc(typingctx, a, aoff, lda, b, boff, ldb, nch, out, ooff, ldo):
+        sig = _nbtypes.void(a, aoff, lda, b, boff, ldb, nch, out, ooff, ldo)
+
+        def codegen(context, builder, sig, args):
+            a_, aoff_, lda_, b_, boff_, ldb_, nch_, out_, ooff_, ldo_ = args
+            i64 = _ir.IntType(64)
+            aoff_, lda_, boff_, ldb_, nch_, ooff_, ldo_ = (
+                context.cast(builder, v, sig.args[k], _nbtypes.int64)
+                for v, k in zip((aoff_, lda_, boff_, ldb_, nch_, ooff_, ldo_), (1, 2, 4, 5, 6, 8, 9)))
+            ap = context.make_array(sig.args[0])(context, builder, a_).data
+            bp = context.make_array(sig.args[3])(context, builder, b_).data
+            op = context.make_array(sig.args[7])(context, builder, out_).data
+            v16 = _ir.VectorType(_ir.FloatType(), 16)
+            arow = [builder.add(aoff_, builder.mul(_ir.Constant(i64, r), lda_)) for r in range(mr)]
+            brow = [builder.add(boff_, builder.mul(_ir.Constant(i64, c), ldb_)) for c in range(nr)]
+            optrs = [builder.bitcast(builder.gep(op, [builder.add(builder.add(ooff_, builder.mul(_ir.Constant(i64, r), ldo_)),
+                                                                  _ir.Constant(i64, 16 * c))]), v16.as_pointer())
+                     for r in range(mr) for c in range(nr)]
+
+            def load(base, off, kc):
+                ptr = builder.gep(base, [builder.add(off, builder.mul(kc, _ir.Constant(i64, 16)))])
+                return builder.load(builder.bitcast(ptr, v16.as_pointer()), align=4)
+
+            def step(kc, accs):
+                avs = [load(ap, o, kc) for o in arow]
+                bvs = [load(bp, o, kc) for o in brow]
+                return [builder.fadd(accs[r * nr + c], builder.fmul(avs[r], bvs[c])) for r in range(mr) for c in range(nr)]
+
+            starts = [builder.load(q, align=4) for q in optrs]
+            res = _chunk_loop(builder, nch_, starts, step)
+            for q, v in zip(optrs, res):
+                builder.store(v, q, align=4)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return tile_acc
+
+
+tile_acc = _make_tile_acc(_MR, _NR)  # the instruction set's tile (isa.py)
 
 
 def _exp32_ir(builder, v, in_range=False):
