@@ -1,4 +1,4 @@
-"""Setting head_init = imprint (dxstudio/tuning/imprint.py): the tag rows of fields no generic
+"""Setting head_init = imprint (the default) (dxstudio/tuning/imprint.py): the tag rows of fields no generic
 class matches start from the base's final states over the training pages only; matched rows,
 the O row and the backbone are unchanged; the same bytes at any degree and after resume."""
 from __future__ import annotations
@@ -62,7 +62,7 @@ def test_imprint_changes_only_the_unmatched_rows_from_training_pages_only(custom
 
     monkeypatch.setattr(imprint_mod, "final_states", spy)
     project = Project.open(custom_project)
-    match = TuneRun.prepare(project, tmp_path / "m", {"epochs": 1}, model_path=tiny_base)
+    match = TuneRun.prepare(project, tmp_path / "m", {"epochs": 1, "head_init": "match"}, model_path=tiny_base)
     assert not seen  # match: no forward, the drawn rows as before
     imp = TuneRun.prepare(Project.open(custom_project), tmp_path / "i", {"epochs": 1, "head_init": "imprint"},
                           model_path=tiny_base)
@@ -116,26 +116,36 @@ def test_imprint_gives_the_same_bytes_at_degree_1_and_2_and_after_resume(custom_
     resumed.finish()
     assert (tmp_path / "two" / "model.safetensors").read_bytes() == full
     # and it is not the match run's model
-    m = TuneRun.prepare(Project.open(custom_project), tmp_path / "m", {"epochs": 2, "checkpoint_every": 2},
-                        model_path=tiny_base)
+    m = TuneRun.prepare(Project.open(custom_project), tmp_path / "m", {"epochs": 2, "checkpoint_every": 2,
+                                                                       "head_init": "match"}, model_path=tiny_base)
     assert m.train()
     m.finish()
     assert (tmp_path / "m" / "model.safetensors").read_bytes() != full
 
 
-def test_match_keeps_the_fingerprint_and_a_bad_value_is_named(receipts_project, tiny_base, tmp_path):
-    project = Project.open(receipts_project)
-    a = TuneRun.prepare(project, tmp_path / "a", {}, model_path=tiny_base)
+def test_imprint_is_the_default_and_a_new_random_model_is_not_imprinted(custom_project, tiny_base, tmp_path):
+    # the default imprints a custom schema's fields from a base
+    d = TuneRun.prepare(Project.open(custom_project), tmp_path / "dflt", {}, model_path=tiny_base)
+    assert set(d.imprinted) == set(RENAMES.values())
+    # a new random model's states carry nothing learnt: its start and fingerprint are match's
+    new_i = TuneRun.prepare(Project.open(custom_project), tmp_path / "ni", {"start": "new"})
+    new_m = TuneRun.prepare(Project.open(custom_project), tmp_path / "nm", {"start": "new", "head_init": "match"})
+    assert new_i.start_source.startswith("new ") and new_i.imprinted == {}
+    assert new_i.fingerprint == new_m.fingerprint
+
+
+def test_nothing_imprinted_keeps_the_seeds_fingerprint_and_a_bad_value_is_named(receipts_project, tiny_base,
+                                                                                 tmp_path):
+    # every field of the receipts project matches a class: nothing to imprint; the start and the
+    # fingerprint are match's (the seed's)
+    a = TuneRun.prepare(Project.open(receipts_project), tmp_path / "a", {}, model_path=tiny_base)
     b = TuneRun.prepare(Project.open(receipts_project), tmp_path / "b", {"head_init": "match"}, model_path=tiny_base)
-    assert a.fingerprint == b.fingerprint
-    with pytest.raises(TuneError, match="setting head_init must be match or imprint, not 'prototype'"):
+    assert a.imprinted == {} and a.fingerprint == b.fingerprint
+    for key in a.start_params:
+        np.testing.assert_array_equal(a.start_params[key], b.start_params[key])
+    with pytest.raises(TuneError, match="setting head_init must be imprint or match, not 'prototype'"):
         TuneRun.prepare(Project.open(receipts_project), tmp_path / "c", {"head_init": "prototype"},
                         model_path=tiny_base)
-    # every field of the receipts project matches a class: imprint has nothing to do, same start
-    c = TuneRun.prepare(Project.open(receipts_project), tmp_path / "d", {"head_init": "imprint"}, model_path=tiny_base)
-    assert c.imprinted == {}
-    for key in a.start_params:
-        np.testing.assert_array_equal(a.start_params[key], c.start_params[key])
 
 
 def test_imprint_rows_leave_a_field_without_words_alone():

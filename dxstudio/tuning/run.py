@@ -160,18 +160,21 @@ class TuneRun:
         run.snapshot = snapshot
         run.fold = fold
         run.shared = shared
+        run.from_new = model_path is None  # a new random model: nothing learnt to imprint from
         run._load_targets(weights)
-        run._fingerprint(weights)
         run._init_head()
+        run._fingerprint(weights)
         return run
 
     def _init_head(self) -> None:
         """Setting head_init: "imprint" sets the drawn fields' tag rows from the starting model's
-        final states over this run's training pages (imprint.py); "match" keeps the drawn rows.
-        Called again whenever the training pages are read again (start_state)."""
+        final states over this run's training pages (imprint.py); "match" keeps the drawn rows,
+        and so does a start from a new random model (its states carry nothing learnt). Called
+        again whenever the training pages are read again (start_state), before the fingerprint,
+        which covers the setting only where a row was imprinted (else the bytes are match's)."""
         w, b = self.matched_head
         self.imprinted = {}
-        if self.settings["head_init"] == "imprint" and self.drawn_fields:
+        if self.settings["head_init"] == "imprint" and self.drawn_fields and not self.from_new:
             w, b, self.imprinted = imprint_rows(self.cfg, self.start_params, self.examples, self.drawn_fields,
                                                 self.settings["kernels"], *self.base_head)
         self.start_params["tag_head.weight"], self.start_params["tag_head.bias"] = w, b
@@ -226,7 +229,7 @@ class TuneRun:
         # stopping the reading scores the epochs, so joint and printing count there
         if s.get("decoding") == "span" or (s.get("decoding") in ("joint", "printing") and not s.get("early_stop")):
             s.pop("decoding", None)
-        if s.get("head_init") == "match":  # likewise: the head as it started before the setting
+        if not getattr(self, "imprinted", None):  # likewise: no row imprinted, the head the seed's
             s.pop("head_init", None)
         for name in AUGMENT_SETTINGS:  # likewise: off
             if not s.get(name):
@@ -285,8 +288,8 @@ class TuneRun:
         if not resume and self.snapshot is not None:  # a fresh run reads the project's labels, not an old snapshot
             self.snapshot = None
             self._load_targets(self.weights)
-            self._fingerprint(self.weights)
             self._init_head()
+            self._fingerprint(self.weights)
         rd.acquire()
         try:
             if not resume:  # checked again under the lock: another process may have started
