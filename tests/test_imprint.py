@@ -106,8 +106,11 @@ def test_imprint_gives_the_same_bytes_at_degree_1_and_2_and_after_resume(custom_
     assert set(rep["run"]["imprinted"]) == set(RENAMES.values())
     full = (tmp_path / "one" / "model.safetensors").read_bytes()
     two = TuneRun.prepare(Project.open(custom_project), tmp_path / "two", {**s, "degree": 2}, model_path=tiny_base)
-    for key in ("tag_head.weight", "tag_head.bias"):
+    ref = TuneRun.prepare(Project.open(custom_project), tmp_path / "ref", {**s, "kernels": "reference"},
+                          model_path=tiny_base)
+    for key in ("tag_head.weight", "tag_head.bias"):  # the same rows at any degree, on either kernel path
         np.testing.assert_array_equal(one.start_params[key], two.start_params[key])
+        np.testing.assert_array_equal(one.start_params[key], ref.start_params[key])
     assert two.total_steps > 2
     assert two.train(stop_after=2) is False
     resumed = TuneRun.prepare(Project.open(custom_project), tmp_path / "two", {**s, "degree": 1},
