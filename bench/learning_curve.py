@@ -16,6 +16,8 @@ SET is one of:
          are all kept, so the page's targets leave that field unscored on that form). Training
          projects: the first N forms of training_data (149 in all) in SHA-256 order of their
          file names; scored on testing_data (50).
+  sroie_renamed  the sroie projects with company, date, address, total renamed heading, when,
+         where, to_pay (names no generic class of the base matches: a custom schema).
 Both are research-only data: tests and benchmarks only, never training anything shipped.
 
 For each set and size: `dxstudio tune PROJECT` with the defaults (a start from the shipped base)
@@ -220,7 +222,47 @@ def funsd_projects(work: Path, sizes: list) -> tuple[dict, Path]:
     return out, ev
 
 
-SETS = {"sroie": sroie_projects, "funsd": funsd_projects}
+# ---- SROIE under a custom schema ----------------------------------------------------------
+# The sroie projects with their fields renamed to names that match no generic class of the base
+# (dxstudio.corpus.generic.match_field gives None for each; "shop" and "amount" would match
+# company and total): a user's own schema on a new kind of document, whose tag rows start from
+# the run's draw (or head_init = imprint), not from the base's classes.
+SROIE_RENAMES = {"company": "heading", "date": "when", "address": "where", "total": "to_pay"}
+
+
+def _renamed_copy(src: Path, dst: Path, renames: dict) -> Path:
+    from dxstudio.corpus.generic import match_field
+    from dxstudio.project import Project
+
+    matched = {new: match_field(new) for new in renames.values() if match_field(new) is not None}
+    if matched:
+        raise BenchError(f"renamed fields still match a generic class: {matched}")
+    if (dst / "dxproject.json").exists():
+        return dst
+    tmp = dst.with_name(dst.name + ".part")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    shutil.copytree(src, tmp)
+    proj = Project.open(tmp)
+    _, problems = proj.rename_fields_in_labels(renames)
+    if problems:
+        raise BenchError(f"{tmp}: label files not renamed: {problems[:3]}")
+    data = json.loads((tmp / "dxproject.json").read_text(encoding="utf-8"))
+    data["name"] = dst.name
+    data["schema"] = [dict(f, name=renames.get(f["name"], f["name"]), description="") for f in data["schema"]]
+    (tmp / "dxproject.json").write_text(json.dumps(data, indent=2), encoding="utf-8")
+    tmp.rename(dst)
+    return dst
+
+
+def sroie_renamed_projects(work: Path, sizes: list) -> tuple[dict, Path]:
+    """The sroie projects (the same pages, labels and split) with SROIE_RENAMES applied."""
+    projects, ev = sroie_projects(work, sizes)
+    out = {size: _renamed_copy(p, work / f"sroie_renamed_{size}", SROIE_RENAMES) for size, p in projects.items()}
+    return out, _renamed_copy(ev, work / "sroie_renamed_eval", SROIE_RENAMES)
+
+
+SETS = {"sroie": sroie_projects, "funsd": funsd_projects, "sroie_renamed": sroie_renamed_projects}
 
 
 # ---- runs and the table ---------------------------------------------------------------------

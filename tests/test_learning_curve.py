@@ -123,3 +123,24 @@ def test_funsd_labels_are_the_linked_answers():
             assert field not in targets.unscored
             found += 1
     assert found >= 10
+
+
+def test_sroie_renamed_names_match_no_class_and_the_copy_moves_labels(receipts_project, tmp_path):
+    from dxstudio.corpus.generic import match_field
+    from dxstudio.project import Project
+
+    assert all(match_field(new) is None for new in lc.SROIE_RENAMES.values())
+    assert set(lc.SROIE_RENAMES) == {"company", "date", "address", "total"}
+    src = Project.open(receipts_project)
+    pid = src.page_ids()[0]
+    before = src.load_labels(pid).answers
+    dst = lc._renamed_copy(receipts_project, tmp_path / "renamed", {"total": "to_pay", "cash": "wibble"})
+    p = Project.open(dst)
+    assert p.field_names == [{"total": "to_pay", "cash": "wibble"}.get(f, f) for f in src.field_names]
+    after = p.load_labels(pid).answers
+    assert after["to_pay"] == before["total"] and "total" not in after
+    assert Project.open(receipts_project).field_names == src.field_names  # the source is untouched
+    # a new name that still matches a class is refused, and nothing is left behind
+    with pytest.raises(lc.BenchError, match="still match a generic class"):
+        lc._renamed_copy(receipts_project, tmp_path / "bad", {"total": "amount"})
+    assert not (tmp_path / "bad").exists() and not (tmp_path / "bad.part").exists()

@@ -34,6 +34,7 @@ from dxstudio.fsutil import write_json_atomic
 from dxstudio.grounding import project_targets
 from dxstudio.tuning import checkpoint, early_stop, schedule
 from dxstudio.tuning.augment import AUGMENT_SETTINGS, augment_page, enabled as augment_enabled
+from dxstudio.tuning.imprint import imprint_rows
 from dxstudio.tuning.evaluation import score_predictions, stored_thresholds
 from dxstudio.tuning.metrics import Event, append_metric, score_summary, trim_metrics
 from dxstudio.tuning.pages import snapshot_targets, usable_split
@@ -136,27 +137,47 @@ class TuneRun:
         params = OrderedDict(base_params)
         # a model from before a field was renamed reads it under the new name (the head mapping)
         model_fields = project.model_field_names(base_cfg.fields)
+        drawn = []  # schema indices of the fields whose tag rows are the run's random draw
         if model_fields != list(fields):
             # a custom schema: a new tag head of 1 + 2K rows drawn from the run's seed
             params["tag_head.weight"], params["tag_head.bias"] = new_tag_head(cfg, settings["seed"])
             if not (isinstance(base_summary, dict) and base_summary.get("base") is True):
                 # the project's earlier model: the fields it has keep their rows (O too)
-                params["tag_head.weight"], params["tag_head.bias"] = _keep_head_rows(
+                params["tag_head.weight"], params["tag_head.bias"], kept = _keep_head_rows(
                     model_fields, base_params, list(fields), params["tag_head.weight"], params["tag_head.bias"])
             if isinstance(base_summary, dict) and base_summary.get("base") is True:
                 # a pretrained base: fields naming its generic classes start from their rows
-                params["tag_head.weight"], params["tag_head.bias"], _ = transfer_tag_head(
+                params["tag_head.weight"], params["tag_head.bias"], kept = transfer_tag_head(
                     base_cfg, base_params, project.schema, params["tag_head.weight"], params["tag_head.bias"])
+            drawn = [c for c, name in enumerate(fields) if name not in kept]
         run = cls(project, Path(run_dir), settings, cfg, params, start_bytes, source)
+        run.drawn_fields = drawn
+        run.base_head = (base_params["tag_head.weight"], base_params["tag_head.bias"])
+        run.matched_head = (params["tag_head.weight"], params["tag_head.bias"])  # before head_init
         run.start_model_path = str(model_path) if model_path is not None else None
         run.from_base = isinstance(base_summary, dict) and base_summary.get("base") is True
         run.weights = weights
         run.snapshot = snapshot
         run.fold = fold
         run.shared = shared
+        run.from_new = model_path is None  # a new random model: nothing learnt to imprint from
         run._load_targets(weights)
+        run._init_head()
         run._fingerprint(weights)
         return run
+
+    def _init_head(self) -> None:
+        """Setting head_init: "imprint" sets the drawn fields' tag rows from the starting model's
+        final states over this run's training pages (imprint.py); "match" keeps the drawn rows,
+        and so does a start from a new random model (its states carry nothing learnt). Called
+        again whenever the training pages are read again (start_state), before the fingerprint,
+        which covers the setting only where a row was imprinted (else the bytes are match's)."""
+        w, b = self.matched_head
+        self.imprinted = {}
+        if self.settings["head_init"] == "imprint" and self.drawn_fields and not self.from_new:
+            w, b, self.imprinted = imprint_rows(self.cfg, self.start_params, self.examples, self.drawn_fields,
+                                                self.settings["kernels"], *self.base_head)
+        self.start_params["tag_head.weight"], self.start_params["tag_head.bias"] = w, b
 
     def _load_targets(self, weights) -> None:
         pt = None
@@ -208,6 +229,8 @@ class TuneRun:
         # stopping the reading scores the epochs, so joint and printing count there
         if s.get("decoding") == "span" or (s.get("decoding") in ("joint", "printing") and not s.get("early_stop")):
             s.pop("decoding", None)
+        if not getattr(self, "imprinted", None):  # likewise: no row imprinted, the head the seed's
+            s.pop("head_init", None)
         for name in AUGMENT_SETTINGS:  # likewise: off
             if not s.get(name):
                 s.pop(name, None)
@@ -265,6 +288,7 @@ class TuneRun:
         if not resume and self.snapshot is not None:  # a fresh run reads the project's labels, not an old snapshot
             self.snapshot = None
             self._load_targets(self.weights)
+            self._init_head()
             self._fingerprint(self.weights)
         rd.acquire()
         try:
@@ -405,6 +429,7 @@ class TuneRun:
             "excluded": [{"id": i, "reason": r} for i, r in self.excluded],
             "unreadable": [{"id": i, "error": e} for i, e in self.errors],
             "settings": self.settings, **(self.selection.report() if hasattr(self, "selection") else {}),
+            **({"imprinted": self.imprinted} if getattr(self, "imprinted", None) else {}),
         }
         summary = {"fingerprint": self.fingerprint, **score_summary(report),
                    "steps": self.state.step, "share": report["share"]}
@@ -441,18 +466,21 @@ def predict_pages(cfg, params_rt, pages, kernels: str, decoding: str, degree: in
 def _keep_head_rows(model_fields, base_params, fields, weight, bias):
     """A new tag head whose O row and the B-/I- rows of every field the starting model has
     (by its name in the schema now) are the starting model's: adding or removing a field keeps
-    what the model learnt of the others. Fields it lacks keep their freshly drawn rows."""
+    what the model learnt of the others. Fields it lacks keep their freshly drawn rows.
+    Returns (weight, bias, the names whose rows were kept)."""
     w = np.array(weight, np.float32, copy=True)
     b = np.array(bias, np.float32, copy=True)
     bw = np.asarray(base_params["tag_head.weight"], np.float32)
     bb = np.asarray(base_params["tag_head.bias"], np.float32)
     if bw.shape[1] != w.shape[1] or not any(f in model_fields for f in fields):
-        return w, b
+        return w, b, set()
     w[0], b[0] = bw[0], bb[0]
+    kept = set()
     for c, name in enumerate(fields):
         if name in model_fields:
             g = model_fields.index(name)
             for off in (1, 2):
                 w[off + 2 * c], b[off + 2 * c] = bw[off + 2 * g], bb[off + 2 * g]
-    return w, b
+            kept.add(name)
+    return w, b, kept
 

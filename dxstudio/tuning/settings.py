@@ -212,6 +212,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("kernels", "choice", DEFAULT_KERNELS, "kernel path; both give the same bytes",
             choices=KERNEL_CHOICES, fingerprinted=False, commands=("tune", "eval", "pretrain")),
     Setting("checkpoint_every", "int", 50, "steps between checkpoints", low=1, fingerprinted=False),
+    Setting("head_init", "choice", "imprint",
+            "the tag rows of fields the starting model does not know (no generic class of the base "
+            "matches the name, or new to the project's model): imprint = each field's B-/I- rows "
+            "from the starting model's mean final state of that field's words on the training "
+            "pages (not from a new random model), match = the run's random draw (the seed's) "
+            "(docs/tuning.md)",
+            choices=("imprint", "match")),
     Setting("repeats", "choice", "ignore",
             "other printings of a grounded value: ignore (target -1) or o (the seed's rule)",
             choices=("ignore", "o"), label="Repeated printings"),
