@@ -27,19 +27,12 @@ import numpy as np
 from dxstudio.engine.kernels.registry import Ops
 from dxstudio.engine.model import forward, to_runtime
 
-HEAD_INITS = ("match", "imprint")
-
-
 def final_states(cfg, params, examples, kernels: str) -> list:
     """The final hidden state (final_ln output, (n, d) float64) of each example's window under
     `params` (container layout), in order."""
     rt = to_runtime(params)
     ops = Ops(kernels)
-    out = []
-    for ex in examples:
-        o = forward(cfg, rt, ex.inputs, ops, keep=True)
-        out.append((np.asarray(o.cache.f, np.float64), np.asarray(o.tag_logits, np.float64)))
-    return out
+    return [np.asarray(forward(cfg, rt, ex.inputs, ops, keep=True).cache.f, np.float64) for ex in examples]
 
 
 def imprint_rows(cfg, params, examples, drawn: list, kernels: str, base_weight, base_bias):
@@ -59,12 +52,12 @@ def imprint_rows(cfg, params, examples, drawn: list, kernels: str, base_weight, 
         return w, b, {}
     # the backbone is the starting model's: only the head differs, and the final states do not
     # depend on it; the starting model's own head reads them for the margin
-    states = [(f, f @ bw.T + bb) for f, _ in final_states(cfg, params, examples, kernels)]
+    states = [(f, f @ bw.T + bb) for f in final_states(cfg, params, examples, kernels)]
 
     row_norm = float(np.mean(np.sqrt(np.sum(bw[1:] ** 2, axis=1))))
     total = np.zeros(d, np.float64)
     count = 0
-    sums = {}  # tag row -> (sum of unit states, count)
+    sums = {}  # tag row -> (sum of unit states, sum of states, count)
     margins = []
     for (f, logits), ex in zip(states, examples):
         tags = np.asarray(ex.targets.tags, np.int64)
@@ -74,8 +67,8 @@ def imprint_rows(cfg, params, examples, drawn: list, kernels: str, base_weight, 
         for row in [1 + 2 * c + off for c in drawn for off in (0, 1)]:
             sel = tags == row
             if sel.any():
-                s, k = sums.get(row, (np.zeros(d, np.float64), 0))
-                sums[row] = (s + unit[sel].sum(axis=0), k + int(sel.sum()))
+                s, raw, k = sums.get(row, (np.zeros(d, np.float64), np.zeros(d, np.float64), 0))
+                sums[row] = (s + unit[sel].sum(axis=0), raw + f[sel].sum(axis=0), k + int(sel.sum()))
         best = logits[:, 1:].max(axis=1)
         tagged = best > logits[:, 0]
         margins.extend((best - logits[:, 0])[tagged].tolist())
@@ -84,21 +77,14 @@ def imprint_rows(cfg, params, examples, drawn: list, kernels: str, base_weight, 
     w0 = np.asarray(w[0], np.float64)
     b0 = float(b[0])
     counts = {}
-    for row, (s, k) in sorted(sums.items()):
+    for row, (s, raw, k) in sorted(sums.items()):
         proto = s / k - centre
         norm = float(np.sqrt(np.sum(proto * proto)))
         if not norm > 1e-12:
             continue
         row_w = proto / norm * row_norm
         # the field's own words (their unnormalised states) score `margin` above O on average
-        mean_f = np.zeros(d, np.float64)
-        n = 0
-        for (f, _), ex in zip(states, examples):
-            sel = np.asarray(ex.targets.tags, np.int64) == row
-            if sel.any():
-                mean_f += f[sel].sum(axis=0)
-                n += int(sel.sum())
-        mean_f /= n
+        mean_f = raw / k
         w[row] = row_w.astype(np.float32)
         b[row] = np.float32(b0 + float(mean_f @ w0) - float(mean_f @ row_w) + margin)
         c, off = divmod(row - 1, 2)
