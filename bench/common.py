@@ -172,10 +172,11 @@ def target_tile() -> str:
 # ---------------------------------------------------------------------------------------
 # Another checkout's engine in this process (a before / after in one run)
 # ---------------------------------------------------------------------------------------
-def engine_copy(checkout: str | Path, tag: str):
-    """{module: module} of another checkout's engine, loaded beside this one as the package
-    dx_<tag> (a copy of its dxstudio package with its own imports renamed, as forward_ab.py
-    does). The copy is kept under the temporary folder by the digest of its sources, so its
+def engine_copy(checkout: str | Path, tag: str,
+                modules=("config", "inputs", "page", "params", "training")):
+    """{module: module} of another checkout's engine modules (dxstudio.engine.<module>), loaded
+    beside this one as the package dx_<tag> (a copy of its dxstudio package with its own imports
+    renamed). The copy is kept under the temporary folder by the digest of its sources, so its
     compile cache survives from one run to the next (the first run compiles its kernels)."""
     import hashlib
     import re
@@ -203,8 +204,7 @@ def engine_copy(checkout: str | Path, tag: str):
         (root / "complete").write_text(str(checkout) + "\n")
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
-    return {m: importlib.import_module(f"{name}.engine.{m}")
-            for m in ("config", "inputs", "page", "params", "training")}
+    return {m: importlib.import_module(f"{name}.engine.{m}") for m in modules}
 
 
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
