@@ -41,6 +41,27 @@ class BenchError(RuntimeError):
     """A benchmark that cannot run; str() says what is missing or wrong."""
 
 
+def copy_subproject(src: Path, dst: Path, page_ids, settings: dict | None) -> None:
+    """A new project at dst (replaced if there) with src's schema, these of its pages and their
+    labels; the project's settings become `settings` (None: the defaults)."""
+    import shutil
+    if dst.exists():
+        shutil.rmtree(dst)
+    (dst / "pages").mkdir(parents=True)
+    (dst / "labels").mkdir()
+    d = json.loads((src / "dxproject.json").read_text(encoding="utf-8"))
+    d.pop("settings", None)
+    if settings is not None:
+        d["settings"] = settings
+    d["name"] = dst.name
+    (dst / "dxproject.json").write_text(json.dumps(d, indent=2), encoding="utf-8")
+    for pid in page_ids:
+        shutil.copy(src / "pages" / f"{pid}.json", dst / "pages")
+        label = src / "labels" / f"{pid}.json"
+        if label.exists():
+            shutil.copy(label, dst / "labels")
+
+
 def run_main(main, name: str) -> None:
     """Exit with main()'s status; a BenchError is one line "NAME: message" on stderr, exit 2."""
     try:

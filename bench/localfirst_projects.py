@@ -13,25 +13,11 @@ scored with `dxstudio eval MODEL PREFIXtest --all`).
 from __future__ import annotations
 
 import argparse
-import json
-import shutil
+import sys
 from pathlib import Path
 
-
-def make(src: Path, dst: Path, ids) -> None:
-    if dst.exists():
-        shutil.rmtree(dst)
-    (dst / "pages").mkdir(parents=True)
-    (dst / "labels").mkdir()
-    d = json.loads((src / "dxproject.json").read_text(encoding="utf-8"))
-    d.pop("settings", None)
-    d["name"] = dst.name
-    (dst / "dxproject.json").write_text(json.dumps(d, indent=2), encoding="utf-8")
-    for pid in ids:
-        shutil.copy(src / "pages" / f"{pid}.json", dst / "pages")
-        label = src / "labels" / f"{pid}.json"
-        if label.exists():
-            shutil.copy(label, dst / "labels")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.common import copy_subproject  # noqa: E402
 
 
 def main() -> None:
@@ -47,9 +33,9 @@ def main() -> None:
     for n in (int(s) for s in a.sizes.split(",")):
         if n > lo:
             raise SystemExit(f"a training project of {n} pages would overlap the test pages from {lo}")
-        make(src, Path(f"{a.prefix}{n}"), ids[:n])
+        copy_subproject(src, Path(f"{a.prefix}{n}"), ids[:n], None)
         print(f"{a.prefix}{n}")
-    make(src, Path(f"{a.prefix}test"), ids[lo:hi])
+    copy_subproject(src, Path(f"{a.prefix}test"), ids[lo:hi], None)
     print(f"{a.prefix}test")
 
 

@@ -13,9 +13,11 @@ project (`dxstudio import sroie ../shared/data/sroie-train /tmp/sroie_pt`):
 from __future__ import annotations
 
 import argparse
-import json
-import shutil
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.common import copy_subproject  # noqa: E402
 
 PROJECTS = {
     "sroie_p25": (range(0, 25), 0.04),
@@ -26,29 +28,13 @@ PROJECTS = {
 }
 
 
-def make(src: Path, dst: Path, ids, fraction: float) -> None:
-    if dst.exists():
-        shutil.rmtree(dst)
-    (dst / "pages").mkdir(parents=True)
-    (dst / "labels").mkdir()
-    d = json.loads((src / "dxproject.json").read_text(encoding="utf-8"))
-    d["settings"] = {"heldout_fraction": fraction}
-    d["name"] = dst.name
-    (dst / "dxproject.json").write_text(json.dumps(d, indent=2), encoding="utf-8")
-    for i in ids:
-        shutil.copy(src / "pages" / f"{i:03d}.json", dst / "pages")
-        label = src / "labels" / f"{i:03d}.json"
-        if label.exists():
-            shutil.copy(label, dst / "labels")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description="the SROIE projects of docs/base-model.md")
     ap.add_argument("--src", default="/tmp/sroie_pt")
     ap.add_argument("--dst", default="/tmp")
     a = ap.parse_args()
     for name, (ids, fraction) in PROJECTS.items():
-        make(Path(a.src), Path(a.dst) / name, ids, fraction)
+        copy_subproject(Path(a.src), Path(a.dst) / name, [f"{i:03d}" for i in ids], {"heldout_fraction": fraction})
         print(Path(a.dst) / name)
 
 

@@ -226,6 +226,4 @@ def _extract(args) -> int:
          f"{routes['ask']} to ask, {routes['empty']} field{'s' if routes['empty'] != 1 else ''} "
          f"with no value (ask){'' if model.thresholds else '; the model stores no LocalFirst threshold, so every value is asked'}"
          + (f"; per field: {why_text(why)}" if why else ""))
-    if failed == done:
-        return FAILED
     return PARTIAL if failed else OK
