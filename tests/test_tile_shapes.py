@@ -68,12 +68,15 @@ def test_a_bad_forced_shape_is_refused(monkeypatch):
 # ----------------------------------------------------------------------------------------
 # Every shape, one process: mm_nt's body compiled with each tile gives the same bytes
 # ----------------------------------------------------------------------------------------
-def _mm_nt_with(mr, nr):
+def _mm_nt_with(mr, nr, panel=None):
     """mm_nt's serial body with another tile (Numba freezes module globals when it compiles:
-    a copy of the function over a copy of the globals)."""
+    a copy of the function over a copy of the globals); panel: the column block (isa.TILE_PANEL
+    floats of bt, 0 = none), the host's when None."""
     g = dict(kc.__dict__)
     g.update(_MR=mr, _NR=nr, _tile_mr_nr=intrinsics._make_tile(mr, nr))
-    body = types.FunctionType(kc._mm_nt_body.__code__, g, f"mm_nt_tile_{mr}x{nr}")
+    if panel is not None:
+        g.update(_PANEL=panel)
+    body = types.FunctionType(kc._mm_nt_body.__code__, g, f"mm_nt_tile_{mr}x{nr}_{panel}")
     return njit(nogil=True, fastmath=False, error_model="numpy")(body)
 
 
@@ -113,6 +116,48 @@ def test_every_tile_shape_gives_the_bytes_of_the_reference():
             assert out.view(np.uint32).tobytes() == want.view(np.uint32).tobytes(), (mr, nr, a.shape, bt.shape)
             if host is not None:
                 assert out.tobytes() == host.tobytes(), (mr, nr, a.shape, bt.shape)
+
+
+# Column blocks (isa.TILE_PANEL, AVX2's 4096 floats): the outputs in another order, each the same
+# tile call: the bytes of the reference for every tile, with blocks of one tile's columns (64
+# floats of bt at most), a few tiles, the AVX2 default, and none (AVX-512's order)
+PANELS = [0, 64, 600, 4096]
+
+
+def test_column_blocks_give_the_bytes_of_the_reference():
+    kernels = {(s, p): _mm_nt_with(*s, panel=p) for s in SHAPES for p in PANELS}
+    rng = np.random.default_rng(261)
+    cases = _operands() + [(rng.standard_normal((m, k)).astype(F32), rng.standard_normal((n, k)).astype(F32),
+                            rng.standard_normal(n).astype(F32))
+                           for m, k, n in ((35, 128, 75), (18, 416, 33), (16, 16, 130), (3, 150, 9))]
+    for a, bt, bias in cases:
+        m, n = a.shape[0], bt.shape[0]
+        with np.errstate(all="ignore"):
+            want = (ref.mm_nt_ref(a, bt) + bias).astype(F32)
+        for ((mr, nr), panel), kernel in kernels.items():
+            biasp = np.zeros((n + nr - 1) // nr * nr, F32)
+            biasp[:n] = bias
+            out = np.full((m, n), np.nan, F32)  # every output written: none left from before
+            kernel(a, bt, biasp, out)
+            assert out.view(np.uint32).tobytes() == want.view(np.uint32).tobytes(), (mr, nr, panel, a.shape, bt.shape)
+
+
+def test_the_column_block_is_read_from_the_forced_tile(monkeypatch):
+    monkeypatch.setenv("DXSTUDIO_TILE", "2x2@600")
+    assert isa._tile_shape() == ("DXSTUDIO_TILE", 2, 2) and isa._tile_panel("DXSTUDIO_TILE") == 600
+    assert isa._tile_lanes("DXSTUDIO_TILE") == 16
+    monkeypatch.setenv("DXSTUDIO_TILE", "4x2:8@0")
+    assert isa._tile_shape() == ("DXSTUDIO_TILE", 4, 2) and isa._tile_lanes("DXSTUDIO_TILE") == 8
+    assert isa._tile_panel("DXSTUDIO_TILE") == 0
+    monkeypatch.setenv("DXSTUDIO_TILE", "2x2")  # a forced shape alone: no blocks (HEAD's order)
+    assert isa._tile_panel("DXSTUDIO_TILE") == 0
+    for bad in ("2x2@x", "2x2@-1", "2x2@99999999"):
+        monkeypatch.setenv("DXSTUDIO_TILE", bad)
+        with pytest.raises(ValueError, match="DXSTUDIO_TILE"):
+            isa._tile_panel("DXSTUDIO_TILE")
+    monkeypatch.delenv("DXSTUDIO_TILE")
+    assert isa._tile_panel("ymm") == isa.TILE_PANEL["ymm"] > 0
+    assert isa._tile_panel("zmm") == 0, "AVX-512 keeps its measured order"
 
 
 # ----------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import numpy as np
 from .constants import (EXP32_C, EXP32_LN2_HI, EXP32_LN2_LO, EXP32_LOG2E, EXP32_MAX, EXP32_MIN, EXP64_C,
                         EXP64_LN2_HI, EXP64_LN2_LO, EXP64_LOG2E, EXP64_MAX, EXP64_MIN, F32, F64,
                         LOG64_C, LOG64_SQRT_HALF, TANH32_BIG, TANH32_C, TANH32_SMALL)
-from .intrinsics import (_MR, _NR, _ROWS32, _rows32_x1, _rows32_x4, _t16, _tile_mr_nr, exp32_lanes,  # noqa: F401
+from .intrinsics import (_MR, _NR, _PANEL, _ROWS32, _rows32_x1, _rows32_x4, _t16, _tile_mr_nr, exp32_lanes,  # noqa: F401
                          gelu_lanes, lanes_dot, lanes_dot_acc, lanes_max, lanes_sum, lanes_sum_acc, tanh32_lanes)
 from .runtime import _build, _jit, njit, pick, prange
 
@@ -246,48 +246,106 @@ def _mm_nt_body(a, bt, bias, out):
     # k a multiple of 16 only the last rows take one: a single panel, for the last task alone)
     # and a tile's outputs
     own = 1 if k16 != k else 0  # a panel per task, or the one panel
-    aps = np.zeros((nblk if own else 1, _MR, k16), np.float32)
-    tbs = np.empty((nblk, _MR * _NR), np.float32)
-    for blk in prange(nblk):
-        ap = aps[np.int64(blk) * own]
-        tb = tbs[blk]
-        for i0 in range(blk * _NT_ROWS, min(m, blk * _NT_ROWS + _NT_ROWS), _MR):
-            mr = min(_MR, m - i0)
-            direct = mr == _MR and k16 == k
-            if not direct:  # the panel's rows, zero past k (ap's padding columns stay +0)
-                for r in range(mr):
-                    arow = a[i0 + r]
-                    prow = ap[r]
-                    for kk in range(k):
-                        prow[kk] = arow[kk]
-                for r in range(mr, _MR):
-                    prow = ap[r]
-                    for kk in range(k):
-                        prow[kk] = np.float32(0.0)
-            for j0 in range(0, ntile, _NR):  # whole tiles (their columns are rows of bp)
-                if direct:
-                    _tile_mr_nr(a, i0 * k, k, bp, j0 * k16, k16, nch, outf, i0 * n + j0, n, bias, j0)
-                elif mr == _MR:
-                    _tile_mr_nr(ap, 0, k16, bp, j0 * k16, k16, nch, outf, i0 * n + j0, n, bias, j0)
-                else:  # the last rows: into tb, then the rows that exist
-                    _tile_mr_nr(ap, 0, k16, bp, j0 * k16, k16, nch, tb, 0, _NR, bias, j0)
-                    for r in range(mr):
-                        for c in range(_NR):
-                            out[i0 + r, j0 + c] = tb[r * _NR + c]
+    if _PANEL:  # column blocks of about _PANEL floats of bp (isa.TILE_PANEL): a task's rows that
+        # are not read in place padded into its panel once, then for each block of columns every
+        # row group of the task takes the block's tiles (the block stays in L1 across them). The
+        # same tile call for every output as below (each output a whole dot16): the same bytes.
+        cols = max(_NR, _PANEL // k16 // _NR * _NR)  # rows of bp per block
+        aps = np.zeros((nblk if own else 1, _NT_ROWS, k16), np.float32)
+        tbs = np.empty((nblk, _MR * _NR), np.float32)
+        for blk in prange(nblk):
+            ap = aps[np.int64(blk) * own]
+            tb = tbs[blk]
+            t0 = blk * _NT_ROWS
+            t1 = min(m, t0 + _NT_ROWS)
+            for i0 in range(t0, t1, _MR):  # the rows not read in place: padded with +0 into the panel
+                mr = min(_MR, m - i0)
+                if mr != _MR or k16 != k:
+                    for r in range(_MR):
+                        prow = ap[i0 - t0 + r]
+                        if r < mr:
+                            arow = a[i0 + r]
+                            for kk in range(k):
+                                prow[kk] = arow[kk]
+                        else:
+                            for kk in range(k):
+                                prow[kk] = np.float32(0.0)
+            for jb in range(0, ntile, cols):
+                je = min(ntile, jb + cols)
+                for i0 in range(t0, t1, _MR):
+                    mr = min(_MR, m - i0)
+                    po = (i0 - t0) * k16
+                    for j0 in range(jb, je, _NR):
+                        if mr == _MR and k16 == k:
+                            _tile_mr_nr(a, i0 * k, k, bp, j0 * k16, k16, nch, outf, i0 * n + j0, n, bias, j0)
+                        elif mr == _MR:
+                            _tile_mr_nr(ap, po, k16, bp, j0 * k16, k16, nch, outf, i0 * n + j0, n, bias, j0)
+                        else:  # the last rows: into tb, then the rows that exist
+                            _tile_mr_nr(ap, po, k16, bp, j0 * k16, k16, nch, tb, 0, _NR, bias, j0)
+                            for r in range(mr):
+                                for c in range(_NR):
+                                    out[i0 + r, j0 + c] = tb[r * _NR + c]
             if ntile < n:  # the last columns: from bp when it was padded, else from btail
-                if bfull > ntile:
-                    if direct:
-                        _tile_mr_nr(a, i0 * k, k, bp, ntile * k16, k16, nch, tb, 0, _NR, bias, ntile)
+                for i0 in range(t0, t1, _MR):
+                    mr = min(_MR, m - i0)
+                    po = (i0 - t0) * k16
+                    direct = mr == _MR and k16 == k
+                    if bfull > ntile:
+                        if direct:
+                            _tile_mr_nr(a, i0 * k, k, bp, ntile * k16, k16, nch, tb, 0, _NR, bias, ntile)
+                        else:
+                            _tile_mr_nr(ap, po, k16, bp, ntile * k16, k16, nch, tb, 0, _NR, bias, ntile)
                     else:
-                        _tile_mr_nr(ap, 0, k16, bp, ntile * k16, k16, nch, tb, 0, _NR, bias, ntile)
-                else:
+                        if direct:
+                            _tile_mr_nr(a, i0 * k, k, btail, 0, k16, nch, tb, 0, _NR, bias, ntile)
+                        else:
+                            _tile_mr_nr(ap, po, k16, btail, 0, k16, nch, tb, 0, _NR, bias, ntile)
+                    for r in range(mr):
+                        for c in range(n - ntile):
+                            out[i0 + r, ntile + c] = tb[r * _NR + c]
+    else:  # every column for one row group, then the next (AVX-512's order)
+        aps = np.zeros((nblk if own else 1, _MR, k16), np.float32)
+        tbs = np.empty((nblk, _MR * _NR), np.float32)
+        for blk in prange(nblk):
+            ap = aps[np.int64(blk) * own]
+            tb = tbs[blk]
+            for i0 in range(blk * _NT_ROWS, min(m, blk * _NT_ROWS + _NT_ROWS), _MR):
+                mr = min(_MR, m - i0)
+                direct = mr == _MR and k16 == k
+                if not direct:  # the panel's rows, zero past k (ap's padding columns stay +0)
+                    for r in range(mr):
+                        arow = a[i0 + r]
+                        prow = ap[r]
+                        for kk in range(k):
+                            prow[kk] = arow[kk]
+                    for r in range(mr, _MR):
+                        prow = ap[r]
+                        for kk in range(k):
+                            prow[kk] = np.float32(0.0)
+                for j0 in range(0, ntile, _NR):  # whole tiles (their columns are rows of bp)
                     if direct:
-                        _tile_mr_nr(a, i0 * k, k, btail, 0, k16, nch, tb, 0, _NR, bias, ntile)
+                        _tile_mr_nr(a, i0 * k, k, bp, j0 * k16, k16, nch, outf, i0 * n + j0, n, bias, j0)
+                    elif mr == _MR:
+                        _tile_mr_nr(ap, 0, k16, bp, j0 * k16, k16, nch, outf, i0 * n + j0, n, bias, j0)
+                    else:  # the last rows: into tb, then the rows that exist
+                        _tile_mr_nr(ap, 0, k16, bp, j0 * k16, k16, nch, tb, 0, _NR, bias, j0)
+                        for r in range(mr):
+                            for c in range(_NR):
+                                out[i0 + r, j0 + c] = tb[r * _NR + c]
+                if ntile < n:  # the last columns: from bp when it was padded, else from btail
+                    if bfull > ntile:
+                        if direct:
+                            _tile_mr_nr(a, i0 * k, k, bp, ntile * k16, k16, nch, tb, 0, _NR, bias, ntile)
+                        else:
+                            _tile_mr_nr(ap, 0, k16, bp, ntile * k16, k16, nch, tb, 0, _NR, bias, ntile)
                     else:
-                        _tile_mr_nr(ap, 0, k16, btail, 0, k16, nch, tb, 0, _NR, bias, ntile)
-                for r in range(mr):
-                    for c in range(n - ntile):
-                        out[i0 + r, ntile + c] = tb[r * _NR + c]
+                        if direct:
+                            _tile_mr_nr(a, i0 * k, k, btail, 0, k16, nch, tb, 0, _NR, bias, ntile)
+                        else:
+                            _tile_mr_nr(ap, 0, k16, btail, 0, k16, nch, tb, 0, _NR, bias, ntile)
+                    for r in range(mr):
+                        for c in range(n - ntile):
+                            out[i0 + r, ntile + c] = tb[r * _NR + c]
 
 
 _MM_NT = _build(_mm_nt_body, "_mm_nt")

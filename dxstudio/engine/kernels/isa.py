@@ -77,9 +77,32 @@ def register_kind(name: str, features: str, machine: str | None = None) -> str:
 TILE_LANES = {"zmm": 16, "ymm": 16, "xmm": 16, "neon": 16}
 
 
+# mm_nt's outputs in column blocks: the rows of bt (the products' columns) in blocks of about
+# TILE_PANEL binary32 (16 KB: half of Zen 2's 32 KB L1), every row pair of a task swept over one
+# block before the next, so the block is read from L1 by each of the task's rows instead of the
+# whole bt from L2 (0: every column for one row pair, then the next: AVX-512's order, kept as it
+# was measured). Each output is still one tile's dot16, computed whole: the order of the outputs
+# changes no bit. DXSTUDIO_TILE=MxN[:L]@P forces P (0 = off); a forced shape without @ has 0.
+TILE_PANEL = {"zmm": 0, "ymm": 4096, "xmm": 0, "neon": 0}
+
+
+def _tile_panel(kind: str) -> int:
+    """Floats of bt per column block: DXSTUDIO_TILE=...@P, else TILE_PANEL of the register kind."""
+    forced = os.environ.get("DXSTUDIO_TILE", "").strip().lower()
+    if "@" in forced:
+        try:
+            panel = int(forced.split("@", 1)[1])
+        except ValueError:
+            raise ValueError(f"DXSTUDIO_TILE={forced!r}: expected rows x cols[:lanes][@floats] such as 2x2@4096") from None
+        if panel < 0 or panel > 1 << 20:
+            raise ValueError(f"DXSTUDIO_TILE={forced!r}: the column block must be 0 to {1 << 20} floats")
+        return panel
+    return 0 if forced else TILE_PANEL.get(kind, 0)
+
+
 def _tile_lanes(kind: str) -> int:
     """Lanes per pass: DXSTUDIO_TILE=MxN:L (L in 4, 8, 16), else TILE_LANES of the register kind."""
-    forced = os.environ.get("DXSTUDIO_TILE", "").strip().lower()
+    forced = os.environ.get("DXSTUDIO_TILE", "").strip().lower().split("@", 1)[0]
     if ":" in forced:
         try:
             lanes = int(forced.split(":", 1)[1])
@@ -94,7 +117,7 @@ def _tile_lanes(kind: str) -> int:
 def _tile_shape() -> tuple[str, int, int]:
     """(why, rows, cols) of mm_nt's tile: DXSTUDIO_TILE=MxN[:L] (M, N in 1, 2, 4; benchmarks and the
     test that every shape gives the same bytes), else the target's register kind."""
-    forced = os.environ.get("DXSTUDIO_TILE", "").strip().lower().split(":", 1)[0]
+    forced = os.environ.get("DXSTUDIO_TILE", "").strip().lower().split("@", 1)[0].split(":", 1)[0]
     if forced:
         try:
             mr, nr = (int(v) for v in forced.split("x"))
@@ -109,7 +132,8 @@ def _tile_shape() -> tuple[str, int, int]:
 
 TILE_CHOICE, _MR, _NR = _tile_shape()  # output tile: rows of a x rows of bt (a power of two)
 _LANES = _tile_lanes(TILE_CHOICE)  # lanes per pass of its k loop
-TILE = f"{_MR}x{_NR}" if _LANES == 16 else f"{_MR}x{_NR}:{_LANES}"
+_PANEL = _tile_panel(TILE_CHOICE)  # floats of bt per column block of mm_nt (0: no blocks)
+TILE = (f"{_MR}x{_NR}" if _LANES == 16 else f"{_MR}x{_NR}:{_LANES}") + (f"@{_PANEL}" if _PANEL else "")
 
 
 def describe_target() -> str:
