@@ -293,7 +293,7 @@ class SchemaPanel(QWidget):
 
     def _run_schema_job(self, work, on_done) -> None:
         self._schema_job = Job(work, "dxstudio-schema", expected=(ProjectError, ReviewError, LabelError, OSError,
-                                                                  ValueError), parent=self)
+                                                                  ValueError), parent=self, pooled=True)
         self._schema_job.connect(None, lambda r: self._schema_job_done(on_done, r),
                                  lambda m: self._schema_job_done(None, m))
         for b in (self.save_schema_button, self.undo_schema_button):
