@@ -91,3 +91,39 @@ def test_save_schema_leaves_the_focus_in_the_schema_not_in_the_endpoint_box(win,
     assert panel.url.text() == url_before
     # what Save schema did is said once, under the schema (not again under Label pages)
     assert "Added date" in panel.schema_note.text() and "date" not in panel.result.text()
+
+
+def test_extract_says_every_value_is_asked_for_a_model_whose_run_found_no_threshold(win, qtbot, tmp_path,
+                                                                                  monkeypatch):
+    """The walk: a run that found no LocalFirst threshold stores one per field, each None; Extract
+    said "routes from its stored LocalFirst thresholds: local at or above, ask below" above a
+    table where every value was "ask". It says every value is asked; with some fields' own
+    thresholds it names them."""
+    from PySide6.QtWidgets import QFileDialog, QPushButton
+
+    from dxstudio.engine.config import size_config
+    from dxstudio.engine.container import save_model
+    from dxstudio.engine.params import new_params
+
+    w = win
+    fields = w.session.field_names
+    cfg = size_config("tiny", fields)
+    none_of_their_own = tmp_path / "none.safetensors"
+    save_model(none_of_their_own, cfg, new_params(cfg, 1),
+               thresholds={"pooled": None, "fields": {f: None for f in fields}, "share": 0.99, "min_values": 5})
+    some = tmp_path / "some.safetensors"
+    save_model(some, cfg, new_params(cfg, 1),
+               thresholds={"pooled": 0.9, "fields": {fields[0]: 0.9, **{f: None for f in fields[1:]}},
+                           "share": 0.99, "min_values": 5})
+    panel = w.extract_panel
+    click_tab(qtbot, w, panel)
+    model_button = next(b for b in panel.findChildren(QPushButton) if b.text().startswith("Model"))
+    for path in (none_of_their_own, some):
+        monkeypatch.setattr(QFileDialog, "getOpenFileName", staticmethod(lambda *a, p=path, **k: (str(p), "")))
+        qtbot.mouseClick(model_button, Qt.LeftButton)
+        text = panel.model_label.text()
+        assert path.name in text
+        if path is none_of_their_own:
+            assert "every value is asked" in text and "local at or above" not in text
+        else:
+            assert f"({fields[0]}: local at or above" in text and "the other fields have none" in text
