@@ -337,8 +337,15 @@ class ExtractPanel(QWidget):
             shown = self.model_path.resolve().relative_to(Path(self.project.root).resolve())
         except ValueError:
             shown = self.model_path
-        if self.thresholds:
+        from dxstudio.engine.extract import field_threshold
+        own = [f for f in model.cfg.fields if field_threshold(f, self.thresholds) is not None]
+        # (a model whose run found no threshold stores one per field, each None: every value is
+        # asked, which the line said as "local at or above, ask below" - seen in a walk)
+        if own and len(own) == len(model.cfg.fields):
             how = "routes from its stored LocalFirst thresholds: local at or above, ask below"
+        elif own:
+            how = (f"routes from its stored LocalFirst thresholds ({', '.join(own)}: local at or above, ask "
+                   f"below); the other fields have none of their own: asked")
         else:
             how = "no stored LocalFirst threshold: every value is asked"
         self.model_label.setText(f"<b>Model</b> {shown} · fields {fields} · {how}")

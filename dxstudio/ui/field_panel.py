@@ -348,10 +348,12 @@ class FieldPanel(QWidget):
         self.header.setText(f"<span style='font-size:15px'><b>{s.current}</b></span> "
                             f"<span style='color:#6C757D'>page {pos} of {len(s.page_ids)}</span>")
         st = s.statuses[s.current]
-        text = _badge(STATUS_LABELS[st.status], STATUS_COLOURS[st.status])
-        if st.message:
-            text += f"<br><span style='color:#495057'>{st.message}</span>"
-        self.state.setText(text)
+        # the badge only: the status's note (a conflict, a field not asked, the exclusion's reason)
+        # is the banner's above the page, which keeps its room. Said here too, it came and went
+        # with the page (one to five lines) and moved Accept and the buttons under it: a click
+        # aimed at Accept on the next page landed on Previous (seen in a real-window walk).
+        self.state.setText(_badge(STATUS_LABELS[st.status], STATUS_COLOURS[st.status]))
+        self.state.setToolTip(st.message)
         rows = s.field_rows()
         same = {}
         for a, b, _ in same_value_pairs(rows):

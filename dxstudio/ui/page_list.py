@@ -148,7 +148,7 @@ class PageList(QWidget):
             return chunk
 
         self._texts_again = False
-        self._texts_job = Job(work, "dxstudio-page-texts", parent=self)
+        self._texts_job = Job(work, "dxstudio-page-texts", parent=self, pooled=True)
         self._texts_job.connect(self._on_texts, self._texts_done, lambda _m: self._texts_done({}))
         self._texts_job.start()
 

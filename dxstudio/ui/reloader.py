@@ -51,7 +51,7 @@ class SessionReloader(QObject):
         scan = self.session.reload_scan(reopen=self._reopen)
         self._reopen = self._again = False
         self.scans += 1
-        self._job = Job(lambda job: scan(), name="dxstudio-reload").connect(
+        self._job = Job(lambda job: scan(), name="dxstudio-reload", pooled=True).connect(
             on_success=self._on_scanned, on_failure=self._on_failed)
         self._job.start()
 

@@ -14,7 +14,7 @@ import re
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QKeySequence
-from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QDoubleSpinBox, QFileDialog, QFormLayout,
+from PySide6.QtWidgets import (QAbstractItemView, QApplication, QCheckBox, QDoubleSpinBox, QFileDialog, QFormLayout,
                                QGroupBox, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QMessageBox,
                                QProgressBar, QPushButton, QSpinBox, QTableWidget, QTableWidgetItem,
                                QVBoxLayout, QWidget)
@@ -293,9 +293,14 @@ class SchemaPanel(QWidget):
 
     def _run_schema_job(self, work, on_done) -> None:
         self._schema_job = Job(work, "dxstudio-schema", expected=(ProjectError, ReviewError, LabelError, OSError,
-                                                                  ValueError), parent=self)
+                                                                  ValueError), parent=self, pooled=True)
         self._schema_job.connect(None, lambda r: self._schema_job_done(on_done, r),
                                  lambda m: self._schema_job_done(None, m))
+        focused = QApplication.focusWidget()
+        if focused in (self.save_schema_button, self.undo_schema_button):
+            # a disabled button hands the focus to the next widget, the Endpoint URL box: the
+            # keys typed next (seen in a real-window walk) went into the labelling endpoint
+            self.table.setFocus(Qt.FocusReason.OtherFocusReason)
         for b in (self.save_schema_button, self.undo_schema_button):
             b.setEnabled(False)
         self.schema_note.setText("Saving the schema: reading every page's labels…")
@@ -331,8 +336,7 @@ class SchemaPanel(QWidget):
         if problems:
             text += f" {len(problems)} label file(s) not renamed: " + "; ".join(f"{f}: {m}" for f, m in problems[:3])
             self.session.rename_problems = []
-        self.schema_note.setText(text)
-        self.result.setText(text)
+        self.schema_note.setText(text)  # (said once, under the schema: not again under Label pages)
         self.schemaChanged.emit()
 
     def fields(self) -> list[dict]:

@@ -209,9 +209,11 @@ def test_the_train_plots_keep_their_items_and_cache_their_axes(qtbot, small_proj
     panel.show_dialogs = False
     qtbot.addWidget(panel)
     panel.show()
+    from dxstudio.ui.train_tab import CachedAxis
     for plot in (panel.loss_plot, panel.agreement_plot):
         for name in ("left", "bottom"):
-            assert plot.getPlotItem().getAxis(name).cacheMode() == QGraphicsItem.CacheMode.DeviceCoordinateCache
+            axis = plot.getPlotItem().getAxis(name)  # its own pixmap, not Qt's cache on top of it
+            assert isinstance(axis, CachedAxis) and axis.cacheMode() == QGraphicsItem.CacheMode.NoCache
     items = panel.agreement_plot.getPlotItem().listDataItems()
     panel._add_agreement(1, {"total": 0.5, "tax": 0.0})
     curves = dict(panel.agreement_curves)
@@ -226,6 +228,116 @@ def test_the_train_plots_keep_their_items_and_cache_their_axes(qtbot, small_proj
         panel._redraw_loss()
     xs, ys = panel.loss_curve.getData()
     assert list(xs) == list(range(1, 101)) and ys[-1] == 1.0 / 100
+
+
+def _train_axes(w):
+    return [plot.getPlotItem().getAxis(name) for plot in (w.training_panel.loss_plot, w.training_panel.agreement_plot)
+            for name in ("left", "bottom")]
+
+
+def _click_tab(qtbot, w, index):
+    bar = w.tabs.tabBar()
+    qtbot.mouseClick(bar, Qt.LeftButton, pos=bar.tabRect(index).center())
+    assert w.tabs.currentIndex() == index
+
+
+def _train_tab_settled(qtbot, w):
+    qtbot.waitUntil(lambda: not w.training_panel.counting(), timeout=20000)
+    for _ in range(3):
+        qtbot.wait(30)
+
+
+def test_showing_the_train_tab_again_draws_its_axes_from_their_pixmaps(window, qtbot):
+    """The Train tab replayed its four axes' drawings (ticks, numbers, grid lines) on every show,
+    5-12 ms each at 1920x1080: shown again with nothing changed, each axis is painted from the
+    pixmap it was drawn into once. The pixels are those of the plain axis (checked apart)."""
+    w = window
+    train = next(i for i in range(w.tabs.count()) if w.tabs.widget(i) is w.training_panel)
+    _click_tab(qtbot, w, train)
+    _train_tab_settled(qtbot, w)
+    axes = _train_axes(w)
+    assert all(a.renders >= 1 and a.paints >= 1 for a in axes)
+    before = [(a.renders, a.paints) for a in axes]
+    _click_tab(qtbot, w, 0)
+    qtbot.wait(50)
+    _click_tab(qtbot, w, train)
+    _train_tab_settled(qtbot, w)
+    after = [(a.renders, a.paints) for a in axes]
+    assert all(p1 > p0 for (_, p0), (_, p1) in zip(before, after))  # painted again on the show ...
+    assert [r for r, _ in after] == [r for r, _ in before]  # ... from the pixmap: nothing drawn anew
+
+
+def test_the_train_tab_is_drawn_while_hidden_so_its_first_show_draws_no_axis(window, qtbot):
+    """The first show of the Train tab (and one after its lines changed its layout) drew all four
+    axes anew, the worst input event of the bench (40-55 ms at 1920x1080, AVX2): they are drawn
+    at idle while the tab is hidden, at the size it will have."""
+    w = window
+    axes = _train_axes(w)
+    assert not w.training_panel.isVisible()
+    qtbot.waitUntil(lambda: all(a.renders >= 1 for a in axes) and not w.training_panel._prepare_timer.isActive(),
+                    timeout=20000)
+    before = [a.renders for a in axes]
+    train = next(i for i in range(w.tabs.count()) if w.tabs.widget(i) is w.training_panel)
+    _click_tab(qtbot, w, train)
+    _train_tab_settled(qtbot, w)
+    assert all(a.paints > 1 for a in axes)  # painted on the show ...
+    assert [a.renders for a in axes] == before  # ... from what was drawn while hidden
+
+
+def test_the_cached_axis_draws_the_pixels_of_the_plain_axis(qtbot):
+    import pyqtgraph as pg
+
+    from dxstudio.ui.train_tab import CachedAxis
+    images = []
+    for cls in (pg.AxisItem, CachedAxis):
+        plot = pg.PlotWidget(title="loss", axisItems={"bottom": cls("bottom"), "left": cls("left")})
+        qtbot.addWidget(plot)
+        plot.showGrid(x=True, y=True, alpha=0.25)
+        plot.plot([1, 2, 3, 10], [0.5, 0.3, 0.9, 0.1])
+        plot.resize(401, 203)
+        plot.show()
+        qtbot.waitExposed(plot)
+        image = None
+        for _ in range(20):  # until the axes have their room (an axis widens once its numbers are drawn)
+            qtbot.wait(30)
+            image, last = plot.grab().toImage(), image
+            if image == last:
+                break
+        images.append(image)
+    a, b = images
+    differ = sum(a.pixel(x, y) != b.pixel(x, y) for y in range(a.height()) for x in range(a.width()))
+    assert a.size() == b.size() and differ <= 4, differ  # (where two grid lines meet, at most)
+
+
+def test_showing_the_train_tab_and_switching_pages_start_no_thread(window, qtbot, monkeypatch):
+    """A thread's start waits until it runs (3-11 ms of the GUI thread under load): the Train
+    tab's count (on every show), a reload and the next pages' images run on threads kept for
+    the session."""
+    import threading
+
+    w = window
+    train = next(i for i in range(w.tabs.count()) if w.tabs.widget(i) is w.training_panel)
+    _click_tab(qtbot, w, train)  # (the first time may start the workers)
+    _train_tab_settled(qtbot, w)
+    _click_tab(qtbot, w, 0)
+    w.view.setFocus()
+    qtbot.keyClick(w.view, Qt.Key_J)
+    qtbot.keyClick(w.view, Qt.Key_F5)
+    qtbot.waitUntil(lambda: not w.reloader.busy, timeout=20000)
+    qtbot.wait(100)
+    starts = []
+    real = threading.Thread.start
+    monkeypatch.setattr(threading.Thread, "start", lambda self: (starts.append(self.name), real(self))[1])
+    _click_tab(qtbot, w, train)
+    _train_tab_settled(qtbot, w)
+    _click_tab(qtbot, w, 0)
+    w.view.setFocus()
+    for _ in range(3):
+        qtbot.keyClick(w.view, Qt.Key_J)
+        qtbot.wait(50)
+    qtbot.keyClick(w.view, Qt.Key_F5)
+    qtbot.waitUntil(lambda: not w.reloader.busy, timeout=20000)
+    assert starts == []
 
 
 def _slow_writes(monkeypatch, delay=0.4, fail=None):
