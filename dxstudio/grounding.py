@@ -14,7 +14,8 @@ Statuses (the seed's "Labels"):
   computed    a number that is not printed but equals a sum or product of printed numbers:
               never labelled (the field has no value on this page)
   absent      not on the page: the whole page is excluded from training and evaluation,
-              with the reason kept
+              with the reason kept (the setting absent_value "ignore" keeps a page whose
+              other values are found: ABSENT_POLICIES below)
   null        no value (the answer is null, missing, or has no words)
 
 When a value occurs more than once, the most exact match wins (exact, then normalized, then
@@ -673,10 +674,84 @@ def not_asked_reason(names) -> str:
             f"Label pages asks for {'it' if len(names) == 1 else 'them'})")
 
 
-def field_words_of(page, labels: LabelFile, field_names, leave_out=()) -> dict | Excluded:
+# A value grounding did not find ("absent"): what becomes of its page (the tuning setting
+# absent_value, docs/project.md). "exclude": the page is left out of training and scoring (the
+# seed's rule). "ignore": a page whose other values are found (at least ABSENT_MIN_FOUND of them)
+# and only one text value is not, is kept: that field is unscored on it, and the words where the
+# value may still be printed (possible_words) are ignored by the loss (target -1) rather than
+# taught as O. A number, or a text value none of whose pieces is on the page, still excludes it.
+ABSENT_POLICIES = ("exclude", "ignore")
+ABSENT_MIN_FOUND = 2
+POSSIBLE_PIECE_CHARS = 3  # a value's pieces shorter than this say nothing about where it is
+POSSIBLE_FUZZY_CHARS = 5  # a piece this long matches a word's piece within one edit
+
+
+def _word_rows(words) -> list[int]:
+    """The row of each word, as reading_order groups them (rows from top to bottom)."""
+    from dxstudio.importers import reading_rows
+
+    row_of = [0] * len(words)
+    for r, row in enumerate(reading_rows([w.box for w in words])):
+        for i in row:
+            row_of[i] = r
+    return row_of
+
+
+def possible_words(page, value) -> tuple:
+    """The words where a text value grounding did not find may still be printed: the rows of
+    the page's words that hold one of the value's pieces (its runs of letters and digits of
+    POSSIBLE_PIECE_CHARS or more, look-alikes read alike, one edit forgiven in a piece of
+    POSSIBLE_FUZZY_CHARS or more), the cluster of such rows (no more than one row between
+    two) that holds the most of the value's pieces, and one row above and below it (a line
+    read beyond recognition: a stamp over an address line). () when no piece is on the page,
+    or the value is a number."""
+    if not isinstance(value, str) or canonical_number(value_key(value)) is not None:
+        return ()
+    want = {lookalike_key(p) for t in value.split() for p in pieces(word_key(t)) if len(p) >= POSSIBLE_PIECE_CHARS}
+    if not want or not page.words:
+        return ()
+    long_want = [p for p in want if len(p) >= POSSIBLE_FUZZY_CHARS]
+
+    def hits(text):
+        out = set()
+        for p in pieces(word_key(text)):
+            p = lookalike_key(p)
+            if p in want:
+                out.add(p)
+            elif len(p) >= POSSIBLE_FUZZY_CHARS - 1:
+                out.update(q for q in long_want if _bounded_distance(p, q, 1) is not None)
+        return out
+
+    row_of = _word_rows(page.words)
+    found = {}  # row: the value's pieces on it
+    for i, w in enumerate(page.words):
+        h = hits(w.text)
+        if h:
+            found.setdefault(row_of[i], set()).update(h)
+    if not found:
+        return ()
+    clusters, cur = [], []
+    for r in sorted(found):
+        if cur and r - cur[-1] > 2:
+            clusters.append(cur)
+            cur = []
+        cur.append(r)
+    clusters.append(cur)
+    best = max(clusters, key=lambda c: (len(set().union(*(found[r] for r in c))), -c[0]))
+    lo, hi = best[0] - 1, best[-1] + 1
+    return tuple(i for i, r in enumerate(row_of) if lo <= r <= hi)
+
+
+def field_words_of(page, labels: LabelFile, field_names, leave_out=(), absent: str = "exclude",
+                   ignored: dict | None = None) -> dict | Excluded:
     """{field: (word indices)} after the review's fixes, or Excluded(reason). A field in
     `leave_out` (not asked yet on some page of the project: left out of the run) never
-    excludes the page; its words are what a fix or the grounding says, else ()."""
+    excludes the page; its words are what a fix or the grounding says, else (). absent
+    (ABSENT_POLICIES): with "ignore", a page with one text value not found and at least
+    ABSENT_MIN_FOUND others found is kept, that field's words () and `ignored`[field] the
+    words where it may be printed (possible_words); "exclude" leaves the page out."""
+    if absent not in ABSENT_POLICIES:
+        raise ValueError(f"absent must be one of {', '.join(ABSENT_POLICIES)}, not {absent!r}")
     n = len(page.words)
     review = labels.review or {}
     if review.get("state") == "excluded":
@@ -689,13 +764,14 @@ def field_words_of(page, labels: LabelFile, field_names, leave_out=()) -> dict |
     if missing:
         return Excluded(not_asked_reason(missing))
     answers = labels.answers or {}
-    out, absent = {}, []
+    out, missed, found = {}, [], 0
     for name in field_names:
         if name in leave_out and name not in fixes and name not in answers and name not in labels.grounding:
             out[name] = ()
             continue
         if name in fixes:  # a person's fix overrides whatever the model said
             out[name] = _check_indices(fixes[name], n, f"the fix of {name!r}", labels)
+            found += bool(out[name])
             continue
         g = labels.grounding.get(name)
         if g is None:
@@ -704,15 +780,24 @@ def field_words_of(page, labels: LabelFile, field_names, leave_out=()) -> dict |
         if status == "absent" and name in leave_out:
             out[name] = ()
         elif status == "absent":
-            absent.append(f"{name}: {g.get('reason') or 'the value is not on the page'}")
+            missed.append((name, f"{name}: {g.get('reason') or 'the value is not on the page'}"))
         elif status == "other_page":  # the document's value is printed on another of its pages
             out[name] = ()
         elif status in ("exact", "normalized"):
             out[name] = _check_indices(g.get("words", []), n, f"the grounding of {name!r}", labels)
+            found += bool(out[name])
         else:  # computed, null: no value on this page
             out[name] = ()
-    if absent:
-        return Excluded("; ".join(absent))
+    if missed and absent == "ignore" and len(missed) == 1 and found >= ABSENT_MIN_FOUND:
+        name = missed[0][0]
+        maybe = possible_words(page, answers.get(name))
+        if maybe:
+            out[name] = ()
+            if ignored is not None:
+                ignored[name] = maybe
+            return out
+    if missed:
+        return Excluded("; ".join(r for _, r in missed))
     return out
 
 
@@ -737,7 +822,7 @@ def repeated_runs(page, labels: LabelFile, name: str, chosen) -> list[tuple]:
 
 
 def page_targets(page, labels: LabelFile, field_names, max_words: int | None = None,
-                 repeats: str = "o", leave_out=()) -> PageTargets | Excluded:
+                 repeats: str = "o", leave_out=(), absent: str = "exclude") -> PageTargets | Excluded:
     """Tag targets of one page.
 
     A field's words, if one run of consecutive words, are B then I; every other word is O.
@@ -747,18 +832,22 @@ def page_targets(page, labels: LabelFile, field_names, max_words: int | None = N
     grounded value is printed again (same tier, repeated_runs) get -1 where they would be O;
     "o" (the seed's rule) leaves them O. leave_out: fields left out of the run (not asked yet on
     some page, left_out_fields): unscored on every page, their words (where a person set them)
-    ignored by the loss, so the other fields train and score as if the field were not there."""
+    ignored by the loss, so the other fields train and score as if the field were not there.
+    absent="ignore" (ABSENT_POLICIES): a page with one text value not found but the others
+    found is kept, that field unscored on it, the words where it may be printed -1 where they
+    would be O (field_words_of); "exclude" leaves such a page out."""
     if repeats not in REPEATS:
         raise ValueError(f"repeats must be one of {', '.join(REPEATS)}, not {repeats!r}")
     field_names = list(field_names)
     leave_out = [n for n in field_names if n in set(leave_out)]
-    fw = field_words_of(page, labels, field_names, leave_out)
+    ignored = {}
+    fw = field_words_of(page, labels, field_names, leave_out, absent, ignored)
     if isinstance(fw, Excluded):
         return fw
     n = len(page.words)
     tags = np.zeros(n, dtype=np.int64)
     claims = Counter(i for words in fw.values() for i in words)
-    unscored = set(leave_out)
+    unscored = set(leave_out) | set(ignored)
     for name, words in fw.items():
         if not words or name in unscored:
             continue
@@ -775,6 +864,10 @@ def page_targets(page, labels: LabelFile, field_names, max_words: int | None = N
         tags[list(words[1:])] = 2 + 2 * c
     for name in unscored:
         tags[list(fw[name])] = -1
+    for words in ignored.values():  # where a value not found may be printed: not taught as O
+        for i in words:
+            if tags[i] == 0:
+                tags[i] = -1
     if repeats == "ignore":
         for name in field_names:
             for run in repeated_runs(page, labels, name, fw[name]):
@@ -858,10 +951,11 @@ def left_out_note(left_out: dict) -> str:
             f"{'it' if one else 'them'}, or set {'it' if one else 'them'} in Review.")
 
 
-def project_targets(project, max_words: int | None = None, field_names=None, repeats: str = "o") -> ProjectTargets:
+def project_targets(project, max_words: int | None = None, field_names=None, repeats: str = "o",
+                    absent: str = "exclude") -> ProjectTargets:
     """Targets of every page of a project. A page or label file that does not load is
     reported in `errors` and the rest goes on. Fields not asked yet on some page are left
-    out of training and scoring (left_out_fields), not the pages."""
+    out of training and scoring (left_out_fields), not the pages. absent: page_targets'."""
     from dxstudio.engine.page import PageError
 
     names = list(field_names) if field_names is not None else project.field_names
@@ -874,12 +968,13 @@ def project_targets(project, max_words: int | None = None, field_names=None, rep
             errors.append((pid, str(e)))
             continue
         read.append((pid, page, page_raw, labels, label_raw))
-    pt = targets_of_read(read, names, max_words, repeats, errors, (PageError, LabelError))
+    pt = targets_of_read(read, names, max_words, repeats, errors, (PageError, LabelError), absent)
     pt.errors.sort(key=lambda e: e[0])
     return pt
 
 
-def targets_of_read(read, names, max_words, repeats: str, errors: list, problems: tuple) -> ProjectTargets:
+def targets_of_read(read, names, max_words, repeats: str, errors: list, problems: tuple,
+                    absent: str = "exclude") -> ProjectTargets:
     """The targets of pages already read, [(pid, page, page_raw, labels, label_raw)]: the fields
     not asked on some page left out of all (left_out_fields), a page whose targets raise one of
     `problems` added to `errors` and the rest go on. project_targets (the project's label files)
@@ -888,7 +983,7 @@ def targets_of_read(read, names, max_words, repeats: str, errors: list, problems
     left_out = left_out_fields([r[3] for r in read], names)
     for pid, page, page_raw, labels, label_raw in read:
         try:
-            t = page_targets(page, labels, names, max_words, repeats, leave_out=left_out)
+            t = page_targets(page, labels, names, max_words, repeats, leave_out=left_out, absent=absent)
         except problems as e:
             errors.append((pid, str(e)))
             continue

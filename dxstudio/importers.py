@@ -66,6 +66,12 @@ def reading_order(boxes) -> list[int]:
     """Indices of boxes (x0, y0, x1, y1) in reading order: rows from top to bottom, left to
     right within a row. A box joins the current row when its vertical centre lies within the
     row's first box's vertical extent (slightly tilted scans keep their rows)."""
+    return [i for r in reading_rows(boxes) for i in sorted(r, key=lambda k: (boxes[k][0], boxes[k][1]))]
+
+
+def reading_rows(boxes) -> list[list[int]]:
+    """The rows of reading_order, top to bottom: each a list of box indices (not yet sorted
+    left to right)."""
     order = sorted(range(len(boxes)), key=lambda i: ((boxes[i][1] + boxes[i][3]) / 2, boxes[i][0]))
     rows, row, row_top, row_bottom = [], [], None, None
     for i in order:
@@ -79,7 +85,7 @@ def reading_order(boxes) -> list[int]:
         row, row_top, row_bottom = [i], y0, max(y1, y0 + 1e-9)
     if row:
         rows.append(row)
-    return [i for r in rows for i in sorted(r, key=lambda k: (boxes[k][0], boxes[k][1]))]
+    return rows
 
 
 def split_line(text: str, box) -> list[Word]:

@@ -75,6 +75,11 @@ DET_MIN_SIDE = 736
 # only to be read again (the same words where the two agree; docs/ocr.md, "Sixth round").
 # False: recognise first, then judge from the recognised lines (the fifth round's code).
 EARLY_SMALL_TEXT = True
+# rapidocr: a page read enlarged as small print is detected again at the enlarged size (True,
+# the sixth round's code). False: the lines the detector found at the page's own size (before
+# any recognition, EARLY_SMALL_TEXT) are cut from the enlarged page and recognised there, and
+# the enlarged page is not detected again (docs/ocr.md, "Seventh round")
+SMALL_TEXT_REDETECT = True
 # rapidocr: the 0/180 line classifier reads the CLS_SAMPLE longest lines first; when none reads
 # upside down the page is upright and the other lines are not classified (docs/ocr.md, "Fourth
 # round"); otherwise every line is, as rapidocr does. 0: every line always.
@@ -632,6 +637,7 @@ class RapidEngine:
 
             self.version = self.version[:-1] + f", folded v{FOLD_VERSION})"
         self.cls_sample = CLS_SAMPLE
+        self.small_quads = None  # the detector's boxes of the last page taken for small print (lines)
         self.fast_boxes = True  # _char_boxes, not rapidocr's CalRecBoxes (bench/ocr_settings.py compares)
         det = self.ocr.text_det
         made = det.get_preprocess
@@ -661,21 +667,26 @@ class RapidEngine:
         scale = min(SMALL_TEXT_SCALE * seen, SMALL_TEXT_MAX_SIDE / max(h, w))
         return scale if scale >= 1.25 * seen else None
 
-    def lines_scaled(self, rgb, scale: float) -> list:
-        """The lines of `rgb` read enlarged `scale` times, boxes in `rgb`'s pixels."""
+    def lines_scaled(self, rgb, scale: float, quads=None) -> list:
+        """The lines of `rgb` read enlarged `scale` times, boxes in `rgb`'s pixels. `quads`:
+        the detector's line boxes in `rgb`'s pixels (lines(small_first=True) keeps them in
+        small_quads), enlarged and recognised without detecting the enlarged page again."""
         import cv2
+        import numpy as np
 
         h, w = rgb.shape[:2]
         big = cv2.resize(rgb, (max(1, round(w * scale)), max(1, round(h * scale))),
                          interpolation=cv2.INTER_CUBIC if scale > 1 else cv2.INTER_AREA)
+        fx, fy = big.shape[1] / w, big.shape[0] / h
+        if quads is not None:
+            quads = [np.asarray(q, dtype=np.float32) * np.array([fx, fy], dtype=np.float32) for q in quads]
         o = self.ocr
         keep = o.max_side_len
         o.max_side_len = max(keep, max(big.shape[:2]))
         try:
-            lines = self.lines(big)
+            lines = self.lines(big, quads=quads)
         finally:
             o.max_side_len = keep
-        fx, fy = big.shape[1] / w, big.shape[0] / h
 
         def back(b):
             return (b[0] / fx, b[1] / fy, b[2] / fx, b[3] / fy)
@@ -702,12 +713,15 @@ class RapidEngine:
         crops, res, _ = o.text_cls(crops)
         return crops, res
 
-    def lines(self, rgb, small_first: bool = False):
+    def lines(self, rgb, small_first: bool = False, quads=None):
         """The recognised lines of an RGB image: the steps of RapidOCR.__call__ (1.4.4) with
         the 0/180 classifier's verdicts kept (its result drops them). With `small_first`, the
         scale to read the page at instead (a float), when the detector's own boxes say it is
         small print (small_text_scale of its level boxes): the lines at this size would only
-        be read to be read again (EARLY_SMALL_TEXT; docs/ocr.md, "Sixth round")."""
+        be read to be read again (EARLY_SMALL_TEXT; docs/ocr.md, "Sixth round"); the boxes,
+        in `rgb`'s pixels, are kept in small_quads. `quads`: line boxes in `rgb`'s pixels to
+        recognise instead of detecting (when rapidocr's preprocessing leaves the image as it
+        is; otherwise it is detected)."""
         import numpy as np
 
         o = self.ocr
@@ -717,18 +731,24 @@ class RapidEngine:
         img, ratio_h, ratio_w = o.preprocess(img)
         op_record["preprocess"] = {"ratio_h": ratio_h, "ratio_w": ratio_w}
         img, op_record = o.maybe_add_letterbox(img, op_record)
-        dt_boxes, _ = o.auto_text_det(img)
+        as_is = ratio_h == 1.0 and ratio_w == 1.0 and not any(op_record.get("padding_1", {}).values())
+        if quads is not None and len(quads) and as_is:
+            dt_boxes = o.sorted_boxes(np.array(quads, dtype=np.float32))
+        else:
+            dt_boxes, _ = o.auto_text_det(img)
         if dt_boxes is None:
             return []
         if small_first:
             flat = []
-            for q in o._get_origin_points(dt_boxes, op_record, raw_h, raw_w):
+            origin = o._get_origin_points(dt_boxes, op_record, raw_h, raw_w)
+            for q in origin:
                 w = float(np.linalg.norm(q[0] - q[1]))
                 h = float(np.linalg.norm(q[0] - q[3]))
                 if h < 1.5 * w:  # level, as Line.vertical
                     flat.append(float(q[:, 1].max() - q[:, 1].min()))
             scale = self._small_scale(flat, rgb)
             if scale is not None:
+                self.small_quads = [np.asarray(q, dtype=np.float32) for q in origin]
                 return scale
         crops = o.get_crop_img_list(img, dt_boxes)
         crops, cls_res = self.classify(crops)
@@ -891,7 +911,11 @@ def ocr_image(rgb, engine: str = DEFAULT_ENGINE, upright: bool = True) -> OcrRes
     if rapid and EARLY_SMALL_TEXT:
         lines = eng.lines(rgb, small_first=True)
         if not isinstance(lines, list):  # small print by the detector's boxes: read enlarged now
-            lines, enlarged = eng.lines_scaled(rgb, lines), True
+            if SMALL_TEXT_REDETECT:
+                lines = eng.lines_scaled(rgb, lines)
+            else:  # the boxes found at the page's size, cut from the enlarged page
+                lines = eng.lines_scaled(rgb, lines, quads=eng.small_quads)
+            enlarged = True
     else:
         lines = eng.lines(rgb)
     rotation = 0

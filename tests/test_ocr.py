@@ -609,6 +609,45 @@ def test_small_print_seen_by_the_detector_is_read_enlarged_at_once(monkeypatch):
 
 
 @needs_ocr
+def test_small_print_without_a_second_detection_cuts_the_first_boxes_from_the_enlarged_page(monkeypatch):
+    """SMALL_TEXT_REDETECT False: a small-print page is detected once, at its own size; those
+    line boxes, enlarged, are cut from the enlarged page and recognised there (the same
+    lines, read at twice the size), the words' boxes in the page's pixels. True (the default):
+    the enlarged page is detected again. A page of ordinary print is detected once either way."""
+    import numpy as np
+
+    eng = ocr.get_engine("rapidocr")
+    dets, recs = [], []
+    real_det, real_rec = eng.ocr.auto_text_det, eng.ocr.text_rec
+    monkeypatch.setattr(eng.ocr, "auto_text_det", lambda img: dets.append(img.shape[:2]) or real_det(img))
+    monkeypatch.setattr(eng.ocr, "text_rec", lambda crops, *a: recs.append([c.shape[0] for c in crops])
+                        or real_rec(crops, *a))
+    rgb = np.asarray(_small_print())
+    out = {}
+    for redetect in (True, False):
+        monkeypatch.setattr(ocr, "SMALL_TEXT_REDETECT", redetect)
+        dets.clear()
+        recs.clear()
+        r = ocr.ocr_image(rgb, "rapidocr")
+        out[redetect] = r
+        assert len(dets) == (2 if redetect else 1) and dets[0] == (160, 400)
+        assert len(recs) == 1  # recognised once, enlarged
+        joined = "".join(w.text for w in r.words).casefold()
+        assert "total12.50" in joined and "cash20.00" in joined, [w.text for w in r.words]
+        for w in r.words:  # in the page's pixels, on the row it was drawn on
+            x0, y0, x1, y1 = w.box
+            assert 0 <= x0 < x1 <= 400 and 0 <= y0 < y1 <= 160
+            assert any(y - 8 <= (y0 + y1) / 2 <= y + 20 for y in (20, 60, 100)), (w.text, w.box)
+    # the crops recognised without a second detection are the first boxes at twice the size
+    first = [q[:, 1].max() - q[:, 1].min() for q in eng.small_quads]
+    assert len(recs[0]) == len(first)
+    assert all(abs(a - b) <= 2 for a, b in zip(sorted(recs[0]), sorted(h * ocr.SMALL_TEXT_SCALE for h in first)))
+    dets.clear()
+    ocr.ocr_image(np.asarray(text_image()), "rapidocr")
+    assert len(dets) == 1
+
+
+@needs_ocr
 @pytest.mark.parametrize("turn", [90, 180, pytest.param(270, marks=pytest.mark.heavy)])
 def test_rotated_pages_are_turned_upright(turn):
     import numpy as np

@@ -40,7 +40,8 @@ def accepted_only_filter(pt):
     return ProjectTargets(kept, excluded, pt.errors, {r[0]: pt.sources[r[0]] for r in kept}, pt.left_out)
 
 
-def snapshot_targets(project, snapshot: dict, max_words: int, source, repeats: str = "o") -> "ProjectTargets":
+def snapshot_targets(project, snapshot: dict, max_words: int, source, repeats: str = "o",
+                     absent: str = "exclude") -> "ProjectTargets":
     """The targets of a run's snapshot (targets.json): its label bytes over the project's pages."""
     errors, read = [], []
     for pid, text in snapshot["labels"].items():
@@ -52,7 +53,8 @@ def snapshot_targets(project, snapshot: dict, max_words: int, source, repeats: s
             errors.append((pid, str(e)))
             continue
         read.append((pid, page, page_raw, labels, raw))
-    pt = targets_of_read(read, project.field_names, max_words, repeats, errors, (PageError, LabelError, ValueError))
+    pt = targets_of_read(read, project.field_names, max_words, repeats, errors, (PageError, LabelError, ValueError),
+                         absent)
     pt.excluded += [tuple(e) for e in snapshot.get("excluded", [])]
     pt.errors += [tuple(e) for e in snapshot.get("unreadable", [])]
     return pt
@@ -65,7 +67,8 @@ def usable_split(project, settings: dict, max_words: int, purpose: str, fold: tu
     (schedule.fold_split), with (None, K) every page trains and none is held out. With the
     setting accepted_only, only the pages a person accepted are usable. `pt`: targets already
     read (a run's snapshot); default: the project's label files now."""
-    pt = pt if pt is not None else project_targets(project, max_words=max_words, repeats=settings.get("repeats", "o"))
+    pt = pt if pt is not None else project_targets(project, max_words=max_words, repeats=settings.get("repeats", "o"),
+                                                   absent=settings.get("absent_value", "exclude"))
     if settings.get("accepted_only"):
         pt = accepted_only_filter(pt)
     pt = _document_problems(pt)

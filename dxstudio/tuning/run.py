@@ -183,13 +183,15 @@ class TuneRun:
         pt = None
         if self.snapshot is not None:
             pt = snapshot_targets(self.project, self.snapshot, self.cfg.max_words, self.rundir.snapshot_path,
-                                  self.settings.get("repeats", "o"))
+                                  self.settings.get("repeats", "o"), self.settings.get("absent_value", "exclude"))
         shared = getattr(self, "shared", None)
         if pt is None and shared is not None:  # read once for every part of a cross-validated run
-            key = ("targets", self.cfg.max_words, self.settings.get("repeats", "o"))
+            key = ("targets", self.cfg.max_words, self.settings.get("repeats", "o"),
+                   self.settings.get("absent_value", "exclude"))
             if key not in shared:
                 shared[key] = project_targets(self.project, max_words=self.cfg.max_words,
-                                              repeats=self.settings.get("repeats", "o"))
+                                              repeats=self.settings.get("repeats", "o"),
+                                              absent=self.settings.get("absent_value", "exclude"))
             pt = shared[key]
         pt, self.train_pages, self.heldout_pages = usable_split(
             self.project, self.settings, self.cfg.max_words, "tuning", self.fold, pt)
