@@ -266,6 +266,39 @@ SETS = {"sroie": sroie_projects, "funsd": funsd_projects, "sroie_renamed": sroie
 
 
 # ---- runs and the table ---------------------------------------------------------------------
+def model_with_keywords(run: Path, proj: Path, source: str) -> Path:
+    """The run's model, or where it stores no keywords of `source` (tuned before the setting
+    keywords: the same weights, the reading differs), a copy of it beside it
+    (model.kw-SOURCE.safetensors) with the keywords tune stores now: learnt from the same
+    training pages (the run's split of its project: usable_split and the early-stop carve,
+    with the run's settings), as TuneRun._load_targets learns them."""
+    from dxstudio.engine.container import load_model, model_bytes
+    from dxstudio.fsutil import write_bytes_atomic
+    from dxstudio.project import Project
+    from dxstudio.tuning import early_stop
+    from dxstudio.tuning.keywords import field_keywords
+    from dxstudio.tuning.pages import usable_split
+
+    path = run / "model.safetensors"
+    loaded = load_model(path)
+    if source == "name" or (loaded.keywords or {}).get("source") == source:
+        return path
+    out = run / f"model.kw-{source}.safetensors"
+    if out.exists():
+        return out
+    settings = json.loads((run / "report.json").read_text())["run"]["settings"]
+    project = Project.open(proj)
+    if [f.name for f in project.schema] != list(loaded.cfg.fields):
+        raise BenchError(f"{proj}: schema {project.field_names} is not {path}'s fields {list(loaded.cfg.fields)}")
+    _, train, _ = usable_split(project, settings, loaded.cfg.max_words, "tuning", None)
+    train, _ = early_stop.carve(train, settings, f"{proj}: ")
+    if len(train) != json.loads((run / "report.json").read_text())["run"]["train_pages"]:
+        raise BenchError(f"{proj}: {len(train)} training pages now, the run had another count")
+    kw = field_keywords(project.schema, train, source)
+    write_bytes_atomic(out, model_bytes(loaded.cfg, loaded.params, loaded.summary, loaded.thresholds, kw))
+    return out
+
+
 def _agreements(report: dict) -> dict:
     return {f: v["agreement"] for f, v in report["fields"].items()}
 
@@ -284,8 +317,20 @@ def _fmt(v) -> str:
     return "-" if v is None else f"{v:.3f}"
 
 
+def _readings(decodings: list, keywords: list) -> list:
+    """(decoding, keywords source or None: the model's own) of each reading: printing once per
+    keywords source where sources are given."""
+    out = []
+    for d in decodings:
+        if d == "printing" and keywords:
+            out += [(d, k) for k in keywords]
+        else:
+            out.append((d, None))
+    return out
+
+
 def run_set(name: str, work: Path, sizes: list, decodings: list, degree: int, gbdt: bool, tune_opts: list,
-            tag: str = "", seeds=(1,), seed_sizes=None, gbdt_decodings=None) -> dict:
+            tag: str = "", seeds=(1,), seed_sizes=None, gbdt_decodings=None, keywords=()) -> dict:
     """The rows of one set: per size, the model tuned with each tune seed (seeds after the first
     only at `seed_sizes`, None: every size) and read with each decoding, then (per decoding) its
     mean over the seeds where there are several, then the baseline read with each decoding."""
@@ -306,17 +351,21 @@ def run_set(name: str, work: Path, sizes: list, decodings: list, degree: int, gb
                 print(f"[{name} {size} seed {seed}] tune ...", file=sys.stderr, flush=True)
                 tune_s = _run(tune_cmd, work / f"{name}_{size}{stag}.tune.log")
             train_pages = json.loads((run / "report.json").read_text())["run"]["train_pages"]
-            for dec in decodings:
-                rep = work / f"{name}_{size}{stag}.{dec}.eval.json"
-                eval_cmd = py + ["eval", str(run / "model.safetensors"), str(ev), "--all", "--decoding", dec,
-                                 "--out", str(rep)]
+            for dec, kw in _readings(decodings, keywords):
+                rep = work / f"{name}_{size}{stag}.{dec}{'' if kw is None else '-kw' + kw}.eval.json"
+                model = run / "model.safetensors" if kw is None else model_with_keywords(run, proj, kw)
+                eval_cmd = py + ["eval", str(model), str(ev), "--all", "--decoding", dec,
+                                 *([] if kw is None else ["--keywords", kw]), "--out", str(rep)]
                 if not rep.exists():
                     print(f"[{name} {size} seed {seed}] eval --decoding {dec} ...", file=sys.stderr, flush=True)
                     _run(eval_cmd, work / f"{name}_{size}{stag}.{dec}.eval.log")
                 report = json.loads(rep.read_text())
                 if report.get("decoding") != dec:
                     raise BenchError(f"{rep}: read with decoding {report.get('decoding')!r}, not {dec!r}")
+                if kw is not None and (report.get("keywords") or {}).get("source") != kw:
+                    raise BenchError(f"{rep}: read with keywords {report.get('keywords')!r}, not {kw!r}")
                 seed_text = f", seed {seed}" if len(size_seeds) > 1 else ""
+                dec = dec if kw is None else f"{dec}, keywords {kw}"
                 rows.append({"size": size, "train_pages": train_pages, "seed": seed,
                              "reader": f"dxstudio ({dec}{opts_text}{seed_text})",
                              "decoding": report.get("decoding"), "fields": _agreements(report),
@@ -335,17 +384,18 @@ def run_set(name: str, work: Path, sizes: list, decodings: list, degree: int, gb
                              "value_fields": {f: _mean([r["value_fields"][f] for r in rs]) for f in rs[0]["fields"]},
                              "pages": rs[0]["pages"], "tune_s": None, "commands": []})
         train_pages = rows[-1]["train_pages"] if rows else None
-        for dec in ((decodings if gbdt_decodings is None else gbdt_decodings) if gbdt else []):
-            suffix = "gbdt" if dec == "seed" else f"gbdt-{dec}"
+        for dec, kw in _readings((decodings if gbdt_decodings is None else gbdt_decodings) if gbdt else [],
+                                 keywords):
+            suffix = ("gbdt" if dec == "seed" else f"gbdt-{dec}") + ("" if kw in (None, "name") else f"-kw{kw}")
             rep = work / f"{name}_{size}.{suffix}.eval.json"
             cmd = [sys.executable, str(REPO / "bench" / "gbdt_baseline.py"), str(proj), str(ev), "--all",
-                   "--decoding", dec, "--out", str(rep)]
+                   "--decoding", dec, *([] if kw in (None, "name") else ["--keywords", kw]), "--out", str(rep)]
             if not rep.exists():
                 print(f"[{name} {size}] gbdt --decoding {dec} ...", file=sys.stderr, flush=True)
                 _run(cmd, work / f"{name}_{size}.{suffix}.log")
             report = json.loads(rep.read_text())
             rows.append({"size": size, "train_pages": report["run"]["train_pages"], "seed": None,
-                         "reader": f"gradient-boosted baseline ({dec})",
+                         "reader": f"gradient-boosted baseline ({dec}{'' if kw is None else ', keywords ' + kw})",
                          "decoding": None, "fields": _agreements(report), "value_fields": _value_agreements(report),
                          "pages": report["run"]["heldout_pages"],
                          "tune_s": None, "commands": ["python bench/gbdt_baseline.py " + " ".join(cmd[2:])]})
@@ -430,6 +480,10 @@ def main(argv=None) -> int:
                          "..._sS, and each size with several gets a mean row (default 1)")
     ap.add_argument("--seed-sizes", type=_sizes, default=None,
                     help="the sizes the seeds after the first are tuned at (default: every size)")
+    ap.add_argument("--keywords", default="",
+                    help="printing readings, one per keywords source (name, schema, learned: `dxstudio eval "
+                         "--keywords`; a model tuned before the setting gets its learnt keywords from the same "
+                         "training pages, model_with_keywords); default: the model's own")
     ap.add_argument("--docs", type=Path, help="markdown file whose learning-curve tables to regenerate")
     a = ap.parse_args(argv)
     from dxstudio.engine.extract import DECODINGS
@@ -440,13 +494,17 @@ def main(argv=None) -> int:
         bad = [d for d in decs if d not in DECODINGS]
         if bad:
             ap.error(f"{opt}: {', '.join(map(repr, bad))} is not a decoding ({', '.join(DECODINGS)})")
+    keywords = [k for k in a.keywords.split(",") if k]
+    bad = [k for k in keywords if k not in ("name", "schema", "learned")]
+    if bad:
+        ap.error(f"--keywords: {', '.join(map(repr, bad))} is not name, schema or learned")
     work = Path(a.work)
     (work / "runs").mkdir(parents=True, exist_ok=True)
     results = []
     try:
         for name in a.sets:
             res = run_set(name, work, a.sizes, decodings, a.degree, a.gbdt, shlex.split(a.tune), a.tag,
-                          a.seeds, a.seed_sizes, gbdt_decodings)
+                          a.seeds, a.seed_sizes, gbdt_decodings, keywords)
             text = table(res)
             print(f"\n### {name}\n\n{text}\n", flush=True)
             if a.docs:
