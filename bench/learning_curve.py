@@ -18,7 +18,13 @@ SET is one of:
          file names; scored on testing_data (50).
   sroie_renamed  the sroie projects with company, date, address, total renamed heading, when,
          where, to_pay (names no generic class of the base matches: a custom schema).
-Both are research-only data: tests and benchmarks only, never training anything shipped.
+  cord   ../shared/data/cord-v1-train, the 5 fields of `dxstudio import cord` (total, subtotal, tax,
+         cash, change: amounts that look alike). Training projects: the first N of receipts 0-599;
+         scored on receipts 600-799. CORD is a pretraining source of the shipped base (all 800
+         receipts): its figures overstate a new kind of document.
+  cord_renamed  the cord projects with the fields renamed to_pay, before_levies, levy, handed_over,
+         handed_back (a custom schema).
+SROIE and FUNSD are research-only data: tests and benchmarks only, never training anything shipped.
 
 For each set and size: `dxstudio tune PROJECT` with the defaults (a start from the shipped base)
 and `--degree N`; then `dxstudio eval MODEL EVAL_PROJECT --all --decoding D` for each decoding
@@ -262,7 +268,53 @@ def sroie_renamed_projects(work: Path, sizes: list) -> tuple[dict, Path]:
     return out, _renamed_copy(ev, work / "sroie_renamed_eval", SROIE_RENAMES)
 
 
-SETS = {"sroie": sroie_projects, "funsd": funsd_projects, "sroie_renamed": sroie_renamed_projects}
+# ---- CORD (a pretraining source of the shipped base: its figures are not those of a new kind of document)
+CORD_TRAIN = list(range(0, 600))
+CORD_EVAL = list(range(600, 800))
+CORD_RENAMES = {"total": "to_pay", "subtotal": "before_levies", "tax": "levy", "cash": "handed_over",
+                "change": "handed_back"}
+
+
+def cord_projects(work: Path, sizes: list) -> tuple[dict, Path]:
+    """{size name: training project}, scoring project; from `dxstudio import cord` (total, subtotal,
+    tax, cash, change). Training projects: the first N of receipts 0-599 ("all": all 600); scored
+    on receipts 600-799."""
+    src = work / "cord_import"
+    if not (src / "dxproject.json").exists():
+        _run([sys.executable, "-m", "dxstudio.cli", "import", "cord", str(DATA / "cord-v1-train"), str(src)],
+             work / "cord_import.log")
+    proj = json.loads((src / "dxproject.json").read_text(encoding="utf-8"))
+    schema = [f["name"] for f in proj["schema"]]
+
+    def cut(ids):
+        names = [f"receipt_{i:05d}" for i in ids]
+        pages = {n: json.loads((src / "pages" / f"{n}.json").read_text()) for n in names}
+        labels = {n: json.loads((src / "labels" / f"{n}.json").read_text())
+                  for n in names if (src / "labels" / f"{n}.json").exists()}
+        return pages, labels
+
+    out = {}
+    for size in sizes:
+        ids = CORD_TRAIN if size == "all" else CORD_TRAIN[:size]
+        dst = work / f"cord_{size}"
+        if not (dst / "dxproject.json").exists():
+            _write_project(dst, dst.name, schema, _one_heldout(len(ids)), *cut(ids))
+        out[size] = dst
+    ev = work / "cord_eval"
+    if not (ev / "dxproject.json").exists():
+        _write_project(ev, ev.name, schema, 0.5, *cut(CORD_EVAL))
+    return out, ev
+
+
+def cord_renamed_projects(work: Path, sizes: list) -> tuple[dict, Path]:
+    """The cord projects with CORD_RENAMES applied (a custom schema of look-alike amounts)."""
+    projects, ev = cord_projects(work, sizes)
+    out = {size: _renamed_copy(p, work / f"cord_renamed_{size}", CORD_RENAMES) for size, p in projects.items()}
+    return out, _renamed_copy(ev, work / "cord_renamed_eval", CORD_RENAMES)
+
+
+SETS = {"sroie": sroie_projects, "funsd": funsd_projects, "sroie_renamed": sroie_renamed_projects,
+        "cord": cord_projects, "cord_renamed": cord_renamed_projects}
 
 
 # ---- runs and the table ---------------------------------------------------------------------
