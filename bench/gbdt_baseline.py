@@ -293,6 +293,9 @@ def main(argv=None) -> int:
                          "probabilities (docs/model.md \"Span decoding\"; no --fill), joint = the best joint "
                          "assignment of spans, printing = joint, then each value at the printing the "
                          "labelling rule labels (engine/extract.py decode_joint, printings_by_rule)")
+    ap.add_argument("--keywords", choices=("name", "schema", "learned"), default="name",
+                    help="printing only: the words each value is placed after (dxstudio's setting keywords, "
+                         "tuning/keywords.py; learned: from these training pages); default name, the seed's rule")
     ap.add_argument("--all", action="store_true", dest="all_pages",
                     help="score every usable page of EVAL_PROJECT, as `dxstudio eval --all` does")
     a = ap.parse_args(argv)
@@ -353,6 +356,10 @@ def main(argv=None) -> int:
         print(f"gbdt_baseline: {a.eval_project}: fields {eval_project.field_names} are not "
               f"{a.train_project}'s {fields}", file=sys.stderr)
         return 2
+    from dxstudio.tuning.keywords import field_keywords, keywords_by_field
+
+    stored_kw = field_keywords(project.schema, train, a.keywords)
+    reading = keywords_by_field(stored_kw, fields)
     preds = []
     for pid, page, t in held:
         p = booster.predict(word_features(page)).reshape(len(page.words), -1)
@@ -365,7 +372,7 @@ def main(argv=None) -> int:
             values = fields_from_logits(page, fields, np.log(np.maximum(full, 1e-12)), (0,), "reference",
                                         joint=a.decoding in ("joint", "printing"))
             if a.decoding == "printing":
-                values = printings_by_rule(page, fields, values)
+                values = printings_by_rule(page, fields, values, reading)
         else:
             values = fields_from_tags(page, fields, tags, probs)
             if a.fill:
@@ -377,7 +384,7 @@ def main(argv=None) -> int:
     mean = float(np.mean([x for x in agreements if x is not None]))
     report["run"] = {"baseline": "lightgbm", "train_project": str(a.train_project), "train_pages": len(train),
                      "train_words": int(len(y)), "features": int(X.shape[1]), "eval_project": str(a.eval_project),
-                     "heldout_pages": len(held), "decoding": a.decoding, "trees": a.trees, "leaves": a.leaves, "lr": a.lr, "l2": a.l2,
+                     "heldout_pages": len(held), "decoding": a.decoding, "keywords": a.keywords, "trees": a.trees, "leaves": a.leaves, "lr": a.lr, "l2": a.l2,
                      "train_logloss": {"lowest": min(losses), "final": losses[-1]},
                      "train_seconds": round(t_train, 1), "mean_agreement": mean}
     print(f"{len(train)} training pages ({len(y)} words, {X.shape[1]} features, {t_train:.1f} s), "

@@ -18,7 +18,13 @@ SET is one of:
          file names; scored on testing_data (50).
   sroie_renamed  the sroie projects with company, date, address, total renamed heading, when,
          where, to_pay (names no generic class of the base matches: a custom schema).
-Both are research-only data: tests and benchmarks only, never training anything shipped.
+  cord   ../shared/data/cord-v1-train, the 5 fields of `dxstudio import cord` (total, subtotal, tax,
+         cash, change: amounts that look alike). Training projects: the first N of receipts 0-599;
+         scored on receipts 600-799. CORD is a pretraining source of the shipped base (all 800
+         receipts): its figures overstate a new kind of document.
+  cord_renamed  the cord projects with the fields renamed to_pay, before_levies, levy, handed_over,
+         handed_back (a custom schema).
+SROIE and FUNSD are research-only data: tests and benchmarks only, never training anything shipped.
 
 For each set and size: `dxstudio tune PROJECT` with the defaults (a start from the shipped base)
 and `--degree N`; then `dxstudio eval MODEL EVAL_PROJECT --all --decoding D` for each decoding
@@ -262,10 +268,89 @@ def sroie_renamed_projects(work: Path, sizes: list) -> tuple[dict, Path]:
     return out, _renamed_copy(ev, work / "sroie_renamed_eval", SROIE_RENAMES)
 
 
-SETS = {"sroie": sroie_projects, "funsd": funsd_projects, "sroie_renamed": sroie_renamed_projects}
+# ---- CORD (a pretraining source of the shipped base: its figures are not those of a new kind of document)
+CORD_TRAIN = list(range(0, 600))
+CORD_EVAL = list(range(600, 800))
+CORD_RENAMES = {"total": "to_pay", "subtotal": "before_levies", "tax": "levy", "cash": "handed_over",
+                "change": "handed_back"}
+
+
+def cord_projects(work: Path, sizes: list) -> tuple[dict, Path]:
+    """{size name: training project}, scoring project; from `dxstudio import cord` (total, subtotal,
+    tax, cash, change). Training projects: the first N of receipts 0-599 ("all": all 600); scored
+    on receipts 600-799."""
+    src = work / "cord_import"
+    if not (src / "dxproject.json").exists():
+        _run([sys.executable, "-m", "dxstudio.cli", "import", "cord", str(DATA / "cord-v1-train"), str(src)],
+             work / "cord_import.log")
+    proj = json.loads((src / "dxproject.json").read_text(encoding="utf-8"))
+    schema = [f["name"] for f in proj["schema"]]
+
+    def cut(ids):
+        names = [f"receipt_{i:05d}" for i in ids]
+        pages = {n: json.loads((src / "pages" / f"{n}.json").read_text()) for n in names}
+        labels = {n: json.loads((src / "labels" / f"{n}.json").read_text())
+                  for n in names if (src / "labels" / f"{n}.json").exists()}
+        return pages, labels
+
+    out = {}
+    for size in sizes:
+        ids = CORD_TRAIN if size == "all" else CORD_TRAIN[:size]
+        dst = work / f"cord_{size}"
+        if not (dst / "dxproject.json").exists():
+            _write_project(dst, dst.name, schema, _one_heldout(len(ids)), *cut(ids))
+        out[size] = dst
+    ev = work / "cord_eval"
+    if not (ev / "dxproject.json").exists():
+        _write_project(ev, ev.name, schema, 0.5, *cut(CORD_EVAL))
+    return out, ev
+
+
+def cord_renamed_projects(work: Path, sizes: list) -> tuple[dict, Path]:
+    """The cord projects with CORD_RENAMES applied (a custom schema of look-alike amounts)."""
+    projects, ev = cord_projects(work, sizes)
+    out = {size: _renamed_copy(p, work / f"cord_renamed_{size}", CORD_RENAMES) for size, p in projects.items()}
+    return out, _renamed_copy(ev, work / "cord_renamed_eval", CORD_RENAMES)
+
+
+SETS = {"sroie": sroie_projects, "funsd": funsd_projects, "sroie_renamed": sroie_renamed_projects,
+        "cord": cord_projects, "cord_renamed": cord_renamed_projects}
 
 
 # ---- runs and the table ---------------------------------------------------------------------
+def model_with_keywords(run: Path, proj: Path, source: str) -> Path:
+    """The run's model, or where it stores no keywords of `source` (tuned before the setting
+    keywords: the same weights, the reading differs), a copy of it beside it
+    (model.kw-SOURCE.safetensors) with the keywords tune stores now: learnt from the same
+    training pages (the run's split of its project: usable_split and the early-stop carve,
+    with the run's settings), as TuneRun._load_targets learns them."""
+    from dxstudio.engine.container import load_model, model_bytes
+    from dxstudio.fsutil import write_bytes_atomic
+    from dxstudio.project import Project
+    from dxstudio.tuning import early_stop
+    from dxstudio.tuning.keywords import field_keywords
+    from dxstudio.tuning.pages import usable_split
+
+    path = run / "model.safetensors"
+    loaded = load_model(path)
+    if source == "name" or (loaded.keywords or {}).get("source") == source:
+        return path
+    out = run / f"model.kw-{source}.safetensors"
+    if out.exists():
+        return out
+    settings = json.loads((run / "report.json").read_text())["run"]["settings"]
+    project = Project.open(proj)
+    if [f.name for f in project.schema] != list(loaded.cfg.fields):
+        raise BenchError(f"{proj}: schema {project.field_names} is not {path}'s fields {list(loaded.cfg.fields)}")
+    _, train, _ = usable_split(project, settings, loaded.cfg.max_words, "tuning", None)
+    train, _ = early_stop.carve(train, settings, f"{proj}: ")
+    if len(train) != json.loads((run / "report.json").read_text())["run"]["train_pages"]:
+        raise BenchError(f"{proj}: {len(train)} training pages now, the run had another count")
+    kw = field_keywords(project.schema, train, source)
+    write_bytes_atomic(out, model_bytes(loaded.cfg, loaded.params, loaded.summary, loaded.thresholds, kw))
+    return out
+
+
 def _agreements(report: dict) -> dict:
     return {f: v["agreement"] for f, v in report["fields"].items()}
 
@@ -284,8 +369,20 @@ def _fmt(v) -> str:
     return "-" if v is None else f"{v:.3f}"
 
 
+def _readings(decodings: list, keywords: list) -> list:
+    """(decoding, keywords source or None: the model's own) of each reading: printing once per
+    keywords source where sources are given."""
+    out = []
+    for d in decodings:
+        if d == "printing" and keywords:
+            out += [(d, k) for k in keywords]
+        else:
+            out.append((d, None))
+    return out
+
+
 def run_set(name: str, work: Path, sizes: list, decodings: list, degree: int, gbdt: bool, tune_opts: list,
-            tag: str = "", seeds=(1,), seed_sizes=None, gbdt_decodings=None) -> dict:
+            tag: str = "", seeds=(1,), seed_sizes=None, gbdt_decodings=None, keywords=()) -> dict:
     """The rows of one set: per size, the model tuned with each tune seed (seeds after the first
     only at `seed_sizes`, None: every size) and read with each decoding, then (per decoding) its
     mean over the seeds where there are several, then the baseline read with each decoding."""
@@ -306,17 +403,21 @@ def run_set(name: str, work: Path, sizes: list, decodings: list, degree: int, gb
                 print(f"[{name} {size} seed {seed}] tune ...", file=sys.stderr, flush=True)
                 tune_s = _run(tune_cmd, work / f"{name}_{size}{stag}.tune.log")
             train_pages = json.loads((run / "report.json").read_text())["run"]["train_pages"]
-            for dec in decodings:
-                rep = work / f"{name}_{size}{stag}.{dec}.eval.json"
-                eval_cmd = py + ["eval", str(run / "model.safetensors"), str(ev), "--all", "--decoding", dec,
-                                 "--out", str(rep)]
+            for dec, kw in _readings(decodings, keywords):
+                rep = work / f"{name}_{size}{stag}.{dec}{'' if kw is None else '-kw' + kw}.eval.json"
+                model = run / "model.safetensors" if kw is None else model_with_keywords(run, proj, kw)
+                eval_cmd = py + ["eval", str(model), str(ev), "--all", "--decoding", dec,
+                                 *([] if kw is None else ["--keywords", kw]), "--out", str(rep)]
                 if not rep.exists():
                     print(f"[{name} {size} seed {seed}] eval --decoding {dec} ...", file=sys.stderr, flush=True)
                     _run(eval_cmd, work / f"{name}_{size}{stag}.{dec}.eval.log")
                 report = json.loads(rep.read_text())
                 if report.get("decoding") != dec:
                     raise BenchError(f"{rep}: read with decoding {report.get('decoding')!r}, not {dec!r}")
+                if kw is not None and (report.get("keywords") or {}).get("source") != kw:
+                    raise BenchError(f"{rep}: read with keywords {report.get('keywords')!r}, not {kw!r}")
                 seed_text = f", seed {seed}" if len(size_seeds) > 1 else ""
+                dec = dec if kw is None else f"{dec}, keywords {kw}"
                 rows.append({"size": size, "train_pages": train_pages, "seed": seed,
                              "reader": f"dxstudio ({dec}{opts_text}{seed_text})",
                              "decoding": report.get("decoding"), "fields": _agreements(report),
@@ -335,17 +436,18 @@ def run_set(name: str, work: Path, sizes: list, decodings: list, degree: int, gb
                              "value_fields": {f: _mean([r["value_fields"][f] for r in rs]) for f in rs[0]["fields"]},
                              "pages": rs[0]["pages"], "tune_s": None, "commands": []})
         train_pages = rows[-1]["train_pages"] if rows else None
-        for dec in ((decodings if gbdt_decodings is None else gbdt_decodings) if gbdt else []):
-            suffix = "gbdt" if dec == "seed" else f"gbdt-{dec}"
+        for dec, kw in _readings((decodings if gbdt_decodings is None else gbdt_decodings) if gbdt else [],
+                                 keywords):
+            suffix = ("gbdt" if dec == "seed" else f"gbdt-{dec}") + ("" if kw in (None, "name") else f"-kw{kw}")
             rep = work / f"{name}_{size}.{suffix}.eval.json"
             cmd = [sys.executable, str(REPO / "bench" / "gbdt_baseline.py"), str(proj), str(ev), "--all",
-                   "--decoding", dec, "--out", str(rep)]
+                   "--decoding", dec, *([] if kw in (None, "name") else ["--keywords", kw]), "--out", str(rep)]
             if not rep.exists():
                 print(f"[{name} {size}] gbdt --decoding {dec} ...", file=sys.stderr, flush=True)
                 _run(cmd, work / f"{name}_{size}.{suffix}.log")
             report = json.loads(rep.read_text())
             rows.append({"size": size, "train_pages": report["run"]["train_pages"], "seed": None,
-                         "reader": f"gradient-boosted baseline ({dec})",
+                         "reader": f"gradient-boosted baseline ({dec}{'' if kw is None else ', keywords ' + kw})",
                          "decoding": None, "fields": _agreements(report), "value_fields": _value_agreements(report),
                          "pages": report["run"]["heldout_pages"],
                          "tune_s": None, "commands": ["python bench/gbdt_baseline.py " + " ".join(cmd[2:])]})
@@ -430,6 +532,10 @@ def main(argv=None) -> int:
                          "..._sS, and each size with several gets a mean row (default 1)")
     ap.add_argument("--seed-sizes", type=_sizes, default=None,
                     help="the sizes the seeds after the first are tuned at (default: every size)")
+    ap.add_argument("--keywords", default="",
+                    help="printing readings, one per keywords source (name, schema, learned: `dxstudio eval "
+                         "--keywords`; a model tuned before the setting gets its learnt keywords from the same "
+                         "training pages, model_with_keywords); default: the model's own")
     ap.add_argument("--docs", type=Path, help="markdown file whose learning-curve tables to regenerate")
     a = ap.parse_args(argv)
     from dxstudio.engine.extract import DECODINGS
@@ -440,13 +546,17 @@ def main(argv=None) -> int:
         bad = [d for d in decs if d not in DECODINGS]
         if bad:
             ap.error(f"{opt}: {', '.join(map(repr, bad))} is not a decoding ({', '.join(DECODINGS)})")
+    keywords = [k for k in a.keywords.split(",") if k]
+    bad = [k for k in keywords if k not in ("name", "schema", "learned")]
+    if bad:
+        ap.error(f"--keywords: {', '.join(map(repr, bad))} is not name, schema or learned")
     work = Path(a.work)
     (work / "runs").mkdir(parents=True, exist_ok=True)
     results = []
     try:
         for name in a.sets:
             res = run_set(name, work, a.sizes, decodings, a.degree, a.gbdt, shlex.split(a.tune), a.tag,
-                          a.seeds, a.seed_sizes, gbdt_decodings)
+                          a.seeds, a.seed_sizes, gbdt_decodings, keywords)
             text = table(res)
             print(f"\n### {name}\n\n{text}\n", flush=True)
             if a.docs:

@@ -418,11 +418,93 @@ def _same_row(a, b) -> bool:
     return b[1] <= cy <= b[3]
 
 
-def _keyed(keys: list[str], start: int, hints: set, words=None) -> bool:
+def _keyed(keys: list[str], start: int, hints: set, words=None, above: bool = False) -> bool:
     """Whether one of the three words before `start`, on the same row, names the field
-    ("TOTAL 12.50")."""
-    return any(keys[k] in hints and (words is None or _same_row(words[k].box, words[start].box))
-               for k in range(max(0, start - 3), start))
+    ("TOTAL 12.50"); with `above` (a field's keywords, field_keywords) also a word of the row
+    just above the value that overlaps its first word sideways ("Date:" over "12/03/2019")."""
+    if any(keys[k] in hints and (words is None or _same_row(words[k].box, words[start].box))
+           for k in range(max(0, start - 3), start)):
+        return True
+    return above and words is not None and any(keys[k] in hints for k in words_above(words, start))
+
+
+# ---------------------------------------------------------------------------------------
+# A field's keywords: the words that name it where it is printed (the "printing" reading and
+# the learnt keywords of tuning/keywords.py). Keys are word_key()s.
+
+KEYWORD_SOURCES = ("name", "schema", "learned")  # the settings table's `keywords` choices
+# Abbreviations in field names, and the words they stand for on a page
+ABBREVIATIONS = {
+    "num": ("number", "no"), "no": ("number", "no"), "nr": ("number", "no"), "nbr": ("number", "no"),
+    "amt": ("amount",), "qty": ("quantity", "qty"), "addr": ("address",), "tel": ("tel", "telephone", "phone"),
+    "ph": ("phone", "tel"), "dt": ("date",), "inv": ("invoice",), "acct": ("account",), "acc": ("account",),
+    "ref": ("reference", "ref"), "desc": ("description",), "tot": ("total",), "subtot": ("subtotal",),
+    "po": ("po", "order"), "vat": ("vat", "tax"), "gst": ("gst", "tax"), "id": ("id", "number"),
+}
+# Words of a name or a description that name no field ("the amount to pay", "as printed")
+STOPWORDS = frozenset(
+    "a an the of to for in on at by as is are be or and with without its it this that which what who "
+    "from all any each per value field printed shown written given page document receipt form "
+    "one two where when how their his her our your".split())
+
+
+def split_name(name: str) -> list[str]:
+    """A field name's words: snake_case, camelCase, kebab-case and digits split, lower case
+    ("invoiceNum2" -> invoice, num, 2)."""
+    s = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name)
+    s = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1 \2", s)
+    return [p for p in re.split(r"[^0-9A-Za-z]+|(?<=[A-Za-z])(?=[0-9])|(?<=[0-9])(?=[A-Za-z])", s.casefold()) if p]
+
+
+def name_keywords(name: str) -> set:
+    """The keys a field's name gives: its words that are not stop words (a short word only
+    where it is a known abbreviation), each abbreviation's words, and the name joined
+    ("subtotal" for sub_total)."""
+    words = split_name(name)
+    out = set()
+    for w in words:
+        if w in ABBREVIATIONS:
+            out.update(ABBREVIATIONS[w])
+        elif w not in STOPWORDS and len(w) >= 3 and not w.isdigit():
+            out.add(w)
+    if len(words) > 1:
+        out.add("".join(words))
+    return {k for k in (word_key(w) for w in out) if k}
+
+
+def description_keywords(text: str | None) -> set:
+    """The keys of a field's description: its words of three letters or more that are not
+    stop words ("the amount to pay" -> amount, pay)."""
+    out = set()
+    for w in re.findall(r"[^\W\d_]+", (text or "").casefold()):
+        if len(w) >= 3 and w not in STOPWORDS:
+            k = word_key(w)
+            if k:
+                out.add(k)
+    return out
+
+
+def words_above(words, start: int) -> list[int]:
+    """The words of the row just above word `start` that overlap it sideways: each word whose
+    box ends above the word's vertical centre, within one and a half of its heights of its top,
+    and the nearest such row only (the words whose bottom is within a quarter height of the
+    lowest)."""
+    x0, y0, x1, y1 = words[start].box
+    h = max(y1 - y0, 1e-6)
+    cy = (y0 + y1) / 2
+    cand = [k for k, w in enumerate(words)
+            if k != start and w.box[3] <= cy and y0 - w.box[3] <= 1.5 * h and w.box[0] < x1 and w.box[2] > x0]
+    if not cand:
+        return []
+    low = max(words[k].box[3] for k in cand)
+    return [k for k in cand if words[k].box[3] >= low - 0.25 * h]
+
+
+def context_words(words, start: int) -> list[int]:
+    """The words that may name a value starting at word `start`: the three before it on its
+    row, and those of the row just above that overlap it (words_above)."""
+    before = [k for k in range(max(0, start - 3), start) if _same_row(words[k].box, words[start].box)]
+    return before + [k for k in words_above(words, start) if k not in before]
 
 
 def ground_value(page, value, prefer: str | None = None, field: str | None = None, ocr: bool = True) -> Grounding:
@@ -437,9 +519,11 @@ def ground_value(page, value, prefer: str | None = None, field: str | None = Non
     return _ground(page, value, prefer, field, ocr)[0]
 
 
-def _ground(page, value, prefer=None, field=None, ocr=True) -> tuple[Grounding, list, bool]:
+def _ground(page, value, prefer=None, field=None, ocr=True, keywords=None) -> tuple[Grounding, list, bool]:
     """(grounding, every run (first, last word) of the chosen tier in order of preference,
-    whether the chosen run follows the field's name)."""
+    whether the chosen run follows the field's name). `keywords` (a set of word keys): runs
+    after one of them, or under one (field_keywords), come first instead of those after the
+    field's name."""
     if value is None:
         return Grounding("null", (), "no value"), [], False
     if not isinstance(value, str):
@@ -454,12 +538,12 @@ def _ground(page, value, prefer=None, field=None, ocr=True) -> tuple[Grounding, 
     if choose not in ("first", "last"):
         raise ValueError(f"prefer must be 'first' or 'last', not {prefer!r}")
 
-    hints = _hint_keys(field)
+    hints = _hint_keys(field) if keywords is None else set(keywords)
     keys = [word_key(t) for t in texts]
 
     def pick(runs, status, how):
         reason = how
-        keyed = [r for r in runs if _keyed(keys, r[0], hints, page.words)] if hints else []
+        keyed = [r for r in runs if _keyed(keys, r[0], hints, page.words, keywords is not None)] if hints else []
         if len(runs) > 1:
             group = runs
             if keyed and len(keyed) < len(runs):
@@ -536,9 +620,11 @@ def _ground(page, value, prefer=None, field=None, ocr=True) -> tuple[Grounding, 
     return Grounding("absent", (), f"{value!r} is not on the page"), [], False
 
 
-def ground_answers(page, answers: dict, field_names) -> dict:
+def ground_answers(page, answers: dict, field_names, keywords: dict | None = None) -> dict:
     """The grounding report {field: Grounding.to_dict()} for every schema field (a field the
-    answers leave out counts as null).
+    answers leave out counts as null). `keywords` {field: set of word keys} (the "printing"
+    reading with a model's keywords): runs after or under a field's keywords come first, not
+    those after its name; None: its name (the labelling rule).
 
     Fields are grounded together: when two fields' chosen runs share a word (the same
     number printed as both subtotal and total, say), a field moves to its next run of the
@@ -549,7 +635,8 @@ def ground_answers(page, answers: dict, field_names) -> dict:
         if name not in answers:
             found[name] = (Grounding("null", (), "no answer for this field"), [], False)
         else:
-            found[name] = _ground(page, answers.get(name), field=name)
+            found[name] = _ground(page, answers.get(name), field=name,
+                                  keywords=None if keywords is None else keywords.get(name, ()))
     chosen = {n: set(g.words) for n, (g, _, _) in found.items()}
     names = [n for n in field_names if not found[n][2]] + [n for n in field_names if found[n][2]]
     for name in names:

@@ -85,7 +85,7 @@ def answers_work(project_root, model_path):
         # the engine (Numba) is imported in the job's thread, not when the window opens
         from dxstudio.engine.container import load_model
         import dxstudio.grounding  # noqa: F401 (hands the printing decoding its labelling rule)
-        from dxstudio.engine.extract import model_decoding, predict_page
+        from dxstudio.engine.extract import model_decoding, predict_page, reading_keywords
         from dxstudio.engine.model import to_runtime
 
         project = Project.open(project_root)
@@ -123,7 +123,8 @@ def answers_work(project_root, model_path):
                 if params is None:
                     params = to_runtime(loaded.params)
                 try:
-                    pred = predict_page(loaded.cfg, params, page, decoding=model_decoding(loaded.thresholds))
+                    pred = predict_page(loaded.cfg, params, page, decoding=model_decoding(loaded.thresholds),
+                                        keywords=reading_keywords(loaded.keywords, loaded.cfg.fields))
                 except Exception as e:  # one page never stops the rest
                     job.report(("problem", f"{project.page_path(pid)}: {type(e).__name__}: {e}"))
                     continue

@@ -169,13 +169,14 @@ def why_text(why: dict) -> str:
 def _extract(args) -> int:
     from dxstudio.engine.container import ModelFileError, load_model
     from dxstudio.engine.model import to_runtime
-    from dxstudio.engine.extract import document_json
+    from dxstudio.engine.extract import document_json, reading_keywords
 
     try:
         model = load_model(args.model)
     except ModelFileError as e:
         fail(e)
-    shared = (model.cfg, to_runtime(model.params), model.thresholds)
+    shared = (model.cfg, to_runtime(model.params), model.thresholds,
+              reading_keywords(model.keywords, model.cfg.fields))
     total = count_pages(args.pages)
     kernels = engine_ready(args.kernels, total)
     backend, close = open_backend(args, extract_chunk, shared, kernels, args.ocr)

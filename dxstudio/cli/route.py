@@ -59,7 +59,7 @@ def configure(name, p):
 def run(name, args) -> int:
     # the engine (Numba) when the command runs, not when the command line is parsed
     from dxstudio.engine.container import ModelFileError, load_model
-    from dxstudio.engine.extract import document_json, model_decoding
+    from dxstudio.engine.extract import document_json, model_decoding, reading_keywords
     from dxstudio.engine.model import to_runtime
     from dxstudio.routing import Router
 
@@ -93,7 +93,7 @@ def run(name, args) -> int:
         fail(e)
 
     total = count_pages(args.pages)
-    shared = (model.cfg, to_runtime(model.params), None)
+    shared = (model.cfg, to_runtime(model.params), None, reading_keywords(model.keywords, model.cfg.fields))
     backend, close = open_backend(args, extract_chunk, shared, engine_ready(args.kernels, total))
     done = bad = 0
     groups = DocumentGroups()

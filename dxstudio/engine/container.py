@@ -34,7 +34,9 @@ MAX_HEADER_BYTES = 100_000_000
 # A base model is a few MB; nothing larger is read (docs/security.md).
 MAX_MODEL_BYTES = 1 << 30
 METADATA_KEY = "__metadata__"
-METADATA_KEYS = ("config", "format", "summary", "thresholds")
+METADATA_KEYS = ("config", "format", "keywords", "summary", "thresholds")
+KEYWORD_SOURCES = ("schema", "learned")  # what a stored "keywords" says it came from (tuning/keywords.py)
+MAX_KEYWORDS_PER_FIELD = 64
 TENSOR_DTYPE = "F32"
 _LITTLE_F32 = np.dtype("<f4")
 # Every dtype name the safetensors format knows, so a foreign dtype is reported as such.
@@ -61,6 +63,9 @@ class LoadedModel:
     # {"pooled": float | None, "fields": {name: float | None}, "share", "min_values"} of a tuned
     # model (check_thresholds), None for a model that was never tuned
     thresholds: dict | None = None
+    # {"source": "schema" | "learned", "fields": [[key, ...] per field, in cfg.fields order]}: the
+    # words the "printing" reading places each field's value after (check_keywords); None: its name
+    keywords: dict | None = None
 
 
 # -- writing ----------------------------------------------------------------------------------
@@ -150,11 +155,38 @@ def check_thresholds(value, fields) -> dict:
     return out
 
 
-def model_bytes(cfg: ModelConfig, params, summary: dict | None = None, thresholds: dict | None = None) -> bytes:
-    """The exact bytes save_model writes for this model."""
+def check_keywords(value, fields) -> dict:
+    """The stored keywords, checked: {"source": "schema" or "learned", "fields": one list of
+    distinct non-empty strings per field of the model, in its order}. ValueError says what is wrong."""
+    if not isinstance(value, dict) or set(value) != {"source", "fields"}:
+        raise ValueError("must be a JSON object with exactly source and fields")
+    if value["source"] not in KEYWORD_SOURCES:
+        raise ValueError(f"source {value['source']!r} is not {' or '.join(KEYWORD_SOURCES)}")
+    per = value["fields"]
+    if not isinstance(per, list) or len(per) != len(fields):
+        raise ValueError(f"fields must be a list of {len(fields)} lists (one per field of the model)")
+    out = []
+    for name, ks in zip(fields, per):
+        if (not isinstance(ks, list) or len(ks) > MAX_KEYWORDS_PER_FIELD
+                or not all(isinstance(k, str) and k and len(k) <= 100 for k in ks) or len(set(ks)) != len(ks)):
+            raise ValueError(f"the keywords of field {name!r} must be a list of at most {MAX_KEYWORDS_PER_FIELD} "
+                             f"distinct non-empty strings")
+        out.append(sorted(ks))
+    return {"source": value["source"], "fields": out}
+
+
+def model_bytes(cfg: ModelConfig, params, summary: dict | None = None, thresholds: dict | None = None,
+                keywords: dict | None = None) -> bytes:
+    """The exact bytes save_model writes for this model (keywords None: none stored, the bytes of
+    a model from before they were)."""
     cfg.validate()
     tensors = _checked_tensors(cfg, params)
     metadata = {"format": FORMAT, "config": cfg.to_json()}
+    if keywords is not None:
+        try:
+            metadata["keywords"] = canonical_json(check_keywords(keywords, cfg.fields))
+        except ValueError as e:
+            raise ValueError(f"cannot write the model: the keywords {e}") from None
     if thresholds is not None:
         try:
             metadata["thresholds"] = canonical_json(check_thresholds(thresholds, cfg.fields))
@@ -183,9 +215,10 @@ def model_bytes(cfg: ModelConfig, params, summary: dict | None = None, threshold
     return struct.pack("<Q", len(header_bytes)) + header_bytes + b"".join(blobs)
 
 
-def save_model(path, cfg: ModelConfig, params, summary: dict | None = None, thresholds: dict | None = None) -> None:
+def save_model(path, cfg: ModelConfig, params, summary: dict | None = None, thresholds: dict | None = None,
+               keywords: dict | None = None) -> None:
     """Write the model atomically: a crash leaves the old file or the new one, never a mix."""
-    write_bytes_atomic(path, model_bytes(cfg, params, summary, thresholds))
+    write_bytes_atomic(path, model_bytes(cfg, params, summary, thresholds, keywords))
 
 
 # -- reading ----------------------------------------------------------------------------------
@@ -239,7 +272,7 @@ def _read_header(path: Path, data: bytes) -> tuple[dict, int]:
     return header, HEADER_LENGTH_BYTES + header_len
 
 
-def _read_metadata(path: Path, header: dict) -> tuple[ModelConfig, dict | None, dict | None]:
+def _read_metadata(path: Path, header: dict) -> tuple[ModelConfig, dict | None, dict | None, dict | None]:
     meta = header.get(METADATA_KEY)
     if meta is None:
         raise ModelFileError(path, f"not a {FORMAT} model: the safetensors header has no __metadata__")
@@ -286,7 +319,13 @@ def _read_metadata(path: Path, header: dict) -> tuple[ModelConfig, dict | None, 
             thresholds = check_thresholds(loads_json(meta["thresholds"]), cfg.fields)
         except ValueError as e:  # JSONInputError is one
             raise ModelFileError(path, f"the stored thresholds are malformed: {e}") from None
-    return cfg, summary, thresholds
+    keywords = None
+    if "keywords" in meta:
+        try:
+            keywords = check_keywords(loads_json(meta["keywords"]), cfg.fields)
+        except ValueError as e:
+            raise ModelFileError(path, f"the stored keywords are malformed: {e}") from None
+    return cfg, summary, thresholds, keywords
 
 
 def _check_tensor_entries(path: Path, header: dict, cfg: ModelConfig) -> list[tuple[str, tuple, int, int]]:
@@ -375,7 +414,7 @@ def load_model(path) -> LoadedModel:
     data = read_model_bytes(path)
 
     header, data_start = _read_header(path, data)
-    cfg, summary, thresholds = _read_metadata(path, header)
+    cfg, summary, thresholds, keywords = _read_metadata(path, header)
     entries = _check_tensor_entries(path, header, cfg)
     body = memoryview(data)[data_start:]
     _check_layout(path, entries, len(body))
@@ -389,4 +428,4 @@ def load_model(path) -> LoadedModel:
             raise ModelFileError(path, f"tensor {name!r} has {int(bad.sum())} non-finite values "
                                        f"(first at index {first}: {arr[first]})")
         params[name] = arr
-    return LoadedModel(cfg=cfg, params=params, summary=summary, path=path, thresholds=thresholds)
+    return LoadedModel(cfg=cfg, params=params, summary=summary, path=path, thresholds=thresholds, keywords=keywords)

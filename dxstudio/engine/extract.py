@@ -282,13 +282,24 @@ _printing_rule = None
 
 
 def set_printing_rule(rule) -> None:
-    """rule(page, answers {field: text}, field names) -> {field: {"words": (...), ...}}: how a
-    project labels an answer's printing (dxstudio.grounding sets its ground_answers)."""
+    """rule(page, answers {field: text}, field names, keywords=None) -> {field: {"words": (...), ...}}:
+    how a project labels an answer's printing (dxstudio.grounding sets its ground_answers);
+    keywords {field: set of word keys}: the printings after or under them first, not after
+    the field's name."""
     global _printing_rule
     _printing_rule = rule
 
 
-def printings_by_rule(page: Page, fields, values: dict) -> dict:
+def reading_keywords(stored: dict | None, field_names) -> dict | None:
+    """{field: frozenset of word keys} of a model's stored keywords (container.py "keywords", in
+    the model's field order, under the fields' names now): what predict_page places values by;
+    None where none are stored (the fields' names, the seed's rule)."""
+    if not stored or stored.get("fields") is None:
+        return None
+    return {n: frozenset(ks) for n, ks in zip(field_names, stored["fields"])}
+
+
+def printings_by_rule(page: Page, fields, values: dict, keywords: dict | None = None) -> dict:
     """The "printing" decoding's {field: FieldValue or None}: each value of `values` (the joint
     decoding's) moved to the printing of the same value that the project's labelling rule would
     label, the rule itself (grounding.ground_answers, the function that grounds every answered
@@ -296,7 +307,9 @@ def printings_by_rule(page: Page, fields, values: dict) -> dict:
     row, then the last printing of a number and the first of a text; fields grounded together so
     that two do not take the same words when another printing is free). The value, its text and
     its confidence (the span's: how sure the model is of the value) stay; only its words move.
-    A value the rule cannot place keeps its span's words."""
+    A value the rule cannot place keeps its span's words. `keywords` ({field: set of word keys},
+    a model's stored keywords, tuning/keywords.py): the printing after or under a field's
+    keywords instead of after its name."""
     if _printing_rule is None:
         raise RuntimeError("the printing decoding needs the labelling rule: import dxstudio.grounding "
                            "(it hands its ground_answers to the engine) or read with decoding='joint'")
@@ -304,7 +317,8 @@ def printings_by_rule(page: Page, fields, values: dict) -> dict:
     answers = {f: v.text for f, v in values.items() if v is not None}
     if not answers:
         return dict(values)
-    grounded = _printing_rule(page, answers, fields)
+    grounded = (_printing_rule(page, answers, fields) if keywords is None
+                else _printing_rule(page, answers, fields, keywords))
     out: dict = {}
     for f in fields:
         v = values.get(f)
@@ -321,7 +335,9 @@ def printings_by_rule(page: Page, fields, values: dict) -> dict:
 
 
 def predict_page(cfg: ModelConfig, params_rt, page: Page, kernels: str = "fast",
-                 decoding: str = DEFAULT_DECODING) -> PagePrediction:
+                 decoding: str = DEFAULT_DECODING, keywords: dict | None = None) -> PagePrediction:
+    """The page's tags and values read with `decoding`; keywords ({field: set of word keys},
+    "printing" only): where the values are placed (printings_by_rule), None: after the names."""
     check_decoding(decoding)
     ops = Ops(kernels)
     fields = list(cfg.fields)
@@ -347,7 +363,7 @@ def predict_page(cfg: ModelConfig, params_rt, page: Page, kernels: str = "fast",
     if all_logits is not None:  # the per-word tags stay the argmax's; the values are the spans'
         result = fields_from_logits(page, fields, all_logits, starts, kernels, joint=decoding in ("joint", "printing"))
         if decoding == "printing":
-            result = printings_by_rule(page, fields, result)
+            result = printings_by_rule(page, fields, result, keywords)
     return PagePrediction(page.id, result, all_tags, all_probs, all_conf, decoding)
 
 

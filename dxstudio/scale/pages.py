@@ -189,20 +189,21 @@ def load_item(label: str, raw: bytes):
 def extract_one(model, label: str, raw, error, kernels: str, ocr: str | None = None):
     """("ok", prediction record), ("pages", [records]) for a PDF or an image when `ocr` names
     the engine, or ("error", one line naming the page). `model` is (cfg, runtime params,
-    stored thresholds or None)."""
+    stored thresholds or None[, stored keywords as engine/extract.py reading_keywords gives])."""
     from dxstudio.engine.extract import model_decoding, predict_page, prediction_json
 
     if error is not None:
         return ("error", error)
-    cfg, params, thresholds = model
+    cfg, params, thresholds, *rest = model
+    keywords = rest[0] if rest else None
     if raw is not None and " line " not in label and _is_document(label, raw):
         if ocr is None:
             return ("error", f"{label}: a PDF or an image; this command reads page JSON "
                              f"(dxstudio extract reads them, or import them first: dxstudio import pdf|images)")
-        return _extract_document(cfg, params, thresholds, label, raw, kernels, ocr)
+        return _extract_document(cfg, params, thresholds, label, raw, kernels, ocr, keywords)
     try:
         page = load_item(label, raw)
-        pred = predict_page(cfg, params, page, kernels, model_decoding(thresholds))
+        pred = predict_page(cfg, params, page, kernels, model_decoding(thresholds), keywords)
     except PageError as e:
         return ("error", str(e))
     record = prediction_json(pred, thresholds)
@@ -215,7 +216,7 @@ def _is_document(label: str, raw: bytes) -> bool:
     return is_document(label) and not raw.lstrip()[:1] in (b"{", b"[")
 
 
-def _extract_document(cfg, params, thresholds, label, raw, kernels, engine):
+def _extract_document(cfg, params, thresholds, label, raw, kernels, engine, keywords=None):
     from dxstudio.engine.extract import model_decoding, predict_page, prediction_json
 
     try:
@@ -226,7 +227,8 @@ def _extract_document(cfg, params, thresholds, label, raw, kernels, engine):
     for page, _, _ in pages:
         try:
             page = page_from_dict(page.to_dict(), f"{label} page {page.id}")  # the page checks
-            rec = prediction_json(predict_page(cfg, params, page, kernels, model_decoding(thresholds)), thresholds)
+            rec = prediction_json(predict_page(cfg, params, page, kernels, model_decoding(thresholds), keywords),
+                                  thresholds)
         except PageError as e:
             return ("error", str(e))
         rec["file"] = label

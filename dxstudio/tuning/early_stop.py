@@ -183,7 +183,8 @@ class Selection:
         _save_params(self.folder / f"{epoch}.safetensors", self.run.state.params)
         if self.patience:
             s, run = self.run.settings, self.run
-            preds = [(pid, page, t, predict_page(run.cfg, run.state.params, page, s["kernels"], s["decoding"]))
+            preds = [(pid, page, t, predict_page(run.cfg, run.state.params, page, s["kernels"], s["decoding"],
+                                                run.reading_keywords))
                      for pid, page, t in run.stop_pages]
             rep = score_predictions(list(run.cfg.fields), preds, s["share"], s["min_values"], s["threshold_by"],
                                     s["threshold_rule"])

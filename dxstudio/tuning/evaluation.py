@@ -13,6 +13,7 @@ from dxstudio.engine.model import to_runtime
 from dxstudio.fsutil import write_json_atomic
 from dxstudio.grounding import value_key
 from dxstudio.tuning import schedule
+from dxstudio.tuning.keywords import field_keywords, keywords_by_field, reading_record
 from dxstudio.tuning.localfirst import verdicts
 from dxstudio.tuning.pages import usable_split
 from dxstudio.tuning.scoring import (HeldOutDocument, HeldOutPage, bound_statement, clopper_pearson_lower,
@@ -107,11 +108,14 @@ def evaluate_model(model_path, project, out_path=None, overrides: dict | None = 
     params = to_runtime(loaded.params)
     # the model's own reading (the one its thresholds were found with) unless --decoding says otherwise
     decoding = (overrides or {}).get("decoding") or model_decoding(loaded.thresholds)
-    preds = [(pid, page, t, predict_page(cfg, params, page, settings["kernels"], decoding))
+    stored = eval_keywords(loaded, project, (overrides or {}).get("keywords"), model_path)
+    reading = keywords_by_field(stored, cfg.fields)
+    preds = [(pid, page, t, predict_page(cfg, params, page, settings["kernels"], decoding, reading))
              for pid, page, t in held]
     by = (loaded.thresholds or {}).get("by") or settings["threshold_by"]  # the model's own rule
     report = score_predictions(list(cfg.fields), preds, settings["share"], settings["min_values"], by,
                                settings["threshold_rule"])
+    report["keywords"] = reading_record(decoding, stored, cfg.fields)
     report["stored"] = at_stored_thresholds(report, loaded.thresholds)
     report["documents"]["stored"] = at_stored_thresholds(report["documents"], loaded.thresholds)
     # does the model's promise hold on these pages (eval --all on pages of a person's own)?
@@ -121,6 +125,24 @@ def evaluate_model(model_path, project, out_path=None, overrides: dict | None = 
     if out_path is not None:
         write_json_atomic(out_path, report)
     return report
+
+
+def eval_keywords(loaded, project, source: str | None, model_path) -> dict | None:
+    """The keywords `dxstudio eval` reads with (tuning/keywords.py): the model's own where the
+    setting is not given (none stored: its fields' names); name: the names; schema: from the
+    project's schema (names and descriptions); learned: the model's stored learnt keywords (a
+    model that stores none is refused, naming it: its training pages are not at hand here)."""
+    if source is None:
+        return loaded.keywords
+    if source == "name":
+        return None
+    if source == "schema":
+        return field_keywords(project.schema, [], "schema")
+    if not loaded.keywords or loaded.keywords.get("source") != "learned":
+        raise TuneError(f"{model_path}: keywords = learned, but the model stores no learnt keywords (tuned "
+                        f"with keywords = {(loaded.keywords or {}).get('source', 'name')}, or before they were "
+                        f"stored); read it with --keywords name or schema, or tune it again")
+    return loaded.keywords
 
 
 def at_stored_thresholds(report: dict, thresholds: dict | None) -> dict:

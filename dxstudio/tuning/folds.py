@@ -26,6 +26,7 @@ from dxstudio.fsutil import write_json_atomic
 from dxstudio.tuning import schedule
 from dxstudio.tuning.checkpoint import fingerprint
 from dxstudio.tuning.evaluation import score_predictions, stored_thresholds
+from dxstudio.tuning.keywords import reading_record
 from dxstudio.tuning.localfirst import auto_folds
 from dxstudio.tuning.metrics import Event, score_summary
 from dxstudio.tuning.pages import check_folds
@@ -298,6 +299,8 @@ class FoldedRun:
         report = score_predictions(list(self.cfg.fields), self.pooled_predictions(),
                                    self.settings["share"], self.settings["min_values"], self.settings["threshold_by"],
                                    self.settings["threshold_rule"])
+        # each fold read its pages with its own training pages' keywords; the model keeps the final's
+        report["keywords"] = reading_record(self.settings["decoding"], self.final.keywords, self.cfg.fields)
         report["run"] = {
             "fingerprint": self.fingerprint, "starting_model": self.start_source, "folds": self.settings["folds"],
             "steps": self.total_steps, "train_pages": len(self.train_pages),
@@ -313,7 +316,7 @@ class FoldedRun:
             report["run"]["wall_seconds"] = round(time.monotonic() - started, 3)
         with self.rundir.writing():
             save_model(self.rundir.model_path, self.cfg, self.final.state.container_params(), summary,
-                       thresholds=stored_thresholds(report))
+                       thresholds=stored_thresholds(report), keywords=self.final.keywords)
             write_json_atomic(self.rundir.report_path, report)  # last: a report means a finished run
         return report
 

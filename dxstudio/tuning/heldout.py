@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dxstudio.engine.container import load_model
-from dxstudio.engine.extract import model_decoding, predict_page
+from dxstudio.engine.extract import model_decoding, predict_page, reading_keywords
 from dxstudio.engine.model import to_runtime
 from dxstudio.grounding import Excluded, page_targets
 from dxstudio.tuning.scoring import CORRECT, field_outcome
@@ -27,6 +27,7 @@ class RunModel:
     params: object  # runtime layout
     kernels: str
     decoding: str = "printing"  # how its values are read (engine/extract.py model_decoding)
+    keywords: dict | None = None  # where (engine/extract.py reading_keywords; None: the fields' names)
 
 
 @dataclass
@@ -46,7 +47,8 @@ class HeldOutAnswers:
 def load_run_model(model_path, kernels: str) -> RunModel:
     """A run's model.safetensors, ready to predict (ModelFileError naming the file)."""
     loaded = load_model(model_path)
-    return RunModel(loaded.cfg, to_runtime(loaded.params), kernels, model_decoding(loaded.thresholds))
+    return RunModel(loaded.cfg, to_runtime(loaded.params), kernels, model_decoding(loaded.thresholds),
+                    reading_keywords(loaded.keywords, loaded.cfg.fields))
 
 
 def heldout_answers(project, model: RunModel, page_id: str) -> HeldOutAnswers:
@@ -59,7 +61,7 @@ def heldout_answers(project, model: RunModel, page_id: str) -> HeldOutAnswers:
     targets = page_targets(page, labels, list(cfg.fields), cfg.max_words)
     if isinstance(targets, Excluded):
         raise ValueError(f"{project.label_path(page_id)}: the page is excluded now ({targets.reason})")
-    pred = predict_page(cfg, model.params, page, model.kernels, model.decoding)
+    pred = predict_page(cfg, model.params, page, model.kernels, model.decoding, model.keywords)
     answers, outcomes, marks = {}, {}, {}
     for f in cfg.fields:
         if f in targets.unscored:  # counts nowhere

@@ -36,6 +36,7 @@ from dxstudio.tuning import checkpoint, early_stop, schedule
 from dxstudio.tuning.augment import AUGMENT_SETTINGS, augment_page, enabled as augment_enabled
 from dxstudio.tuning.imprint import imprint_rows
 from dxstudio.tuning.evaluation import score_predictions, stored_thresholds
+from dxstudio.tuning.keywords import field_keywords, keywords_by_field, reading_record
 from dxstudio.tuning.metrics import Event, append_metric, score_summary, trim_metrics
 from dxstudio.tuning.pages import snapshot_targets, usable_split
 from dxstudio.tuning.rundir import RunDir
@@ -196,6 +197,9 @@ class TuneRun:
         pt, self.train_pages, self.heldout_pages = usable_split(
             self.project, self.settings, self.cfg.max_words, "tuning", self.fold, pt)
         self.train_pages, self.stop_pages = early_stop.carve(self.train_pages, self.settings, f"{self.project.root}: ")
+        # the printing reading's keywords: from the schema and these training pages only (keywords.py)
+        self.keywords = field_keywords(self.project.schema, self.train_pages, self.settings["keywords"])
+        self.reading_keywords = keywords_by_field(self.keywords, self.cfg.fields)
         self.excluded, self.errors, self.sources = pt.excluded, pt.errors, pt.sources
         self.left_out = dict(pt.left_out)  # fields not asked yet on some page: not trained, not scored
         self.class_weights = tuple(float(w) for w in schedule.class_weights_for(weights))
@@ -231,6 +235,9 @@ class TuneRun:
         # stopping the reading scores the epochs, so joint and printing count there
         if s.get("decoding") == "span" or (s.get("decoding") in ("joint", "printing") and not s.get("early_stop")):
             s.pop("decoding", None)
+        # likewise the keywords, but where early stopping scores the epochs with the printing reading
+        if not (s.get("early_stop") and s.get("decoding") == "printing"):
+            s.pop("keywords", None)
         if not getattr(self, "imprinted", None):  # likewise: no row imprinted, the head the seed's
             s.pop("head_init", None)
         for name in AUGMENT_SETTINGS:  # likewise: off
@@ -407,7 +414,7 @@ class TuneRun:
         """(page id, Page, PageTargets, PagePrediction) for every held-out page."""
         params_rt = params_rt if params_rt is not None else self.state.params
         preds = predict_pages(self.cfg, params_rt, [r[1] for r in self.heldout_pages], self.settings["kernels"],
-                              self.settings["decoding"], self.predict_degree())
+                              self.settings["decoding"], self.predict_degree(), self.reading_keywords)
         return [(pid, page, t, pred) for (pid, page, t), pred in zip(self.heldout_pages, preds)]
 
     def predict_degree(self) -> int:
@@ -416,9 +423,11 @@ class TuneRun:
         return self.degree_override or int(self.settings["degree"])
 
     def evaluate(self, params_rt=None) -> dict:
-        return score_predictions(list(self.cfg.fields), self.predictions(params_rt),
-                                 self.settings["share"], self.settings["min_values"], self.settings["threshold_by"],
-                                 self.settings["threshold_rule"])
+        report = score_predictions(list(self.cfg.fields), self.predictions(params_rt),
+                                   self.settings["share"], self.settings["min_values"], self.settings["threshold_by"],
+                                   self.settings["threshold_rule"])
+        report["keywords"] = reading_record(self.settings["decoding"], self.keywords, self.cfg.fields)
+        return report
 
     def finish(self, started: float | None = None) -> dict:
         """Write model.safetensors (with the training summary) and report.json; return the report.
@@ -441,25 +450,25 @@ class TuneRun:
         rd.acquire()  # held since train() in the usual order; taken here when finish() comes alone
         try:
             save_model(rd.model_path, self.cfg, self.state.container_params(), summary,
-                       thresholds=stored_thresholds(report))
+                       thresholds=stored_thresholds(report), keywords=self.keywords)
             write_json_atomic(rd.report_path, report)  # last: a report means a finished run
         finally:
             rd.release()
         return report
 
 
-def predict_pages(cfg, params_rt, pages, kernels: str, decoding: str, degree: int = 1) -> list:
+def predict_pages(cfg, params_rt, pages, kernels: str, decoding: str, degree: int = 1, keywords=None) -> list:
     """predict_page of each page, in order. With degree > 1 the pages run side by side on that
     many threads with the single-threaded kernels (a page's prediction never depends on the
     threads: the same bytes)."""
     from dxstudio.engine.kernels import runtime
 
     if degree <= 1 or len(pages) <= 1:
-        return [predict_page(cfg, params_rt, page, kernels, decoding) for page in pages]
+        return [predict_page(cfg, params_rt, page, kernels, decoding, keywords) for page in pages]
 
     def one(page):
         with runtime.serial_kernels():
-            return predict_page(cfg, params_rt, page, kernels, decoding)
+            return predict_page(cfg, params_rt, page, kernels, decoding, keywords)
 
     with ThreadPoolExecutor(max_workers=degree, thread_name_prefix="dx-score") as pool:
         return list(pool.map(one, pages))

@@ -268,6 +268,14 @@ SETTINGS: tuple[Setting, ...] = (
             "value's words moved to the printing of it the labelling rule labels (scores and outputs say "
             "which)",
             choices=("span", "seed", "joint", "printing"), commands=("tune", "eval")),
+    # learned: measured on SROIE under its own and a custom schema, and FUNSD, pages outside the
+    # projects (docs/base-model.md "Keywords of a user's fields"); tuning/keywords.py
+    Setting("keywords", "choice", "learned",
+            "the words the printing reading places each value after (or under): name = the field's name "
+            "(the seed's rule); schema = its name split into words (abbreviations read) and its "
+            "description's words; learned = schema's and the printed words beside or above its labelled "
+            "values on the training pages, stored in the model (scores say which)",
+            choices=("name", "schema", "learned"), commands=("tune", "eval")),
     Setting("threshold_by", "choice", "value",
             "what right means for the threshold: the label's value, or exactly its words (the seed's rule)",
             choices=("value", "words")),

@@ -183,7 +183,7 @@ def extract_work(model_path, files, image_dir=None):
     rest goes on); a model that cannot be read fails the job."""
     def work(job):
         from dxstudio.engine.container import load_model
-        from dxstudio.engine.extract import model_decoding, predict_page, prediction_json
+        from dxstudio.engine.extract import model_decoding, predict_page, prediction_json, reading_keywords
         from dxstudio.engine.model import to_runtime
 
         model = load_model(model_path)
@@ -201,7 +201,8 @@ def extract_work(model_path, files, image_dir=None):
                 continue
             for page in pages:
                 try:
-                    pred = predict_page(model.cfg, params, page, decoding=model_decoding(model.thresholds))
+                    pred = predict_page(model.cfg, params, page, decoding=model_decoding(model.thresholds),
+                                        keywords=reading_keywords(model.keywords, model.cfg.fields))
                 except Exception as e:  # one bad page never stops the rest
                     job.report(("problem", f"{path}: page {page.id}: {type(e).__name__}: {e}"))
                     continue
