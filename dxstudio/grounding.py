@@ -775,7 +775,7 @@ POSSIBLE_FUZZY_CHARS = 5  # a piece this long matches a word's piece within one 
 
 def _word_rows(words) -> list[int]:
     """The row of each word, as reading_order groups them (rows from top to bottom)."""
-    from dxstudio.importers import reading_rows
+    from dxstudio.engine.page import reading_rows
 
     row_of = [0] * len(words)
     for r, row in enumerate(reading_rows([w.box for w in words])):

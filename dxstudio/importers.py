@@ -28,7 +28,7 @@ from pathlib import Path
 
 from dxstudio import ocr
 from dxstudio.documents import DocumentError, bind_document, check_page_count
-from dxstudio.engine.page import Page, PageError, Word, page_from_dict
+from dxstudio.engine.page import Page, PageError, Word, page_from_dict, reading_order, reading_rows  # noqa: F401 (re-exported)
 from dxstudio.fsutil import MAX_SOURCE_BYTES, read_json, read_regular_file, write_bytes_atomic
 from dxstudio.labelling import apply_answers
 from dxstudio.ocr import IMAGE_SUFFIXES, OCR_PDF_DPI, OcrError, check_pixels, ocr_chunk
@@ -61,32 +61,6 @@ class ImportReport:
 
 # ---------------------------------------------------------------------------------------
 # Shared helpers
-
-def reading_order(boxes) -> list[int]:
-    """Indices of boxes (x0, y0, x1, y1) in reading order: rows from top to bottom, left to
-    right within a row. A box joins the current row when its vertical centre lies within the
-    row's first box's vertical extent (slightly tilted scans keep their rows)."""
-    return [i for r in reading_rows(boxes) for i in sorted(r, key=lambda k: (boxes[k][0], boxes[k][1]))]
-
-
-def reading_rows(boxes) -> list[list[int]]:
-    """The rows of reading_order, top to bottom: each a list of box indices (not yet sorted
-    left to right)."""
-    order = sorted(range(len(boxes)), key=lambda i: ((boxes[i][1] + boxes[i][3]) / 2, boxes[i][0]))
-    rows, row, row_top, row_bottom = [], [], None, None
-    for i in order:
-        x0, y0, x1, y1 = boxes[i]
-        cy = (y0 + y1) / 2
-        if row and row_top <= cy <= row_bottom:
-            row.append(i)
-            continue
-        if row:
-            rows.append(row)
-        row, row_top, row_bottom = [i], y0, max(y1, y0 + 1e-9)
-    if row:
-        rows.append(row)
-    return rows
-
 
 def split_line(text: str, box) -> list[Word]:
     """Words of an OCR line, each box estimated in proportion to character counts: the line

@@ -186,3 +186,30 @@ def load_page(path) -> Page:
     from dxstudio.fsutil import read_json
 
     return page_from_dict(read_json(path, PageError), str(path))
+
+
+# reading order: pure geometry, here so that grounding (below the importers) can use it too
+def reading_order(boxes) -> list[int]:
+    """Indices of boxes (x0, y0, x1, y1) in reading order: rows from top to bottom, left to
+    right within a row. A box joins the current row when its vertical centre lies within the
+    row's first box's vertical extent (slightly tilted scans keep their rows)."""
+    return [i for r in reading_rows(boxes) for i in sorted(r, key=lambda k: (boxes[k][0], boxes[k][1]))]
+
+
+def reading_rows(boxes) -> list[list[int]]:
+    """The rows of reading_order, top to bottom: each a list of box indices (not yet sorted
+    left to right)."""
+    order = sorted(range(len(boxes)), key=lambda i: ((boxes[i][1] + boxes[i][3]) / 2, boxes[i][0]))
+    rows, row, row_top, row_bottom = [], [], None, None
+    for i in order:
+        x0, y0, x1, y1 = boxes[i]
+        cy = (y0 + y1) / 2
+        if row and row_top <= cy <= row_bottom:
+            row.append(i)
+            continue
+        if row:
+            rows.append(row)
+        row, row_top, row_bottom = [i], y0, max(y1, y0 + 1e-9)
+    if row:
+        rows.append(row)
+    return rows
