@@ -356,10 +356,11 @@ def main(argv=None) -> int:
         print(f"gbdt_baseline: {a.eval_project}: fields {eval_project.field_names} are not "
               f"{a.train_project}'s {fields}", file=sys.stderr)
         return 2
-    from dxstudio.tuning.keywords import field_keywords, keywords_by_field
+    from dxstudio.engine.extract import reading_keywords
+    from dxstudio.tuning.keywords import field_keywords
 
     stored_kw = field_keywords(project.schema, train, a.keywords)
-    reading = keywords_by_field(stored_kw, fields)
+    reading = reading_keywords(stored_kw, fields)
     preds = []
     for pid, page, t in held:
         p = booster.predict(word_features(page)).reshape(len(page.words), -1)

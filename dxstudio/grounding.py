@@ -422,10 +422,10 @@ def _keyed(keys: list[str], start: int, hints: set, words=None, above: bool = Fa
     """Whether one of the three words before `start`, on the same row, names the field
     ("TOTAL 12.50"); with `above` (a field's keywords, field_keywords) also a word of the row
     just above the value that overlaps its first word sideways ("Date:" over "12/03/2019")."""
-    if any(keys[k] in hints and (words is None or _same_row(words[k].box, words[start].box))
-           for k in range(max(0, start - 3), start)):
-        return True
-    return above and words is not None and any(keys[k] in hints for k in words_above(words, start))
+    if above and words is not None:
+        return any(keys[k] in hints for k in context_words(words, start))
+    return any(keys[k] in hints and (words is None or _same_row(words[k].box, words[start].box))
+               for k in range(max(0, start - 3), start))
 
 
 # ---------------------------------------------------------------------------------------

@@ -8,12 +8,12 @@
 from __future__ import annotations
 
 from dxstudio.engine.container import ModelFileError, load_model
-from dxstudio.engine.extract import DEFAULT_DECODING, field_threshold, model_decoding, predict_page
+from dxstudio.engine.extract import DEFAULT_DECODING, field_threshold, model_decoding, predict_page, reading_keywords
 from dxstudio.engine.model import to_runtime
 from dxstudio.fsutil import write_json_atomic
 from dxstudio.grounding import value_key
 from dxstudio.tuning import schedule
-from dxstudio.tuning.keywords import field_keywords, keywords_by_field, reading_record
+from dxstudio.tuning.keywords import field_keywords, reading_record
 from dxstudio.tuning.localfirst import verdicts
 from dxstudio.tuning.pages import usable_split
 from dxstudio.tuning.scoring import (HeldOutDocument, HeldOutPage, bound_statement, clopper_pearson_lower,
@@ -109,7 +109,7 @@ def evaluate_model(model_path, project, out_path=None, overrides: dict | None = 
     # the model's own reading (the one its thresholds were found with) unless --decoding says otherwise
     decoding = (overrides or {}).get("decoding") or model_decoding(loaded.thresholds)
     stored = eval_keywords(loaded, project, (overrides or {}).get("keywords"), model_path)
-    reading = keywords_by_field(stored, cfg.fields)
+    reading = reading_keywords(stored, cfg.fields)
     preds = [(pid, page, t, predict_page(cfg, params, page, settings["kernels"], decoding, reading))
              for pid, page, t in held]
     by = (loaded.thresholds or {}).get("by") or settings["threshold_by"]  # the model's own rule

@@ -1,7 +1,7 @@
 """A field's keywords: the words that name it where it is printed, for the "printing" reading.
 
     kw = field_keywords(schema, train_pages, source)   # {"source": S, "fields": [[key, ...], ...]}
-    by_name = keywords_by_field(kw, field_names)       # {field: frozenset} for predict_page, or None
+    by_name = reading_keywords(kw, field_names)        # engine/extract.py: {field: frozenset} for predict_page, or None
 
 The "printing" reading (engine/extract.py printings_by_rule) moves each value to the printing
 of it that follows the field's keywords. Setting `keywords` says where they come from:
@@ -27,8 +27,6 @@ counts over the pages in their given order, ties broken by the key.
 from __future__ import annotations
 
 import math
-
-from dxstudio.engine.extract import reading_keywords as keywords_by_field  # noqa: F401 (its name here)
 
 from dxstudio.grounding import (KEYWORD_SOURCES, _ground, _hint_keys, canonical_number, context_words, description_keywords,
                                 name_keywords, split_name, word_key)

@@ -26,7 +26,7 @@ from dxstudio.bundled import models_dir
 from dxstudio.corpus.generic import transfer_tag_head
 from dxstudio.engine.config import size_config
 from dxstudio.engine.container import ModelFileError, canonical_json, load_model, model_bytes, save_model
-from dxstudio.engine.extract import DEFAULT_DECODING, predict_page
+from dxstudio.engine.extract import DEFAULT_DECODING, predict_page, reading_keywords
 from dxstudio.engine.inputs import window_inputs
 from dxstudio.engine.params import new_params, new_tag_head
 from dxstudio.engine.training import Example, Targets, TrainSettings, TrainState, train_step
@@ -36,7 +36,7 @@ from dxstudio.tuning import checkpoint, early_stop, schedule
 from dxstudio.tuning.augment import AUGMENT_SETTINGS, augment_page, enabled as augment_enabled
 from dxstudio.tuning.imprint import imprint_rows
 from dxstudio.tuning.evaluation import score_predictions, stored_thresholds
-from dxstudio.tuning.keywords import field_keywords, keywords_by_field, reading_record
+from dxstudio.tuning.keywords import field_keywords, reading_record
 from dxstudio.tuning.metrics import Event, append_metric, score_summary, trim_metrics
 from dxstudio.tuning.pages import snapshot_targets, usable_split
 from dxstudio.tuning.rundir import RunDir
@@ -182,24 +182,23 @@ class TuneRun:
 
     def _load_targets(self, weights) -> None:
         pt = None
+        repeats, absent = self.settings.get("repeats", "o"), self.settings.get("absent_value", "exclude")
         if self.snapshot is not None:
             pt = snapshot_targets(self.project, self.snapshot, self.cfg.max_words, self.rundir.snapshot_path,
-                                  self.settings.get("repeats", "o"), self.settings.get("absent_value", "exclude"))
+                                  repeats, absent)
         shared = getattr(self, "shared", None)
         if pt is None and shared is not None:  # read once for every part of a cross-validated run
-            key = ("targets", self.cfg.max_words, self.settings.get("repeats", "o"),
-                   self.settings.get("absent_value", "exclude"))
+            key = ("targets", self.cfg.max_words, repeats, absent)
             if key not in shared:
-                shared[key] = project_targets(self.project, max_words=self.cfg.max_words,
-                                              repeats=self.settings.get("repeats", "o"),
-                                              absent=self.settings.get("absent_value", "exclude"))
+                shared[key] = project_targets(self.project, max_words=self.cfg.max_words, repeats=repeats,
+                                              absent=absent)
             pt = shared[key]
         pt, self.train_pages, self.heldout_pages = usable_split(
             self.project, self.settings, self.cfg.max_words, "tuning", self.fold, pt)
         self.train_pages, self.stop_pages = early_stop.carve(self.train_pages, self.settings, f"{self.project.root}: ")
         # the printing reading's keywords: from the schema and these training pages only (keywords.py)
         self.keywords = field_keywords(self.project.schema, self.train_pages, self.settings["keywords"])
-        self.reading_keywords = keywords_by_field(self.keywords, self.cfg.fields)
+        self.reading_keywords = reading_keywords(self.keywords, self.cfg.fields)
         self.excluded, self.errors, self.sources = pt.excluded, pt.errors, pt.sources
         self.left_out = dict(pt.left_out)  # fields not asked yet on some page: not trained, not scored
         self.class_weights = tuple(float(w) for w in schedule.class_weights_for(weights))
