@@ -93,36 +93,40 @@ def _one_heldout(n: int) -> float:
     return round(0.9 / n, 6)
 
 
-# ---- SROIE --------------------------------------------------------------------------------
-def sroie_projects(work: Path, sizes: list) -> tuple[dict, Path]:
-    """{size name: training project}, scoring project; from `dxstudio import sroie`."""
-    src = work / "sroie_import"
+def _imported_projects(work: Path, kind: str, data: Path, train_ids: list, eval_ids: list,
+                       sizes: list) -> tuple[dict, Path]:
+    """{size name: training project} of the first N of train_ids ("all": all), and the scoring
+    project of eval_ids, cut from `dxstudio import KIND DATA` (page ids as the import names them)."""
+    src = work / f"{kind}_import"
     if not (src / "dxproject.json").exists():
-        _run([sys.executable, "-m", "dxstudio.cli", "import", "sroie", str(DATA / "sroie-train"), str(src)],
-             work / "sroie_import.log")
+        _run([sys.executable, "-m", "dxstudio.cli", "import", kind, str(data), str(src)], work / f"{kind}_import.log")
     proj = json.loads((src / "dxproject.json").read_text(encoding="utf-8"))
     schema = [f["name"] for f in proj["schema"]]
 
     def cut(ids):
-        pages = {f"{i:03d}": json.loads((src / "pages" / f"{i:03d}.json").read_text()) for i in ids}
-        labels = {}
-        for i in ids:
-            p = src / "labels" / f"{i:03d}.json"
-            if p.exists():
-                labels[f"{i:03d}"] = json.loads(p.read_text())
+        pages = {i: json.loads((src / "pages" / f"{i}.json").read_text()) for i in ids}
+        labels = {i: json.loads((src / "labels" / f"{i}.json").read_text())
+                  for i in ids if (src / "labels" / f"{i}.json").exists()}
         return pages, labels
 
     out = {}
     for size in sizes:
-        ids = SROIE_TRAIN if size == "all" else SROIE_TRAIN[:size]
-        dst = work / f"sroie_{size}"
+        ids = train_ids if size == "all" else train_ids[:size]
+        dst = work / f"{kind}_{size}"
         if not (dst / "dxproject.json").exists():
             _write_project(dst, dst.name, schema, _one_heldout(len(ids)), *cut(ids))
         out[size] = dst
-    ev = work / "sroie_eval"
+    ev = work / f"{kind}_eval"
     if not (ev / "dxproject.json").exists():
-        _write_project(ev, ev.name, schema, 0.5, *cut(SROIE_EVAL))
+        _write_project(ev, ev.name, schema, 0.5, *cut(eval_ids))
     return out, ev
+
+
+# ---- SROIE --------------------------------------------------------------------------------
+def sroie_projects(work: Path, sizes: list) -> tuple[dict, Path]:
+    """{size name: training project}, scoring project; from `dxstudio import sroie`."""
+    return _imported_projects(work, "sroie", DATA / "sroie-train", [f"{i:03d}" for i in SROIE_TRAIN],
+                              [f"{i:03d}" for i in SROIE_EVAL], sizes)
 
 
 # ---- FUNSD --------------------------------------------------------------------------------
@@ -279,31 +283,8 @@ def cord_projects(work: Path, sizes: list) -> tuple[dict, Path]:
     """{size name: training project}, scoring project; from `dxstudio import cord` (total, subtotal,
     tax, cash, change). Training projects: the first N of receipts 0-599 ("all": all 600); scored
     on receipts 600-799."""
-    src = work / "cord_import"
-    if not (src / "dxproject.json").exists():
-        _run([sys.executable, "-m", "dxstudio.cli", "import", "cord", str(DATA / "cord-v1-train"), str(src)],
-             work / "cord_import.log")
-    proj = json.loads((src / "dxproject.json").read_text(encoding="utf-8"))
-    schema = [f["name"] for f in proj["schema"]]
-
-    def cut(ids):
-        names = [f"receipt_{i:05d}" for i in ids]
-        pages = {n: json.loads((src / "pages" / f"{n}.json").read_text()) for n in names}
-        labels = {n: json.loads((src / "labels" / f"{n}.json").read_text())
-                  for n in names if (src / "labels" / f"{n}.json").exists()}
-        return pages, labels
-
-    out = {}
-    for size in sizes:
-        ids = CORD_TRAIN if size == "all" else CORD_TRAIN[:size]
-        dst = work / f"cord_{size}"
-        if not (dst / "dxproject.json").exists():
-            _write_project(dst, dst.name, schema, _one_heldout(len(ids)), *cut(ids))
-        out[size] = dst
-    ev = work / "cord_eval"
-    if not (ev / "dxproject.json").exists():
-        _write_project(ev, ev.name, schema, 0.5, *cut(CORD_EVAL))
-    return out, ev
+    return _imported_projects(work, "cord", DATA / "cord-v1-train", [f"receipt_{i:05d}" for i in CORD_TRAIN],
+                              [f"receipt_{i:05d}" for i in CORD_EVAL], sizes)
 
 
 def cord_renamed_projects(work: Path, sizes: list) -> tuple[dict, Path]:
