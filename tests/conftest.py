@@ -697,6 +697,36 @@ def receipts_project(receipts_project_template, tmp_path):
     return dst
 
 
+def rename_project_fields(root, renames: dict) -> None:
+    """Rename fields of the project at root in its schema (descriptions cleared) and its labels."""
+    import dataclasses
+
+    from dxstudio.project import Project
+
+    p = Project.open(root)
+    changed, problems = p.rename_fields_in_labels(renames)
+    assert changed and not problems
+    p.schema = [dataclasses.replace(f, name=renames.get(f.name, f.name), description="") for f in p.schema]
+    p.save()
+
+
+TINY_BASE_SETTINGS = {"size": "tiny", "steps": 6, "batch": 3, "warmup": 2, "lr": 0.01, "window": 48,
+                      "checkpoint_every": 6}
+
+
+@pytest.fixture(scope="session")
+def tiny_base(tmp_path_factory):
+    """A tiny base model pretrained for 6 steps on a small synthetic corpus (a starting model
+    whose head knows the generic classes); tests read it, none changes it."""
+    from dxstudio.tuning.pretrain import PretrainRun
+
+    d = tmp_path_factory.mktemp("base")
+    run = PretrainRun.prepare(["synthetic:12:5"], d / "run", TINY_BASE_SETTINGS)
+    assert run.train()
+    run.finish()
+    return d / "run" / "model.safetensors"
+
+
 @pytest.fixture
 def small_project(tmp_path):
     """Eight pages of the bundled sample with its labels as they ship, tiny-model settings that

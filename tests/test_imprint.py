@@ -3,7 +3,6 @@ class matches start from the base's final states over the training pages only; m
 the O row and the backbone are unchanged; the same bytes at any degree and after resume."""
 from __future__ import annotations
 
-import dataclasses
 
 import numpy as np
 import pytest
@@ -13,31 +12,16 @@ from dxstudio.engine.container import load_model
 from dxstudio.project import Project
 from dxstudio.tuning import TuneRun
 from dxstudio.tuning import imprint as imprint_mod
-from dxstudio.tuning.pretrain import PretrainRun
 from dxstudio.tuning.settings import TuneError
+from tests.conftest import rename_project_fields
 
-BASE_SETTINGS = {"size": "tiny", "steps": 6, "batch": 3, "warmup": 2, "lr": 0.01, "window": 48,
-                 "checkpoint_every": 6}
 RENAMES = {"cash": "wibble", "change": "zorp"}  # names no generic class matches
-
-
-@pytest.fixture(scope="module")
-def tiny_base(tmp_path_factory):
-    d = tmp_path_factory.mktemp("base")
-    run = PretrainRun.prepare(["synthetic:12:5"], d / "run", BASE_SETTINGS)
-    assert run.train()
-    run.finish()
-    return d / "run" / "model.safetensors"
 
 
 @pytest.fixture
 def custom_project(receipts_project):
     """The receipts project with cash and change renamed to names that match no class."""
-    p = Project.open(receipts_project)
-    changed, problems = p.rename_fields_in_labels(RENAMES)
-    assert changed and not problems
-    p.schema = [dataclasses.replace(f, name=RENAMES.get(f.name, f.name), description="") for f in p.schema]
-    p.save()
+    rename_project_fields(receipts_project, RENAMES)
     p = Project.open(receipts_project)
     for new in RENAMES.values():
         assert match_field(new) is None

@@ -3,7 +3,6 @@ name split into words, its description, and the printed words beside or above it
 on the run's training pages. Hand-made pages for the reading; the tiny model for the run."""
 from __future__ import annotations
 
-import dataclasses
 
 import numpy as np
 import pytest
@@ -18,11 +17,9 @@ from dxstudio.tuning import TuneRun
 from dxstudio.tuning import run as run_mod
 from dxstudio.tuning.evaluation import evaluate_model
 from dxstudio.tuning.keywords import field_keywords
-from dxstudio.tuning.pretrain import PretrainRun
 from dxstudio.tuning.settings import TuneError, resolve_settings
+from tests.conftest import rename_project_fields
 
-BASE_SETTINGS = {"size": "tiny", "steps": 6, "batch": 3, "warmup": 2, "lr": 0.01, "window": 48,
-                 "checkpoint_every": 6}
 RENAMES = {"total": "to_pay", "cash": "wibble"}  # names no generic class matches; "to_pay" is not printed
 
 
@@ -122,22 +119,9 @@ def test_a_word_beside_every_printing_of_the_value_is_not_learnt():
     assert "total" not in one
 
 
-@pytest.fixture(scope="module")
-def tiny_base(tmp_path_factory):
-    d = tmp_path_factory.mktemp("base")
-    run = PretrainRun.prepare(["synthetic:12:5"], d / "run", BASE_SETTINGS)
-    assert run.train()
-    run.finish()
-    return d / "run" / "model.safetensors"
-
-
 @pytest.fixture
 def custom_project(receipts_project):
-    p = Project.open(receipts_project)
-    changed, problems = p.rename_fields_in_labels(RENAMES)
-    assert changed and not problems
-    p.schema = [dataclasses.replace(f, name=RENAMES.get(f.name, f.name), description="") for f in p.schema]
-    p.save()
+    rename_project_fields(receipts_project, RENAMES)
     return receipts_project
 
 

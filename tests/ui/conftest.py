@@ -44,6 +44,17 @@ def close_leftover_windows():
         app.processEvents()
 
 
+def click_page(qtbot, window, pid):
+    """A click on the page's row in the page list (opens it)."""
+    from PySide6.QtCore import Qt
+
+    lst = window.page_list.list
+    item = window.page_list._items[pid]
+    lst.scrollToItem(item)
+    qtbot.mouseClick(lst.viewport(), Qt.LeftButton, pos=lst.visualItemRect(item).center())
+    assert window.session.current == pid
+
+
 def show_active(qtbot, w):
     """Show a window and make it the active one: window shortcuts (A, J, 1-9) need that."""
     qtbot.addWidget(w)

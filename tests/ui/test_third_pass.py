@@ -11,7 +11,7 @@ from PySide6.QtCore import QPoint, QPointF, Qt, QTimer, QUrl, QMimeData
 from PySide6.QtGui import QDropEvent
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from tests.ui.conftest import show_active
+from tests.ui.conftest import click_page, show_active
 from tests.ui.test_review_model import tiny_model
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,15 +73,6 @@ def click_cell(qtbot, table, row, column=0):
     rect = table.visualItemRect(table.item(row, column))
     qtbot.mouseClick(table.viewport(), Qt.LeftButton, pos=rect.center())
     assert table.currentRow() == row
-
-
-def click_page(qtbot, window, pid):
-    """A click on the page's row in the page list (opens it)."""
-    lst = window.page_list.list
-    item = window.page_list._items[pid]
-    lst.scrollToItem(item)
-    qtbot.mouseClick(lst.viewport(), Qt.LeftButton, pos=lst.visualItemRect(item).center())
-    assert window.session.current == pid
 
 
 def first_with(window, status, plain=False):

@@ -7,7 +7,7 @@ import pytest
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QApplication
 
-from tests.ui.conftest import show_active
+from tests.ui.conftest import click_page, show_active
 
 WAIT_MS = 120000
 
@@ -31,14 +31,6 @@ def click_tab(qtbot, w, widget):
     bar = w.tabs.tabBar()
     qtbot.mouseClick(bar, Qt.LeftButton, pos=bar.tabRect(index).center())
     assert w.tabs.currentIndex() == index
-
-
-def click_page(qtbot, w, pid):
-    lst = w.page_list.list
-    item = w.page_list._items[pid]
-    lst.scrollToItem(item)
-    qtbot.mouseClick(lst.viewport(), Qt.LeftButton, pos=lst.visualItemRect(item).center())
-    assert w.session.current == pid
 
 
 def test_accept_stays_where_it_is_when_a_page_has_a_note(win, qtbot):
