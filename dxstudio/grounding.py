@@ -654,6 +654,63 @@ def ground_answers(page, answers: dict, field_names, keywords: dict | None = Non
     return {n: found[n][0].to_dict() for n in field_names}
 
 
+# The "keyed" decoding (engine/extract.py keyed_values): a value printed after its field's key.
+# A gap wider than this many word heights between two words of one row ends the value.
+KEYED_GAP = 2.0
+
+
+KEYED_KEY = "colon_or_row_start"
+
+
+def _prints_a_key(words, k: int) -> bool:
+    """Whether word k is printed as a key: it ends in ':' ("To:") or, with KEYED_KEY
+    colon_or_row_start, it opens its row ("TO  K. A. Sparrow"); a keyword inside running text
+    ("addressed to whom") is not one."""
+    if words[k].text.rstrip().endswith(":"):
+        return True
+    if KEYED_KEY == "colon":
+        return False
+    if KEYED_KEY == "any":
+        return True
+    return k == 0 or not _same_row(words[k].box, words[k - 1].box) or words[k - 1].box[0] > words[k].box[0]
+
+
+def keyed_extents(page, field_names, keywords: dict | None = None) -> dict:
+    """{field: [(first, last), ...]} in reading order: the runs of words printed right after one
+    of the field's keywords on its row ("To: Ron Milstein"), for the "keyed" decoding. A run
+    starts at the word after the keyword, on its row and to its right, and goes on along that
+    row until a word that is a keyword of any field, a word ending in ':' (another key), or a
+    gap wider than KEYED_GAP word heights. `keywords` {field: set of word keys} (a model's
+    stored keywords); None: the name rule's keys (_hint_keys), as the printing reading."""
+    words = page.words
+    keys = [word_key(w.text) for w in words]
+    kw = {n: set(keywords.get(n, ())) if keywords is not None else _hint_keys(n) for n in field_names}
+    every = set().union(*kw.values()) if kw else set()
+
+    def is_key(j):
+        return keys[j] in every or words[j].text.rstrip().endswith(":")
+
+    out = {n: [] for n in field_names}
+    for k in range(len(words)):
+        named = [n for n in field_names if keys[k] and keys[k] in kw[n]]
+        if named and not _prints_a_key(words, k):
+            continue
+        s = k + 1
+        if not named or s >= len(words) or not _same_row(words[k].box, words[s].box) \
+                or words[s].box[0] < words[k].box[0] or is_key(s):
+            continue
+        e = s
+        for j in range(s + 1, len(words)):
+            h = max(words[j].box[3] - words[j].box[1], 1e-6)
+            if not _same_row(words[k].box, words[j].box) or is_key(j) \
+                    or words[j].box[0] - words[j - 1].box[2] > KEYED_GAP * h:
+                break
+            e = j
+        for n in named:
+            out[n].append((s, e))
+    return out
+
+
 def _tier(g: dict) -> int:
     """How exactly a grounded value was found: 0 as printed, 1 normalized, 2 ignoring
     punctuation, 3 by one of the OCR tiers."""
@@ -1084,3 +1141,5 @@ def targets_of_read(read, names, max_words, repeats: str, errors: list, problems
 
 # the "printing" decoding (engine/extract.py) reads each value at the printing this rule labels
 _engine_extract.set_printing_rule(ground_answers)
+# the "keyed" decoding reads a value the model has none for after its field's keywords
+_engine_extract.set_keyed_rule(keyed_extents)

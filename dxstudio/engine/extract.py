@@ -22,6 +22,9 @@ probability (`tag_confidence`) of the span's own tags at its words, a number in 
 `decoding="joint"`: the same spans, the best joint assignment of them to the fields
 (decode_joint) instead of the fields in turn. The default, `decoding="printing"`: joint, then
 each value at the printing of it that the project's labelling rule labels (printings_by_rule).
+`decoding="keyed"`: printing, then a field the model reads no value for takes the words printed
+right after its keywords on their row ("To: Ron Milstein"), and a value that starts there but
+stops short runs on to their end (keyed_values: a rule of the page's layout, not the model's).
 """
 from __future__ import annotations
 
@@ -56,9 +59,10 @@ class PagePrediction:
 # How values are read off the tags: "span" (best-scoring BIO span per field, one per page, the
 # fields in turn), "seed" (the seed's: the most confident run of argmax tags), "joint" (the best
 # joint assignment of spans to fields: decode_joint) or "printing" (joint, then each value at the
-# printing of it the project's labelling rule labels: printings_by_rule). The settings table's
-# `decoding`.
-DECODINGS = ("span", "seed", "joint", "printing")
+# printing of it the project's labelling rule labels: printings_by_rule) or "keyed" (printing,
+# then a field with no value takes the words printed after its keywords, and a value that starts
+# there but stops short runs on to their end: keyed_values). The settings table's `decoding`.
+DECODINGS = ("span", "seed", "joint", "printing", "keyed")
 DEFAULT_DECODING = "printing"
 
 
@@ -334,10 +338,71 @@ def printings_by_rule(page: Page, fields, values: dict, keywords: dict | None = 
     return out
 
 
+_keyed_rule = None
+# The "keyed" decoding runs a value on over the next words of its keyed run only while each one's
+# I- logit of the field is above its O logit less this (measured on FUNSD and SROIE at 50 pages,
+# docs/base-model.md "Values after their keys": 2 to 8 read the same; without it a date ran on
+# into the time printed after it)
+KEYED_RUN_ON = 5.0
+
+
+def set_keyed_rule(rule) -> None:
+    """rule(page, field names, keywords=None) -> {field: [(first, last), ...]}: the runs printed
+    right after each field's keywords on their row (dxstudio.grounding sets its keyed_extents)."""
+    global _keyed_rule
+    _keyed_rule = rule
+
+
+def keyed_values(page: Page, fields, values: dict, tag_logits, keywords: dict | None = None,
+                 kernels: str = "fast") -> dict:
+    """The "keyed" decoding's {field: FieldValue or None}: `values` (the printing reading's) where
+    the page prints a field's keywords with words after them on their row (the project's rule,
+    grounding.keyed_extents), two changes, the fields in schema order: a field with no value takes
+    the first such run whose words no other field's value holds (cut at the first word one does);
+    a value whose first word is such a run's first word and which ends inside it runs on over the
+    run's next words while each one's I- logit of the field is above its O logit less KEYED_RUN_ON
+    (the first that is not ends it). Other values stay as they are. A value's confidence is always the span's
+    (tag_confidence of the field's B-, I- tags at its words: low where the model did not read
+    it). keywords: as printings_by_rule (None: the fields' names)."""
+    if _keyed_rule is None:
+        raise RuntimeError("the keyed decoding needs the keyed rule: import dxstudio.grounding "
+                           "(it hands its keyed_extents to the engine) or read with decoding='printing'")
+    fields = list(fields)
+    runs = _keyed_rule(page, fields, keywords)
+    out = dict(values)
+    logits = np.asarray(tag_logits)
+    for c, f in enumerate(fields):
+        others = {w for g, v in out.items() if g != f and v is not None for w in v.words}
+        v = out.get(f)
+        pick = None
+        for a, b in runs.get(f, ()):
+            end = next((j - 1 for j in range(a, b + 1) if j in others), b)
+            if end < a:
+                continue
+            if v is None:
+                pick = (a, end)
+                break
+            if v.words and v.words[0] == a and v.words == tuple(range(a, v.words[-1] + 1)) and v.words[-1] < end:
+                stop = v.words[-1]
+                while stop < end and float(logits[stop + 1, 2 + 2 * c]) - float(logits[stop + 1, 0]) > -KEYED_RUN_ON:
+                    stop += 1
+                if stop > v.words[-1]:
+                    pick = (a, stop)
+                break
+        if pick is None:
+            continue
+        a, b = pick
+        span_tags = np.array([1 + 2 * c] + [2 + 2 * c] * (b - a), np.int64)
+        conf = float(np.min(tag_confidence(logits[a: b + 1], span_tags, kernels)))
+        words = tuple(range(a, b + 1))
+        out[f] = FieldValue(words, " ".join(page.words[w].text for w in words), conf)
+    return out
+
+
 def predict_page(cfg: ModelConfig, params_rt, page: Page, kernels: str = "fast",
                  decoding: str = DEFAULT_DECODING, keywords: dict | None = None) -> PagePrediction:
     """The page's tags and values read with `decoding`; keywords ({field: set of word keys},
-    "printing" only): where the values are placed (printings_by_rule), None: after the names."""
+    "printing" and "keyed" only): where the values are placed (printings_by_rule), None: after the names."""
     check_decoding(decoding)
     ops = Ops(kernels)
     fields = list(cfg.fields)
@@ -361,9 +426,12 @@ def predict_page(cfg: ModelConfig, params_rt, page: Page, kernels: str = "fast",
             if v is not None and (result[f] is None or v.confidence > result[f].confidence):
                 result[f] = v
     if all_logits is not None:  # the per-word tags stay the argmax's; the values are the spans'
-        result = fields_from_logits(page, fields, all_logits, starts, kernels, joint=decoding in ("joint", "printing"))
-        if decoding == "printing":
+        result = fields_from_logits(page, fields, all_logits, starts, kernels,
+                                    joint=decoding in ("joint", "printing", "keyed"))
+        if decoding in ("printing", "keyed"):
             result = printings_by_rule(page, fields, result, keywords)
+        if decoding == "keyed":
+            result = keyed_values(page, fields, result, all_logits, keywords, kernels)
     return PagePrediction(page.id, result, all_tags, all_probs, all_conf, decoding)
 
 

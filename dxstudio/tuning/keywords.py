@@ -115,9 +115,9 @@ def field_keywords(schema, train_pages, source: str) -> dict | None:
 
 def reading_record(decoding: str, stored: dict | None, field_names) -> dict | None:
     """What a report says of the keywords its values were placed by: None unless the reading
-    is "printing" (no other reading uses them); else {"source": name, schema or learned,
+    is "printing" or "keyed" (no other reading uses them); else {"source": name, schema or learned,
     "fields": {field: [keys]}} (name: the name rule's keys, grounding._hint_keys)."""
-    if decoding != "printing":
+    if decoding not in ("printing", "keyed"):
         return None
     if not stored or stored.get("fields") is None:
         return {"source": "name", "fields": {n: sorted(_hint_keys(n)) for n in field_names}}

@@ -232,10 +232,10 @@ class TuneRun:
         # likewise: a reading of spans never changes the weights (span was the default before
         # joint and printing; the seed's reading stays fingerprinted, as it always was); with early
         # stopping the reading scores the epochs, so joint and printing count there
-        if s.get("decoding") == "span" or (s.get("decoding") in ("joint", "printing") and not s.get("early_stop")):
+        if s.get("decoding") == "span" or (s.get("decoding") in ("joint", "printing", "keyed") and not s.get("early_stop")):
             s.pop("decoding", None)
         # likewise the keywords, but where early stopping scores the epochs with the printing reading
-        if not (s.get("early_stop") and s.get("decoding") == "printing"):
+        if not (s.get("early_stop") and s.get("decoding") in ("printing", "keyed")):
             s.pop("keywords", None)
         if not getattr(self, "imprinted", None):  # likewise: no row imprinted, the head the seed's
             s.pop("head_init", None)

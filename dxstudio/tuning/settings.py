@@ -265,9 +265,10 @@ SETTINGS: tuple[Setting, ...] = (
             "how values are read off the tags: span = each field's best-scoring BIO span, one value per "
             "page, the fields in turn; seed = the seed's most confident run of argmax tags; joint = the "
             "spans of the best joint assignment (no word in two fields); printing = joint, then each "
-            "value's words moved to the printing of it the labelling rule labels (scores and outputs say "
-            "which)",
-            choices=("span", "seed", "joint", "printing"), commands=("tune", "eval")),
+            "value's words moved to the printing of it the labelling rule labels; keyed = printing, then a "
+            "field with no value takes the words printed after its keywords on their row, and a value "
+            "starting there runs on to their end (scores and outputs say which)",
+            choices=("span", "seed", "joint", "printing", "keyed"), commands=("tune", "eval")),
     # learned: measured on SROIE under its own and a custom schema, and FUNSD, pages outside the
     # projects (docs/base-model.md "Keywords of a user's fields"); tuning/keywords.py
     Setting("keywords", "choice", "learned",
