@@ -20,9 +20,9 @@ crosses a window's edge. The words of a span are consecutive in the page's readi
 value over several lines is joined in that order. Its confidence is the lowest binary64
 probability (`tag_confidence`) of the span's own tags at its words, a number in [0, 1].
 `decoding="joint"`: the same spans, the best joint assignment of them to the fields
-(decode_joint) instead of the fields in turn. The default, `decoding="printing"`: joint, then
+(decode_joint) instead of the fields in turn. `decoding="printing"`: joint, then
 each value at the printing of it that the project's labelling rule labels (printings_by_rule).
-`decoding="keyed"`: printing, then a field the model reads no value for takes the words printed
+The default, `decoding="keyed"`: printing, then a field the model reads no value for takes the words printed
 right after its keywords on their row ("To: Ron Milstein"), and a value that starts there but
 stops short runs on to their end (keyed_values: a rule of the page's layout, not the model's).
 """
@@ -63,7 +63,7 @@ class PagePrediction:
 # then a field with no value takes the words printed after its keywords, and a value that starts
 # there but stops short runs on to their end: keyed_values). The settings table's `decoding`.
 DECODINGS = ("span", "seed", "joint", "printing", "keyed")
-DEFAULT_DECODING = "printing"
+DEFAULT_DECODING = "keyed"
 
 
 def check_decoding(decoding) -> str:

@@ -26,7 +26,7 @@ class RunModel:
     cfg: object
     params: object  # runtime layout
     kernels: str
-    decoding: str = "printing"  # how its values are read (engine/extract.py model_decoding)
+    decoding: str = "keyed"  # how its values are read (engine/extract.py model_decoding)
     keywords: dict | None = None  # where (engine/extract.py reading_keywords; None: the fields' names)
 
 

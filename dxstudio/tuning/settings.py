@@ -259,9 +259,9 @@ SETTINGS: tuple[Setting, ...] = (
             "to score each epoch (not trained on)", low=0, low_open=True, high=0.5),
     Setting("average_last", "int", 0, "checkpoint averaging: the model is the mean of the weights at the end "
             "of this many epochs, ending at the kept one (0 or 1 = off)", low=0),
-    # printing: measured on SROIE and FUNSD pages outside the projects (docs/base-model.md
-    # "Learning curves on fixed schemas", docs/model.md "Span decoding")
-    Setting("decoding", "choice", "printing",
+    # keyed: measured on FUNSD and SROIE pages outside the projects (docs/base-model.md "Values
+    # after their keys", docs/model.md "Span decoding"); printing before it
+    Setting("decoding", "choice", "keyed",
             "how values are read off the tags: span = each field's best-scoring BIO span, one value per "
             "page, the fields in turn; seed = the seed's most confident run of argmax tags; joint = the "
             "spans of the best joint assignment (no word in two fields); printing = joint, then each "
