@@ -144,3 +144,9 @@ def test_sroie_renamed_names_match_no_class_and_the_copy_moves_labels(receipts_p
     with pytest.raises(lc.BenchError, match="still match a generic class"):
         lc._renamed_copy(receipts_project, tmp_path / "bad", {"total": "amount"})
     assert not (tmp_path / "bad").exists() and not (tmp_path / "bad.part").exists()
+
+
+def test_keywords_sources_apply_to_the_readings_that_use_keywords():
+    assert lc._readings(["span", "printing", "keyed"], ["name", "learned"]) == [
+        ("span", None), ("printing", "name"), ("printing", "learned"), ("keyed", "name"), ("keyed", "learned")]
+    assert lc._readings(["keyed"], []) == [("keyed", None)]
