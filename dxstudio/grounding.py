@@ -659,18 +659,11 @@ def ground_answers(page, answers: dict, field_names, keywords: dict | None = Non
 KEYED_GAP = 2.0
 
 
-KEYED_KEY = "colon_or_row_start"
-
-
 def _prints_a_key(words, k: int) -> bool:
-    """Whether word k is printed as a key: it ends in ':' ("To:") or, with KEYED_KEY
-    colon_or_row_start, it opens its row ("TO  K. A. Sparrow"); a keyword inside running text
-    ("addressed to whom") is not one."""
+    """Whether word k is printed as a key: it ends in ':' ("To:") or it opens its row ("TO  K. A.
+    Sparrow"); a keyword inside running text ("addressed to whom") is not one. (A ':' alone read
+    within one form of this on FUNSD and SROIE, docs/base-model.md "Values after their keys".)"""
     if words[k].text.rstrip().endswith(":"):
-        return True
-    if KEYED_KEY == "colon":
-        return False
-    if KEYED_KEY == "any":
         return True
     return k == 0 or not _same_row(words[k].box, words[k - 1].box) or words[k - 1].box[0] > words[k].box[0]
 
