@@ -1,0 +1,117 @@
+"""What the third pass left seen but not fixed (issue 23, m23 this round). Each test drives the
+window with input events (clicks, keys) and failed on the code before its fix."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from PySide6.QtCore import Qt
+
+from tests.ui.conftest import show_active
+
+WAIT_MS = 120000
+
+
+@pytest.fixture
+def win(qtbot, receipts_project, tmp_path, monkeypatch):
+    monkeypatch.setenv("DXSTUDIO_HOME", str(tmp_path / "home"))
+    from dxstudio.ui.app import MainWindow
+    w = show_active(qtbot, MainWindow(receipts_project))
+    w.training_panel.show_dialogs = False
+    w.runs_panel.show_dialogs = False
+    yield w
+    w.training_panel.shutdown(60)
+    w.model_answers.shutdown()
+    w.extract_panel.shutdown()
+
+
+def click_tab(qtbot, w, widget):
+    index = next(i for i in range(w.tabs.count())
+                 if w.tabs.widget(i) is widget or w.tabs.widget(i).isAncestorOf(widget))
+    bar = w.tabs.tabBar()
+    qtbot.mouseClick(bar, Qt.LeftButton, pos=bar.tabRect(index).center())
+    assert w.tabs.currentIndex() == index
+
+
+def set_spin(qtbot, spin, text):
+    """Type a value into a spin box as a person does: click it, select all, type, Return."""
+    qtbot.mouseClick(spin, Qt.LeftButton)
+    qtbot.keyClick(spin, Qt.Key_A, Qt.ControlModifier)
+    qtbot.keyClicks(spin, text)
+    qtbot.keyClick(spin, Qt.Key_Return)
+
+
+def add_unasked_field(root, name="date"):
+    """A field added to the schema after the pages were labelled: not asked on any page."""
+    path = root / "dxproject.json"
+    data = json.loads(path.read_text())
+    data["schema"].append({"name": name, "description": "the receipt's date", "weight": 1.0})
+    path.write_text(json.dumps(data))
+
+
+# -- 1: no "step 0 of 1" before any run -----------------------------------------------------------
+
+def test_1_the_bar_says_there_is_no_run_yet(win, qtbot):
+    panel = win.training_panel
+    click_tab(qtbot, win, panel)
+    text = panel.progress.text()
+    assert "step 0" not in text and "no run yet" in text, text
+
+
+# -- 2, 3, 4: the plots of a folded run with a field left out ------------------------------------
+
+@pytest.fixture
+def folded_run(qtbot, receipts_project, tmp_path, monkeypatch):
+    """The window on the 16 receipts with a field not asked yet, after a run with Folds 2
+    started from the form with the mouse and the keyboard."""
+    add_unasked_field(receipts_project)
+    monkeypatch.setenv("DXSTUDIO_HOME", str(tmp_path / "home"))
+    from dxstudio.ui.app import MainWindow
+    w = show_active(qtbot, MainWindow(receipts_project))
+    panel = w.training_panel
+    panel.show_dialogs = False
+    click_tab(qtbot, w, panel)
+    set_spin(qtbot, panel.inputs["folds"], "2")
+    assert panel.settings_values()["folds"] == 2
+    done = []
+    panel.finished.connect(lambda *a: done.append(a))
+    panel.failed.connect(lambda m: done.append(m))
+    qtbot.mouseClick(panel.fine_tune_button, Qt.LeftButton)
+    qtbot.waitUntil(lambda: bool(done) and not panel.is_running, timeout=WAIT_MS)
+    panel.wait(60)
+    assert isinstance(done[0], tuple), done[0]
+    yield w, panel, done[0][0]
+    panel.shutdown(60)
+    w.model_answers.shutdown()
+    w.extract_panel.shutdown()
+
+
+def test_2_3_4_the_plots_of_a_folded_run(folded_run, qtbot):
+    w, panel, report = folded_run
+    epochs = report["run"]["settings"]["epochs"]
+    assert report["run"]["folds"] == 2 and epochs >= 2
+    # 2: the loss axis says "loss", not "loss (x0.001)", whatever the range of the losses
+    axis = panel.loss_plot.getPlotItem().getAxis("left")
+    panel.loss_plot.setYRange(0.0001, 0.003, padding=0)
+    qtbot.wait(50)
+    assert axis.labelString().count("x0.") == 0 and "loss" in axis.labelString(), axis.labelString()
+    # 3: the epoch axis is each fold's own epochs (1 to E), not the folds counted in turn
+    for name, curve in panel.agreement_curves.items():
+        xs, ys = curve.getData()
+        finite = [x for x, y in zip(xs, ys) if y == y]
+        assert max(finite) <= epochs and min(finite) >= 1, (name, list(xs))
+        assert len(finite) == 2 * epochs  # both folds drawn, one point per epoch each
+    bottom = panel.agreement_plot.getPlotItem().getAxis("bottom").labelText
+    assert "fold" in bottom, bottom
+    assert "2 of 2 folds" in panel.agreement_plot.getPlotItem().titleLabel.text
+    # 4: the field left out of training (not asked) is not in the legend, and is said apart
+    assert "date" not in panel.agreement_curves
+    legend = panel.agreement_legend.text()
+    drawn, _, note = legend.partition("Not drawn")
+    assert "date" not in drawn and "date" in note, legend
+    # the same run read again from its folder (the app opened anew) draws the same way
+    panel.show_run_history(panel.run_dir)
+    assert "date" not in panel.agreement_curves and "fold" in \
+        panel.agreement_plot.getPlotItem().getAxis("bottom").labelText
+    assert max(max(c.getData()[0]) for c in panel.agreement_curves.values()) <= epochs
+    assert panel.progress.text() == f"step {report['run']['steps']} of {report['run']['steps']}"
