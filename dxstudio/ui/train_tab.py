@@ -131,9 +131,41 @@ class RoomyLabel(QLabel):
         self.setWordWrap(True)
         self._lines = lines
         self._room = (0, 0)  # (width, the tallest height the text needed at that width)
+        self._alternatives: tuple = ()  # texts it may show next (set_alternatives): their room is kept too
+        self._alt_room: dict = {}  # width -> the tallest of them there
+        self._measure: QLabel | None = None
+
+    def set_alternatives(self, texts) -> None:
+        """Texts the label may show next (the Folds line for every choice of Folds): its room
+        is the tallest of them at its width, so choosing another never moves what is below."""
+        texts = tuple(texts)
+        if texts != self._alternatives:
+            self._alternatives, self._alt_room = texts, {}
+            self.updateGeometry()
+
+    def _alternatives_height(self, width: int) -> int:
+        if not self._alternatives:
+            return 0
+        if width not in self._alt_room:
+            if self._measure is None:  # a label never shown, laid out as this one is
+                self._measure = QLabel()
+                self._measure.setWordWrap(True)
+            m = self._measure
+            m.setFont(self.font())
+            m.setTextFormat(self.textFormat())
+            m.setContentsMargins(self.contentsMargins())
+            m.setMargin(self.margin())
+            m.setIndent(self.indent())
+            heights = []
+            for text in self._alternatives:
+                m.setText(text)
+                heights.append(m.heightForWidth(width))
+            self._alt_room = {width: max(heights)}  # (one width kept: the label's)
+        return self._alt_room[width]
 
     def heightForWidth(self, width: int) -> int:
-        h = max(super().heightForWidth(width), self.fontMetrics().lineSpacing() * self._lines)
+        h = max(super().heightForWidth(width), self.fontMetrics().lineSpacing() * self._lines,
+                self._alternatives_height(width))
         if self._room[0] == width:
             h = max(h, self._room[1])
         self._room = (width, h)
@@ -852,7 +884,9 @@ class TrainingPanel(QWidget):
     def _show_breakdown(self, c: dict, accepted_only: bool) -> None:
         self.breakdown = c
         text = breakdown_text(c, accepted_only, self.settings_values().get("heldout_fraction"))
-        self.folds_text = self._folds_text(c.get("usable", 0))
+        self.folds_text, others = self._folds_texts(c.get("usable", 0))
+        # the room of the line with any choice of Folds is kept: choosing another never moves Fine-tune
+        self.breakdown_label.set_alternatives([text + (f" {o}" if o else "") for o in others])
         self.breakdown_label.setText(text + (f" {self.folds_text}" if self.folds_text else ""))
         self.update_start()
         if not self.isVisible() and hasattr(self, "_prepare_timer"):
@@ -873,10 +907,17 @@ class TrainingPanel(QWidget):
         self.start_label.setText(text)
         return text
 
+    FOLDS_ALTERNATIVES = (None, *range(2, 13), 99, 100)  # the Folds choices whose line's room is kept
+
     def _folds_text(self, usable: int) -> str:
         """The folds a run started now uses, and what they cost (issue 21: folds by default
         on small projects): tuning.localfirst.folds_plan, timed by the newest finished run's
         seconds per step when there is one."""
+        return self._folds_texts(usable)[0]
+
+    def _folds_texts(self, usable: int) -> tuple[str, list]:
+        """_folds_text, and the same line for the other choices of Folds (FOLDS_ALTERNATIVES:
+        auto and K of each number of digits), whose room the line keeps."""
         try:
             form = self.settings_values()
             project = self._project()
@@ -885,8 +926,10 @@ class TrainingPanel(QWidget):
             if form.get("folds") is None:
                 settings["folds"] = None  # the form's "auto" wins over a saved K
         except (TuneError, ValueError, OSError):
-            return ""
-        return folds_plan(usable, settings, self._seconds_per_step()).text
+            return "", []
+        per_step = self._seconds_per_step()
+        others = [folds_plan(usable, {**settings, "folds": k}, per_step).text for k in self.FOLDS_ALTERNATIVES]
+        return folds_plan(usable, settings, per_step).text, others
 
     def _seconds_per_step(self) -> float | None:
         try:

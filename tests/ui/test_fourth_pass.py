@@ -115,3 +115,34 @@ def test_2_3_4_the_plots_of_a_folded_run(folded_run, qtbot):
         panel.agreement_plot.getPlotItem().getAxis("bottom").labelText
     assert max(max(c.getData()[0]) for c in panel.agreement_curves.values()) <= epochs
     assert panel.progress.text() == f"step {report['run']['steps']} of {report['run']['steps']}"
+
+
+# -- 5: Fine-tune stays where it is when Folds changes ------------------------------------------
+
+@pytest.mark.parametrize("size", [(1280, 1024), (1024, 768), (1920, 1080)])
+def test_5_fine_tune_does_not_move_when_folds_change(win, qtbot, size):
+    panel = win.training_panel
+    win.resize(*size)
+    click_tab(qtbot, win, panel)
+    qtbot.waitUntil(lambda: not panel.counting(), timeout=WAIT_MS)
+    qtbot.wait(50)
+
+    def top():
+        return panel.fine_tune_button.mapTo(win, panel.fine_tune_button.rect().topLeft()).y()
+
+    where = top()
+    seen = []
+    spin = panel.inputs["folds"]
+    for text in ("2", "5", "10", "3"):
+        set_spin(qtbot, spin, text)
+        qtbot.waitUntil(lambda: not panel.counting(), timeout=WAIT_MS)
+        qtbot.wait(50)
+        seen.append((text, panel.folds_text, top()))
+    # back to auto with the keyboard (the lowest value is "auto")
+    while spin.value() > spin.minimum():
+        qtbot.keyClick(spin, Qt.Key_Down)
+    assert panel.settings_values()["folds"] is None
+    qtbot.waitUntil(lambda: not panel.counting(), timeout=WAIT_MS)
+    qtbot.wait(50)
+    seen.append(("auto", panel.folds_text, top()))
+    assert all(y == where for _, _, y in seen), (where, seen)
