@@ -146,3 +146,50 @@ def test_5_fine_tune_does_not_move_when_folds_change(win, qtbot, size):
     qtbot.wait(50)
     seen.append(("auto", panel.folds_text, top()))
     assert all(y == where for _, _, y in seen), (where, seen)
+
+
+# -- 8: the Train tab's plots drawn while hidden: one axis per turn of the event loop ------------
+
+def test_8_the_hidden_train_tab_draws_one_axis_per_turn(win, qtbot):
+    """The bench's worst event (A at 73 ms of CPU, 1920x1080, AVX-512 under load) was a press
+    whose turn also ran the hidden Train tab's drawing of a whole plot (both its axes, 10-32 ms
+    of CPU): after a schema edit its count line grows and the plots are drawn again at idle.
+    Now each turn draws at most one axis."""
+    from PySide6.QtWidgets import QApplication
+
+    w, panel = win, win.training_panel
+    w.resize(1920, 1080)
+    axes = panel._axes()
+    qtbot.waitUntil(lambda: all(a.renders >= 1 for a in axes) and not panel._prepare_timer.isActive(),
+                    timeout=WAIT_MS)
+    turns = []
+    step = panel._prepare_step
+    panel._prepare_timer.timeout.disconnect()
+
+    def counted():
+        before = sum(a.renders for a in axes)
+        step()
+        turns.append(sum(a.renders for a in axes) - before)
+    panel._prepare_timer.timeout.connect(counted)
+    # a field added on the Schema tab with clicks and keys: the Train tab's count line names it
+    from tests.ui.test_third_pass import button, tab_of
+    schema = w.schema_panel
+    bar = w.tabs.tabBar()
+    qtbot.mouseClick(bar, Qt.LeftButton, pos=bar.tabRect(tab_of(w, "Schema")).center())
+    qtbot.mouseClick(button(schema, "Add field"), Qt.LeftButton)
+    editor = QApplication.focusWidget()
+    editor.selectAll()
+    qtbot.keyClicks(editor, "date")
+    qtbot.keyClick(editor, Qt.Key_Return)
+    qtbot.mouseClick(schema.save_schema_button, Qt.LeftButton)
+    qtbot.waitUntil(lambda: not getattr(schema, "schema_busy", False), timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: not panel.counting() and "date" in panel.breakdown_label.text(), timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: bool(turns) and not panel._prepare_timer.isActive(), timeout=WAIT_MS)
+    assert sum(turns) >= 1, turns  # the plots moved: axes were drawn again while hidden ...
+    assert max(turns) <= 1, turns  # ... one per turn of the event loop at most
+    # and the tab's first show after it draws no axis anew
+    before = [a.renders for a in axes]
+    qtbot.mouseClick(bar, Qt.LeftButton, pos=bar.tabRect(tab_of(w, "Train")).center())
+    qtbot.waitUntil(lambda: not panel.counting(), timeout=WAIT_MS)
+    qtbot.wait(100)
+    assert [a.renders for a in axes] == before
