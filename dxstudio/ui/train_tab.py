@@ -928,8 +928,11 @@ class TrainingPanel(QWidget):
         except (TuneError, ValueError, OSError):
             return "", []
         per_step = self._seconds_per_step()
-        others = [folds_plan(usable, {**settings, "folds": k}, per_step).text for k in self.FOLDS_ALTERNATIVES]
-        return folds_plan(usable, settings, per_step).text, others
+        key = (usable, per_step, repr(sorted((k, v) for k, v in settings.items() if k != "folds")))
+        if getattr(self, "_folds_others", (None,))[0] != key:  # (kept while the count and settings stay)
+            self._folds_others = (key, [folds_plan(usable, {**settings, "folds": k}, per_step).text
+                                        for k in self.FOLDS_ALTERNATIVES])
+        return folds_plan(usable, settings, per_step).text, self._folds_others[1]
 
     def _seconds_per_step(self) -> float | None:
         try:
