@@ -635,11 +635,13 @@ class PageView(QGraphicsView):
             tag.setVisible(True)
             tag.setOpacity(1.0)
 
-    @staticmethod
-    def _set_label_tag_text(back, text: str, width: float) -> None:
+    def _set_label_tag_text(self, back, text: str, width: float) -> None:
         """A label's name tag shows `text` (its name or a shorter form), its box `width` wide."""
-        child = next((it for it in back.childItems() if isinstance(it, QGraphicsSimpleTextItem)), None)
-        if child is None or child.text() == text:
+        # (the tag's text item is the one after its box in _name_items: no wrapper made anew from
+        # childItems(), which crashed the scene's clearing before)
+        k = next((j for j, it in enumerate(self._name_items) if it is back), None)
+        child = self._name_items[k + 1] if k is not None and k + 1 < len(self._name_items) else None
+        if not isinstance(child, QGraphicsSimpleTextItem) or child.text() == text:
             return
         child.setText(text)
         r = back.rect()

@@ -147,9 +147,10 @@ class RoomyLabel(QLabel):
         if not self._alternatives:
             return 0
         if width not in self._alt_room:
-            if self._measure is None:  # a label never shown, laid out as this one is
-                self._measure = QLabel()
+            if self._measure is None:  # a label never shown, laid out as this one is (its child:
+                self._measure = QLabel(self)  # it goes with it, never collected on its own)
                 self._measure.setWordWrap(True)
+                self._measure.hide()
             m = self._measure
             m.setFont(self.font())
             m.setTextFormat(self.textFormat())
