@@ -50,6 +50,7 @@ class FoldedRun:
         self.train_pages = final.train_pages  # every usable page trains the final model
         self.heldout_pages = [r for f in folds for r in f.heldout_pages]  # each page once
         self.excluded, self.errors = final.excluded, final.errors
+        self.left_out = dict(final.left_out)  # fields not asked yet on some page: not trained, not scored
         self.total_steps = sum(p.total_steps for p in self.parts)
         self.fingerprint = fingerprint([p.fingerprint for p in self.parts])
 
@@ -143,7 +144,7 @@ class FoldedRun:
             "settings": self.settings, "fingerprint": self.fingerprint, "folds": self.settings["folds"],
             "parts": [str(p.run_dir.relative_to(self.run_dir)) for p in self.parts],
             "starting_model": self.start_source, "fields": list(self.cfg.fields),
-            "total_steps": self.total_steps})
+            "total_steps": self.total_steps, **({"left_out": self.left_out} if self.left_out else {})})
         if self._side_by_side(stop_after):
             return self._train_side_by_side(emit, cancel, resume)
         offset = 0

@@ -76,6 +76,24 @@ def tag_name(tag: int, field_names) -> str:
     return f"{'I' if inside else 'B'}-{name}"
 
 
+def short_name(name: str) -> str:
+    """A field name's shortest tag: its first three letters and an ellipsis ("subtotal" -> "sub…")."""
+    return name if len(name) <= 4 else name[:3] + "\u2026"
+
+
+def _tag_texts(full: str, font: QFont, full_width: float, pad: float, shorter) -> list:
+    """[(text, width in pixels)] of a tag, the full text first, then shorter forms (each once)."""
+    from PySide6.QtGui import QFontMetricsF
+
+    fm = QFontMetricsF(font)
+    scale = full_width / max(1e-6, fm.horizontalAdvance(full))  # (the item's own width for the full text)
+    out = [(full, full_width + pad)]
+    for text in (shorter(full), short_name(shorter(full))):
+        if text and all(text != t for t, _ in out):
+            out.append((text, fm.horizontalAdvance(text) * scale + pad))
+    return out
+
+
 def _prediction_words(predictions) -> dict:
     fields = getattr(predictions, "fields", predictions) or {}
     out = {}
@@ -494,6 +512,7 @@ class PageView(QGraphicsView):
             text.setPos(0, -br.height() - 1)
             text.setAcceptedMouseButtons(Qt.NoButton)
             back.setData(1, (c, i, br.width() + 4, br.height()))
+            back.setData(2, _tag_texts(text.text(), f, br.width(), 4, short_name))
             self.scene().addItem(back)
             self._name_items += [back, text]
         self._sync_names()
@@ -515,7 +534,7 @@ class PageView(QGraphicsView):
         words = [r.rect().getCoords() for r in self._rects]
         placed: list[tuple] = []
         eps = 0.5 / scale  # half a pixel: a tag may touch its neighbour's edge
-        labels = self.show_names and any(it.isVisible() for it in self._name_items if it.parentItem() is None)
+        labels = self.show_names and bool(self._name_items) and self._names_fit()
 
         def covers(x0, y0, x1, y1, boxes) -> bool:
             return any(x0 < b[2] - eps and b[0] + eps < x1 and y0 < b[3] - eps and b[1] + eps < y1 for b in boxes)
@@ -546,6 +565,17 @@ class PageView(QGraphicsView):
             y = max(by0, min(y, by1 - h))
             return x, y, False
 
+        def place_elided(options, candidates_for, h):
+            """The first of a tag's texts (its full text, then shorter) that has a free place:
+            (text, width, x, y); None when none has (the tag is then not drawn: a tag over a
+            value hid it, and two tags over each other could be read as neither)."""
+            for text, tw in options:
+                w = tw / scale
+                x, y, clear = place(candidates_for(w), w, h)
+                if clear:
+                    return text, tw, x, y
+            return None
+
         for back in self._name_items if labels else ():
             if back.parentItem() is not None or back.data(1) is None:
                 continue
@@ -553,37 +583,76 @@ class PageView(QGraphicsView):
             own = [k for k, t in enumerate(self.tags) if t > 0 and (t - 1) // 2 == c]
             last = words[own[-1]] if own else words[first]
             word = words[first]
-            w, h = tw / scale, (th + 1) / scale
+            h = (th + 1) / scale
             right = max(word[2], last[2]) if last[1] < word[3] else word[2]  # the value's end on its first line
-            candidates = [(word[0] - 2 / scale, word[1] - h),  # above (the default)
-                          (right - w, word[1] - h),  # above, ending where the value ends
-                          (word[0] - 2 / scale, word[3]),  # below
-                          (right - w, word[3]),  # below, ending where the value ends
-                          (word[0] - w - 3 / scale, word[1]),  # left
-                          (last[2] + 3 / scale, last[1])]  # right
-            x, y, clear = place(candidates, w, h)
+
+            def label_places(w, word=word, last=last, right=right, h=h):
+                return [(word[0] - 2 / scale, word[1] - h),  # above (the default)
+                        (right - w, word[1] - h),  # above, ending where the value ends
+                        (word[0] - 2 / scale, word[3]),  # below
+                        (right - w, word[3]),  # below, ending where the value ends
+                        (word[0] - w - 3 / scale, word[1]),  # left
+                        (last[2] + 3 / scale, last[1])]  # right
+            got = place_elided(back.data(2) or [(None, tw)], label_places, h)
+            if got is None:
+                back.setVisible(False)  # (its field is said in the word's tooltip and the field panel)
+                continue
+            text, tw, x, y = got
+            if text is not None:
+                self._set_label_tag_text(back, text, tw)
+            w = tw / scale
             placed.append((x, y, x + w, y + h))
             # the tag's own rect is drawn from (-2, -th - 1) of its position
             back.setPos(x + 2 / scale, y + h)
-            back.setOpacity(1.0 if clear else 0.55)
+            back.setVisible(True)
+            back.setOpacity(1.0)
         for tag in self._prediction_items:
             data = tag.data(1)
             if not isinstance(tag, QGraphicsSimpleTextItem) or data is None:
                 continue
             first, last_i, tw, th = data
             word, last = words[first], words[last_i]
-            w, h = tw / scale, th / scale
+            h = th / scale
             pad = 3 / scale  # the frame is 3 scene units around the words, the tag 2 px below it
-            candidates = [(last[2] + pad, last[3] + pad),  # under the end of the frame, after it
-                          (last[2] + pad - w, last[3] + pad),  # under the frame, ending with it
-                          (word[0] - pad, word[3] + pad),  # under the frame's start
-                          (last[2] + pad - w, word[1] - pad - h),  # above, ending with the frame
-                          (word[0] - pad - w, word[1]),  # left of the frame
-                          (last[2] + pad + 2 / scale, last[1])]  # right of the frame
-            x, y, clear = place(candidates, w, h)
+
+            def model_places(w, word=word, last=last, h=h, pad=pad):
+                return [(last[2] + pad, last[3] + pad),  # under the end of the frame, after it
+                        (last[2] + pad - w, last[3] + pad),  # under the frame, ending with it
+                        (word[0] - pad, word[3] + pad),  # under the frame's start
+                        (last[2] + pad - w, word[1] - pad - h),  # above, ending with the frame
+                        (word[0] - pad - w, word[1]),  # left of the frame
+                        (last[2] + pad + 2 / scale, last[1])]  # right of the frame
+            got = place_elided(tag.data(2) or [(tag.text(), tw)], model_places, h)
+            if got is None:
+                tag.setVisible(False)  # (the frame's tooltip names it: "model: total (wrong)")
+                continue
+            text, tw, x, y = got
+            if tag.text() != text:
+                tag.setText(text)
+            w = tw / scale
             placed.append((x, y, x + w, y + h))
             tag.setPos(x, y)
-            tag.setOpacity(1.0 if clear else 0.6)
+            tag.setVisible(True)
+            tag.setOpacity(1.0)
+
+    def _set_label_tag_text(self, back, text: str, width: float) -> None:
+        """A label's name tag shows `text` (its name or a shorter form), its box `width` wide."""
+        # (the tag's text item is the one after its box in _name_items: no wrapper made anew from
+        # childItems(), which crashed the scene's clearing before)
+        k = next((j for j, it in enumerate(self._name_items) if it is back), None)
+        child = self._name_items[k + 1] if k is not None and k + 1 < len(self._name_items) else None
+        if not isinstance(child, QGraphicsSimpleTextItem) or child.text() == text:
+            return
+        child.setText(text)
+        r = back.rect()
+        back.setRect(QRectF(r.left(), r.top(), width, r.height()))
+
+    def _names_fit(self) -> bool:
+        """The words are big enough on screen to carry the 11 px name tags."""
+        if not self._rects:
+            return False
+        heights = sorted(r.rect().height() for r in self._rects)
+        return self.transform().m11() * heights[len(heights) // 2] >= 12.0
 
     def _sync_names(self) -> None:
         """Name tags only while the words are big enough on screen to carry them (a page
@@ -591,8 +660,7 @@ class PageView(QGraphicsView):
         if not self._rects:
             return
         if self._name_items:
-            heights = sorted(r.rect().height() for r in self._rects)
-            visible = self.transform().m11() * heights[len(heights) // 2] >= 12.0  # the tag is 11 px
+            visible = self._names_fit()
             for item in self._name_items:
                 if item.parentItem() is None:
                     item.setVisible(visible)
@@ -607,7 +675,8 @@ class PageView(QGraphicsView):
             data = tag.data(1)
             if isinstance(tag, QGraphicsSimpleTextItem) and data is not None and tag.isVisible():
                 pos = tag.pos()
-                out[tag.text()] = QRectF(pos.x(), pos.y(), data[2] / scale, data[3] / scale)
+                full = (tag.data(2) or [(tag.text(), 0)])[0][0]
+                out[full] = QRectF(pos.x(), pos.y(), tag.boundingRect().width() / scale, data[3] / scale)
         return out
 
     def name_rects(self) -> dict:
@@ -618,6 +687,7 @@ class PageView(QGraphicsView):
             if back.parentItem() is not None or back.data(1) is None or not back.isVisible():
                 continue
             c, _, tw, th = back.data(1)
+            tw = back.rect().width()  # (a shorter form of the name where the full one had no room)
             name = self.field_names[c] if c < len(self.field_names) else f"field {c}"
             pos = back.pos()
             out[name] = QRectF(pos.x() - 2 / scale, pos.y() - (th + 1) / scale, tw / scale, th / scale)
@@ -697,12 +767,14 @@ class PageView(QGraphicsView):
                 tag.setAcceptedMouseButtons(Qt.NoButton)
                 br = tag.boundingRect()
                 tag.setData(1, (inside[0], inside[-1], br.width(), br.height()))
+                tag.setData(2, _tag_texts(tag.text(), f, br.width(), 0, lambda t, n=name: n))
                 self.scene().addItem(tag)
                 self._prediction_items.append(tag)
 
     def prediction_labels(self) -> list[str]:
         """The field names written beside the model's frames (tests read them)."""
-        return [it.text() for it in self._prediction_items if isinstance(it, QGraphicsSimpleTextItem)]
+        return [(it.data(2) or [(it.text(), 0)])[0][0] for it in self._prediction_items
+                if isinstance(it, QGraphicsSimpleTextItem)]  # (the full name, also where a shorter one is drawn)
 
     # -- search hits ------------------------------------------------------------------------
     def set_highlight(self, indices) -> None:

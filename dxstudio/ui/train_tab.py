@@ -21,6 +21,7 @@ folder) ends with the bytes of an uninterrupted run.
 """
 from __future__ import annotations
 
+import html
 import math
 import time
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QRect, Qt, QTimer, Signal
 from PySide6.QtWidgets import (QApplication, QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox,
                                QHBoxLayout, QLabel, QMessageBox, QProgressBar, QPushButton, QSpinBox, QVBoxLayout,
                                QWidget)
@@ -130,9 +131,42 @@ class RoomyLabel(QLabel):
         self.setWordWrap(True)
         self._lines = lines
         self._room = (0, 0)  # (width, the tallest height the text needed at that width)
+        self._alternatives: tuple = ()  # texts it may show next (set_alternatives): their room is kept too
+        self._alt_room: dict = {}  # width -> the tallest of them there
+        self._measure: QLabel | None = None
+
+    def set_alternatives(self, texts) -> None:
+        """Texts the label may show next (the Folds line for every choice of Folds): its room
+        is the tallest of them at its width, so choosing another never moves what is below."""
+        texts = tuple(texts)
+        if texts != self._alternatives:
+            self._alternatives, self._alt_room = texts, {}
+            self.updateGeometry()
+
+    def _alternatives_height(self, width: int) -> int:
+        if not self._alternatives:
+            return 0
+        if width not in self._alt_room:
+            if self._measure is None:  # a label never shown, laid out as this one is (its child:
+                self._measure = QLabel(self)  # it goes with it, never collected on its own)
+                self._measure.setWordWrap(True)
+                self._measure.hide()
+            m = self._measure
+            m.setFont(self.font())
+            m.setTextFormat(self.textFormat())
+            m.setContentsMargins(self.contentsMargins())
+            m.setMargin(self.margin())
+            m.setIndent(self.indent())
+            heights = []
+            for text in self._alternatives:
+                m.setText(text)
+                heights.append(m.heightForWidth(width))
+            self._alt_room = {width: max(heights)}  # (one width kept: the label's)
+        return self._alt_room[width]
 
     def heightForWidth(self, width: int) -> int:
-        h = max(super().heightForWidth(width), self.fontMetrics().lineSpacing() * self._lines)
+        h = max(super().heightForWidth(width), self.fontMetrics().lineSpacing() * self._lines,
+                self._alternatives_height(width))
         if self._room[0] == width:
             h = max(h, self._room[1])
         self._room = (width, h)
@@ -233,14 +267,43 @@ def checkpoint_step(run_dir: Path) -> int | None:
 
 
 def read_metrics(run_dir: Path, up_to_step: int | None = None):
-    """(steps, losses, epochs) from a run's metrics.jsonl; epochs: [(epoch, {field: agreement})]."""
+    """(steps, losses, epochs) from a run's metrics.jsonl; epochs: [(epoch, {field: agreement})].
+    A cross-validated run's rows are in its parts' folders: read in turn and numbered as the
+    run reports them live (steps on across the parts, fold k's epoch e as k * epochs + e)."""
+    rd = RunDir(run_dir)
+    try:
+        info = rd.read_settings()
+    except TuneError:
+        info = {}
+    parts = info.get("parts") if isinstance(info.get("parts"), list) else None
+    if not parts:
+        return _metric_lists([(rd, 0, 0)], up_to_step)
+    per_fold = int((info.get("settings") or {}).get("epochs") or 0)
+    sources, offset = [], 0
+    for index, rel in enumerate(parts):
+        part = RunDir(rd.path / rel)
+        sources.append((part, offset, index * per_fold))
+        try:
+            offset += int(part.read_settings().get("total_steps") or 0)
+        except (TuneError, ValueError):
+            pass
+    return _metric_lists(sources, None)  # (parts side by side stop at steps of their own: all rows kept)
+
+
+def _metric_lists(sources, up_to_step):
     steps, losses, epochs = [], [], []
-    for row in RunDir(run_dir).metrics(up_to_step):
-        if row.get("kind") == "step" and row.get("loss") is not None:
-            steps.append(row["step"])
-            losses.append(row["loss"])
-        elif row.get("kind") == "epoch" and row.get("scores"):
-            epochs.append((row.get("epoch"), {k: v.get("agreement") for k, v in row["scores"]["fields"].items()}))
+    for rd, step_offset, epoch_offset in sources:
+        for row in rd.metrics():
+            step = row.get("step", 0) + step_offset
+            if up_to_step is not None and step > up_to_step:
+                continue
+            if row.get("kind") == "step" and row.get("loss") is not None:
+                steps.append(step)
+                losses.append(row["loss"])
+            elif row.get("kind") == "epoch" and row.get("scores"):
+                epoch = row.get("epoch")
+                epochs.append((None if epoch is None else epoch + epoch_offset,
+                               {k: v.get("agreement") for k, v in row["scores"]["fields"].items()}))
     return steps, losses, epochs
 
 
@@ -260,6 +323,8 @@ class Prepared:
     fields: list
     source: str
     folds: int | None = None  # a cross-validated run's K
+    epochs: int | None = None  # the epochs of each fold (a folded run counts its epochs on across the folds)
+    left_out: dict | None = None  # fields not asked yet on some page: not trained, not scored {name: pages}
 
 
 @dataclass(frozen=True)
@@ -292,7 +357,8 @@ def tune_work(project_root: Path, run_dir: Path, overrides: dict, resume: bool):
         job.report(Prepared(str(run_dir), run.total_steps, (checkpoint_step(run_dir) or 0) if resume else 0,
                             len(run.train_pages), len(run.heldout_pages), len(run.excluded),
                             [e for _, e in run.errors], list(run.cfg.fields), run.start_source,
-                            run.settings.get("folds")))
+                            run.settings.get("folds"), run.settings.get("epochs"),
+                            dict(getattr(run, "left_out", None) or {})))
         prepare_engine(job.report, run.settings.get("kernels", "fast"))
         if not run.train(job.report, cancel=job.cancelled, resume=resume):
             return ("stopped", str(run_dir), run.step, run.total_steps)
@@ -309,6 +375,9 @@ class TrainingPanel(QWidget):
     stopped = Signal(str, int, int)
     failed = Signal(str)
 
+    NO_RUN_TEXT = "no run yet: press Fine-tune"
+    AGREEMENT_TITLE = "Held-out agreement per field, per epoch"
+
     def __init__(self, project_root, parent=None):
         super().__init__(parent)
         self.project_root = Path(project_root)
@@ -320,6 +389,9 @@ class TrainingPanel(QWidget):
         self.loss_steps: list[int] = []
         self.loss_values: list[float] = []
         self.agreement: dict[str, tuple[list, list]] = {}
+        self.n_folds: int | None = None  # a cross-validated run's K (its epochs count on across the folds)
+        self.fold_epochs: int | None = None  # the epochs of each of its folds
+        self.left_out: dict = {}  # fields the run leaves out (not asked yet on some page): not drawn
         self._job: Job | None = None
         self._session_start: tuple[float, int] | None = None  # (monotonic time, step) of this stretch
         self._first_step: tuple[float, int] | None = None  # (time, step) of this stretch's first step event
@@ -387,7 +459,7 @@ class TrainingPanel(QWidget):
         self.progress = QProgressBar()
         self.progress.setRange(0, 1)
         self.progress.setValue(0)
-        self.progress.setFormat("step %v of %m")
+        self.progress.setFormat(self.NO_RUN_TEXT)  # not "step 0 of 1": there is no run yet
         self.time_label = QLabel("")
         self.start_label = RoomyLabel("", 1)
         self.start_label.setObjectName("starts_from")
@@ -419,7 +491,7 @@ class TrainingPanel(QWidget):
         self.loss_plot.setLabel("left", "loss")
         self.loss_plot.showGrid(x=True, y=True, alpha=0.25)
         self.loss_curve = self.loss_plot.plot([], [], pen=pg.mkPen("#0072B2", width=2), name="loss")
-        self.agreement_plot = pg.PlotWidget(title="Held-out agreement per field, per epoch",
+        self.agreement_plot = pg.PlotWidget(title=self.AGREEMENT_TITLE,
                                             axisItems={"bottom": WholeNumberAxis("bottom"), "left": CachedAxis("left")})
         self.agreement_plot.setLabel("bottom", "epoch")
         self.agreement_plot.setLabel("left", "agreement")
@@ -442,6 +514,8 @@ class TrainingPanel(QWidget):
         for plot in (self.loss_plot, self.agreement_plot):
             plot.setMinimumHeight(180)
             plot.setMenuEnabled(False)
+            for side in ("left", "bottom"):  # "loss", not "loss (x0.001)": the ticks carry the scale
+                plot.getPlotItem().getAxis(side).enableAutoSIPrefix(False)
 
         right = QVBoxLayout()
         right.addWidget(self.breakdown_label)
@@ -558,6 +632,23 @@ class TrainingPanel(QWidget):
         project.save()
         return values
 
+    def _show_progress(self, step: int | None, total: int | None, idle_text: str | None = None) -> None:
+        """The bar: "step S of T" for a run; with no run (step None) a text instead of "step 0
+        of 1": idle_text, "preparing the run..." before a new run's total is known (total 0),
+        else NO_RUN_TEXT."""
+        if step is None or not total:
+            self.progress.setRange(0, 1)
+            self.progress.setValue(0)
+            if step is None:
+                text = idle_text or ("preparing the run..." if total == 0 else self.NO_RUN_TEXT)
+            else:
+                text = f"step {int(step)}"  # (a run folder that does not say its total)
+            self.progress.setFormat(text)
+            return
+        self.progress.setRange(0, max(1, total))
+        self.progress.setValue(min(step, total))
+        self.progress.setFormat("step %v of %m")
+
     # -- running -----------------------------------------------------------------------
     @property
     def is_running(self) -> bool:
@@ -598,12 +689,14 @@ class TrainingPanel(QWidget):
             self._show_error(f"{rd.checkpoint_path}: no readable checkpoint to resume from")
             return None
         try:
-            saved = rd.read_settings()["settings"]
+            info = rd.read_settings()
+            saved = info["settings"]
         except TuneError as e:
             self._show_error(f"Cannot resume: {e}")
             return None
         # The plots restart from what the run had logged up to its checkpoint.
         self._clear_plots()
+        self._use_run_info(info)
         steps, losses, epochs = read_metrics(run_dir, up_to_step=step)
         self.loss_steps, self.loss_values = steps, losses
         for epoch, scores in epochs:
@@ -618,6 +711,8 @@ class TrainingPanel(QWidget):
         self._session_start = None
         self.status_label.setText(f"{'Resuming' if resume else 'Preparing'} run {run_dir.name}...")
         self.time_label.setText("")
+        if not resume:
+            self._show_progress(None, 0)
         if self._job is not None:  # the last run's job has ended (is_running was checked)
             self._job.deleteLater()
         self._job = Job(tune_work(self.project_root, run_dir, overrides, resume), f"dxstudio-tune-{run_dir.name}",
@@ -723,6 +818,7 @@ class TrainingPanel(QWidget):
         self.total_steps = int(info.get("total_steps") or 0)
         step = rd.checkpoint_step() or 0
         self._clear_plots()
+        self._use_run_info(info)
         steps, losses, epochs = read_metrics(run_dir, up_to_step=step or None)
         self.loss_steps, self.loss_values = steps, losses
         if info.get("fields"):
@@ -730,8 +826,7 @@ class TrainingPanel(QWidget):
         for epoch, scores in epochs:
             self._add_agreement(epoch, scores)
         self._redraw_loss()
-        self.progress.setRange(0, max(1, self.total_steps))
-        self.progress.setValue(min(step, max(1, self.total_steps)))
+        self._show_progress(step, self.total_steps)
         self.resume_button.setEnabled(not self.is_running and self._can_resume())
 
     # -- what trains -----------------------------------------------------------------------
@@ -790,7 +885,9 @@ class TrainingPanel(QWidget):
     def _show_breakdown(self, c: dict, accepted_only: bool) -> None:
         self.breakdown = c
         text = breakdown_text(c, accepted_only, self.settings_values().get("heldout_fraction"))
-        self.folds_text = self._folds_text(c.get("usable", 0))
+        self.folds_text, others = self._folds_texts(c.get("usable", 0))
+        # the room of the line with any choice of Folds is kept: choosing another never moves Fine-tune
+        self.breakdown_label.set_alternatives([text + (f" {o}" if o else "") for o in others])
         self.breakdown_label.setText(text + (f" {self.folds_text}" if self.folds_text else ""))
         self.update_start()
         if not self.isVisible() and hasattr(self, "_prepare_timer"):
@@ -811,10 +908,17 @@ class TrainingPanel(QWidget):
         self.start_label.setText(text)
         return text
 
+    FOLDS_ALTERNATIVES = (None, *range(2, 13), 99, 100)  # the Folds choices whose line's room is kept
+
     def _folds_text(self, usable: int) -> str:
         """The folds a run started now uses, and what they cost (issue 21: folds by default
         on small projects): tuning.localfirst.folds_plan, timed by the newest finished run's
         seconds per step when there is one."""
+        return self._folds_texts(usable)[0]
+
+    def _folds_texts(self, usable: int) -> tuple[str, list]:
+        """_folds_text, and the same line for the other choices of Folds (FOLDS_ALTERNATIVES:
+        auto and K of each number of digits), whose room the line keeps."""
         try:
             form = self.settings_values()
             project = self._project()
@@ -823,8 +927,13 @@ class TrainingPanel(QWidget):
             if form.get("folds") is None:
                 settings["folds"] = None  # the form's "auto" wins over a saved K
         except (TuneError, ValueError, OSError):
-            return ""
-        return folds_plan(usable, settings, self._seconds_per_step()).text
+            return "", []
+        per_step = self._seconds_per_step()
+        key = (usable, per_step, repr(sorted((k, v) for k, v in settings.items() if k != "folds")))
+        if getattr(self, "_folds_others", (None,))[0] != key:  # (kept while the count and settings stay)
+            self._folds_others = (key, [folds_plan(usable, {**settings, "folds": k}, per_step).text
+                                        for k in self.FOLDS_ALTERNATIVES])
+        return folds_plan(usable, settings, per_step).text, self._folds_others[1]
 
     def _seconds_per_step(self) -> float | None:
         try:
@@ -849,8 +958,10 @@ class TrainingPanel(QWidget):
         """Draw the two plots' axes while the tab is hidden, at idle, at the size they will
         be shown at: the tab's first show (and a show after its lines changed its layout)
         drew all four axes anew, 40-55 ms of the GUI thread at 1920x1080 on an AVX2 (Zen 2)
-        machine. One plot per turn of the event loop (12-16 ms each there), again until no
-        axis is drawn anew (an axis widens once its numbers are drawn)."""
+        machine. One axis per turn of the event loop, again until no axis is drawn anew (an
+        axis widens once its numbers are drawn). A whole plot per turn (grab) was 10-32 ms of
+        CPU at 1920x1080 on AVX-512 (Xeon), load 10, and landed in the turn of a key press: A
+        took 73 ms (issue 23's 50 ms rule); one axis is at most half of that."""
         self._prepare_queue = []
         self._prepare_rounds = 0
         self._prepare_timer.start(delay_ms)
@@ -877,9 +988,29 @@ class TrainingPanel(QWidget):
                 return
             self._prepare_rounds += 1
             self._prepare_renders = renders
-            self._prepare_queue = [self.loss_plot, self.agreement_plot]
-        self._prepare_queue.pop(0).grab()
+            self._prepare_queue = [(self.loss_plot, None), (self.agreement_plot, None)]
+        plot, side = self._prepare_queue.pop(0)
+        if side is None:
+            # the plot's pending resize and its layout, nothing drawn (one pixel of its title),
+            # then each axis on a turn of its own
+            plot.grab(QRect(0, 0, 1, 1))
+            self._prepare_queue[0:0] = [(plot, "left"), (plot, "bottom")]
+        else:
+            rect = self._axis_rect(plot, side)
+            if rect is not None:  # a few pixels amid the axis's ticks: its paint draws all of it (grid too)
+                plot.grab(QRect(rect.center().x() - 1, rect.center().y() - 1, 2, 2))
         self._prepare_timer.start(20)
+
+    @staticmethod
+    def _axis_rect(plot, side):
+        """The strip of the plot widget an axis's ticks take (without its grid), or None."""
+        axis = plot.getPlotItem().getAxis(side)
+        parent = axis.parentItem()
+        if parent is None:
+            return None
+        strip = plot.mapFromScene(parent.mapRectToScene(axis.geometry())).boundingRect()
+        strip = strip.intersected(plot.rect())
+        return strip if strip.width() > 0 and strip.height() > 0 else None
 
     # -- events from the job (GUI thread) ------------------------------------------------
     def _on_job_event(self, obj) -> None:
@@ -901,8 +1032,8 @@ class TrainingPanel(QWidget):
     def _on_prepared(self, info: Prepared) -> None:
         self.total_steps = info.total
         self.fields = info.fields
-        self.progress.setRange(0, max(1, self.total_steps))
-        self.progress.setValue(info.start)
+        self._use_run_shape(info.folds, info.epochs, info.left_out)
+        self._show_progress(info.start, self.total_steps)
         self._session_start = (time.monotonic(), info.start)
         self._first_step = None
         self._ensure_agreement_curves(self.fields)
@@ -986,10 +1117,54 @@ class TrainingPanel(QWidget):
             return False
         shutil.rmtree(run_dir, ignore_errors=True)
         self.run_dir = None
+        self._show_progress(None, None, "no run: nothing was trained")  # (not the failed start's "step 0 of ?")
         self.resume_button.setEnabled(False)
         return not Path(run_dir).exists()
 
     # -- plots -------------------------------------------------------------------------
+    def _use_run_shape(self, folds, epochs, left_out) -> None:
+        """What the plots need to know of a run: its folds (K and the epochs of each: a folded
+        run numbers its epochs on across the folds, fold k's epoch e as k*E + e) and the fields
+        it leaves out of training and scoring (not drawn, named under the plot)."""
+        self.n_folds = int(folds) if folds else None
+        self.fold_epochs = int(epochs) if folds and epochs else None
+        self.left_out = dict(left_out or {})
+        axis = self.agreement_plot.getPlotItem().getAxis("bottom")
+        text = (f"epoch of each fold ({self.n_folds} folds, drawn over each other)" if self.fold_epochs
+                else "epoch")
+        if axis.labelText != text:
+            self.agreement_plot.setLabel("bottom", text)
+        if not self.fold_epochs and self.agreement_plot.getPlotItem().titleLabel.text != self.AGREEMENT_TITLE:
+            self.agreement_plot.setTitle(self.AGREEMENT_TITLE)
+
+    def _use_run_info(self, info: dict) -> None:
+        """_use_run_shape from a run folder's settings.json."""
+        settings = info.get("settings") if isinstance(info.get("settings"), dict) else {}
+        self._use_run_shape(info.get("folds") or settings.get("folds"), settings.get("epochs"), info.get("left_out"))
+
+    def fold_of(self, epoch) -> tuple[int | None, int]:
+        """(fold from 1, its own epoch) of an epoch as the run numbers it; (None, epoch) for a
+        single split."""
+        if not self.fold_epochs or epoch is None:
+            return None, epoch
+        return (int(epoch) - 1) // self.fold_epochs + 1, (int(epoch) - 1) % self.fold_epochs + 1
+
+    def _drawn_points(self, xs, ys):
+        """The x and y a field's curve draws: its epochs as they are for a single split; for a
+        folded run each fold's own epochs (1 to E), one line per fold (a gap between folds)."""
+        if not self.fold_epochs:
+            return np.asarray(xs, float), np.asarray(ys, float)
+        px, py, last = [], [], None
+        for x, y in sorted(zip(xs, ys), key=lambda p: p[0]):  # (folds side by side interleave)
+            fold, local = self.fold_of(x)
+            if last is not None and fold != last:
+                px.append(local)
+                py.append(np.nan)  # the line stops at the fold's end (connect="finite")
+            px.append(local)
+            py.append(y)
+            last = fold
+        return np.asarray(px, float), np.asarray(py, float)
+
     def _clear_plots(self) -> None:
         """Empty plots for another run: the curves are kept (hidden, their data emptied) and
         used again, not removed from the plot and made anew."""
@@ -1025,6 +1200,8 @@ class TrainingPanel(QWidget):
     def _ensure_agreement_curves(self, fields) -> None:
         colours = field_colours(list(fields))  # the review view's: one colour per field across the app
         for name in fields:
+            if name in self.left_out:
+                continue  # not trained, not scored: no curve, no legend entry (named after them)
             if name not in self.agreement_curves:
                 colour = colours[name]
                 symbol = self.SYMBOLS[len(self.agreement_curves) % len(self.SYMBOLS)]
@@ -1040,7 +1217,9 @@ class TrainingPanel(QWidget):
         self.agreement_legend.setText("  ".join(
             f'<span style="color:{colours[n].name()}; font-weight:bold">&#9644; {n}</span>'
             for n in self.agreement_curves if n in colours)
-            + "  <span style='color:#666'>(fields with the same value are drawn a hair apart)</span>")
+            + "  <span style='color:#666'>(fields with the same value are drawn a hair apart)</span>"
+            + (f"  <span style='color:#666'>Not drawn, not asked yet: {html.escape(', '.join(self.left_out))}</span>"
+               if self.left_out else ""))
 
     def _dodge(self, name: str, value: float, epoch=None) -> float:
         """A field's drawn offset at an epoch: fields at the same value there (often all at 0
@@ -1056,6 +1235,7 @@ class TrainingPanel(QWidget):
         return step if value < 0.5 else -step
 
     def _add_agreement(self, epoch: int, scores: dict) -> None:
+        scores = {k: v for k, v in scores.items() if k not in self.left_out}
         self._ensure_agreement_curves(list(scores))
         for name, value in scores.items():
             xs, ys = self.agreement.setdefault(name, ([], []))
@@ -1063,12 +1243,18 @@ class TrainingPanel(QWidget):
             ys.append(np.nan if value is None else value)  # None: no values either side yet
         for name, (xs, ys) in self.agreement.items():
             drawn = [y + self._dodge(name, y, x) for x, y in zip(xs, ys)]  # NaN stays NaN
+            px, py = self._drawn_points(xs, drawn)
             curve = self.agreement_curves[name]
             old_x, old_y = curve.getData()
-            if old_x is not None and len(old_x) == len(xs) and np.array_equal(old_x, xs) and \
-                    np.array_equal(old_y, drawn, equal_nan=True):
+            if old_x is not None and len(old_x) == len(px) and np.array_equal(old_x, px, equal_nan=True) and \
+                    np.array_equal(old_y, py, equal_nan=True):
                 continue  # drawn as it is: no new path, no repaint
-            curve.setData(np.asarray(xs, float), np.asarray(drawn, float))
+            curve.setData(px, py)
+        if self.fold_epochs and epoch is not None:  # (folds run side by side score in turn: count them)
+            seen = {self.fold_of(x)[0] for xs, _ in self.agreement.values() for x in xs}
+            title = f"Held-out agreement per field, per epoch of each fold ({len(seen)} of {self.n_folds} folds scored)"
+            if self.agreement_plot.getPlotItem().titleLabel.text != title:
+                self.agreement_plot.setTitle(title)
 
     # -- messages ----------------------------------------------------------------------
     def _show_error(self, message: str) -> None:

@@ -555,18 +555,21 @@ def test_11_tags_stay_inside_the_view_at_1024x768_and_beside_the_values(qtbot, r
     click_page(qtbot, w, s.page_ids[1])  # (the window opened on the first: drawn before the answers)
     w.view.setFocus()
     viewport = w.view.viewport().rect()
-    covering = 0
+    covering = named = 0
     for _ in range(6):  # six pages, by J
         assert w.view.is_fitted()
         tags = tag_boxes(w.view)
-        assert any(t.startswith("model: subtotal") for t, _, _ in tags)
+        # (since m23's fourth pass a tag with no free place is shortened, "subtotal", "sub…", or
+        # left out: it never covers a value)
+        named += any(t in ("model: subtotal", "subtotal", "sub\u2026") for t, _, _ in tags)
         for text, rect, _ in tags:
             assert viewport.contains(rect.toRect().adjusted(1, 1, -1, -1)), (s.current, text, rect, viewport)
         to_view = w.view.viewportTransform()
         words = [to_view.mapRect(w.view._rects[i].rect()) for i in range(w.view.word_count())]
         covering += sum(1 for _, rect, _ in tags if any(rect.adjusted(1, 1, -1, -1).intersects(x) for x in words))
         qtbot.keyClick(w.view, Qt.Key_J)
-    assert covering <= 6  # at most about one tag a page with no free place beside its value
+    assert covering == 0  # no tag covers a word (the third pass allowed about one a page)
+    assert named >= 5, named  # the subtotal's model name is shown on nearly every page
     w.model_answers.shutdown()
 
 
