@@ -432,6 +432,8 @@ HOST_IS_HASWELLS = X86 and host_isa_is_haswells()
 def check_other_build(result, host_digests, cpu_name, registers, has_fma):
     assert result["cpu_name"] == cpu_name
     assert result["assembly_chars"] > 0, "the subprocess compiled its kernels (no cached build)"
+    # a target with FMA: every kernel's assembly read for the count (generic's, without: a sample)
+    assert result["assembly_of"] == ("every kernel" if has_fma else "sample"), result["assembly_of"]
     assert set(result["vector_registers"]) == registers, "the kernels were built for that instruction set"
     # the count sees an FMA where contraction is allowed, and the engine's kernels have none
     assert (result["fma_when_contraction_allowed"] > 0) == has_fma

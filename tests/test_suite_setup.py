@@ -101,6 +101,7 @@ def test_a_cpu_build_of_the_same_sources_and_tools_is_read_not_compiled_again(tm
     from tests import conftest
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("DXSTUDIO_TEST_BUILD_CACHE", raising=False)  # a run that always builds (=0) reads none
     env = {"NUMBA_CPU_NAME": "generic", "NUMBA_CACHE_DIR": "/a", "DXSTUDIO_NUMBA_CACHE": "0", "HOME": "/x"}
     path = conftest.build_result_file("generic", env)
     assert path == conftest.build_result_file("generic", dict(env, NUMBA_CACHE_DIR="/b", HOME="/y"))
@@ -115,6 +116,7 @@ def test_a_cpu_build_of_the_same_sources_and_tools_is_read_not_compiled_again(tm
     monkeypatch.undo()
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("DXSTUDIO_TEST_BUILD_CACHE", raising=False)
     result = {"digests": {"mm": "ab"}, "cpu_name": "generic", "cpu_seconds": 108.0}
     build = conftest.CpuBuild("generic", tmp_path)  # nothing stored yet: it compiles (stopped here)
     assert build.proc is not None

@@ -4,6 +4,7 @@ built with another shape than the host's (in a subprocess, compiled afresh) give
 digests (tests/cpu_subprocess_check.py)."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -71,11 +72,15 @@ def test_a_bad_forced_shape_is_refused(monkeypatch):
 def _mm_nt_with(mr, nr, panel=None):
     """mm_nt's serial body with another tile (Numba freezes module globals when it compiles:
     a copy of the function over a copy of the globals); panel: the column block (isa.TILE_PANEL
-    floats of bt, 0 = none), the host's when None."""
+    floats of bt, 0 = none), the host's when None. One build per (tile, block) for the module:
+    the tests below share them (each is a compile of about a second)."""
+    return _mm_nt_built(mr, nr, kc._PANEL if panel is None else panel)
+
+
+@functools.lru_cache(maxsize=None)
+def _mm_nt_built(mr, nr, panel):
     g = dict(kc.__dict__)
-    g.update(_MR=mr, _NR=nr, _tile_mr_nr=intrinsics._make_tile(mr, nr))
-    if panel is not None:
-        g.update(_PANEL=panel)
+    g.update(_MR=mr, _NR=nr, _tile_mr_nr=intrinsics._make_tile(mr, nr), _PANEL=panel)
     body = types.FunctionType(kc._mm_nt_body.__code__, g, f"mm_nt_tile_{mr}x{nr}_{panel}")
     return njit(nogil=True, fastmath=False, error_model="numpy")(body)
 
@@ -120,12 +125,16 @@ def test_every_tile_shape_gives_the_bytes_of_the_reference():
 
 # Column blocks (isa.TILE_PANEL, AVX2's 4096 floats): the outputs in another order, each the same
 # tile call: the bytes of the reference for every tile, with blocks of one tile's columns (64
-# floats of bt at most), a few tiles, the AVX2 default, and none (AVX-512's order)
-PANELS = [0, 64, 600, 4096]
+# floats of bt at most), a few tiles (600), and none (AVX-512's order); AVX2's default, 4096, with
+# AVX2's tile (2 x 2), the one that uses it (the other tiles with it: 600's case again, a few
+# blocks, and two compiles more)
+PANELS = [0, 64, 600]
+AVX2_PANEL = ((2, 2), isa.TILE_PANEL["ymm"])
 
 
 def test_column_blocks_give_the_bytes_of_the_reference():
     kernels = {(s, p): _mm_nt_with(*s, panel=p) for s in SHAPES for p in PANELS}
+    kernels[AVX2_PANEL] = _mm_nt_with(*AVX2_PANEL[0], panel=AVX2_PANEL[1])
     rng = np.random.default_rng(261)
     cases = _operands() + [(rng.standard_normal((m, k)).astype(F32), rng.standard_normal((n, k)).astype(F32),
                             rng.standard_normal(n).astype(F32))
