@@ -143,7 +143,7 @@ def main(argv=None) -> int:
         step_ms = 1e3 * C.median(steps)
         parts = {part: 1e3 * spent[part] / args.repeats for _, _, part in PARTS}
         parts["backward: the attention's adjoints, all blocks (apart, median)"] = 1e3 * C.median(att)
-        print(f"\n{size} words ({n}): the whole step, median (min-max): {C.spread(steps).strip()}")
+        print(f"\n{size} words{'' if n == size else f' ({n})'}: the whole step, median (min-max): {C.spread(steps).strip()}")
         for part, ms in parts.items():
             print(f"  {part:<66} {ms:8.2f}")
         figures[f"step_ms_{size}"] = step_ms
