@@ -29,8 +29,8 @@ import numpy as np
 from .. import layers as L
 from ..kernels import compiled as kc
 from ..kernels.fused import (_GELU_BWD, _LAYERNORM_BWD, _SOFTMAX_BWD, _gelu_fwd_par, _gelu_fwd_ser, _layernorm_nt,
-                             _linear_bwd, _linear_nt, _mm_nt_ser, _pack_t_ser, _softmax_fwd_ser)
-from ..kernels.intrinsics import _NR
+                             _linear_bwd, _linear_nt, _mm_nt_ser, _softmax_fwd_ser)
+from ..kernels.intrinsics import _NR, _t16
 from ..kernels.registry import Ops, binary32, register
 from ..kernels.runtime import _build, _jit, njit, parallel_pays, prange
 from ..layers import LayerNormSaved
@@ -302,6 +302,43 @@ _gelu_bwd_par, _gelu_bwd_ser = _GELU_BWD
 _softmax_bwd_par, _softmax_bwd_ser = _SOFTMAX_BWD
 
 
+@njit(**_jit)
+def _strips_tn(x, bt, zb, out, xtb, otb):
+    """out = x^T bt^T as mm_nt(pack_t(x), bt) gives it (out[j, c] = dot16 over i of x[i, j] bt[c, i],
+    every output one whole dot over the rows, +0 past n), without x^T written whole: x (n, m) is
+    taken 16 columns at a time, transposed into xtb (16, n16) (16 x 16 blocks in registers, +0
+    past row n), and that strip's 16 outputs rows made by mm_nt; the last strip's rows past m go
+    to otb (16, bt rows) and only those that exist are copied. The same tile call on the same
+    operand rows as on the whole transposed array: the same bytes. A strip stays in L1 (26 KB at
+    411 words) where x^T did not stay in L2 (issue 26: the attention's dv = p^T da, dk = dsc^T q)."""
+    n, m = x.shape
+    n16 = xtb.shape[1]
+    nw = n // 16 * 16
+    xf = x.reshape(n * m)
+    xtf = xtb.reshape(16 * n16)
+    z = np.float32(0.0)
+    for r in range(16):
+        for i in range(n, n16):
+            xtb[r, i] = z
+    for j0 in range(0, m, 16):
+        jw = min(16, m - j0)
+        if jw == 16:
+            for i0 in range(0, nw, 16):
+                _t16(xf, i0 * m + j0, m, xtf, i0, n16)
+            for i in range(nw, n):
+                for r in range(16):
+                    xtb[r, i] = x[i, j0 + r]
+            _mm_nt_ser(xtb, bt, zb, out[j0:j0 + 16])
+        else:
+            for r in range(16):
+                for i in range(n):
+                    xtb[r, i] = x[i, j0 + r] if r < jw else z
+            _mm_nt_ser(xtb, bt, zb, otb)
+            for r in range(jw):
+                for c in range(out.shape[1]):
+                    out[j0 + r, c] = otb[r, c]
+
+
 def _attention_bwd_body(da, qkv, probs, heads, scale, dqkv, dpbias_t, row0):
     """layers.attention_backward for every head, each head by one thread (serial kernels); each
     head's pair-bias gradient ds written straight into its row row0 + hd of dpbias_t (L*heads, n*n)."""
@@ -322,10 +359,10 @@ def _attention_bwd_body(da, qkv, probs, heads, scale, dqkv, dpbias_t, row0):
     daht = np.empty((heads, dh, n16), np.float32)
     qht = np.empty((heads, dh, n16), np.float32)
     kht = np.empty((heads, dh, n16), np.float32)
-    pt = np.empty((heads, n, n16), np.float32)
+    xtbs = np.empty((heads, 16, n16), np.float32)  # p's and dsc's strips transposed (_strips_tn)
+    otbs = np.empty((heads, 16, dh), np.float32)
     dp = np.empty((heads, n, n), np.float32)
     dsc = np.empty((heads, n, n), np.float32)
-    dsct = np.empty((heads, n, n16), np.float32)
     outs = np.empty((heads, 3, n, dh), np.float32)  # dq, dk, dv
     z = np.float32(0.0)
     for hd in prange(heads):
@@ -356,24 +393,14 @@ def _attention_bwd_body(da, qkv, probs, heads, scale, dqkv, dpbias_t, row0):
                     da_h[i, c] = da[i, c0 + c]
                     v_h[i, c] = qkv[i, 2 * d + c0 + c]
             _mm_nt_ser(da_h, v_h, zb, dp[hd])  # dp = da v^T
-        p_t = pt[hd]
-        _pack_t_ser(p, p_t)
-        for j in range(n):
-            for i in range(n, n16):
-                p_t[j, i] = z
         dq = outs[hd, 0]
         dk = outs[hd, 1]
         dv = outs[hd, 2]
-        _mm_nt_ser(p_t, da_ht, zb, dv)  # dv = p^T da
+        _strips_tn(p, da_ht, zb, dv, xtbs[hd], otbs[hd])  # dv = p^T da, p^T a strip at a time
         ds = dpbias_t[row0 + hd, :n * n].reshape((n, n))  # the pair-bias gradient, in place
         _softmax_bwd_ser(dp[hd], p, scale, True, ds, dsc[hd])
         _mm_nt_ser(dsc[hd], k_ht, zb, dq)  # dq = dsc k
-        dsc_t = dsct[hd]
-        _pack_t_ser(dsc[hd], dsc_t)
-        for j in range(n):
-            for i in range(n, n16):
-                dsc_t[j, i] = z
-        _mm_nt_ser(dsc_t, q_ht, zb, dk)  # dk = dsc^T q
+        _strips_tn(dsc[hd], q_ht, zb, dk, xtbs[hd], otbs[hd])  # dk = dsc^T q
         for i in range(n):
             for c in range(dh):
                 dqkv[i, c0 + c] = dq[i, c]
