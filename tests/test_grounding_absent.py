@@ -145,3 +145,12 @@ def test_the_setting_reaches_the_pages_a_run_uses(tmp_path):
     assert sorted(k[0] for k in pt.kept) == ["p", "q"] and pt.excluded == []
     kept = {k[0]: k[2] for k in pt.kept}
     assert kept["p"].unscored == {"address"} and kept["q"].unscored == set()
+    # the Train tab's counts follow the project's setting: the stamped page trains at ignore
+    from dxstudio.tuning.pages import training_breakdown
+
+    for policy, usable, conflicts in (("exclude", 1, 1), ("ignore", 2, 0)):
+        project.settings["absent_value"] = policy
+        project.save()
+        c = training_breakdown(Project.open(project.root))
+        assert (c["usable"], c["conflicts"]) == (usable, conflicts), policy
+        assert training_breakdown(Project.open(project.root), absent=policy)["usable"] == usable
