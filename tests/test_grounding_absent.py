@@ -1,8 +1,9 @@
 """A value grounding does not find: the page policy (the tuning setting absent_value).
 
-"exclude" (the default, the seed's rule) leaves the page out; "ignore" keeps a page whose other
+"ignore" (the setting's default since the eighth round of docs/ocr.md) keeps a page whose other
 values are found when one text value is not (a stamp read into an address line), that field
-unscored on it and the rows where it may be printed ignored by the loss (docs/project.md)."""
+unscored on it and the rows where it may be printed ignored by the loss; "exclude" (the seed's
+rule, still a setting, and page_targets' own default) leaves the page out (docs/project.md)."""
 import pytest
 
 from dxstudio.engine.page import Page, Word
@@ -50,7 +51,7 @@ def words_of_rows(page, *rows):
     return [i for i, w in enumerate(page.words) if round(w.box[1] / 20) in rows]
 
 
-def test_a_page_with_one_text_value_not_found_is_excluded_by_default():
+def test_a_page_with_one_text_value_not_found_is_excluded_by_page_targets_default():
     t = page_targets(STAMPED, labels(ANSWERS), FIELDS)
     assert isinstance(t, Excluded) and "address" in t.reason
     assert page_targets(STAMPED, labels(ANSWERS), FIELDS, absent="exclude") == t
@@ -121,7 +122,10 @@ def test_the_setting_offers_the_policies_and_refuses_another():
     from dxstudio.tuning.settings import DEFAULTS, SETTINGS, TuneError, resolve_settings
 
     row = next(r for r in SETTINGS if r.name == "absent_value")
-    assert row.choices == ABSENT_POLICIES and DEFAULTS["absent_value"] == "exclude"
+    assert row.choices == ABSENT_POLICIES and DEFAULTS["absent_value"] == "ignore"
+    assert resolve_settings({})["absent_value"] == "ignore"
+    assert resolve_settings({}, command="eval")["absent_value"] == "ignore"
+    assert resolve_settings({"absent_value": "exclude"})["absent_value"] == "exclude"  # the seed's rule
     assert "eval" in row.commands and row.fingerprinted
     with pytest.raises(TuneError, match="setting absent_value must be exclude or ignore, not 'keep'"):
         resolve_settings({"absent_value": "keep"})
@@ -129,7 +133,7 @@ def test_the_setting_offers_the_policies_and_refuses_another():
 
 def test_the_setting_reaches_the_pages_a_run_uses(tmp_path):
     from dxstudio.tuning.pages import usable_split
-    from dxstudio.tuning.settings import resolve_settings
+    from dxstudio.tuning.settings import TuneError, resolve_settings
 
     from dxstudio.labelling import apply_answers
 
@@ -143,5 +147,18 @@ def test_the_setting_reaches_the_pages_a_run_uses(tmp_path):
     assert [k[0] for k in before.kept] == ["q"] and [e[0] for e in before.excluded] == ["p"]
     pt, train, held = usable_split(project, resolve_settings({"absent_value": "ignore"}), 512, "tuning")
     assert sorted(k[0] for k in pt.kept) == ["p", "q"] and pt.excluded == []
+    # the default keeps it; the seed's rule, set, leaves it out
+    assert sorted(k[0] for k in usable_split(project, resolve_settings({}), 512, "tuning")[0].kept) == ["p", "q"]
+    with pytest.raises(TuneError, match="1 usable page"):
+        usable_split(project, resolve_settings({"absent_value": "exclude"}), 512, "tuning")
     kept = {k[0]: k[2] for k in pt.kept}
     assert kept["p"].unscored == {"address"} and kept["q"].unscored == set()
+    # the Train tab's counts follow the project's setting: the stamped page trains at ignore
+    from dxstudio.tuning.pages import training_breakdown
+
+    for policy, usable, conflicts in (("exclude", 1, 1), ("ignore", 2, 0)):
+        project.settings["absent_value"] = policy
+        project.save()
+        c = training_breakdown(Project.open(project.root))
+        assert (c["usable"], c["conflicts"]) == (usable, conflicts), policy
+        assert training_breakdown(Project.open(project.root), absent=policy)["usable"] == usable

@@ -1,7 +1,11 @@
 """A tuned model's answers on one held-out page, for the Results screen, Qt-free.
 
-    model = load_run_model(rundir, kernels)                 # once per shown run
+    model = load_run_model(model_path, kernels, settings)   # once per shown run
     view = heldout_answers(project, model, page_id)         # HeldOutAnswers
+
+`settings` are the run's stored settings (report.json's run.settings, settings.json's): the
+page's targets are built with the run's absent_value and repeats, as the run built them, not
+with today's defaults (a run tuned with absent_value = ignore shows the page it kept).
 
 The page's outcomes are the scorer's (scoring.field_outcome on the same label words and the
 same prediction the report counted), so what the screen marks right and wrong is what the
@@ -28,6 +32,9 @@ class RunModel:
     kernels: str
     decoding: str = "keyed"  # how its values are read (engine/extract.py model_decoding)
     keywords: dict | None = None  # where (engine/extract.py reading_keywords; None: the fields' names)
+    # how the run built its pages' targets (run_targets_settings): the held-out page is built the same way
+    absent_value: str = "exclude"
+    repeats: str = "o"
 
 
 @dataclass
@@ -44,11 +51,21 @@ class HeldOutAnswers:
     marks: dict
 
 
-def load_run_model(model_path, kernels: str) -> RunModel:
-    """A run's model.safetensors, ready to predict (ModelFileError naming the file)."""
+def run_targets_settings(settings: dict | None) -> tuple[str, str]:
+    """(absent_value, repeats) a run built its targets with, from its stored settings. A key
+    missing (a run from before the setting) is the rule that run used: absent_value exclude,
+    repeats o (the seed's), never today's default (tuning/pages.py reads them the same way)."""
+    settings = settings or {}
+    return settings.get("absent_value", "exclude"), settings.get("repeats", "o")
+
+
+def load_run_model(model_path, kernels: str, settings: dict | None = None) -> RunModel:
+    """A run's model.safetensors, ready to predict (ModelFileError naming the file); settings:
+    the run's stored settings (run_targets_settings)."""
     loaded = load_model(model_path)
+    absent, repeats = run_targets_settings(settings)
     return RunModel(loaded.cfg, to_runtime(loaded.params), kernels, model_decoding(loaded.thresholds),
-                    reading_keywords(loaded.keywords, loaded.cfg.fields))
+                    reading_keywords(loaded.keywords, loaded.cfg.fields), absent, repeats)
 
 
 def heldout_answers(project, model: RunModel, page_id: str) -> HeldOutAnswers:
@@ -58,7 +75,8 @@ def heldout_answers(project, model: RunModel, page_id: str) -> HeldOutAnswers:
     cfg = model.cfg
     page = project.load_page(page_id)
     labels = project.load_labels(page_id)
-    targets = page_targets(page, labels, list(cfg.fields), cfg.max_words)
+    targets = page_targets(page, labels, list(cfg.fields), cfg.max_words, repeats=model.repeats,
+                           absent=model.absent_value)
     if isinstance(targets, Excluded):
         raise ValueError(f"{project.label_path(page_id)}: the page is excluded now ({targets.reason})")
     pred = predict_page(cfg, model.params, page, model.kernels, model.decoding, model.keywords)

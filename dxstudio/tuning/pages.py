@@ -13,7 +13,7 @@ from dxstudio.fsutil import JSONInputError, loads_json, parse_json
 from dxstudio.grounding import ProjectTargets, project_targets, targets_of_read
 from dxstudio.project import LabelError, label_from_dict
 from dxstudio.tuning import schedule
-from dxstudio.tuning.settings import TuneError
+from dxstudio.tuning.settings import DEFAULTS, TuneError
 
 
 def review_state(label_raw: bytes) -> str:
@@ -124,12 +124,16 @@ def check_folds(n_folds, n_usable: int, project=None) -> int:
     return n_folds
 
 
-def training_breakdown(project, accepted_only: bool = False) -> dict:
+def training_breakdown(project, accepted_only: bool = False, absent: str | None = None) -> dict:
     """What a run would train on, in the words of the Train tab: counts of the pages that train
     (accepted; fixed but not accepted; unreviewed whose values were found on the page) and of
     those left out (excluded by a person; with conflicts; not labelled yet; not accepted, with
-    accepted_only; unreadable). "usable": the pages split into training and held-out pages."""
-    pt = project_targets(project)
+    accepted_only; unreadable). "usable": the pages split into training and held-out pages.
+    absent: the absent_value a run would use (None: the project's setting, else the default),
+    so a page `ignore` keeps counts as training, not as a conflict."""
+    if absent is None:
+        absent = (getattr(project, "settings", None) or {}).get("absent_value") or DEFAULTS["absent_value"]
+    pt = project_targets(project, absent=absent)
     c = dict.fromkeys(("accepted", "fixed", "unreviewed", "excluded", "conflicts", "not_labelled",
                        "not_accepted", "unreadable"), 0)
     for pid, _, _ in pt.kept:

@@ -222,11 +222,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("repeats", "choice", "ignore",
             "other printings of a grounded value: ignore (target -1) or o (the seed's rule)",
             choices=("ignore", "o"), label="Repeated printings"),
-    Setting("absent_value", "choice", "exclude",
-            "a page with a value grounding does not find: exclude = left out of training and scoring "
-            "(the seed's rule); ignore = kept when only one text value is not found and two or more "
-            "others are, that field unscored on the page and the words where it may be printed "
-            "ignored by the loss (docs/project.md)",
+    Setting("absent_value", "choice", "ignore",
+            "a page with a value grounding does not find: ignore = kept when only one text value is "
+            "not found and two or more others are, that field unscored on the page and the words where "
+            "it may be printed ignored by the loss; exclude = left out of training and scoring (the "
+            "seed's rule) (docs/project.md)",
             choices=("exclude", "ignore"), commands=("tune", "eval")),
     Setting("folds", "int", None,
             "cross-validated threshold: K runs each holding out every K-th page, then the final model "

@@ -598,8 +598,10 @@ class ResultsPanel(QWidget):
 
     def _load_model(self):
         if self._model is None:
-            kernels = self.report.get("run", {}).get("settings", {}).get("kernels", DEFAULTS["kernels"])
-            self._model = load_run_model(RunDir(self.run_dir).model_path, kernels)
+            settings = self.report.get("run", {}).get("settings", {})
+            kernels = settings.get("kernels", DEFAULTS["kernels"])
+            # the run's absent_value and repeats: its held-out pages built as the run built them
+            self._model = load_run_model(RunDir(self.run_dir).model_path, kernels, settings)
         return self._model
 
     def heldout_answers(self, page_id: str) -> HeldOutAnswers:
