@@ -517,12 +517,14 @@ def tag_boxes(view):
     the model frames' names: items that ignore the view's zoom), read from the items themselves."""
     from PySide6.QtWidgets import QGraphicsItem
     out = []
-    for item in view.scene().items():
-        if item.parentItem() is None and item.isVisible() and \
-                item.flags() & QGraphicsItem.GraphicsItemFlag.ItemIgnoresTransformations:
+    # the view's own lists, and no parentItem() call: a label's tag is a box (the even items of
+    # _name_items) with its text as a child (the odd ones), the model's tags are top-level text
+    # items. Asking a child text for its parentItem() here, or taking every item's wrapper from
+    # scene().items(), left a wrapper that crashed the garbage collection after test_fourth_pass's
+    # test_6 (a segfault in gc, seen in three full runs; issue 23, round 8)
+    for item in [*view._name_items[0::2], *view._prediction_items]:
+        if item.isVisible() and item.flags() & QGraphicsItem.GraphicsItemFlag.ItemIgnoresTransformations:
             rect = item.deviceTransform(view.viewportTransform()).mapRect(item.boundingRect())
-            # (a label's tag is a box with its text as a child; a wrapper of that child made here
-            # crashed the old code's scene.clear() on the next page)
             text = item.text() if hasattr(item, "text") else "field name"
             out.append((text, rect, item.opacity()))
     return out
