@@ -198,16 +198,46 @@ def pytest_handlecrashitem(crashitem, report, sched):
         report.longrepr = f"{report.longrepr}\n{note.read_text(errors='replace')}"
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item):
-    """Under pytest-xdist's --dist loadfile (the README's command) a worker that ended (a
-    timeout's os._exit) has its file's remaining tests, the one that hung among them, sent to
-    the new worker: a hung test would hang again there, up to the restarts allowed. One that
-    already ran over its limit (its stacks file is there) is not run again."""
-    folder = getattr(item.config, "workerinput", {}).get("dx_timeouts")
-    if folder and (Path(folder) / _timeout_file(item.nodeid)).is_file():
-        pytest.skip("ran over its time limit on a worker that was then replaced (reported as crashed, with "
-                    "its stacks); not run again")
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadfile (the README's command) with pytest-xdist 3.8's scheduler mended after a
+    worker dies (a segfault, a timeout's os._exit): that scheduler sends the dead worker's whole
+    workload back to the queue, the files it had finished and the test it died on included, so
+    the test that killed one worker kills the next, and a replacement handed only finished tests
+    waits forever (pytest-xdist issues 784, 1323, 1327: a run hung in Qt-free code for minutes
+    here). The mended one requeues only the unfinished tests, never the one it died on (reported
+    failed, with its name, once), hands a worker more while it holds two tests or fewer, and once
+    nothing is left to hand out tells every worker to end after what it holds."""
+    if getattr(config.option, "dist", "no") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class LoadFileAfterCrash(LoadFileScheduling):
+        def remove_node(self, node):
+            workload = self.assigned_work.pop(node)
+            pending = [(scope, nodeid) for scope, unit in workload.items() for nodeid, done in unit.items() if not done]
+            if not pending:
+                return None
+            scope, crashitem = pending[0]  # the test it was running: tests run in the order sent
+            workload[scope][crashitem] = True
+            self.workqueue.update({s: unit for s, unit in workload.items() if not all(unit.values())})
+            for other in self.assigned_work:
+                self._reschedule(other)
+            return crashitem
+
+        def _reschedule(self, node):
+            if node.shutting_down:
+                return
+            # a worker runs a test once it holds the next one (or is told to end): a replacement
+            # handed one unit of one test would wait for ever, so give it more while it holds few
+            while self.workqueue and self._pending_of(self.assigned_work[node]) <= 2:
+                self._assign_work_unit(node)
+            if not self.workqueue:  # a worker ends once it has run what it holds
+                for other in self.assigned_work:
+                    if not other.shutting_down:
+                        other.shutdown()
+
+    return LoadFileAfterCrash(config, log)
 
 
 @pytest.hookimpl(tryfirst=True)
