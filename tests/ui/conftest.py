@@ -91,3 +91,29 @@ def window(qtbot, receipts_project, tmp_path, monkeypatch):
     from dxstudio.ui.app import MainWindow
 
     return show_active(qtbot, MainWindow(receipts_project))
+
+
+@pytest.fixture
+def win(qtbot, receipts_project, tmp_path, monkeypatch):
+    """The main window on a fresh copy of the 16-receipt project, shown and active, the Train and
+    Runs panels' dialogs off, and its background jobs stopped and joined at teardown."""
+    monkeypatch.setenv("DXSTUDIO_HOME", str(tmp_path / "home"))
+    from dxstudio.ui.app import MainWindow
+    w = show_active(qtbot, MainWindow(receipts_project))
+    w.training_panel.show_dialogs = False
+    w.runs_panel.show_dialogs = False
+    yield w
+    w.training_panel.shutdown(60)
+    w.model_answers.shutdown()
+    w.extract_panel.shutdown()
+
+
+def click_tab(qtbot, w, widget):
+    """Click the tab that holds `widget` (its page or a widget on it), as a person does; it opens."""
+    from PySide6.QtCore import Qt
+
+    index = next(i for i in range(w.tabs.count())
+                 if w.tabs.widget(i) is widget or w.tabs.widget(i).isAncestorOf(widget))
+    bar = w.tabs.tabBar()
+    qtbot.mouseClick(bar, Qt.LeftButton, pos=bar.tabRect(index).center())
+    assert w.tabs.currentIndex() == index

@@ -7,30 +7,9 @@ import json
 import pytest
 from PySide6.QtCore import Qt
 
-from tests.ui.conftest import show_active
+from tests.ui.conftest import click_tab, show_active
 
 WAIT_MS = 120000
-
-
-@pytest.fixture
-def win(qtbot, receipts_project, tmp_path, monkeypatch):
-    monkeypatch.setenv("DXSTUDIO_HOME", str(tmp_path / "home"))
-    from dxstudio.ui.app import MainWindow
-    w = show_active(qtbot, MainWindow(receipts_project))
-    w.training_panel.show_dialogs = False
-    w.runs_panel.show_dialogs = False
-    yield w
-    w.training_panel.shutdown(60)
-    w.model_answers.shutdown()
-    w.extract_panel.shutdown()
-
-
-def click_tab(qtbot, w, widget):
-    index = next(i for i in range(w.tabs.count())
-                 if w.tabs.widget(i) is widget or w.tabs.widget(i).isAncestorOf(widget))
-    bar = w.tabs.tabBar()
-    qtbot.mouseClick(bar, Qt.LeftButton, pos=bar.tabRect(index).center())
-    assert w.tabs.currentIndex() == index
 
 
 def set_spin(qtbot, spin, text):
@@ -155,8 +134,6 @@ def test_8_the_hidden_train_tab_draws_one_axis_per_turn(win, qtbot):
     whose turn also ran the hidden Train tab's drawing of a whole plot (both its axes, 10-32 ms
     of CPU): after a schema edit its count line grows and the plots are drawn again at idle.
     Now each turn draws at most one axis."""
-    from PySide6.QtWidgets import QApplication
-
     w, panel = win, win.training_panel
     w.resize(1920, 1080)
     axes = panel._axes()
@@ -172,17 +149,9 @@ def test_8_the_hidden_train_tab_draws_one_axis_per_turn(win, qtbot):
         turns.append(sum(a.renders for a in axes) - before)
     panel._prepare_timer.timeout.connect(counted)
     # a field added on the Schema tab with clicks and keys: the Train tab's count line names it
-    from tests.ui.test_third_pass import button, tab_of
-    schema = w.schema_panel
+    from tests.ui.test_third_pass import add_field_by_keys, tab_of
+    add_field_by_keys(qtbot, w, "date")
     bar = w.tabs.tabBar()
-    qtbot.mouseClick(bar, Qt.LeftButton, pos=bar.tabRect(tab_of(w, "Schema")).center())
-    qtbot.mouseClick(button(schema, "Add field"), Qt.LeftButton)
-    editor = QApplication.focusWidget()
-    editor.selectAll()
-    qtbot.keyClicks(editor, "date")
-    qtbot.keyClick(editor, Qt.Key_Return)
-    qtbot.mouseClick(schema.save_schema_button, Qt.LeftButton)
-    qtbot.waitUntil(lambda: not getattr(schema, "schema_busy", False), timeout=WAIT_MS)
     qtbot.waitUntil(lambda: not panel.counting() and "date" in panel.breakdown_label.text(), timeout=WAIT_MS)
     qtbot.waitUntil(lambda: bool(turns) and not panel._prepare_timer.isActive(), timeout=WAIT_MS)
     assert sum(turns) >= 1, turns  # the plots moved: axes were drawn again while hidden ...

@@ -50,6 +50,21 @@ def tab_of(window, name):
     return next(i for i in range(window.tabs.count()) if window.tabs.tabText(i).replace("&&", "&").startswith(name))
 
 
+def add_field_by_keys(qtbot, window, name):
+    """Add the field `name` on the Schema tab as a person does (the tab, Add field, the name typed,
+    Return, Save schema) and wait for the save; the schema panel."""
+    panel = window.schema_panel
+    click_tab(qtbot, window, tab_of(window, "Schema"))
+    qtbot.mouseClick(button(panel, "Add field"), Qt.LeftButton)
+    editor = QApplication.focusWidget()
+    editor.selectAll()
+    qtbot.keyClicks(editor, name)
+    qtbot.keyClick(editor, Qt.Key_Return)
+    qtbot.mouseClick(panel.save_schema_button, Qt.LeftButton)
+    qtbot.waitUntil(lambda: not getattr(panel, "schema_busy", False), timeout=WAIT_MS)
+    return panel
+
+
 def answer_next_box(button, seen: list):
     """Press `button` on the next message box that opens (modal: QTimer runs inside its loop)."""
     def answer():
@@ -197,15 +212,7 @@ def test_2_adding_a_field_leaves_it_out_and_training_goes_on(win, qtbot):
     qtbot.keyClick(w.view, Qt.Key_A)
     assert s.statuses[pid].status == "accepted"
     train_text_before = w.training_panel.breakdown_label.text()
-    panel = w.schema_panel
-    click_tab(qtbot, w, tab_of(w, "Schema"))
-    qtbot.mouseClick(button(panel, "Add field"), Qt.LeftButton)
-    editor = QApplication.focusWidget()
-    editor.selectAll()
-    qtbot.keyClicks(editor, "date")
-    qtbot.keyClick(editor, Qt.Key_Return)
-    qtbot.mouseClick(panel.save_schema_button, Qt.LeftButton)
-    qtbot.waitUntil(lambda: not getattr(panel, "schema_busy", False), timeout=WAIT_MS)
+    panel = add_field_by_keys(qtbot, w, "date")
     assert s.field_names[-1] == "date"
     # the accepted page stays accepted and the bar agrees with the counts
     assert s.statuses[pid].status == "accepted" and s.counts()["accepted"] == s.reviewed_count() == 1

@@ -3,34 +3,12 @@ and clicks on the bundled sample; docs/app.md says what was seen). Each test dri
 input events and failed on the code before its fix."""
 from __future__ import annotations
 
-import pytest
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QApplication
 
-from tests.ui.conftest import click_page, show_active
+from tests.ui.conftest import click_page, click_tab
 
 WAIT_MS = 120000
-
-
-@pytest.fixture
-def win(qtbot, receipts_project, tmp_path, monkeypatch):
-    monkeypatch.setenv("DXSTUDIO_HOME", str(tmp_path / "home"))
-    from dxstudio.ui.app import MainWindow
-    w = show_active(qtbot, MainWindow(receipts_project))
-    w.training_panel.show_dialogs = False
-    w.runs_panel.show_dialogs = False
-    yield w
-    w.training_panel.shutdown(60)
-    w.model_answers.shutdown()
-    w.extract_panel.shutdown()
-
-
-def click_tab(qtbot, w, widget):
-    index = next(i for i in range(w.tabs.count())
-                 if w.tabs.widget(i) is widget or w.tabs.widget(i).isAncestorOf(widget))
-    bar = w.tabs.tabBar()
-    qtbot.mouseClick(bar, Qt.LeftButton, pos=bar.tabRect(index).center())
-    assert w.tabs.currentIndex() == index
 
 
 def test_accept_stays_where_it_is_when_a_page_has_a_note(win, qtbot):
