@@ -11,15 +11,13 @@ from dxstudio import grounding
 from dxstudio.engine.extract import KEYED_RUN_ON, FieldValue, keyed_values
 from dxstudio.engine.page import Page, Word
 from dxstudio.tuning.settings import resolve_settings
+from tests.test_printing_decoding import logits as printing_logits
+from tests.test_printing_decoding import page_of as printing_page
 
 
 def page_of(rows):
-    """rows: lists of word texts, one list per printed row; words 10 units apart on a row."""
-    words = []
-    for r, texts in enumerate(rows):
-        for k, t in enumerate(texts):
-            words.append(Word(t, (10 + 60 * k, 10 + 20 * r, 60 + 60 * k, 25 + 20 * r)))
-    return Page("p", 600, 20 * len(rows) + 20, tuple(words))
+    """The printing tests' page (words 60 units apart on a row), 600 units wide: a memo's row of 7 words."""
+    return printing_page(rows, width=600)
 
 
 MEMO = [["MEMO"], ["To:", "Ron", "Milstein", "From:", "Jane", "Doe"], ["Date:", "May", "1,", "2000"],
@@ -49,11 +47,8 @@ def test_the_runs_after_a_key_stop_at_the_next_key_and_skip_running_text():
 
 
 def logits(n, n_fields, likes):
-    out = np.full((n, 1 + 2 * n_fields), -8.0, np.float32)
-    out[:, 0] = 0.0
-    for (i, t), v in likes.items():
-        out[i, t] = v
-    return out
+    """The printing tests' logits with the tags other than O at -8: no word is read into a field by chance."""
+    return printing_logits(n, n_fields, likes, other=-8.0)
 
 
 def test_a_missed_field_takes_its_keyed_run_and_a_value_cut_short_runs_on():

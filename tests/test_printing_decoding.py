@@ -12,18 +12,19 @@ from dxstudio.engine.page import Page, Word
 from dxstudio.tuning.settings import TuneError, resolve_settings
 
 
-def page_of(rows):
-    """rows: lists of word texts, one list per printed row (reading order: row by row)."""
+def page_of(rows, width=400):
+    """rows: lists of word texts, one list per printed row (reading order: row by row); words 60
+    units apart on a row, rows 20 apart, on a page `width` units wide."""
     words = []
     for r, texts in enumerate(rows):
         for k, t in enumerate(texts):
             words.append(Word(t, (10 + 60 * k, 10 + 20 * r, 60 + 60 * k, 25 + 20 * r)))
-    return Page("p", 400, 20 * len(rows) + 20, tuple(words))
+    return Page("p", width, 20 * len(rows) + 20, tuple(words))
 
 
-def logits(n, n_fields, likes):
-    """likes: {(word, tag): logit}; O 0 everywhere, other tags -4."""
-    out = np.full((n, 1 + 2 * n_fields), -4.0, np.float32)
+def logits(n, n_fields, likes, other=-4.0):
+    """likes: {(word, tag): logit}; O 0 everywhere, other tags `other`."""
+    out = np.full((n, 1 + 2 * n_fields), other, np.float32)
     out[:, 0] = 0.0
     for (i, t), v in likes.items():
         out[i, t] = v
