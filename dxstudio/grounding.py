@@ -1132,7 +1132,6 @@ def targets_of_read(read, names, max_words, repeats: str, errors: list, problems
     return ProjectTargets(kept, excluded, errors, sources, left_out)
 
 
-# the "printing" decoding (engine/extract.py) reads each value at the printing this rule labels
-_engine_extract.set_printing_rule(ground_answers)
+# the "printing" decoding (engine/extract.py) reads each value at the printing this rule labels;
 # the "keyed" decoding reads a value the model has none for after its field's keywords
-_engine_extract.set_keyed_rule(keyed_extents)
+_engine_extract.set_layout_rules(printing=ground_answers, keyed=keyed_extents)

@@ -279,19 +279,22 @@ def fields_from_logits(page: Page, fields, tag_logits, window_starts=(0,), kerne
     return out
 
 
-# The labelling rule the "printing" decoding places values by lives above the engine
-# (dxstudio.grounding.ground_answers: it reads label files, the project's layer); grounding hands
-# it down when it is imported, so the engine never imports upwards (the layers contract).
+# The rules of a page's layout the "printing" and "keyed" decodings read values by live above
+# the engine (dxstudio.grounding: ground_answers reads label files, the project's layer, and
+# keyed_extents beside it); grounding hands them down when it is imported, so the engine never
+# imports upwards (the layers contract).
 _printing_rule = None
+_keyed_rule = None
 
 
-def set_printing_rule(rule) -> None:
-    """rule(page, answers {field: text}, field names, keywords=None) -> {field: {"words": (...), ...}}:
-    how a project labels an answer's printing (dxstudio.grounding sets its ground_answers);
-    keywords {field: set of word keys}: the printings after or under them first, not after
-    the field's name."""
-    global _printing_rule
-    _printing_rule = rule
+def set_layout_rules(printing, keyed) -> None:
+    """printing(page, answers {field: text}, field names, keywords=None) -> {field: {"words":
+    (...), ...}}: how a project labels an answer's printing (grounding's ground_answers);
+    keywords {field: set of word keys}: the printings after or under them first, not after the
+    field's name. keyed(page, field names, keywords=None) -> {field: [(first, last), ...]}: the
+    runs printed right after each field's keywords on their row (grounding's keyed_extents)."""
+    global _printing_rule, _keyed_rule
+    _printing_rule, _keyed_rule = printing, keyed
 
 
 def reading_keywords(stored: dict | None, field_names) -> dict | None:
@@ -338,19 +341,11 @@ def printings_by_rule(page: Page, fields, values: dict, keywords: dict | None = 
     return out
 
 
-_keyed_rule = None
 # The "keyed" decoding runs a value on over the next words of its keyed run only while each one's
 # I- logit of the field is above its O logit less this (measured on FUNSD and SROIE at 50 pages,
 # docs/base-model.md "Values after their keys": 2 to 8 read the same; without it a date ran on
 # into the time printed after it)
 KEYED_RUN_ON = 5.0
-
-
-def set_keyed_rule(rule) -> None:
-    """rule(page, field names, keywords=None) -> {field: [(first, last), ...]}: the runs printed
-    right after each field's keywords on their row (dxstudio.grounding sets its keyed_extents)."""
-    global _keyed_rule
-    _keyed_rule = rule
 
 
 def keyed_values(page: Page, fields, values: dict, tag_logits, keywords: dict | None = None,
