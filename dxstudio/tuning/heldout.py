@@ -19,6 +19,7 @@ from dxstudio.engine.container import load_model
 from dxstudio.engine.extract import model_decoding, predict_page, reading_keywords
 from dxstudio.engine.model import to_runtime
 from dxstudio.grounding import Excluded, page_targets
+from dxstudio.tuning.pages import run_targets_settings
 from dxstudio.tuning.scoring import CORRECT, field_outcome
 
 # outcomes that have a value on at least one side: the page shows a mark for them
@@ -49,14 +50,6 @@ class HeldOutAnswers:
     answers: dict
     outcomes: dict
     marks: dict
-
-
-def run_targets_settings(settings: dict | None) -> tuple[str, str]:
-    """(absent_value, repeats) a run built its targets with, from its stored settings. A key
-    missing (a run from before the setting) is the rule that run used: absent_value exclude,
-    repeats o (the seed's), never today's default (tuning/pages.py reads them the same way)."""
-    settings = settings or {}
-    return settings.get("absent_value", "exclude"), settings.get("repeats", "o")
 
 
 def load_run_model(model_path, kernels: str, settings: dict | None = None) -> RunModel:

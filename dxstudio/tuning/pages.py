@@ -60,6 +60,14 @@ def snapshot_targets(project, snapshot: dict, max_words: int, source, repeats: s
     return pt
 
 
+def run_targets_settings(settings: dict | None) -> tuple[str, str]:
+    """(absent_value, repeats) a run builds its pages' targets with, from its settings. A key
+    missing (a run stored before the setting existed) is the rule that run used: absent_value
+    exclude, repeats o (the seed's), never today's default."""
+    settings = settings or {}
+    return settings.get("absent_value", "exclude"), settings.get("repeats", "o")
+
+
 def usable_split(project, settings: dict, max_words: int, purpose: str, fold: tuple | None = None, pt=None):
     """(ProjectTargets, training rows, held-out rows) of the project's usable pages, each row
     (id, Page, PageTargets), split by the settings' seed and held-out fraction; with fold
@@ -67,8 +75,9 @@ def usable_split(project, settings: dict, max_words: int, purpose: str, fold: tu
     (schedule.fold_split), with (None, K) every page trains and none is held out. With the
     setting accepted_only, only the pages a person accepted are usable. `pt`: targets already
     read (a run's snapshot); default: the project's label files now."""
-    pt = pt if pt is not None else project_targets(project, max_words=max_words, repeats=settings.get("repeats", "o"),
-                                                   absent=settings.get("absent_value", "exclude"))
+    if pt is None:
+        absent, repeats = run_targets_settings(settings)
+        pt = project_targets(project, max_words=max_words, repeats=repeats, absent=absent)
     if settings.get("accepted_only"):
         pt = accepted_only_filter(pt)
     pt = _document_problems(pt)

@@ -38,7 +38,7 @@ from dxstudio.tuning.imprint import imprint_rows
 from dxstudio.tuning.evaluation import score_predictions, stored_thresholds
 from dxstudio.tuning.keywords import field_keywords, reading_record
 from dxstudio.tuning.metrics import Event, append_metric, score_summary, trim_metrics
-from dxstudio.tuning.pages import snapshot_targets, usable_split
+from dxstudio.tuning.pages import run_targets_settings, snapshot_targets, usable_split
 from dxstudio.tuning.rundir import RunDir
 from dxstudio.tuning.settings import TuneError, effective_backbone_scale, fingerprinted, resolve_settings
 
@@ -182,7 +182,7 @@ class TuneRun:
 
     def _load_targets(self, weights) -> None:
         pt = None
-        repeats, absent = self.settings.get("repeats", "o"), self.settings.get("absent_value", "exclude")
+        absent, repeats = run_targets_settings(self.settings)
         if self.snapshot is not None:
             pt = snapshot_targets(self.project, self.snapshot, self.cfg.max_words, self.rundir.snapshot_path,
                                   repeats, absent)
