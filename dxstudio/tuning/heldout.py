@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dxstudio.engine.container import load_model
-from dxstudio.engine.extract import model_decoding, predict_page, reading_keywords
+from dxstudio.engine.extract import DEFAULT_DECODING, model_decoding, predict_page, reading_keywords
 from dxstudio.engine.model import to_runtime
 from dxstudio.grounding import Excluded, page_targets
 from dxstudio.tuning.pages import run_targets_settings
@@ -31,7 +31,7 @@ class RunModel:
     cfg: object
     params: object  # runtime layout
     kernels: str
-    decoding: str = "keyed"  # how its values are read (engine/extract.py model_decoding)
+    decoding: str = DEFAULT_DECODING  # how its values are read (engine/extract.py model_decoding)
     keywords: dict | None = None  # where (engine/extract.py reading_keywords; None: the fields' names)
     # how the run built its pages' targets (run_targets_settings): the held-out page is built the same way
     absent_value: str = "exclude"
