@@ -287,14 +287,15 @@ def main(argv=None) -> int:
     ap.add_argument("--field-boost", type=float, default=3.0,
                     help="B-/I- words weigh the field's weight times this (O words 1)")
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--decoding", choices=("seed", "span", "joint", "printing", "keyed"), default="seed",
+    ap.add_argument("--decoding", choices=("seed", "span", "joint", "printing", "keyed", "keyed_alone"), default="seed",
                     help="how values are read off the word classes: seed = the seed's reader with --fill "
                          "(the baseline as measured so far), span = the model's span decoding on the log "
                          "probabilities (docs/model.md \"Span decoding\"; no --fill), joint = the best joint "
                          "assignment of spans, printing = joint, then each value at the printing the "
                          "labelling rule labels (engine/extract.py decode_joint, printings_by_rule), keyed = "
                          "printing, then the words after a field's keywords where it has no value "
-                         "(keyed_values)")
+                         "(keyed_values), keyed_alone = keyed, a field whose training labels nearly always "
+                         "were the words after its key read by the key alone (--keywords learned)")
     ap.add_argument("--keywords", choices=("name", "schema", "learned"), default="name",
                     help="printing only: the words each value is placed after (dxstudio's setting keywords, "
                          "tuning/keywords.py; learned: from these training pages); default name, the seed's rule")
@@ -307,8 +308,8 @@ def main(argv=None) -> int:
         print("gbdt_baseline: lightgbm is not installed (pip install dxstudio[baseline])", file=sys.stderr)
         return 2
     from dxstudio.engine.config import size_config
-    from dxstudio.engine.extract import (PagePrediction, fields_from_logits, fields_from_tags, keyed_values,
-                                         printings_by_rule)
+    from dxstudio.engine.extract import (JOINT_DECODINGS, KEYWORD_DECODINGS, PagePrediction, fields_from_logits,
+                                         fields_from_tags, keyed_values, printings_by_rule)
     from dxstudio.tuning.evaluation import score_predictions
 
     max_words = size_config("base").max_words  # the model's pages: the same exclusions
@@ -374,11 +375,13 @@ def main(argv=None) -> int:
         probs = full[np.arange(len(tags)), tags]
         if a.decoding != "seed":  # log-probability differences: the margins the decoder reads
             values = fields_from_logits(page, fields, np.log(np.maximum(full, 1e-12)), (0,), "reference",
-                                        joint=a.decoding in ("joint", "printing", "keyed"))
-            if a.decoding in ("printing", "keyed"):
+                                        joint=a.decoding in JOINT_DECODINGS)
+            if a.decoding in KEYWORD_DECODINGS:
                 values = printings_by_rule(page, fields, values, reading)
-            if a.decoding == "keyed":
-                values = keyed_values(page, fields, values, np.log(np.maximum(full, 1e-12)), reading, "reference")
+            if a.decoding in ("keyed", "keyed_alone"):
+                alone = getattr(reading, "alone", frozenset()) if a.decoding == "keyed_alone" else ()
+                values = keyed_values(page, fields, values, np.log(np.maximum(full, 1e-12)), reading, "reference",
+                                      alone)
         else:
             values = fields_from_tags(page, fields, tags, probs)
             if a.fill:

@@ -28,7 +28,8 @@ SROIE and FUNSD are research-only data: tests and benchmarks only, never trainin
 
 For each set and size: `dxstudio tune PROJECT` with the defaults (a start from the shipped base)
 and `--degree N`; then `dxstudio eval MODEL EVAL_PROJECT --all --decoding D` for each decoding
-(the same model read each way: engine/extract.py "span", the seed's "seed", "printing", "keyed"); then
+(the same model read each way: engine/extract.py "span", the seed's "seed", "printing", "keyed",
+"keyed_alone"); then
 bench/gbdt_baseline.py PROJECT EVAL_PROJECT --all --decoding D for each decoding (LightGBM on the
 same training pages, scored on the same pages; seed = its reader as measured so far, with
 --fill). Runs whose report exists under DIR are not repeated. Prints a markdown table per set (agreement per field and mean, the commands below it) and one JSON line; with --docs,
@@ -301,7 +302,8 @@ SETS = {"sroie": sroie_projects, "funsd": funsd_projects, "sroie_renamed": sroie
 # ---- runs and the table ---------------------------------------------------------------------
 def model_with_keywords(run: Path, proj: Path, source: str) -> Path:
     """The run's model, or where it stores no keywords of `source` (tuned before the setting
-    keywords: the same weights, the reading differs), a copy of it beside it
+    keywords, or for learned before their keyed counts were stored: the same weights, the
+    reading differs), a copy of it beside it
     (model.kw-SOURCE.safetensors) with the keywords tune stores now: learnt from the same
     training pages (the run's split of its project: usable_split and the early-stop carve,
     with the run's settings), as TuneRun._load_targets learns them."""
@@ -314,7 +316,8 @@ def model_with_keywords(run: Path, proj: Path, source: str) -> Path:
 
     path = run / "model.safetensors"
     loaded = load_model(path)
-    if source == "name" or (loaded.keywords or {}).get("source") == source:
+    stored = loaded.keywords or {}
+    if source == "name" or (stored.get("source") == source and (source != "learned" or "keyed" in stored)):
         return path
     out = run / f"model.kw-{source}.safetensors"
     if out.exists():
@@ -355,7 +358,7 @@ def _readings(decodings: list, keywords: list) -> list:
     once per keywords source where sources are given."""
     out = []
     for d in decodings:
-        if d in ("printing", "keyed") and keywords:
+        if d in ("printing", "keyed", "keyed_alone") and keywords:
             out += [(d, k) for k in keywords]
         else:
             out.append((d, None))

@@ -157,9 +157,11 @@ def check_thresholds(value, fields) -> dict:
 
 def check_keywords(value, fields) -> dict:
     """The stored keywords, checked: {"source": "schema" or "learned", "fields": one list of
-    distinct non-empty strings per field of the model, in its order}. ValueError says what is wrong."""
-    if not isinstance(value, dict) or set(value) != {"source", "fields"}:
-        raise ValueError("must be a JSON object with exactly source and fields")
+    distinct non-empty strings per field of the model, in its order[, "keyed": one [hits, seen]
+    per field, 0 <= hits <= seen, integers (tuning/keywords.py keyed_counts)]}. ValueError says
+    what is wrong."""
+    if not isinstance(value, dict) or not {"source", "fields"} <= set(value) <= {"source", "fields", "keyed"}:
+        raise ValueError("must be a JSON object with exactly source and fields (and optionally keyed)")
     if value["source"] not in KEYWORD_SOURCES:
         raise ValueError(f"source {value['source']!r} is not {' or '.join(KEYWORD_SOURCES)}")
     per = value["fields"]
@@ -172,7 +174,15 @@ def check_keywords(value, fields) -> dict:
             raise ValueError(f"the keywords of field {name!r} must be a list of at most {MAX_KEYWORDS_PER_FIELD} "
                              f"distinct non-empty strings")
         out.append(sorted(ks))
-    return {"source": value["source"], "fields": out}
+    if "keyed" not in value:
+        return {"source": value["source"], "fields": out}
+    keyed = value["keyed"]
+    if not isinstance(keyed, list) or len(keyed) != len(fields) or not all(
+            isinstance(hs, list) and len(hs) == 2 and all(type(x) is int for x in hs) and 0 <= hs[0] <= hs[1]
+            for hs in keyed):
+        raise ValueError(f"keyed must be a list of {len(fields)} [hits, seen] pairs of integers, "
+                         f"0 <= hits <= seen (one per field of the model)")
+    return {"source": value["source"], "fields": out, "keyed": [list(hs) for hs in keyed]}
 
 
 def model_bytes(cfg: ModelConfig, params, summary: dict | None = None, thresholds: dict | None = None,

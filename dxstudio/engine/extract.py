@@ -25,6 +25,11 @@ each value at the printing of it that the project's labelling rule labels (print
 The default, `decoding="keyed"`: printing, then a field the model reads no value for takes the words printed
 right after its keywords on their row ("To: Ron Milstein"), and a value that starts there but
 stops short runs on to their end (keyed_values: a rule of the page's layout, not the model's).
+`decoding="keyed_alone"`: keyed, but first a field whose labelled values on the run's training
+pages were nearly always exactly the words after its key (counts stored with the model's
+keywords, tuning/keywords.py keyed_counts; KEY_ALONE_SHARE) is read by the key rule alone where
+the page prints its key with words after it: the model's value of it, and any other field's
+value on those words, give way (keyed_values' `alone`).
 """
 from __future__ import annotations
 
@@ -61,8 +66,14 @@ class PagePrediction:
 # joint assignment of spans to fields: decode_joint) or "printing" (joint, then each value at the
 # printing of it the project's labelling rule labels: printings_by_rule) or "keyed" (printing,
 # then a field with no value takes the words printed after its keywords, and a value that starts
-# there but stops short runs on to their end: keyed_values). The settings table's `decoding`.
-DECODINGS = ("span", "seed", "joint", "printing", "keyed")
+# there but stops short runs on to their end: keyed_values) or "keyed_alone" (keyed, and a field
+# whose training values nearly always followed its key is read by the key alone: ReadingKeywords
+# .alone). The settings table's `decoding`.
+DECODINGS = ("span", "seed", "joint", "printing", "keyed", "keyed_alone")
+# the readings that place values by the fields' keywords (printings_by_rule and after)
+KEYWORD_DECODINGS = ("printing", "keyed", "keyed_alone")
+# the readings that take the joint assignment of spans
+JOINT_DECODINGS = ("joint",) + KEYWORD_DECODINGS
 DEFAULT_DECODING = "keyed"
 
 
@@ -297,13 +308,39 @@ def set_layout_rules(printing, keyed) -> None:
     _printing_rule, _keyed_rule = printing, keyed
 
 
+# The "keyed_alone" reading: a field is read by its key alone when, on the run's training pages
+# where its key was printed with words after it (keyed_extents' first run), its labelled value
+# was exactly those words on at least this share of them, and on at least KEY_ALONE_MIN_PAGES
+# pages (measured on FUNSD and SROIE at 50 pages, docs/base-model.md "Values after their keys")
+KEY_ALONE_SHARE = 0.8
+KEY_ALONE_MIN_PAGES = 3
+
+
+class ReadingKeywords(dict):
+    """{field: frozenset of word keys} (what predict_page places values by), and `alone`: the
+    fields the "keyed_alone" reading reads by their key alone (key_alone_fields)."""
+    alone: frozenset = frozenset()
+
+
+def key_alone_fields(counts, field_names) -> frozenset:
+    """The fields whose stored keyed counts ([[hits, seen], ...] in the model's field order,
+    tuning/keywords.py keyed_counts) reach KEY_ALONE_SHARE over KEY_ALONE_MIN_PAGES pages or more."""
+    if not counts:
+        return frozenset()
+    return frozenset(n for n, (hits, seen) in zip(field_names, counts)
+                     if seen >= KEY_ALONE_MIN_PAGES and hits >= KEY_ALONE_SHARE * seen)
+
+
 def reading_keywords(stored: dict | None, field_names) -> dict | None:
     """{field: frozenset of word keys} of a model's stored keywords (container.py "keywords", in
     the model's field order, under the fields' names now): what predict_page places values by;
-    None where none are stored (the fields' names, the seed's rule)."""
+    None where none are stored (the fields' names, the seed's rule). A ReadingKeywords whose
+    `alone` is key_alone_fields of the stored "keyed" counts (none stored: no field)."""
     if not stored or stored.get("fields") is None:
         return None
-    return {n: frozenset(ks) for n, ks in zip(field_names, stored["fields"])}
+    out = ReadingKeywords((n, frozenset(ks)) for n, ks in zip(field_names, stored["fields"]))
+    out.alone = key_alone_fields(stored.get("keyed"), field_names)
+    return out
 
 
 def printings_by_rule(page: Page, fields, values: dict, keywords: dict | None = None) -> dict:
@@ -349,7 +386,7 @@ KEYED_RUN_ON = 5.0
 
 
 def keyed_values(page: Page, fields, values: dict, tag_logits, keywords: dict | None = None,
-                 kernels: str = "fast") -> dict:
+                 kernels: str = "fast", alone=()) -> dict:
     """The "keyed" decoding's {field: FieldValue or None}: `values` (the printing reading's) where
     the page prints a field's keywords with words after them on their row (the project's rule,
     grounding.keyed_extents), two changes, the fields in schema order: a field with no value takes
@@ -358,7 +395,13 @@ def keyed_values(page: Page, fields, values: dict, tag_logits, keywords: dict | 
     run's next words while each one's I- logit of the field is above its O logit less KEYED_RUN_ON
     (the first that is not ends it). Other values stay as they are. A value's confidence is always the span's
     (tag_confidence of the field's B-, I- tags at its words: low where the model did not read
-    it). keywords: as printings_by_rule (None: the fields' names)."""
+    it). keywords: as printings_by_rule (None: the fields' names).
+
+    alone (the "keyed_alone" reading): fields read by their key alone. Before the two changes,
+    each of them in schema order takes the first such run (cut at the first word an earlier one
+    took) in place of the model's value, and another field's value holding any of its words is
+    dropped (it may then take its own keyed run); an `alone` field whose key is not printed with
+    words after it keeps the model's value."""
     if _keyed_rule is None:
         raise RuntimeError("the keyed decoding needs the keyed rule: import dxstudio.grounding "
                            "(it hands its keyed_extents to the engine) or read with decoding='printing'")
@@ -366,6 +409,28 @@ def keyed_values(page: Page, fields, values: dict, tag_logits, keywords: dict | 
     runs = _keyed_rule(page, fields, keywords)
     out = dict(values)
     logits = np.asarray(tag_logits)
+
+    def value_of(c, a, b):
+        span_tags = np.array([1 + 2 * c] + [2 + 2 * c] * (b - a), np.int64)
+        conf = float(np.min(tag_confidence(logits[a: b + 1], span_tags, kernels)))
+        words = tuple(range(a, b + 1))
+        return FieldValue(words, " ".join(page.words[w].text for w in words), conf)
+
+    taken: set = set()
+    for c, f in enumerate(fields):
+        if f not in alone:
+            continue
+        for a, b in runs.get(f, ()):
+            end = next((j - 1 for j in range(a, b + 1) if j in taken), b)
+            if end < a:
+                continue
+            out[f] = value_of(c, a, end)
+            held = set(range(a, end + 1))
+            taken |= held
+            for g, v in out.items():
+                if g != f and g not in alone and v is not None and held.intersection(v.words):
+                    out[g] = None
+            break
     for c, f in enumerate(fields):
         others = {w for g, v in out.items() if g != f and v is not None for w in v.words}
         v = out.get(f)
@@ -386,18 +451,15 @@ def keyed_values(page: Page, fields, values: dict, tag_logits, keywords: dict | 
                 break
         if pick is None:
             continue
-        a, b = pick
-        span_tags = np.array([1 + 2 * c] + [2 + 2 * c] * (b - a), np.int64)
-        conf = float(np.min(tag_confidence(logits[a: b + 1], span_tags, kernels)))
-        words = tuple(range(a, b + 1))
-        out[f] = FieldValue(words, " ".join(page.words[w].text for w in words), conf)
+        out[f] = value_of(c, *pick)
     return out
 
 
 def predict_page(cfg: ModelConfig, params_rt, page: Page, kernels: str = "fast",
                  decoding: str = DEFAULT_DECODING, keywords: dict | None = None) -> PagePrediction:
     """The page's tags and values read with `decoding`; keywords ({field: set of word keys},
-    "printing" and "keyed" only): where the values are placed (printings_by_rule), None: after the names."""
+    KEYWORD_DECODINGS only): where the values are placed (printings_by_rule), None: after the
+    names; for "keyed_alone" its `alone` (a ReadingKeywords) names the fields the key reads alone."""
     check_decoding(decoding)
     ops = Ops(kernels)
     fields = list(cfg.fields)
@@ -422,11 +484,12 @@ def predict_page(cfg: ModelConfig, params_rt, page: Page, kernels: str = "fast",
                 result[f] = v
     if all_logits is not None:  # the per-word tags stay the argmax's; the values are the spans'
         result = fields_from_logits(page, fields, all_logits, starts, kernels,
-                                    joint=decoding in ("joint", "printing", "keyed"))
-        if decoding in ("printing", "keyed"):
+                                    joint=decoding in JOINT_DECODINGS)
+        if decoding in KEYWORD_DECODINGS:
             result = printings_by_rule(page, fields, result, keywords)
-        if decoding == "keyed":
-            result = keyed_values(page, fields, result, all_logits, keywords, kernels)
+        if decoding in ("keyed", "keyed_alone"):
+            alone = getattr(keywords, "alone", frozenset()) if decoding == "keyed_alone" else ()
+            result = keyed_values(page, fields, result, all_logits, keywords, kernels, alone)
     return PagePrediction(page.id, result, all_tags, all_probs, all_conf, decoding)
 
 

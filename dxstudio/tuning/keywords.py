@@ -23,13 +23,18 @@ contradict (it names another printing of the value on two pages or more, and mor
 the labelled one) is dropped. A word that is exactly another field's name, or is learnt for
 another field on more pages, names that field, not this one. Deterministic: sorted keys,
 counts over the pages in their given order, ties broken by the key.
+
+With learned keywords the model also stores, per field, how often the key rule alone would have
+read the training pages' labels (keyed_counts: "keyed": [[hits, seen], ...]), for the
+"keyed_alone" reading (engine/extract.py key_alone_fields).
 """
 from __future__ import annotations
 
 import math
 
+from dxstudio.engine.extract import KEYWORD_DECODINGS, key_alone_fields
 from dxstudio.grounding import (KEYWORD_SOURCES, _ground, _hint_keys, canonical_number, context_words, description_keywords,
-                                name_keywords, split_name, word_key)
+                                keyed_extents, name_keywords, split_name, word_key)
 
 LEARN_MIN_PAGES = 2
 LEARN_MIN_SHARE = 0.1
@@ -110,15 +115,40 @@ def field_keywords(schema, train_pages, source: str) -> dict | None:
             if best == n:
                 keep.add(k)
         out.append(sorted(keep))
-    return {"source": source, "fields": out}
+    return {"source": source, "fields": out,
+            "keyed": keyed_counts(names, train_pages, {n: set(ks) for n, ks in zip(names, out)})}
+
+
+def keyed_counts(names, train_pages, keywords: dict) -> list:
+    """[[hits, seen], ...] per field, in `names` order: seen = the training pages (the field
+    scored there) that print one of its keywords with words after it on their row (the first run
+    of grounding.keyed_extents), hits = those of them whose labelled value is exactly that run's
+    words (a page where the field has no value counts as seen, not a hit)."""
+    hits = {n: 0 for n in names}
+    seen = {n: 0 for n in names}
+    for _, page, t in train_pages:
+        runs = keyed_extents(page, names, keywords)
+        for n in names:
+            if n in t.unscored or not runs.get(n):
+                continue
+            a, b = runs[n][0]
+            seen[n] += 1
+            if sorted(t.field_words.get(n, ())) == list(range(a, b + 1)):
+                hits[n] += 1
+    return [[hits[n], seen[n]] for n in names]
 
 
 def reading_record(decoding: str, stored: dict | None, field_names) -> dict | None:
     """What a report says of the keywords its values were placed by: None unless the reading
-    is "printing" or "keyed" (no other reading uses them); else {"source": name, schema or learned,
-    "fields": {field: [keys]}} (name: the name rule's keys, grounding._hint_keys)."""
-    if decoding not in ("printing", "keyed"):
+    is one of KEYWORD_DECODINGS (no other reading uses them); else {"source": name, schema or learned,
+    "fields": {field: [keys]}} (name: the name rule's keys, grounding._hint_keys); for "keyed_alone"
+    also "alone": the fields its key read alone (sorted; none without stored counts)."""
+    if decoding not in KEYWORD_DECODINGS:
         return None
     if not stored or stored.get("fields") is None:
-        return {"source": "name", "fields": {n: sorted(_hint_keys(n)) for n in field_names}}
-    return {"source": stored["source"], "fields": {n: list(ks) for n, ks in zip(field_names, stored["fields"])}}
+        out = {"source": "name", "fields": {n: sorted(_hint_keys(n)) for n in field_names}}
+    else:
+        out = {"source": stored["source"], "fields": {n: list(ks) for n, ks in zip(field_names, stored["fields"])}}
+    if decoding == "keyed_alone":
+        out["alone"] = sorted(key_alone_fields((stored or {}).get("keyed"), field_names))
+    return out

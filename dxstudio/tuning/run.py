@@ -26,7 +26,7 @@ from dxstudio.bundled import models_dir
 from dxstudio.corpus.generic import transfer_tag_head
 from dxstudio.engine.config import size_config
 from dxstudio.engine.container import ModelFileError, canonical_json, load_model, model_bytes, save_model
-from dxstudio.engine.extract import DEFAULT_DECODING, predict_page, reading_keywords
+from dxstudio.engine.extract import DEFAULT_DECODING, JOINT_DECODINGS, KEYWORD_DECODINGS, predict_page, reading_keywords
 from dxstudio.engine.inputs import window_inputs
 from dxstudio.engine.params import new_params, new_tag_head
 from dxstudio.engine.training import Example, Targets, TrainSettings, TrainState, train_step
@@ -232,10 +232,10 @@ class TuneRun:
         # likewise: a reading of spans never changes the weights (span was the default before
         # joint and printing; the seed's reading stays fingerprinted, as it always was); with early
         # stopping the reading scores the epochs, so joint and printing count there
-        if s.get("decoding") == "span" or (s.get("decoding") in ("joint", "printing", "keyed") and not s.get("early_stop")):
+        if s.get("decoding") == "span" or (s.get("decoding") in JOINT_DECODINGS and not s.get("early_stop")):
             s.pop("decoding", None)
         # likewise the keywords, but where early stopping scores the epochs with the printing reading
-        if not (s.get("early_stop") and s.get("decoding") in ("printing", "keyed")):
+        if not (s.get("early_stop") and s.get("decoding") in KEYWORD_DECODINGS):
             s.pop("keywords", None)
         if not getattr(self, "imprinted", None):  # likewise: no row imprinted, the head the seed's
             s.pop("head_init", None)
