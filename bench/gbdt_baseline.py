@@ -287,15 +287,15 @@ def main(argv=None) -> int:
     ap.add_argument("--field-boost", type=float, default=3.0,
                     help="B-/I- words weigh the field's weight times this (O words 1)")
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--decoding", choices=("seed", "span", "joint", "printing", "keyed", "keyed_alone"), default="seed",
+    ap.add_argument("--decoding", choices=("seed", "span", "joint", "printing", "keyed", "keyed_learned"), default="seed",
                     help="how values are read off the word classes: seed = the seed's reader with --fill "
                          "(the baseline as measured so far), span = the model's span decoding on the log "
                          "probabilities (docs/model.md \"Span decoding\"; no --fill), joint = the best joint "
                          "assignment of spans, printing = joint, then each value at the printing the "
                          "labelling rule labels (engine/extract.py decode_joint, printings_by_rule), keyed = "
                          "printing, then the words after a field's keywords where it has no value "
-                         "(keyed_values), keyed_alone = keyed, a field whose training labels nearly always "
-                         "were the words after its key read by the key alone (--keywords learned)")
+                         "(keyed_values), keyed_learned = keyed with each field's rules learnt on the training "
+                         "pages: read by its key alone, a digit's shape (--keywords learned)")
     ap.add_argument("--keywords", choices=("name", "schema", "learned"), default="name",
                     help="printing only: the words each value is placed after (dxstudio's setting keywords, "
                          "tuning/keywords.py; learned: from these training pages); default name, the seed's rule")
@@ -378,10 +378,11 @@ def main(argv=None) -> int:
                                         joint=a.decoding in JOINT_DECODINGS)
             if a.decoding in KEYWORD_DECODINGS:
                 values = printings_by_rule(page, fields, values, reading)
-            if a.decoding in ("keyed", "keyed_alone"):
-                alone = getattr(reading, "alone", frozenset()) if a.decoding == "keyed_alone" else ()
+            if a.decoding in ("keyed", "keyed_learned"):
+                learned = a.decoding == "keyed_learned"
                 values = keyed_values(page, fields, values, np.log(np.maximum(full, 1e-12)), reading, "reference",
-                                      alone)
+                                      getattr(reading, "alone", ()) if learned else (),
+                                      getattr(reading, "digits", ()) if learned else ())
         else:
             values = fields_from_tags(page, fields, tags, probs)
             if a.fill:

@@ -29,7 +29,7 @@ SROIE and FUNSD are research-only data: tests and benchmarks only, never trainin
 For each set and size: `dxstudio tune PROJECT` with the defaults (a start from the shipped base)
 and `--degree N`; then `dxstudio eval MODEL EVAL_PROJECT --all --decoding D` for each decoding
 (the same model read each way: engine/extract.py "span", the seed's "seed", "printing", "keyed",
-"keyed_alone"); then
+"keyed_learned"); then
 bench/gbdt_baseline.py PROJECT EVAL_PROJECT --all --decoding D for each decoding (LightGBM on the
 same training pages, scored on the same pages; seed = its reader as measured so far, with
 --fill). Runs whose report exists under DIR are not repeated. Prints a markdown table per set (agreement per field and mean, the commands below it) and one JSON line; with --docs,
@@ -358,7 +358,7 @@ def _readings(decodings: list, keywords: list) -> list:
     once per keywords source where sources are given."""
     out = []
     for d in decodings:
-        if d in ("printing", "keyed", "keyed_alone") and keywords:
+        if d in ("printing", "keyed", "keyed_learned") and keywords:
             out += [(d, k) for k in keywords]
         else:
             out.append((d, None))

@@ -157,9 +157,9 @@ def check_thresholds(value, fields) -> dict:
 
 def check_keywords(value, fields) -> dict:
     """The stored keywords, checked: {"source": "schema" or "learned", "fields": one list of
-    distinct non-empty strings per field of the model, in its order[, "keyed": one [hits, seen]
-    per field, 0 <= hits <= seen, integers (tuning/keywords.py keyed_counts)]}. ValueError says
-    what is wrong."""
+    distinct non-empty strings per field of the model, in its order[, "keyed": one [hits, seen,
+    digits, values] per field, integers, 0 <= hits <= seen <= values and 0 <= digits <= values
+    (tuning/keywords.py keyed_counts)]}. ValueError says what is wrong."""
     if not isinstance(value, dict) or not {"source", "fields"} <= set(value) <= {"source", "fields", "keyed"}:
         raise ValueError("must be a JSON object with exactly source and fields (and optionally keyed)")
     if value["source"] not in KEYWORD_SOURCES:
@@ -178,10 +178,10 @@ def check_keywords(value, fields) -> dict:
         return {"source": value["source"], "fields": out}
     keyed = value["keyed"]
     if not isinstance(keyed, list) or len(keyed) != len(fields) or not all(
-            isinstance(hs, list) and len(hs) == 2 and all(type(x) is int for x in hs) and 0 <= hs[0] <= hs[1]
-            for hs in keyed):
-        raise ValueError(f"keyed must be a list of {len(fields)} [hits, seen] pairs of integers, "
-                         f"0 <= hits <= seen (one per field of the model)")
+            isinstance(c, list) and len(c) == 4 and all(type(x) is int for x in c)
+            and 0 <= c[0] <= c[1] <= c[3] and 0 <= c[2] <= c[3] for c in keyed):
+        raise ValueError(f"keyed must be a list of {len(fields)} [hits, seen, digits, values] lists of integers, "
+                         f"0 <= hits <= seen <= values, 0 <= digits <= values (one per field of the model)")
     return {"source": value["source"], "fields": out, "keyed": [list(hs) for hs in keyed]}
 
 

@@ -25,11 +25,12 @@ each value at the printing of it that the project's labelling rule labels (print
 The default, `decoding="keyed"`: printing, then a field the model reads no value for takes the words printed
 right after its keywords on their row ("To: Ron Milstein"), and a value that starts there but
 stops short runs on to their end (keyed_values: a rule of the page's layout, not the model's).
-`decoding="keyed_alone"`: keyed, but first a field whose labelled values on the run's training
-pages were nearly always exactly the words after its key (counts stored with the model's
-keywords, tuning/keywords.py keyed_counts; KEY_ALONE_SHARE) is read by the key rule alone where
-the page prints its key with words after it: the model's value of it, and any other field's
-value on those words, give way (keyed_values' `alone`).
+`decoding="keyed_learned"`: keyed, with two rules per field learnt on the run's training pages
+(counts stored with the model's keywords, tuning/keywords.py keyed_counts; key_rules): a field
+whose labelled values were nearly always exactly the words after its key is read by the key rule
+alone where the page prints its key with words after it (the model's value of it, and any other
+field's value on those words, give way), and a field whose values nearly always hold a digit
+takes no keyed run without one (keyed_values' `alone` and `digits`).
 """
 from __future__ import annotations
 
@@ -66,12 +67,12 @@ class PagePrediction:
 # joint assignment of spans to fields: decode_joint) or "printing" (joint, then each value at the
 # printing of it the project's labelling rule labels: printings_by_rule) or "keyed" (printing,
 # then a field with no value takes the words printed after its keywords, and a value that starts
-# there but stops short runs on to their end: keyed_values) or "keyed_alone" (keyed, and a field
-# whose training values nearly always followed its key is read by the key alone: ReadingKeywords
-# .alone). The settings table's `decoding`.
-DECODINGS = ("span", "seed", "joint", "printing", "keyed", "keyed_alone")
+# there but stops short runs on to their end: keyed_values) or "keyed_learned" (keyed, with each
+# field's rules learnt on the training pages: read by its key alone, a digit's shape:
+# ReadingKeywords). The settings table's `decoding`.
+DECODINGS = ("span", "seed", "joint", "printing", "keyed", "keyed_learned")
 # the readings that place values by the fields' keywords (printings_by_rule and after)
-KEYWORD_DECODINGS = ("printing", "keyed", "keyed_alone")
+KEYWORD_DECODINGS = ("printing", "keyed", "keyed_learned")
 # the readings that take the joint assignment of spans
 JOINT_DECODINGS = ("joint",) + KEYWORD_DECODINGS
 DEFAULT_DECODING = "keyed"
@@ -308,38 +309,49 @@ def set_layout_rules(printing, keyed) -> None:
     _printing_rule, _keyed_rule = printing, keyed
 
 
-# The "keyed_alone" reading: a field is read by its key alone when, on the run's training pages
-# where its key was printed with words after it (keyed_extents' first run), its labelled value
-# was exactly those words on at least this share of them, and on at least KEY_ALONE_MIN_PAGES
-# pages (measured on FUNSD and SROIE at 50 pages, docs/base-model.md "Values after their keys")
+# The "keyed_learned" reading, per field from counts over the run's training pages (tuning/keywords.py
+# keyed_counts, stored with learned keywords). Read by its key alone: on the pages where the field
+# has a labelled value and its key is printed with words after it (keyed_extents' first run), the
+# value was exactly those words on at least KEY_ALONE_SHARE of them, over KEY_ALONE_MIN_PAGES pages
+# or more. Of a digit's shape: at least KEY_DIGIT_SHARE of its labelled values (KEY_ALONE_MIN_PAGES
+# or more) hold a digit, so a keyed run without one is never its value (a date's "RECEIVED").
+# Measured on FUNSD and SROIE at 50 pages (docs/base-model.md "Values after their keys").
 KEY_ALONE_SHARE = 0.8
 KEY_ALONE_MIN_PAGES = 3
+KEY_DIGIT_SHARE = 0.9
 
 
 class ReadingKeywords(dict):
-    """{field: frozenset of word keys} (what predict_page places values by), and `alone`: the
-    fields the "keyed_alone" reading reads by their key alone (key_alone_fields)."""
+    """{field: frozenset of word keys} (what predict_page places values by), and what the
+    "keyed_learned" reading learnt of the fields (key_rules): `alone`, the fields it reads by their
+    key alone, and `digits`, those whose keyed values must hold a digit."""
     alone: frozenset = frozenset()
+    digits: frozenset = frozenset()
 
 
-def key_alone_fields(counts, field_names) -> frozenset:
-    """The fields whose stored keyed counts ([[hits, seen], ...] in the model's field order,
-    tuning/keywords.py keyed_counts) reach KEY_ALONE_SHARE over KEY_ALONE_MIN_PAGES pages or more."""
+def key_rules(counts, field_names) -> tuple:
+    """(alone, digits), frozensets of field names, from the stored keyed counts ([[hits, seen,
+    digits, values], ...] in the model's field order, tuning/keywords.py keyed_counts): alone where
+    hits >= KEY_ALONE_SHARE * seen and seen >= KEY_ALONE_MIN_PAGES; digits where digits >=
+    KEY_DIGIT_SHARE * values and values >= KEY_ALONE_MIN_PAGES. No counts: neither."""
     if not counts:
-        return frozenset()
-    return frozenset(n for n, (hits, seen) in zip(field_names, counts)
-                     if seen >= KEY_ALONE_MIN_PAGES and hits >= KEY_ALONE_SHARE * seen)
+        return frozenset(), frozenset()
+    alone = frozenset(n for n, (hits, seen, _, _) in zip(field_names, counts)
+                      if seen >= KEY_ALONE_MIN_PAGES and hits >= KEY_ALONE_SHARE * seen)
+    digits = frozenset(n for n, (_, _, dig, vals) in zip(field_names, counts)
+                       if vals >= KEY_ALONE_MIN_PAGES and dig >= KEY_DIGIT_SHARE * vals)
+    return alone, digits
 
 
 def reading_keywords(stored: dict | None, field_names) -> dict | None:
     """{field: frozenset of word keys} of a model's stored keywords (container.py "keywords", in
     the model's field order, under the fields' names now): what predict_page places values by;
     None where none are stored (the fields' names, the seed's rule). A ReadingKeywords whose
-    `alone` is key_alone_fields of the stored "keyed" counts (none stored: no field)."""
+    `alone` and `digits` are key_rules of the stored "keyed" counts (none stored: no field)."""
     if not stored or stored.get("fields") is None:
         return None
     out = ReadingKeywords((n, frozenset(ks)) for n, ks in zip(field_names, stored["fields"]))
-    out.alone = key_alone_fields(stored.get("keyed"), field_names)
+    out.alone, out.digits = key_rules(stored.get("keyed"), field_names)
     return out
 
 
@@ -386,7 +398,7 @@ KEYED_RUN_ON = 5.0
 
 
 def keyed_values(page: Page, fields, values: dict, tag_logits, keywords: dict | None = None,
-                 kernels: str = "fast", alone=()) -> dict:
+                 kernels: str = "fast", alone=(), digits=()) -> dict:
     """The "keyed" decoding's {field: FieldValue or None}: `values` (the printing reading's) where
     the page prints a field's keywords with words after them on their row (the project's rule,
     grounding.keyed_extents), two changes, the fields in schema order: a field with no value takes
@@ -397,11 +409,13 @@ def keyed_values(page: Page, fields, values: dict, tag_logits, keywords: dict | 
     (tag_confidence of the field's B-, I- tags at its words: low where the model did not read
     it). keywords: as printings_by_rule (None: the fields' names).
 
-    alone (the "keyed_alone" reading): fields read by their key alone. Before the two changes,
-    each of them in schema order takes the first such run (cut at the first word an earlier one
-    took) in place of the model's value, and another field's value holding any of its words is
-    dropped (it may then take its own keyed run); an `alone` field whose key is not printed with
-    words after it keeps the model's value."""
+    The "keyed_learned" reading (ReadingKeywords' sets): `digits`, fields whose keyed run is
+    skipped (as if not printed) unless one of its words holds a digit; `alone`, fields read by
+    their key alone: before the two changes, each of them in schema order whose value does not
+    start at its first keyed run takes that run (cut at the first word an earlier one took) in
+    place of the model's value, and another field's value holding any of its words is dropped (it
+    may then take its own keyed run); an `alone` field whose key is not printed with words after
+    it keeps the model's value, and one whose value starts there is read as keyed reads it."""
     if _keyed_rule is None:
         raise RuntimeError("the keyed decoding needs the keyed rule: import dxstudio.grounding "
                            "(it hands its keyed_extents to the engine) or read with decoding='printing'")
@@ -416,14 +430,20 @@ def keyed_values(page: Page, fields, values: dict, tag_logits, keywords: dict | 
         words = tuple(range(a, b + 1))
         return FieldValue(words, " ".join(page.words[w].text for w in words), conf)
 
+    def shaped(f, a, b):
+        return f not in digits or any(ch.isdigit() for w in range(a, b + 1) for ch in page.words[w].text)
+
     taken: set = set()
     for c, f in enumerate(fields):
         if f not in alone:
             continue
         for a, b in runs.get(f, ()):
             end = next((j - 1 for j in range(a, b + 1) if j in taken), b)
-            if end < a:
+            if end < a or not shaped(f, a, end):
                 continue
+            v = out.get(f)
+            if v is not None and v.words and v.words[0] == a:
+                break
             out[f] = value_of(c, a, end)
             held = set(range(a, end + 1))
             taken |= held
@@ -437,7 +457,7 @@ def keyed_values(page: Page, fields, values: dict, tag_logits, keywords: dict | 
         pick = None
         for a, b in runs.get(f, ()):
             end = next((j - 1 for j in range(a, b + 1) if j in others), b)
-            if end < a:
+            if end < a or not shaped(f, a, end):
                 continue
             if v is None:
                 pick = (a, end)
@@ -459,7 +479,7 @@ def predict_page(cfg: ModelConfig, params_rt, page: Page, kernels: str = "fast",
                  decoding: str = DEFAULT_DECODING, keywords: dict | None = None) -> PagePrediction:
     """The page's tags and values read with `decoding`; keywords ({field: set of word keys},
     KEYWORD_DECODINGS only): where the values are placed (printings_by_rule), None: after the
-    names; for "keyed_alone" its `alone` (a ReadingKeywords) names the fields the key reads alone."""
+    names; for "keyed_learned" its `alone` and `digits` (a ReadingKeywords) are the fields' learnt rules."""
     check_decoding(decoding)
     ops = Ops(kernels)
     fields = list(cfg.fields)
@@ -487,9 +507,11 @@ def predict_page(cfg: ModelConfig, params_rt, page: Page, kernels: str = "fast",
                                     joint=decoding in JOINT_DECODINGS)
         if decoding in KEYWORD_DECODINGS:
             result = printings_by_rule(page, fields, result, keywords)
-        if decoding in ("keyed", "keyed_alone"):
-            alone = getattr(keywords, "alone", frozenset()) if decoding == "keyed_alone" else ()
-            result = keyed_values(page, fields, result, all_logits, keywords, kernels, alone)
+        if decoding in ("keyed", "keyed_learned"):
+            learned = decoding == "keyed_learned"
+            result = keyed_values(page, fields, result, all_logits, keywords, kernels,
+                                  getattr(keywords, "alone", ()) if learned else (),
+                                  getattr(keywords, "digits", ()) if learned else ())
     return PagePrediction(page.id, result, all_tags, all_probs, all_conf, decoding)
 
 

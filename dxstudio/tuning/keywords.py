@@ -25,14 +25,15 @@ another field on more pages, names that field, not this one. Deterministic: sort
 counts over the pages in their given order, ties broken by the key.
 
 With learned keywords the model also stores, per field, how often the key rule alone would have
-read the training pages' labels (keyed_counts: "keyed": [[hits, seen], ...]), for the
-"keyed_alone" reading (engine/extract.py key_alone_fields).
+read the training pages' labels and how many of their values hold a digit (keyed_counts:
+"keyed": [[hits, seen, digits, values], ...]), for the "keyed_learned" reading (engine/extract.py
+key_rules).
 """
 from __future__ import annotations
 
 import math
 
-from dxstudio.engine.extract import KEYWORD_DECODINGS, key_alone_fields
+from dxstudio.engine.extract import KEYWORD_DECODINGS, key_rules
 from dxstudio.grounding import (KEYWORD_SOURCES, _ground, _hint_keys, canonical_number, context_words, description_keywords,
                                 keyed_extents, name_keywords, split_name, word_key)
 
@@ -120,35 +121,41 @@ def field_keywords(schema, train_pages, source: str) -> dict | None:
 
 
 def keyed_counts(names, train_pages, keywords: dict) -> list:
-    """[[hits, seen], ...] per field, in `names` order: seen = the training pages (the field
-    scored there) that print one of its keywords with words after it on their row (the first run
-    of grounding.keyed_extents), hits = those of them whose labelled value is exactly that run's
-    words (a page where the field has no value counts as seen, not a hit)."""
-    hits = {n: 0 for n in names}
-    seen = {n: 0 for n in names}
+    """[[hits, seen, digits, values], ...] per field, in `names` order, over the training pages
+    where the field is scored and has a labelled value (values: their count; digits: those whose
+    value holds a digit): seen = those of them that print one of its keywords with words after it
+    on their row (the first run of grounding.keyed_extents), hits = those whose value is exactly
+    that run's words. The "keyed_learned" reading's rules (engine/extract.py key_rules)."""
+    counts = {n: [0, 0, 0, 0] for n in names}
     for _, page, t in train_pages:
         runs = keyed_extents(page, names, keywords)
         for n in names:
-            if n in t.unscored or not runs.get(n):
+            fw = sorted(t.field_words.get(n, ()))
+            if n in t.unscored or not fw:
                 continue
-            a, b = runs[n][0]
-            seen[n] += 1
-            if sorted(t.field_words.get(n, ())) == list(range(a, b + 1)):
-                hits[n] += 1
-    return [[hits[n], seen[n]] for n in names]
+            c = counts[n]
+            c[3] += 1
+            c[2] += any(ch.isdigit() for i in fw for ch in page.words[i].text)
+            if runs.get(n):
+                a, b = runs[n][0]
+                c[1] += 1
+                c[0] += fw == list(range(a, b + 1))
+    return [counts[n] for n in names]
 
 
 def reading_record(decoding: str, stored: dict | None, field_names) -> dict | None:
     """What a report says of the keywords its values were placed by: None unless the reading
     is one of KEYWORD_DECODINGS (no other reading uses them); else {"source": name, schema or learned,
-    "fields": {field: [keys]}} (name: the name rule's keys, grounding._hint_keys); for "keyed_alone"
-    also "alone": the fields its key read alone (sorted; none without stored counts)."""
+    "fields": {field: [keys]}} (name: the name rule's keys, grounding._hint_keys); for "keyed_learned"
+    also "alone" and "digits": the fields read by their key alone, and those whose keyed values
+    must hold a digit (key_rules; sorted; none without stored counts)."""
     if decoding not in KEYWORD_DECODINGS:
         return None
     if not stored or stored.get("fields") is None:
         out = {"source": "name", "fields": {n: sorted(_hint_keys(n)) for n in field_names}}
     else:
         out = {"source": stored["source"], "fields": {n: list(ks) for n, ks in zip(field_names, stored["fields"])}}
-    if decoding == "keyed_alone":
-        out["alone"] = sorted(key_alone_fields((stored or {}).get("keyed"), field_names))
+    if decoding == "keyed_learned":
+        alone, digits = key_rules((stored or {}).get("keyed"), field_names)
+        out["alone"], out["digits"] = sorted(alone), sorted(digits)
     return out

@@ -267,10 +267,11 @@ SETTINGS: tuple[Setting, ...] = (
             "spans of the best joint assignment (no word in two fields); printing = joint, then each "
             "value's words moved to the printing of it the labelling rule labels; keyed = printing, then a "
             "field with no value takes the words printed after its keywords on their row, and a value "
-            "starting there runs on to their end; keyed_alone = keyed, but a field whose labelled values "
-            "on the training pages were nearly always exactly the words after its key (learned keywords "
-            "only) is read by its key alone where the page prints it (scores and outputs say which)",
-            choices=("span", "seed", "joint", "printing", "keyed", "keyed_alone"), commands=("tune", "eval")),
+            "starting there runs on to their end; keyed_learned = keyed with rules learnt per field on the "
+            "training pages (learned keywords only): a field whose labelled values were nearly always "
+            "exactly the words after its key is read by its key alone, one whose values nearly always "
+            "hold a digit takes no keyed words without one (scores and outputs say which)",
+            choices=("span", "seed", "joint", "printing", "keyed", "keyed_learned"), commands=("tune", "eval")),
     # learned: measured on SROIE under its own and a custom schema, and FUNSD, pages outside the
     # projects (docs/base-model.md "Keywords of a user's fields"); tuning/keywords.py
     Setting("keywords", "choice", "learned",
