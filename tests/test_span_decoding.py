@@ -154,11 +154,11 @@ def test_bad_input_is_a_clear_error():
     bad[1, 1] = np.nan
     with pytest.raises(ValueError, match="finite"):
         decode_spans(bad, 1)
-    with pytest.raises(ValueError, match="decoding must be span, seed, joint, printing or keyed, not 'viterbi'"):
+    with pytest.raises(ValueError, match="decoding must be span, seed, joint, printing, keyed or keyed_learned, not 'viterbi'"):
         check_decoding("viterbi")
     with pytest.raises(TuneError, match="setting decoding must be span or seed or joint or printing or keyed, not 'first'"):
         resolve_settings({"decoding": "first"})
-    assert resolve_settings(None)["decoding"] == DEFAULT_DECODING == "keyed" and DECODINGS == ("span", "seed", "joint", "printing", "keyed")
+    assert resolve_settings(None)["decoding"] == DEFAULT_DECODING == "keyed" and DECODINGS == ("span", "seed", "joint", "printing", "keyed", "keyed_learned")
 
 
 def test_a_model_is_read_as_its_thresholds_were_found():
@@ -166,7 +166,7 @@ def test_a_model_is_read_as_its_thresholds_were_found():
     assert model_decoding({"pooled": 0.9, "fields": {}}) == "seed"  # tuned before the reading was stored
     assert model_decoding({"pooled": 0.9, "fields": {}, "decoding": "span"}) == "span"
     assert check_thresholds({"pooled": None, "fields": {}, "decoding": "seed"}, ["a"])["decoding"] == "seed"
-    with pytest.raises(ValueError, match="decoding 'x' is not span, seed, joint, printing or keyed"):
+    with pytest.raises(ValueError, match="decoding 'x' is not span, seed, joint, printing, keyed or keyed_learned"):
         check_thresholds({"pooled": None, "fields": {}, "decoding": "x"}, ["a"])
 
 
