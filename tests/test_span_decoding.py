@@ -156,7 +156,7 @@ def test_bad_input_is_a_clear_error():
         decode_spans(bad, 1)
     with pytest.raises(ValueError, match="decoding must be span, seed, joint, printing, keyed or keyed_learned, not 'viterbi'"):
         check_decoding("viterbi")
-    with pytest.raises(TuneError, match="setting decoding must be span or seed or joint or printing or keyed, not 'first'"):
+    with pytest.raises(TuneError, match="setting decoding must be span or seed or joint or printing or keyed or keyed_learned, not 'first'"):
         resolve_settings({"decoding": "first"})
     assert resolve_settings(None)["decoding"] == DEFAULT_DECODING == "keyed" and DECODINGS == ("span", "seed", "joint", "printing", "keyed", "keyed_learned")
 
