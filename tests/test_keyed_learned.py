@@ -121,7 +121,7 @@ def test_keyed_learned_is_a_setting_and_a_bad_value_is_named():
     from dxstudio.engine.params import new_params
 
     assert resolve_settings({"decoding": "keyed_learned"})["decoding"] == "keyed_learned"
-    assert resolve_settings({})["decoding"] == "keyed"
+    assert resolve_settings({})["decoding"] == "keyed_learned"  # the default (docs/base-model.md)
     with pytest.raises(TuneError, match="decoding"):
         resolve_settings({"decoding": "keyed-alone"}, None, source="dxproject.json")
     cfg = size_config("tiny", fields=tuple(FIELDS))

@@ -158,11 +158,11 @@ def test_bad_input_is_a_clear_error():
         check_decoding("viterbi")
     with pytest.raises(TuneError, match="setting decoding must be span or seed or joint or printing or keyed or keyed_learned, not 'first'"):
         resolve_settings({"decoding": "first"})
-    assert resolve_settings(None)["decoding"] == DEFAULT_DECODING == "keyed" and DECODINGS == ("span", "seed", "joint", "printing", "keyed", "keyed_learned")
+    assert resolve_settings(None)["decoding"] == DEFAULT_DECODING == "keyed_learned" and DECODINGS == ("span", "seed", "joint", "printing", "keyed", "keyed_learned")
 
 
 def test_a_model_is_read_as_its_thresholds_were_found():
-    assert model_decoding(None) == "keyed"
+    assert model_decoding(None) == "keyed_learned"
     assert model_decoding({"pooled": 0.9, "fields": {}}) == "seed"  # tuned before the reading was stored
     assert model_decoding({"pooled": 0.9, "fields": {}, "decoding": "span"}) == "span"
     assert check_thresholds({"pooled": None, "fields": {}, "decoding": "seed"}, ["a"])["decoding"] == "seed"

@@ -22,10 +22,10 @@ probability (`tag_confidence`) of the span's own tags at its words, a number in 
 `decoding="joint"`: the same spans, the best joint assignment of them to the fields
 (decode_joint) instead of the fields in turn. `decoding="printing"`: joint, then
 each value at the printing of it that the project's labelling rule labels (printings_by_rule).
-The default, `decoding="keyed"`: printing, then a field the model reads no value for takes the words printed
+`decoding="keyed"`: printing, then a field the model reads no value for takes the words printed
 right after its keywords on their row ("To: Ron Milstein"), and a value that starts there but
 stops short runs on to their end (keyed_values: a rule of the page's layout, not the model's).
-`decoding="keyed_learned"`: keyed, with two rules per field learnt on the run's training pages
+The default, `decoding="keyed_learned"`: keyed, with two rules per field learnt on the run's training pages
 (counts stored with the model's keywords, tuning/keywords.py keyed_counts; key_rules): a field
 whose labelled values were nearly always exactly the words after its key is read by the key rule
 alone where the page prints its key with words after it (the model's value of it, and any other
@@ -75,7 +75,7 @@ DECODINGS = ("span", "seed", "joint", "printing", "keyed", "keyed_learned")
 KEYWORD_DECODINGS = ("printing", "keyed", "keyed_learned")
 # the readings that take the joint assignment of spans
 JOINT_DECODINGS = ("joint",) + KEYWORD_DECODINGS
-DEFAULT_DECODING = "keyed"
+DEFAULT_DECODING = "keyed_learned"
 
 
 def check_decoding(decoding) -> str:

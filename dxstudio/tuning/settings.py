@@ -259,9 +259,10 @@ SETTINGS: tuple[Setting, ...] = (
             "to score each epoch (not trained on)", low=0, low_open=True, high=0.5),
     Setting("average_last", "int", 0, "checkpoint averaging: the model is the mean of the weights at the end "
             "of this many epochs, ending at the kept one (0 or 1 = off)", low=0),
-    # keyed: measured on FUNSD and SROIE pages outside the projects (docs/base-model.md "Values
-    # after their keys", docs/model.md "Span decoding"); printing before it
-    Setting("decoding", "choice", "keyed",
+    # keyed_learned: measured on FUNSD, SROIE and CORD renamed pages outside the projects
+    # (docs/base-model.md "Rules learnt per field"); keyed before it ("Values after their keys",
+    # docs/model.md "Span decoding"), printing before that
+    Setting("decoding", "choice", "keyed_learned",
             "how values are read off the tags: span = each field's best-scoring BIO span, one value per "
             "page, the fields in turn; seed = the seed's most confident run of argmax tags; joint = the "
             "spans of the best joint assignment (no word in two fields); printing = joint, then each "
