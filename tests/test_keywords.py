@@ -157,6 +157,9 @@ def test_the_model_stores_its_keywords_the_reports_say_which_and_eval_can_read_t
     model = tmp_path / "one" / "model.safetensors"
     loaded = load_model(model)
     assert loaded.keywords == one.keywords and loaded.keywords["source"] == "learned"
+    # with the keyed counts of the training pages (keyed_learned's rules), one per field
+    assert len(loaded.keywords["keyed"]) == len(loaded.cfg.fields)
+    assert all(c[0] <= c[1] <= c[3] and c[2] <= c[3] for c in loaded.keywords["keyed"])
     assert rep["keywords"]["source"] == "learned" and set(rep["keywords"]["fields"]) == set(loaded.cfg.fields)
     two = TuneRun.prepare(Project.open(custom_project), tmp_path / "two", {**s, "degree": 2}, model_path=tiny_base)
     assert two.train()
@@ -179,6 +182,8 @@ def test_the_model_stores_its_keywords_the_reports_say_which_and_eval_can_read_t
     assert evaluate_model(model, project)["keywords"]["source"] == "learned"  # the model's own
     assert evaluate_model(model, project, overrides={"keywords": "schema"})["keywords"]["source"] == "schema"
     assert evaluate_model(model, project, overrides={"decoding": "joint"})["keywords"] is None  # not used
+    learned = evaluate_model(model, project, overrides={"decoding": "keyed_learned"})
+    assert learned["decoding"] == "keyed_learned" and {"alone", "digits"} <= set(learned["keywords"])
     with pytest.raises(TuneError, match="stores no learnt keywords"):
         evaluate_model(tmp_path / "old" / "model.safetensors", project, overrides={"keywords": "learned"})
 
