@@ -413,8 +413,9 @@ def keyed_values(page: Page, fields, values: dict, tag_logits, keywords: dict | 
     skipped (as if not printed) unless one of its words holds a digit; `alone`, fields read by
     their key alone: before the two changes, each of them in schema order whose value does not
     start at its first keyed run takes that run (cut at the first word an earlier one took) in
-    place of the model's value, and another field's value holding any of its words is dropped (it
-    may then take its own keyed run); an `alone` field whose key is not printed with words after
+    place of the model's value, and the value of another field not in `alone` holding any of its
+    words is dropped (it may then take its own keyed run; a later `alone` field's value there is
+    replaced by its own run, if the page prints one); an `alone` field whose key is not printed with words after
     it keeps the model's value, and one whose value starts there is read as keyed reads it."""
     if _keyed_rule is None:
         raise RuntimeError("the keyed decoding needs the keyed rule: import dxstudio.grounding "
