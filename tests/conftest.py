@@ -256,6 +256,13 @@ def pytest_timeout_cancel_timer(item):
     return True
 
 
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    item.config._dx_current_item = item  # whose timeout PreparationGate.wait stops while it waits
+    yield
+    item.config._dx_current_item = None
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item):
     yield
@@ -652,8 +659,21 @@ class PreparationGate:
             if self.done:
                 return
             start = time.monotonic()
+            # the wait is the preparation's, outside every test's time limit (as in the worker
+            # preparing): the running test's timeout timer stops, and starts afresh after it
+            item = getattr(self.config, "_dx_current_item", None)
+            timer = getattr(item, "_dx_timer", None)
+            if timer is not None:
+                timer.cancel()
             with open(self.lock_path, "a") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)  # held by the worker preparing until it is done
+            if timer is not None and getattr(item, "_dx_timer", None) is timer:
+                import threading
+
+                fresh = threading.Timer(timer.interval, timer.function)
+                fresh.name, fresh.daemon = timer.name, True
+                item._dx_timer = fresh
+                fresh.start()
             for owner, name, original in self._restore:
                 setattr(owner, name, original)
             if self.facts_path is not None and self.facts_path.is_file():
