@@ -256,13 +256,6 @@ def pytest_timeout_cancel_timer(item):
     return True
 
 
-@pytest.hookimpl(hookwrapper=True, tryfirst=True)
-def pytest_runtest_protocol(item, nextitem):
-    item.config._dx_current_item = item  # whose timeout PreparationGate.wait stops while it waits
-    yield
-    item.config._dx_current_item = None
-
-
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item):
     yield
@@ -563,8 +556,6 @@ def pytest_collection_finish(session):
         return
     if want_facts and not xdist:
         config._host_build_here = host_build_here()
-    if want_facts and getattr(config, "_preparation_gate", None) is not None:
-        return  # the other worker's facts are not written yet: decided per test (pytest_runtest_setup)
     covered = set()
     if config._host_build_here:
         covered = {"host"} | ({"haswell"} if host_isa_is_haswells() else set())
@@ -584,104 +575,15 @@ def pytest_collection_finish(session):
         config._cpu_builds[name] = CpuBuild(name, folder / name)
 
 
-def pytest_runtest_setup(item):
-    """In the worker that ran tests while the other prepared the kernels (PreparationGate): a
-    test of a build this run's own kernels may stand for, or the test reading their facts,
-    waits for the preparation, then is skipped as in the other worker or runs (its build claimed
-    by the other worker at the end of its preparation, or here by the cpu_build fixture)."""
-    gate = getattr(item.config, "_preparation_gate", None)
-    if gate is None:
-        return
-    name = _build_wanted(item)
-    if name is None and item.name != "test_the_host_build_compiled_in_this_run_has_no_fma":
-        return
-    gate.wait()
-    covered = set()
-    if item.config.__dict__.get("_host_build_here"):
-        covered = {"host"} | ({"haswell"} if host_isa_is_haswells() else set())
-    if name in covered and not item.get_closest_marker("heavy"):
-        pytest.skip(COVERED_HERE_REASON.format(
-            "its vector instructions are the haswell build's" if name == "haswell" else "this CPU"))
-
-
 # -- the engine's kernels, compiled (or loaded from Numba's cache) once before the first test --
 # In a fresh clone the first test to use the engine compiled every kernel it met (about 100 s of
 # CPU) inside its own 600 s timeout, beside the builds for other CPUs: at load 10 on 2 cores
 # that test ran over and ended the run. dxstudio.engine.readiness.prepare() runs every kernel
 # once when collection ends, outside any test's timeout, for a run of PREPARE_MIN_TESTS or more
 # (the suite, a few modules); a smaller selection compiles on first need, as before. Under
-# pytest-xdist the first worker to take the lock beside the cache compiles; the other does not
-# wait for it idle (on a loaded machine the preparation took 6-14 minutes of wall time, that
-# worker doing nothing): it runs its tests meanwhile, and the first time it would compile a
-# Numba function or start a subprocess (which could compile the same kernels) it waits for the
-# lock, then loads what the first cached (PreparationGate). The same compiles, none twice.
+# pytest-xdist the workers take turns (a lock beside the cache): the first compiles, the
+# others load what it cached.
 PREPARE_MIN_TESTS = 50
-
-
-class PreparationGate:
-    """In the pytest-xdist worker that did not take the preparation's lock: Numba's
-    Dispatcher.compile and subprocess.Popen wait, the first time either is called, until the
-    worker preparing releases the lock (its kernels cached, their assembly facts written), then
-    both are restored. `wait()` also before a test that reads those facts."""
-
-    def __init__(self, config, lock_path: Path, facts_path: "Path | None"):
-        import subprocess
-        import threading
-
-        from numba.core import dispatcher
-
-        self.config, self.lock_path, self.facts_path = config, lock_path, facts_path
-        self.done, self._mutex = False, threading.RLock()
-        self._restore = [(dispatcher.Dispatcher, "compile", dispatcher.Dispatcher.compile),
-                         (subprocess.Popen, "__init__", subprocess.Popen.__init__)]
-        for owner, name, original in self._restore:
-            setattr(owner, name, self._gated(original))
-
-    def _gated(self, original):
-        import functools
-
-        gate = self
-
-        @functools.wraps(original)
-        def gated(*args, **kwargs):
-            gate.wait()
-            return original(*args, **kwargs)
-
-        return gated
-
-    def wait(self) -> None:
-        import fcntl
-        import time
-
-        if self.done:
-            return
-        with self._mutex:
-            if self.done:
-                return
-            start = time.monotonic()
-            # the wait is the preparation's, outside every test's time limit (as in the worker
-            # preparing): the running test's timeout timer stops, and starts afresh after it
-            item = getattr(self.config, "_dx_current_item", None)
-            timer = getattr(item, "_dx_timer", None)
-            if timer is not None:
-                timer.cancel()
-            with open(self.lock_path, "a") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX)  # held by the worker preparing until it is done
-            if timer is not None and getattr(item, "_dx_timer", None) is timer:
-                import threading
-
-                fresh = threading.Timer(timer.interval, timer.function)
-                fresh.name, fresh.daemon = timer.name, True
-                item._dx_timer = fresh
-                fresh.start()
-            for owner, name, original in self._restore:
-                setattr(owner, name, original)
-            if self.facts_path is not None and self.facts_path.is_file():
-                self.config._host_build_here = json.loads(self.facts_path.read_text()) or None
-            self.done = True
-            self.config.summary_notes.append(
-                f"engine kernels: ran tests while the other worker prepared them, then waited "
-                f"{time.monotonic() - start:.0f} s for it at the first compile or subprocess")
 
 
 def prepare_engine(config, items, want_facts=False) -> None:
@@ -704,14 +606,8 @@ def prepare_engine(config, items, want_facts=False) -> None:
             import fcntl
 
             folder.mkdir(parents=True, exist_ok=True)
-            lock = open(folder / "dxstudio-tests-prepare.lock", "a")
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:  # the other worker prepares: run tests until the first compile
-                lock.close()
-                facts = Path(shared) / "host-facts.json" if want_facts and shared else None
-                config._preparation_gate = PreparationGate(config, folder / "dxstudio-tests-prepare.lock", facts)
-                return
+            lock = open(folder / "dxstudio-tests-prepare.lock", "w")
+            fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             readiness.prepare()
             if want_facts and shared:
