@@ -12,6 +12,13 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
+# The inner runs below check tests/conftest.py's hooks with the two plugins they concern
+# (pytest-xdist, pytest-timeout) and no other: pytest's autoloaded plugins (pytest-qt, Faker's)
+# cost 1.0-1.4 s of CPU in each pytest process, and these tests start about ten (controllers,
+# workers, their replacements). The Qt hang's test keeps them all: it is the suite's own setup.
+LEAN = ["-p", "xdist.plugin", "-p", "pytest_timeout"]
+LEAN_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+
 HUNG = '''
 def test_sleeps_in_qt():
     from PySide6.QtCore import QCoreApplication, QEventLoop
@@ -48,9 +55,9 @@ def test_a_hung_test_under_xdist_ends_once_with_its_name_and_stacks(tmp_path):
 
     pytest.importorskip("xdist")
     (tmp_path / "test_hung.py").write_text(HUNG)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), *sys.path[1:]]), QT_QPA_PLATFORM="offscreen")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), *sys.path[1:]]), QT_QPA_PLATFORM="offscreen", **LEAN_ENV)
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c", str(REPO / "pyproject.toml"),
-                        "--rootdir", str(tmp_path), "-p", "tests.conftest", "-o", "timeout=3", "-n", "1",
+                        *LEAN, "--rootdir", str(tmp_path), "-p", "tests.conftest", "-o", "timeout=3", "-n", "1",
                         "--dist", "loadfile", "test_hung.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     out = r.stdout + r.stderr
     assert r.returncode != 0, out
@@ -78,10 +85,10 @@ def test_a_worker_that_dies_under_loadfile_ends_the_run_with_its_test_named_and_
     pytest.importorskip("xdist")
     for name, text in CRASHING.items():
         (tmp_path / name).write_text(text)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), *sys.path[1:]]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), *sys.path[1:]]), **LEAN_ENV)
     for workers in ("1", "2"):
         r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c", str(REPO / "pyproject.toml"),
-                            "--rootdir", str(tmp_path), "-p", "tests.conftest", "-n", workers, "--dist", "loadfile",
+                            *LEAN, "--rootdir", str(tmp_path), "-p", "tests.conftest", "-n", workers, "--dist", "loadfile",
                             *CRASHING], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
         out = r.stdout + r.stderr
         assert r.returncode == 1, out
@@ -96,9 +103,9 @@ def test_the_summary_names_every_skip_reason_with_counts(tmp_path):
         "def test_b():\n    pytest.importorskip('no_such_module_dx')\n"
         "@pytest.mark.skip(reason='not on this platform')\ndef test_c():\n    pass\n"
         "def test_d():\n    pass\n")
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = dict(os.environ, PYTHONPATH=str(REPO), **LEAN_ENV)
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c", str(REPO / "pyproject.toml"),
-                        "--rootdir", str(tmp_path), "-p", "tests.conftest", "test_skips.py"],
+                        *LEAN, "--rootdir", str(tmp_path), "-p", "tests.conftest", "test_skips.py"],
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     out = r.stdout
     assert r.returncode == 0, out + r.stderr
