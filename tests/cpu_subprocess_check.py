@@ -9,6 +9,8 @@ digests with the ones the host computes in-process through `digests()`.
 
 prints one JSON object: {"digests": {part: sha256 hex}, "cpu_name": ..., "vector_registers": [...],
 "fma_instructions": count, "assembly_chars": count, "fma_when_contraction_allowed": count,
+"register_kind": where its 16-lane accumulators live, "tile": the mm_nt tile it ran (isa.TILE, chosen
+from the target's features: AVX2's 2x2@4096 for haswell, SSE2's 2x1 for generic),
 "cpu_seconds": this process's CPU time}.
 """
 from __future__ import annotations
@@ -250,7 +252,10 @@ def main(argv) -> int:
 
     import resource
 
-    result = {"digests": digests(argv), "cpu_name": numba.config.CPU_NAME, **assembly_facts()}
+    from dxstudio.engine.kernels import isa
+
+    result = {"digests": digests(argv), "cpu_name": numba.config.CPU_NAME, **assembly_facts(),
+              "register_kind": isa.register_kind(*isa.target_cpu()), "tile": isa.TILE}
     usage = resource.getrusage(resource.RUSAGE_SELF)
     result["cpu_seconds"] = round(usage.ru_utime + usage.ru_stime, 1)  # compiling is most of it
     print(json.dumps(result, sort_keys=True))

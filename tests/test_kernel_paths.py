@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dxstudio.engine.kernels import compiled as kc, fused, runtime as rt
+from dxstudio.engine.kernels import compiled as kc, fused, isa, runtime as rt
 from dxstudio.engine import layers as L
 from dxstudio.engine.config import SIZES
 from dxstudio.engine.layers import Ops
@@ -429,8 +429,16 @@ X86 = platform.machine().lower() in ("x86_64", "amd64")
 HOST_IS_HASWELLS = X86 and host_isa_is_haswells()
 
 
+# the register kind and mm_nt tile each named build runs (issue 26, item 1): chosen from the
+# build's target (NUMBA_CPU_NAME / NUMBA_CPU_FEATURES), not from the host it runs on
+BUILD_KINDS = {"generic": "xmm", "haswell": "ymm"}
+
+
 def check_other_build(result, host_digests, cpu_name, registers, has_fma):
     assert result["cpu_name"] == cpu_name
+    kind = BUILD_KINDS[cpu_name]
+    want = isa.TILE if os.environ.get("DXSTUDIO_TILE") else isa.default_tile(kind)  # forced: in both processes
+    assert (result["register_kind"], result["tile"]) == (kind, want), "the build chose its tile from its own target"
     assert result["assembly_chars"] > 0, "the subprocess compiled its kernels (no cached build)"
     # a target with FMA: every kernel's assembly read for the count (generic's, without: a sample)
     assert result["assembly_of"] == ("every kernel" if has_fma else "sample"), result["assembly_of"]

@@ -48,12 +48,20 @@ def test_each_shape_keeps_its_accumulators_in_half_the_register_file(kind, regis
     assert mr * nr * (16 // lanes) <= registers // 2
 
 
+def test_each_register_kind_has_its_default_tile():
+    assert isa.default_tile("zmm") == "4x4"  # AVX-512: 16 accumulators in 16 of 32 zmm, no column blocks
+    assert isa.default_tile("ymm") == f"2x2@{isa.TILE_PANEL['ymm']}"  # AVX2: 4 x 2 ymm, 8 of 16
+    assert isa.default_tile("xmm") == "2x1"  # SSE2: 2 x 4 xmm, 8 of 16
+    assert isa.tile_name(4, 2, 8, 0) == "4x2:8" and isa.tile_name(2, 2, 16, 600) == "2x2@600"
+
+
 def test_the_host_shape_is_the_one_its_registers_ask_for():
     if os.environ.get("DXSTUDIO_TILE"):
         pytest.skip("DXSTUDIO_TILE forces the shape")
     kind = isa.register_kind(*isa.target_cpu())
     assert (isa._MR, isa._NR) == isa.TILE_SHAPES[kind]
     assert isa.TILE_CHOICE == kind
+    assert isa.TILE == isa.default_tile(kind)
     assert f"tile {isa.TILE}" in isa.describe_target()
 
 
@@ -233,3 +241,37 @@ def test_lanes_per_pass_are_read_from_the_forced_tile(monkeypatch):
             isa._tile_lanes("DXSTUDIO_TILE")
     monkeypatch.delenv("DXSTUDIO_TILE")
     assert isa._tile_lanes("ymm") == isa.TILE_LANES["ymm"]
+
+
+# ----------------------------------------------------------------------------------------
+# The 16 x 16 transposes in sub-blocks per instruction set (isa.TRANSPOSE_BLOCK: AVX-512 16,
+# AVX2 8, SSE2 4): moves only, the same bytes for every sub-block, and the target's choice runs
+# ----------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def _t16_with(w):
+    t = intrinsics._make_t16(w)
+
+    @njit
+    def run(x, xoff, ldx, out, ooff, ldo):
+        t(x, xoff, ldx, out, ooff, ldo)
+
+    return run
+
+
+def test_every_transpose_block_moves_the_same_bytes():
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(40 * 37).astype(F32)
+    x[::7] = F32(-0.0)
+    x[3], x[5], x[11] = F32(np.nan), F32(1e-42), F32(np.inf)  # NaN, a denormal, inf: moved as they are
+    want = np.full(50 * 41, 7, F32)  # 7 around the block: nothing written outside it
+    for r in range(16):
+        for c in range(16):
+            want[5 + c * 41 + r] = x[3 + r * 37 + c]
+    for w in (16, 8, 4):
+        out = np.full(50 * 41, 7, F32)
+        _t16_with(w)(x, 3, 37, out, 5, 41)
+        assert out.view(np.uint32).tobytes() == want.view(np.uint32).tobytes(), w
+    assert isa._TBLOCK == isa.TRANSPOSE_BLOCK[isa.register_kind(*isa.target_cpu())]
+    assert f"transposes in {isa._TBLOCK} x {isa._TBLOCK} blocks" in isa.describe_target()
+    a = rng.standard_normal((45, 77)).astype(F32)  # pack_t with the target's block, whole and partial blocks
+    assert np.array_equal(kc.pack_t(a)[:, :45], a.T)

@@ -4,7 +4,7 @@ contract them into fused multiply-adds (the assembly is checked).
 
     _make_tile / _tile_mr_nr    mm_nt's register-blocked tile of _MR x _NR outputs
     _make_rows32 / _rows32_x*   32-term products with 16 outputs in a register's lanes
-    _t16                        a 16 x 16 block transposed in registers (pack_t)
+    _make_t16 / _t16            a 16 x 16 block transposed in registers (pack_t), in sub-blocks per ISA
     lanes_dot, lanes_sum, lanes_max        16-lane row loops in one register
     lanes_dot_acc, lanes_sum_acc           the same, continued from stored lanes (K-blocked dot16)
     tile_acc                    lanes_dot_acc for a tile of _MR x _NR outputs, in registers
@@ -262,41 +262,59 @@ _rows32_x4 = _make_rows32(_ROWS32)
 _rows32_x1 = _make_rows32(1)
 
 
-@_intrinsic
-def _t16(typingctx, x, xoff, ldx, out, ooff, ldo):
-    """out[ooff + c*ldo + r] = x[xoff + r*ldx + c] for r, c < 16: one 16 x 16 block transposed in
-    registers (16 loads, four rounds of 16 two-register shuffles swapping blocks of 8, 4, 2, 1,
-    16 stores). Moves only: no arithmetic."""
-    sig = _nbtypes.void(x, xoff, ldx, out, ooff, ldo)
+def _make_t16(w):
+    """Intrinsic t16(x, xoff, ldx, out, ooff, ldo): out[ooff + c*ldo + r] = x[xoff + r*ldx + c] for
+    r, c < 16: one 16 x 16 block transposed in registers, in square sub-blocks of w a side (16,
+    8 or 4: isa.TRANSPOSE_BLOCK), each done whole before the next (w loads of <w x float>, log2(w)
+    rounds of w two-register shuffles swapping blocks of w/2, ..., 1, w stores), so the registers a
+    sub-block holds fit the target's register file. Moves only: no arithmetic, the same bytes for
+    every w."""
 
-    def codegen(context, builder, sig, args):
-        x_, xoff_, ldx_, out_, ooff_, ldo_ = args
-        i64 = _ir.IntType(64)
-        i32 = _ir.IntType(32)
-        xoff_, ldx_, ooff_, ldo_ = (context.cast(builder, v, t, _nbtypes.int64) for v, t in
-                                    zip((xoff_, ldx_, ooff_, ldo_), (sig.args[1], sig.args[2], sig.args[4], sig.args[5])))
-        xp = context.make_array(sig.args[0])(context, builder, x_).data
-        op = context.make_array(sig.args[3])(context, builder, out_).data
-        v16 = _ir.VectorType(_ir.FloatType(), 16)
-        rows = []
-        for r in range(16):
-            ptr = builder.gep(xp, [builder.add(xoff_, builder.mul(_ir.Constant(i64, r), ldx_))])
-            rows.append(builder.load(builder.bitcast(ptr, v16.as_pointer()), align=4))
-        for d in (8, 4, 2, 1):
-            mi = _ir.Constant(_ir.VectorType(i32, 16), [k if k & d == 0 else 16 + k - d for k in range(16)])
-            mj = _ir.Constant(_ir.VectorType(i32, 16), [k + d if k & d == 0 else 16 + k for k in range(16)])
-            new = list(rows)
-            for i in range(16):
-                if i & d == 0:
-                    new[i] = builder.shuffle_vector(rows[i], rows[i + d], mi)
-                    new[i + d] = builder.shuffle_vector(rows[i], rows[i + d], mj)
-            rows = new
-        for c in range(16):
-            ptr = builder.gep(op, [builder.add(ooff_, builder.mul(_ir.Constant(i64, c), ldo_))])
-            builder.store(rows[c], builder.bitcast(ptr, v16.as_pointer()), align=4)
-        return context.get_dummy_value()
+    @_intrinsic
+    def t16(typingctx, x, xoff, ldx, out, ooff, ldo):
+        sig = _nbtypes.void(x, xoff, ldx, out, ooff, ldo)
 
-    return sig, codegen
+        def codegen(context, builder, sig, args):
+            x_, xoff_, ldx_, out_, ooff_, ldo_ = args
+            i64 = _ir.IntType(64)
+            i32 = _ir.IntType(32)
+            xoff_, ldx_, ooff_, ldo_ = (context.cast(builder, v, t, _nbtypes.int64) for v, t in
+                                        zip((xoff_, ldx_, ooff_, ldo_), (sig.args[1], sig.args[2], sig.args[4],
+                                                                          sig.args[5])))
+            xp = context.make_array(sig.args[0])(context, builder, x_).data
+            op = context.make_array(sig.args[3])(context, builder, out_).data
+            vw = _ir.VectorType(_ir.FloatType(), w)
+
+            def at(base, off, line, ld, col):  # &base[off + line*ld + col] as a <w x float>*
+                flat = builder.add(builder.add(off, builder.mul(_ir.Constant(i64, line), ld)), _ir.Constant(i64, col))
+                return builder.bitcast(builder.gep(base, [flat]), vw.as_pointer())
+
+            for r0 in range(0, 16, w):  # the sub-block of rows r0.., columns c0.. goes to rows c0.., columns r0..
+                for c0 in range(0, 16, w):
+                    rows = [builder.load(at(xp, xoff_, r0 + r, ldx_, c0), align=4) for r in range(w)]
+                    d = w // 2
+                    while d >= 1:
+                        mi = _ir.Constant(_ir.VectorType(i32, w), [k if k & d == 0 else w + k - d for k in range(w)])
+                        mj = _ir.Constant(_ir.VectorType(i32, w), [k + d if k & d == 0 else w + k for k in range(w)])
+                        new = list(rows)
+                        for i in range(w):
+                            if i & d == 0:
+                                new[i] = builder.shuffle_vector(rows[i], rows[i + d], mi)
+                                new[i + d] = builder.shuffle_vector(rows[i], rows[i + d], mj)
+                        rows = new
+                        d //= 2
+                    for c in range(w):
+                        builder.store(rows[c], at(op, ooff_, c0 + c, ldo_, r0), align=4)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return t16
+
+
+from .isa import _TBLOCK  # noqa: E402  (the transposes' sub-block, chosen per instruction set)
+
+_t16 = _make_t16(_TBLOCK)
 
 
 # ---- 16-lane row loops in registers: sums, dots and the maximum of 16-float chunks ----------

@@ -7,6 +7,8 @@ products that follows from it: the one place both are decided (issue 26).
     TILE_SHAPES         register kind -> mm_nt's tile (rows of a, rows of bt)
     _MR, _NR            the tile that runs (intrinsics._make_tile, compiled._mm_nt_body);
                         DXSTUDIO_TILE=MxN forces one (benchmarks, the same-bytes tests)
+    TRANSPOSE_BLOCK     register kind -> side of the square sub-blocks a 16 x 16 transpose
+                        is done in (_TBLOCK: the target's; intrinsics._t16)
     describe_target()   one line for the benchmarks: CPU, vector flags, tile
 
 The engine's cache stamp (runtime.engine_source_digest) includes the tile, so a build cached for
@@ -86,6 +88,15 @@ TILE_LANES = {"zmm": 16, "ymm": 16, "xmm": 16, "neon": 16}
 TILE_PANEL = {"zmm": 0, "ymm": 4096, "xmm": 0, "neon": 0}
 
 
+# A 16 x 16 block transposed in registers (intrinsics._t16: pack_t, the attention's strips, the
+# pair MLP's backward) in square sub-blocks of TRANSPOSE_BLOCK floats a side, each loaded, shuffled
+# and stored before the next: 16 <16 x float> rows are 32 ymm registers on AVX2, so the whole block
+# at once spills half of them to the stack (122 vector stack moves in pack_t's build); four 8 x 8
+# blocks of one ymm a row fit (21). AVX-512 keeps one 16 x 16 block (16 of 32 zmm). Moves only: no
+# arithmetic, so every choice gives the same bytes. (Measured on AVX2 in bench/README.md, 7 December.)
+TRANSPOSE_BLOCK = {"zmm": 16, "ymm": 8, "xmm": 4, "neon": 8}
+
+
 def _tile_panel(kind: str) -> int:
     """Floats of bt per column block: DXSTUDIO_TILE=...@P, else TILE_PANEL of the register kind."""
     forced = os.environ.get("DXSTUDIO_TILE", "").strip().lower()
@@ -130,10 +141,23 @@ def _tile_shape() -> tuple[str, int, int]:
     return kind, *TILE_SHAPES[kind]
 
 
+def tile_name(mr: int, nr: int, lanes: int = 16, panel: int = 0) -> str:
+    """The tile as DXSTUDIO_TILE spells it: MxN, :L when fewer than 16 lanes a pass, @P with column blocks."""
+    return (f"{mr}x{nr}" if lanes == 16 else f"{mr}x{nr}:{lanes}") + (f"@{panel}" if panel else "")
+
+
+def default_tile(kind: str) -> str:
+    """The tile a build for that register kind runs when nothing forces one (TILE_SHAPES,
+    TILE_LANES, TILE_PANEL): the cross-CPU tests check that a build for another target ran it."""
+    return tile_name(*TILE_SHAPES[kind], TILE_LANES.get(kind, 16), TILE_PANEL.get(kind, 0))
+
+
 TILE_CHOICE, _MR, _NR = _tile_shape()  # output tile: rows of a x rows of bt (a power of two)
 _LANES = _tile_lanes(TILE_CHOICE)  # lanes per pass of its k loop
 _PANEL = _tile_panel(TILE_CHOICE)  # floats of bt per column block of mm_nt (0: no blocks)
-TILE = (f"{_MR}x{_NR}" if _LANES == 16 else f"{_MR}x{_NR}:{_LANES}") + (f"@{_PANEL}" if _PANEL else "")
+TILE = tile_name(_MR, _NR, _LANES, _PANEL)
+# the transposes' sub-block: the target's (a forced tile leaves it to the target too)
+_TBLOCK = TRANSPOSE_BLOCK[register_kind(*target_cpu())]
 
 
 def describe_target() -> str:
@@ -144,4 +168,4 @@ def describe_target() -> str:
     kind = register_kind(name, features)
     return (f"target CPU {name} ({' '.join(sorted(flags)) or 'baseline flags'}): 16-lane accumulators in "
             f"{kind} registers; mm_nt tile {TILE} ({'forced by ' if TILE_CHOICE.startswith('D') else 'for '}"
-            f"{TILE_CHOICE}{'' if TILE_CHOICE.startswith('D') else ', the default'})")
+            f"{TILE_CHOICE}{'' if TILE_CHOICE.startswith('D') else ', the default'}); transposes in {_TBLOCK} x {_TBLOCK} blocks")

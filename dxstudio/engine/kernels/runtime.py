@@ -98,8 +98,8 @@ def engine_source_digest() -> str:
     for name in ENGINE_KERNEL_FILES:
         with open(os.path.join(_ENGINE_DIR, name), "rb") as fh:
             h.update(name.encode() + b"\0" + fh.read() + b"\0")
-    from .isa import TILE  # the tile is chosen at import (the target CPU, DXSTUDIO_TILE): a build
-    h.update(f"tile {TILE}".encode())  # cached for one shape is never loaded for another
+    from .isa import _TBLOCK, TILE  # the tile is chosen at import (the target CPU, DXSTUDIO_TILE): a build
+    h.update(f"tile {TILE} transposes {_TBLOCK}".encode())  # cached for one shape is never loaded for another
     return h.hexdigest()
 
 
