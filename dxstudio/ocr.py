@@ -58,16 +58,22 @@ SMALL_TEXT_MAX_SIDE = 3200
 # time is faster on a CPU and reads each line alone: docs/ocr.md)
 REC_BATCH = 1
 # rapidocr: each line is resized to REC_HEIGHT pixels high (its width in proportion) for the
-# recogniser, not to rapidocr's 48: the recogniser's time goes with its input's area, and PP-OCRv4's
-# recogniser reads any height from 33 to 48 (its last stage is then 3 high). 40 read SROIE receipts
-# with a recogniser 27% faster and the same folded CER (docs/ocr.md, "Ninth round"); 36 and below
-# lose letters. 48: rapidocr's own.
-REC_HEIGHT = 40
-# rapidocr: a line narrower than REC_MIN_WIDTH (in the recogniser's REC_HEIGHT-pixel-high input) is
-# padded only to that width, not to rapidocr's 320: a short word ("RM", "1.50") no longer pays for
-# 320 pixels of padding (recognition 22% faster on SROIE receipts, the same folded CER; docs/ocr.md).
-# 160 at 48 high (the fifth to eighth rounds); 136 at 40 high, the same shape
-REC_MIN_WIDTH = 136
+# recogniser: rapidocr's 48. The recogniser's time goes with its input's area, and PP-OCRv4's
+# recogniser reads any height from 33 to 48 (its last stage is then 3 high): at 40 a whole import
+# of 110 SROIE receipts took 16% less CPU (0.51 -> 0.61 pages/s/core on AVX2) but grounding kept
+# 98 of them against 100 (a hard receipt lost letters, 050; another its spaces, 017), so 40 is
+# not the default; 36 and below lose letters on ordinary print (docs/ocr.md, "Ninth round")
+REC_HEIGHT = 48
+# rapidocr: a page read enlarged as small print (SMALL_TEXT_PX) has its lines recognised
+# REC_HEIGHT_SMALL_PRINT pixels high, whatever REC_HEIGHT is (its padding in proportion): at 40 the
+# enlarged small print of 11 training receipts lost its address (grounding kept 41 of 60 against
+# 52 at 48; docs/ocr.md, "Ninth round"). 48: rapidocr's own.
+REC_HEIGHT_SMALL_PRINT = 48
+# rapidocr: a line narrower than REC_MIN_WIDTH (in the recogniser's REC_HEIGHT-pixel-high input;
+# at another height in proportion) is padded only to that width, not to rapidocr's 320: a short
+# word ("RM", "1.50") no longer pays for 320 pixels of padding (recognition 22% faster on SROIE
+# receipts, the same folded CER; docs/ocr.md)
+REC_MIN_WIDTH = 160
 # rapidocr: a line wider than REC_MAX_WIDTH at the recogniser's REC_HEIGHT pixels high is squeezed to that
 # width. 0 (the default): no bound, as rapidocr. 640 took 3% off a read but squeezed the letters
 # of a long address line out of receipt 589 ("OASIS VILLAGE" -> "ASISVI AGE"; docs/ocr.md, "Fifth round")
@@ -605,6 +611,13 @@ def _cap_width(rec, most: int) -> None:
     rec.resize_norm_img = capped
 
 
+def _rec_shape(channels: int, height: int) -> list:
+    """rapidocr's recogniser input shape for lines `height` pixels high: padded to at least
+    REC_MIN_WIDTH at REC_HEIGHT, the same width-to-height ratio at another height (REC_MIN_WIDTH
+    itself at REC_HEIGHT)."""
+    return [channels, height, round(REC_MIN_WIDTH * height / REC_HEIGHT)]
+
+
 class RapidEngine:
     name = "rapidocr"
 
@@ -632,7 +645,7 @@ class RapidEngine:
                             det_limit_type="min", det_limit_side_len=DET_MIN_SIDE)
         self.ocr.text_rec.rec_batch_num = REC_BATCH
         shape = list(self.ocr.text_rec.rec_image_shape)
-        self.ocr.text_rec.rec_image_shape = [shape[0], REC_HEIGHT, REC_MIN_WIDTH]
+        self.ocr.text_rec.rec_image_shape = _rec_shape(shape[0], REC_HEIGHT)
         if REC_MAX_WIDTH:
             _cap_width(self.ocr.text_rec, REC_MAX_WIDTH)
         wrappers = (self.ocr.text_det.infer, self.ocr.text_cls.infer, self.ocr.text_rec.session)
@@ -646,7 +659,8 @@ class RapidEngine:
 
             self.version = self.version[:-1] + f", folded v{FOLD_VERSION})"
         # the input sizes that change the words read, where they are not rapidocr's own
-        sizes = [f"recogniser {REC_HEIGHT} high" if REC_HEIGHT != 48 else "",
+        sizes = [f"recogniser {REC_HEIGHT} high ({REC_HEIGHT_SMALL_PRINT} on small print)"
+                 if (REC_HEIGHT, REC_HEIGHT_SMALL_PRINT) != (48, 48) else "",
                  f"detector {DET_MIN_SIDE}" if DET_MIN_SIDE != 736 else ""]
         if any(sizes):
             self.version = self.version[:-1] + ", " + ", ".join(x for x in sizes if x) + ")"
@@ -695,12 +709,13 @@ class RapidEngine:
         if quads is not None:
             quads = [np.asarray(q, dtype=np.float32) * np.array([fx, fy], dtype=np.float32) for q in quads]
         o = self.ocr
-        keep = o.max_side_len
+        keep, shape = o.max_side_len, o.text_rec.rec_image_shape
         o.max_side_len = max(keep, max(big.shape[:2]))
+        o.text_rec.rec_image_shape = _rec_shape(shape[0], REC_HEIGHT_SMALL_PRINT)
         try:
             lines = self.lines(big, quads=quads)
         finally:
-            o.max_side_len = keep
+            o.max_side_len, o.text_rec.rec_image_shape = keep, shape
 
         def back(b):
             return (b[0] / fx, b[1] / fy, b[2] / fx, b[3] / fy)

@@ -546,6 +546,30 @@ def test_the_recogniser_reads_lines_at_rec_height_and_the_version_says_so(monkey
 
 
 @needs_ocr
+def test_small_print_is_recognised_at_rec_height_small_print(monkeypatch):
+    """REC_HEIGHT_SMALL_PRINT: a page read enlarged as small print has its lines recognised that
+    high, whatever REC_HEIGHT is; the engine's own height is back after it."""
+    import numpy as np
+
+    monkeypatch.setattr(ocr, "REC_HEIGHT", 40)
+    monkeypatch.setattr(ocr, "REC_MIN_WIDTH", 136)
+    eng = ocr.RapidEngine()
+    assert "recogniser 40 high (48 on small print)" in eng.version
+    heights = []
+    run = eng.ocr.text_rec.session.session.run
+    monkeypatch.setattr(eng.ocr.text_rec.session.session, "run",
+                        lambda out, feed: heights.append(next(iter(feed.values())).shape[2:]) or run(out, feed))
+    rgb = np.asarray(_small_print())
+    joined = "".join(w.text for ln in eng.lines_scaled(rgb, ocr.SMALL_TEXT_SCALE) for w in ln.words).casefold()
+    assert "total12.50" in joined and "cash20.00" in joined, joined
+    assert len(heights) >= 3 and all(h == ocr.REC_HEIGHT_SMALL_PRINT == 48 and w >= 163 for h, w in heights), heights
+    assert eng.ocr.text_rec.rec_image_shape == [3, 40, 136]
+    heights.clear()
+    eng.lines(rgb)
+    assert heights and all(h == 40 and w >= 136 for h, w in heights), heights
+
+
+@needs_ocr
 def test_the_classifier_reads_a_sample_of_an_upright_page_and_every_line_of_a_turned_one(monkeypatch):
     """CLS_SAMPLE: on an upright page the 0/180 classifier sees only the longest lines; a page
     upside down is classified line by line, as rapidocr does, and still turned upright."""
