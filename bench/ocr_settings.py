@@ -68,6 +68,7 @@ SETTINGS = {
     "fold-s75-w128": ("min", 736, 128, True, 1, 8, True, True, 0, 0.75),
     "fold-s65-w112": ("min", 736, 112, True, 1, 8, True, True, 0, 0.65),
     "fold-s75-det640": ("min", 640, 160, True, 1, 8, True, True, 0, 0.75),
+    "fold-h44": ("min", 736, 147, True, 1, 8, True, True, 0, 1.0, 44),  # the recogniser's input 44 high
     "fold-h40": ("min", 736, 136, True, 1, 8, True, True, 0, 1.0, 40),  # the recogniser's input 40 high
     "fold-h36": ("min", 736, 120, True, 1, 8, True, True, 0, 1.0, 36),
     "fold-h48-w136": ("min", 736, 136, True, 1, 8, True, True, 0, 1.0, 48),

@@ -65,9 +65,9 @@ REC_BATCH = 1
 # not the default; 36 and below lose letters on ordinary print (docs/ocr.md, "Ninth round")
 REC_HEIGHT = 48
 # rapidocr: a page read enlarged as small print (SMALL_TEXT_PX) has its lines recognised
-# REC_HEIGHT_SMALL_PRINT pixels high, whatever REC_HEIGHT is (its padding in proportion): at 40 the
-# enlarged small print of 11 training receipts lost its address (grounding kept 41 of 60 against
-# 52 at 48; docs/ocr.md, "Ninth round"). 48: rapidocr's own.
+# REC_HEIGHT_SMALL_PRINT pixels high, whatever REC_HEIGHT is (its padding in proportion): at 40
+# everywhere the enlarged small print of 10 training receipts lost its address (grounding kept 41
+# of 60 against 52 at 48, 50 with this; docs/ocr.md, "Ninth round"). 48: rapidocr's own.
 REC_HEIGHT_SMALL_PRINT = 48
 # rapidocr: a line narrower than REC_MIN_WIDTH (in the recogniser's REC_HEIGHT-pixel-high input;
 # at another height in proportion) is padded only to that width, not to rapidocr's 320: a short
