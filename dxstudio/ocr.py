@@ -646,6 +646,7 @@ class RapidEngine:
         self.ocr.text_rec.rec_batch_num = REC_BATCH
         shape = list(self.ocr.text_rec.rec_image_shape)
         self.ocr.text_rec.rec_image_shape = _rec_shape(shape[0], REC_HEIGHT)
+        self.rec = self.ocr.text_rec
         if REC_MAX_WIDTH:
             _cap_width(self.ocr.text_rec, REC_MAX_WIDTH)
         wrappers = (self.ocr.text_det.infer, self.ocr.text_cls.infer, self.ocr.text_rec.session)
@@ -709,13 +710,16 @@ class RapidEngine:
         if quads is not None:
             quads = [np.asarray(q, dtype=np.float32) * np.array([fx, fy], dtype=np.float32) for q in quads]
         o = self.ocr
-        keep, shape = o.max_side_len, o.text_rec.rec_image_shape
+        # rapidocr's recogniser (text_rec itself, or the one this engine was made with where
+        # text_rec is wrapped: a timing, a test)
+        rec = o.text_rec if hasattr(o.text_rec, "rec_image_shape") else self.rec
+        keep, shape = o.max_side_len, rec.rec_image_shape
         o.max_side_len = max(keep, max(big.shape[:2]))
-        o.text_rec.rec_image_shape = _rec_shape(shape[0], REC_HEIGHT_SMALL_PRINT)
+        rec.rec_image_shape = _rec_shape(shape[0], REC_HEIGHT_SMALL_PRINT)
         try:
             lines = self.lines(big, quads=quads)
         finally:
-            o.max_side_len, o.text_rec.rec_image_shape = keep, shape
+            o.max_side_len, rec.rec_image_shape = keep, shape
 
         def back(b):
             return (b[0] / fx, b[1] / fy, b[2] / fx, b[3] / fy)
