@@ -58,12 +58,12 @@ SMALL_TEXT_MAX_SIDE = 3200
 # time is faster on a CPU and reads each line alone: docs/ocr.md)
 REC_BATCH = 1
 # rapidocr: each line is resized to REC_HEIGHT pixels high (its width in proportion) for the
-# recogniser: rapidocr's 48. The recogniser's time goes with its input's area, and PP-OCRv4's
-# recogniser reads any height from 33 to 48 (its last stage is then 3 high): at 40 a whole import
-# of 110 SROIE receipts took 16% less CPU (0.51 -> 0.61 pages/s/core on AVX2) but grounding kept
-# 98 of them against 100 (a hard receipt lost letters, 050; another its spaces, 017), so 40 is
-# not the default; 36 and below lose letters on ordinary print (docs/ocr.md, "Ninth round")
-REC_HEIGHT = 48
+# recogniser, not to rapidocr's 48: the recogniser's time goes with its input's area, and
+# PP-OCRv4's recogniser reads any height from 33 to 48 (its last stage is then 3 high). At 44 a
+# read of SROIE receipts is 9% faster with the same grounding (100 of 110), CER (0.0610 against
+# 0.0613) and end to end (0.884 against 0.869, seeds 0 and 1); 40 was 20% faster but grounding
+# kept 98; 36 and below lose letters (docs/ocr.md, "Ninth round"). 48: rapidocr's own.
+REC_HEIGHT = 44
 # rapidocr: a page read enlarged as small print (SMALL_TEXT_PX) has its lines recognised
 # REC_HEIGHT_SMALL_PRINT pixels high, whatever REC_HEIGHT is (its padding in proportion): at 40
 # everywhere the enlarged small print of 10 training receipts lost its address (grounding kept 41
@@ -72,8 +72,9 @@ REC_HEIGHT_SMALL_PRINT = 48
 # rapidocr: a line narrower than REC_MIN_WIDTH (in the recogniser's REC_HEIGHT-pixel-high input;
 # at another height in proportion) is padded only to that width, not to rapidocr's 320: a short
 # word ("RM", "1.50") no longer pays for 320 pixels of padding (recognition 22% faster on SROIE
-# receipts, the same folded CER; docs/ocr.md)
-REC_MIN_WIDTH = 160
+# receipts, the same folded CER; docs/ocr.md). 160 at 48 high (the fifth to eighth rounds); 147 at
+# 44, the same shape
+REC_MIN_WIDTH = 147
 # rapidocr: a line wider than REC_MAX_WIDTH at the recogniser's REC_HEIGHT pixels high is squeezed to that
 # width. 0 (the default): no bound, as rapidocr. 640 took 3% off a read but squeezed the letters
 # of a long address line out of receipt 589 ("OASIS VILLAGE" -> "ASISVI AGE"; docs/ocr.md, "Fifth round")
