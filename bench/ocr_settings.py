@@ -7,6 +7,7 @@ how many pages read exactly as the first setting's (docs/ocr.md, "Third round", 
     python bench/ocr_settings.py IMG...                     # every setting below
     CONFIGS=third,shipped,detnative python bench/ocr_settings.py IMG...
     CONFIGS=fourth,folded,fold-batch4 python bench/ocr_settings.py IMG...   # docs/ocr.md, "Fifth round"
+    CONFIGS=folded,fold-h44,fold-h40 python bench/ocr_settings.py IMG...    # docs/ocr.md, "Ninth round"
 
 IMG are SROIE receipts (their stem names ../shared/data/sroie-train/box/<stem>.csv). Each read is
 RapidEngine.lines (one read, no upright check, no small-print re-read), one thread.
