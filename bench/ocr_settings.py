@@ -7,6 +7,7 @@ how many pages read exactly as the first setting's (docs/ocr.md, "Third round", 
     python bench/ocr_settings.py IMG...                     # every setting below
     CONFIGS=third,shipped,detnative python bench/ocr_settings.py IMG...
     CONFIGS=fourth,folded,fold-batch4 python bench/ocr_settings.py IMG...   # docs/ocr.md, "Fifth round"
+    CONFIGS=folded,fold-h44,fold-h40 python bench/ocr_settings.py IMG...    # docs/ocr.md, "Ninth round"
 
 IMG are SROIE receipts (their stem names ../shared/data/sroie-train/box/<stem>.csv). Each read is
 RapidEngine.lines (one read, no upright check, no small-print re-read), one thread.
@@ -29,7 +30,9 @@ ROOT = HERE.parents[1] / "shared" / "data" / "sroie-train"
 
 # name: (det_limit_type, det_limit_side_len, recognition min width, memory arena, batch,
 #        classifier sample (0: every line), our character boxes + table-normalised detector input,
-#        folded models (ocr_graph), recognition width cap (0: none; a longer line is squeezed))
+#        folded models (ocr_graph), recognition width cap (0: none; a longer line is squeezed)
+#        [, lines narrowed to this share of their width at their own height (default 1: not),
+#        the recogniser's input height (REC_HEIGHT; default 48, rapidocr's)])
 OLD = (0, False, False, 0)  # rapidocr's classifier on every line, its CalRecBoxes, its normalisation
 FOURTH = ("min", 736, 160, True, 1, 8, True)  # the fourth round's shipped settings
 SETTINGS = {
@@ -58,12 +61,31 @@ SETTINGS = {
     "fold-w128": ("min", 736, 128, True, 1, 8, True, True, 0),
     "fold-det640": ("min", 640, 160, True, 1, 8, True, True, 0),
     "fold-detnative": ("min", 32, 160, True, 1, 8, True, True, 0),
+    # docs/ocr.md, "Ninth round": lines narrowed before recognition, with and without less padding;
+    # the recogniser's input less high (its padding in proportion); with the detector smaller
+    "fold-s85": FOURTH + (True, 0, 0.85),
+    "fold-s75": FOURTH + (True, 0, 0.75),
+    "fold-s65": FOURTH + (True, 0, 0.65),
+    "fold-s75-w128": ("min", 736, 128, True, 1, 8, True, True, 0, 0.75),
+    "fold-s65-w112": ("min", 736, 112, True, 1, 8, True, True, 0, 0.65),
+    "fold-s75-det640": ("min", 640, 160, True, 1, 8, True, True, 0, 0.75),
+    "fold-h44": ("min", 736, 147, True, 1, 8, True, True, 0, 1.0, 44),  # the recogniser's input 44 high
+    "fold-h40": ("min", 736, 136, True, 1, 8, True, True, 0, 1.0, 40),  # the recogniser's input 40 high
+    "fold-h36": ("min", 736, 120, True, 1, 8, True, True, 0, 1.0, 36),
+    "fold-h48-w136": ("min", 736, 136, True, 1, 8, True, True, 0, 1.0, 48),
+    "fold-h40-w160": ("min", 736, 160, True, 1, 8, True, True, 0, 1.0, 40),
+    "fold-h34": ("min", 736, 112, True, 1, 8, True, True, 0, 1.0, 34),
+    "fold-h33": ("min", 736, 112, True, 1, 8, True, True, 0, 1.0, 33),
+    "fold-h32": ("min", 736, 112, True, 1, 8, True, True, 0, 1.0, 32),
+    "fold-h40-det640": ("min", 640, 136, True, 1, 8, True, True, 0, 1.0, 40),
+    "fold-h36-det640": ("min", 640, 120, True, 1, 8, True, True, 0, 1.0, 36),
+    "fold-h40-det576": ("min", 576, 136, True, 1, 8, True, True, 0, 1.0, 40),
     "shipped": ("min", ocr.DET_MIN_SIDE, ocr.REC_MIN_WIDTH, True, ocr.REC_BATCH, ocr.CLS_SAMPLE, True,
-                ocr.FOLD_MODELS, ocr.REC_MAX_WIDTH),  # ocr.py now
+                ocr.FOLD_MODELS, ocr.REC_MAX_WIDTH, 1.0, ocr.REC_HEIGHT),  # ocr.py now
 }
 
 
-def engine(limit_type, side, min_width, arena, batch, cls_sample, fast, fold, cap):
+def engine(limit_type, side, min_width, arena, batch, cls_sample, fast, fold, cap, scale=1.0, height=48):
     import onnxruntime
     from rapidocr_onnxruntime import RapidOCR
 
@@ -92,10 +114,17 @@ def engine(limit_type, side, min_width, arena, batch, cls_sample, fast, fold, ca
     e.ocr.text_det.limit_type = limit_type
     e.ocr.text_det.limit_side_len = side
     e.ocr.text_rec.rec_batch_num = batch
-    e.ocr.text_rec.rec_image_shape = list(e.ocr.text_rec.rec_image_shape[:2]) + [min_width]
+    e.ocr.text_rec.rec_image_shape = [e.ocr.text_rec.rec_image_shape[0], height, min_width]
     if cap:
         ocr._cap_width(e.ocr.text_rec, cap)
     e.cls_sample = cls_sample
+    if scale != 1.0:  # each crop narrowed at its own height before the recogniser (not in ocr.py)
+        import cv2
+
+        rec = e.ocr.text_rec
+        e.ocr.text_rec = lambda crops, boxes: rec(
+            [cv2.resize(c, (max(1, round(c.shape[1] * scale)), c.shape[0]), interpolation=cv2.INTER_AREA)
+             for c in crops], boxes)
     e.fast_boxes = fast
     return e
 

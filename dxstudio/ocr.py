@@ -57,18 +57,34 @@ SMALL_TEXT_MAX_SIDE = 3200
 # rapidocr: lines recognised one at a time (rapidocr pads a batch to its widest line; one at a
 # time is faster on a CPU and reads each line alone: docs/ocr.md)
 REC_BATCH = 1
-# rapidocr: a line narrower than REC_MIN_WIDTH (in the recogniser's 48-pixel-high input) is padded
-# only to that width, not to rapidocr's 320: a short word ("RM", "1.50") no longer pays for 320
-# pixels of padding (recognition 22% faster on SROIE receipts, the same folded CER; docs/ocr.md)
-REC_MIN_WIDTH = 160
-# rapidocr: a line wider than REC_MAX_WIDTH at the recogniser's 48 pixels high is squeezed to that
+# rapidocr: each line is resized to REC_HEIGHT pixels high (its width in proportion) for the
+# recogniser, not to rapidocr's 48: the recogniser's time goes with its input's area, and
+# PP-OCRv4's recogniser reads any height from 33 to 48 (its last stage is then 3 high). At 44 a
+# read of SROIE receipts is 9% faster with the same grounding (100 of 110), CER (0.0610 against
+# 0.0613) and end to end (0.884 against 0.869, seeds 0 and 1); 40 was 20% faster but grounding
+# kept 98; 36 and below lose letters (docs/ocr.md, "Ninth round"). 48: rapidocr's own.
+REC_HEIGHT = 44
+# rapidocr: a page read enlarged as small print (SMALL_TEXT_PX) has its lines recognised
+# REC_HEIGHT_SMALL_PRINT pixels high, whatever REC_HEIGHT is (its padding in proportion): at 40
+# everywhere the enlarged small print of 10 training receipts lost its address (grounding kept 41
+# of 60 against 52 at 48, 50 with this; docs/ocr.md, "Ninth round"). 48: rapidocr's own.
+REC_HEIGHT_SMALL_PRINT = 48
+# rapidocr: a line narrower than REC_MIN_WIDTH (in the recogniser's REC_HEIGHT-pixel-high input;
+# at another height in proportion) is padded only to that width, not to rapidocr's 320: a short
+# word ("RM", "1.50") no longer pays for 320 pixels of padding (recognition 22% faster on SROIE
+# receipts, the same folded CER; docs/ocr.md). 160 at 48 high (the fifth to eighth rounds); 147 at
+# 44, the same shape
+REC_MIN_WIDTH = 147
+# rapidocr: a line wider than REC_MAX_WIDTH at the recogniser's REC_HEIGHT pixels high is squeezed to that
 # width. 0 (the default): no bound, as rapidocr. 640 took 3% off a read but squeezed the letters
 # of a long address line out of receipt 589 ("OASIS VILLAGE" -> "ASISVI AGE"; docs/ocr.md, "Fifth round")
 REC_MAX_WIDTH = 0
 # rapidocr: the detector enlarges a page to DET_MIN_SIDE on its shorter side (rapidocr's own 736).
 # Reading a receipt at its own size (512) takes a third of the detector's time, but small print
 # is then not taken for small print (5 of 6 receipts it lost were not read again, below) and loses
-# letters: grounding kept 95 of 110 SROIE receipts against 100 (docs/ocr.md, "Speed (third round)")
+# letters: grounding kept 95 of 110 SROIE receipts against 100 (docs/ocr.md, "Speed (third round)").
+# At 576 (with REC_HEIGHT 40) a read was 0.3 s faster on AVX2 but the small-print receipts lost their
+# addresses: grounding kept 37 of the 60 training receipts (docs/ocr.md, "Ninth round")
 DET_MIN_SIDE = 736
 # rapidocr: a page is taken for small print from the detector's own line boxes, before any line
 # is recognised, and read enlarged at once: before, its lines were recognised at the page's size
@@ -596,6 +612,13 @@ def _cap_width(rec, most: int) -> None:
     rec.resize_norm_img = capped
 
 
+def _rec_shape(channels: int, height: int) -> list:
+    """rapidocr's recogniser input shape for lines `height` pixels high: padded to at least
+    REC_MIN_WIDTH at REC_HEIGHT, the same width-to-height ratio at another height (REC_MIN_WIDTH
+    itself at REC_HEIGHT)."""
+    return [channels, height, round(REC_MIN_WIDTH * height / REC_HEIGHT)]
+
+
 class RapidEngine:
     name = "rapidocr"
 
@@ -623,7 +646,8 @@ class RapidEngine:
                             det_limit_type="min", det_limit_side_len=DET_MIN_SIDE)
         self.ocr.text_rec.rec_batch_num = REC_BATCH
         shape = list(self.ocr.text_rec.rec_image_shape)
-        self.ocr.text_rec.rec_image_shape = shape[:2] + [REC_MIN_WIDTH]
+        self.ocr.text_rec.rec_image_shape = _rec_shape(shape[0], REC_HEIGHT)
+        self.rec = self.ocr.text_rec
         if REC_MAX_WIDTH:
             _cap_width(self.ocr.text_rec, REC_MAX_WIDTH)
         wrappers = (self.ocr.text_det.infer, self.ocr.text_cls.infer, self.ocr.text_rec.session)
@@ -636,6 +660,12 @@ class RapidEngine:
             from dxstudio.ocr_graph import FOLD_VERSION
 
             self.version = self.version[:-1] + f", folded v{FOLD_VERSION})"
+        # the input sizes that change the words read, where they are not rapidocr's own
+        sizes = [f"recogniser {REC_HEIGHT} high ({REC_HEIGHT_SMALL_PRINT} on small print)"
+                 if (REC_HEIGHT, REC_HEIGHT_SMALL_PRINT) != (48, 48) else "",
+                 f"detector {DET_MIN_SIDE}" if DET_MIN_SIDE != 736 else ""]
+        if any(sizes):
+            self.version = self.version[:-1] + ", " + ", ".join(x for x in sizes if x) + ")"
         self.cls_sample = CLS_SAMPLE
         self.small_quads = None  # the detector's boxes of the last page taken for small print (lines)
         self.fast_boxes = True  # _char_boxes, not rapidocr's CalRecBoxes (bench/ocr_settings.py compares)
@@ -681,12 +711,16 @@ class RapidEngine:
         if quads is not None:
             quads = [np.asarray(q, dtype=np.float32) * np.array([fx, fy], dtype=np.float32) for q in quads]
         o = self.ocr
-        keep = o.max_side_len
+        # rapidocr's recogniser (text_rec itself, or the one this engine was made with where
+        # text_rec is wrapped: a timing, a test)
+        rec = o.text_rec if hasattr(o.text_rec, "rec_image_shape") else self.rec
+        keep, shape = o.max_side_len, rec.rec_image_shape
         o.max_side_len = max(keep, max(big.shape[:2]))
+        rec.rec_image_shape = _rec_shape(shape[0], REC_HEIGHT_SMALL_PRINT)
         try:
             lines = self.lines(big, quads=quads)
         finally:
-            o.max_side_len = keep
+            o.max_side_len, rec.rec_image_shape = keep, shape
 
         def back(b):
             return (b[0] / fx, b[1] / fy, b[2] / fx, b[3] / fy)
