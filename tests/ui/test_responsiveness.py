@@ -438,3 +438,38 @@ def test_the_next_pages_image_is_decoded_in_the_background_before_j(window, qtbo
     qtbot.keyClick(w.view, Qt.Key_J)
     assert s.current == nxt and w.view.has_image
     assert key in page_view._PIXMAPS and key not in page_view._DECODED  # made from the decoded image
+
+
+def _thread_names() -> list[str]:
+    """The names the kernel has for this process's threads (Qt's pool threads: 'Thread (pooled)')."""
+    import os
+
+    names = []
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                names.append(f.read().strip())
+        except OSError:
+            pass
+    return names
+
+
+def test_the_window_paints_on_the_gui_thread_alone(window, qtbot):
+    """Qt's raster painting split a large fill over a pool of threads and the GUI thread waited
+    for each: on a busy machine most of its blocked time (bench/ui_latency.py --threads). The app
+    turns the pool off (QT_NO_GUI_THREADPOOL, set by dxstudio.ui): painting the whole window at
+    1920x1080, each tab in turn, starts no pool thread."""
+    import os
+
+    import pytest
+
+    if not os.path.isdir("/proc/self/task"):
+        pytest.skip("thread names are read from Linux's /proc")
+    assert os.environ.get("QT_NO_GUI_THREADPOOL") == "1"
+    w = window
+    w.resize(1920, 1080)
+    for i in [*range(w.tabs.count()), 0]:
+        _click_tab(qtbot, w, i)
+        w.grab()  # the whole window painted now, into a 1920x1080 image
+        qtbot.wait(20)
+    assert "Thread (pooled)" not in _thread_names()
