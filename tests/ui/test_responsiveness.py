@@ -473,3 +473,70 @@ def test_the_window_paints_on_the_gui_thread_alone(window, qtbot):
         w.grab()  # the whole window painted now, into a 1920x1080 image
         qtbot.wait(20)
     assert "Thread (pooled)" not in _thread_names()
+
+
+def test_the_train_tabs_count_runs_in_the_worker_process_started_once(window, qtbot, monkeypatch):
+    """The count's plain Python, on a thread of the app, held the interpreter's lock in turns with
+    the GUI thread (an event overlapping it was blocked up to 133 ms at load 20): it runs in the
+    worker process, started once for the session. The counts are training_breakdown's, here and
+    after a page is accepted; none of it runs in the app's process."""
+    import os
+
+    import dxstudio.tuning.pages as pages
+    import dxstudio.ui.train_tab as train_tab
+    from dxstudio.project import Project
+    from dxstudio.ui.worker_process import PROCESS
+
+    w = window
+    real = pages.training_breakdown
+    expected = real(Project.open(w.project_root))
+    here = []
+    for module in (pages, train_tab):
+        monkeypatch.setattr(module, "training_breakdown", lambda *a, **k: (here.append(a), real(*a, **k))[1])
+    train = next(i for i in range(w.tabs.count()) if w.tabs.widget(i) is w.training_panel)
+    _click_tab(qtbot, w, train)
+    _train_tab_settled(qtbot, w)
+    assert w.training_panel.breakdown == expected
+    started, pid = PROCESS.started, PROCESS.pid
+    assert pid is not None and pid != os.getpid()
+    _click_tab(qtbot, w, 0)
+    w.view.setFocus()
+    pid_accepted = w.session.current
+    assert w.session.statuses[pid_accepted].status != "accepted"
+    qtbot.keyClick(w.view, Qt.Key_A)
+    w.session.flush_writes()
+    after = real(Project.open(w.project_root))
+    assert after["accepted"] == expected["accepted"] + 1
+    _click_tab(qtbot, w, train)
+    _train_tab_settled(qtbot, w)
+    assert w.training_panel.breakdown == after
+    assert (PROCESS.started, PROCESS.pid) == (started, pid)  # the same process: no import paid again
+    assert here == []  # (the two calls above were this test's own, made before the patch)
+
+
+def test_the_worker_process_hands_back_errors_as_themselves_and_outlives_a_crash(tmp_path):
+    """A bad project's error comes back as raised there (its class, naming the folder), so the
+    Train tab says it as before; a process that died is said to have, and the next call starts
+    a new one with the same answer."""
+    import os
+    import signal
+
+    import pytest
+
+    from dxstudio.project import ProjectError
+    from dxstudio.ui.worker_process import WorkerProcess, training_breakdown_at
+
+    proc = WorkerProcess()
+    try:
+        missing = tmp_path / "no-project"
+        with pytest.raises(ProjectError, match="no-project"):
+            proc.call(training_breakdown_at, str(missing), False)
+        assert proc.started == 1
+        os.kill(proc.pid, signal.SIGKILL)
+        proc._process.join(30)
+        with pytest.raises(ProjectError, match="no-project"):  # (is_alive is false: restarted first)
+            proc.call(training_breakdown_at, str(missing), False)
+        assert proc.started == 2
+    finally:
+        proc.shutdown()
+    assert proc.pid is None
