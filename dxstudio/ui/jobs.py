@@ -87,6 +87,9 @@ class Job(QObject):
         self.wait()
 
     def _run(self) -> None:
+        if self.pooled:  # (named after its job, the last one once it is done: bench/ui_latency --threads)
+            t = threading.current_thread()
+            t.name = f"{t.name.split(' ')[0]} ({self.name})"
         try:
             try:
                 result = self.work(self)

@@ -19,13 +19,19 @@ from __future__ import annotations
 
 import importlib
 import multiprocessing
+import os
 import pickle
 import threading
 from pathlib import Path
 
 
 def _serve(conn) -> None:
-    """The process: run each (module, name, args) received, send back (True, result) or (False, error)."""
+    """The process: run each (module, name, args) received, send back (True, result) or (False, error).
+    Its priority is lowered (nice +10): on a busy machine the GUI thread gets a core first."""
+    try:
+        os.nice(10)
+    except (AttributeError, OSError):
+        pass
     while True:
         try:
             module, name, args = conn.recv()
@@ -111,3 +117,19 @@ def training_breakdown_at(root: str | Path, accepted_only: bool) -> dict:
     from dxstudio.project import Project
     from dxstudio.tuning.pages import training_breakdown
     return training_breakdown(Project.open(root), accepted_only)
+
+
+def _read_text(project, pid: str) -> str:
+    """A page's words as the page list's search matches them (lower case, one space apart)."""
+    try:
+        page = project.load_page(pid)
+        return " ".join(w.text for w in page.words).lower()
+    except Exception:  # a broken page is still found by its id
+        return ""
+
+
+def page_texts_at(root: str | Path, ids: list) -> dict:
+    """{page id: _read_text} of the pages ids of the project at root."""
+    from dxstudio.project import Project
+    project = Project.open(root)
+    return {pid: _read_text(project, pid) for pid in ids}
