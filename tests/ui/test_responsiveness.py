@@ -540,3 +540,52 @@ def test_the_worker_process_hands_back_errors_as_themselves_and_outlives_a_crash
     finally:
         proc.shutdown()
     assert proc.pid is None
+
+
+def test_a_schema_edit_and_the_search_texts_are_read_in_the_worker_process(window, qtbot, monkeypatch, tmp_path):
+    """A schema edit's staging (every label file rewritten, every status read) and the search's
+    page texts ran on pooled threads whose Python held the GIL in turns with the GUI thread: they
+    run in the worker process, none of it in the app's. The staging is the same as in-process
+    (on a copy of the project, with the same edit), and so are the texts."""
+    import shutil
+
+    import dxstudio.review as review
+    import dxstudio.ui.page_list as page_list
+    from dxstudio.project import Project
+    from dxstudio.ui.worker_process import _read_text
+
+    w = window
+    root = w.project_root
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy)
+    qtbot.waitUntil(w.page_list.texts_ready, timeout=60000)
+    from PySide6.QtWidgets import QMessageBox
+
+    warned = []
+    monkeypatch.setattr(QMessageBox, "warning", lambda *a: warned.append(a[2]))
+    here = _counting(monkeypatch, w.session)  # statuses read in the app's process
+    real_stage = review.stage_schema_at
+    monkeypatch.setattr(review, "stage_schema_at", lambda *a: (here.append(a), real_stage(*a))[1])
+    monkeypatch.setattr(page_list, "_read_text", lambda *a: (here.append(a), _read_text(*a))[1])
+    panel = w.schema_panel
+    first = w.session.field_names[0]
+    panel.add_field()
+    last = panel.table.rowCount() - 1
+    panel.table.item(last, 0).setText("vendor_name")
+    panel.table.item(last, 1).setText("the shop's name")
+    panel.table.item(0, 0).setText("total_due")  # and a rename
+    fields = panel.fields()
+    assert panel.save_schema() and panel.wait_schema(60)
+    qtbot.waitUntil(w.page_list.texts_ready, timeout=60000)
+    assert warned == [] and here == []
+    expected = real_stage(str(copy), fields, {first: "total_due"}, None, None,
+                          w.session.current)
+    assert w.session.field_names == expected["project"].field_names
+    assert w.session.statuses == expected["statuses"] and w.session.page_ids == expected["page_ids"]
+    a, b = (json.loads((p / "dxproject.json").read_text()) for p in (root, copy))
+    assert (a["schema"], a.get("field_renames")) == (b["schema"], b.get("field_renames")), (a, b)
+    for pid in w.session.page_ids:
+        assert (root / "labels" / f"{pid}.json").read_bytes() == (copy / "labels" / f"{pid}.json").read_bytes()
+    project = Project.open(root)
+    assert w.page_list._text_cache == {pid: _read_text(project, pid) for pid in w.session.page_ids}
+    assert any(w.page_list._text_cache.values())
