@@ -10,6 +10,10 @@ are not timed, only what they hand the GUI thread is. Prints the worst and the m
 action, in wall time and in the GUI thread's CPU time (time.thread_time: what the GUI thread
 itself did, which a busy machine inflates less), then one line of JSON. --profile FILE also
 writes a cProfile of each action (FILE.<action>.prof) and prints where the slow ones spend it.
+--threads also splits each action's worst wall time (Linux /proc/self/task/*/schedstat): the GUI
+thread's own CPU, its wait for a core (run queue: other processes, the load), and the rest, when
+it was not runnable at all (blocked: Python's lock held by another thread of the app, a mutex,
+the disk), beside the CPU each other thread of the app used meanwhile (by its name).
 """
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -35,6 +40,10 @@ def main() -> int:
                     "1024x768, 1280x1024, 1920x1080)")
     ap.add_argument("--profile", metavar="FILE", help="write a cProfile of each action's GUI-thread work "
                     "(FILE.<action>.prof) and print the top functions of the slowest actions")
+    ap.add_argument("--threads", action="store_true", help="split each action's worst wall time into the GUI "
+                    "thread's CPU, run-queue wait and blocked time, and name the app's other threads that ran")
+    ap.add_argument("--switch-interval", type=float, metavar="S", help="an experiment: Python's switch interval "
+                    "(sys.setswitchinterval) set after the window is made, in seconds")
     args = ap.parse_args()
     try:
         width, height = (int(v) for v in args.size.lower().split("x"))
@@ -68,6 +77,8 @@ def main() -> int:
     t0 = time.perf_counter()
     w = MainWindow(root, remember=False)
     opened = time.perf_counter() - t0
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval)
     w.resize(width, height)
     w.show()
     w.activateWindow()
@@ -75,6 +86,57 @@ def main() -> int:
     w.model_answers.wait(600)
     times: dict[str, list[float]] = {}
     cpu: dict[str, list[float]] = {}
+    split: dict[str, dict] = {}  # --threads: the worst event's split, per action
+    totals: dict[str, float] = {}  # --threads: the split summed over every event timed
+    gui_tid = threading.get_native_id()
+
+    def tasks() -> dict[int, tuple[int, int, int]]:
+        """{thread id: (ns on a CPU, ns waiting on a run queue, times it slept)} of every thread
+        of this process (the GUI thread's sleeps: each wait for Python's lock is one)."""
+        out = {}
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{tid}/schedstat") as f:
+                    run, wait = f.read().split()[:2]
+                sleeps = 0
+                if int(tid) == gui_tid:
+                    with open(f"/proc/self/task/{tid}/status") as f:
+                        sleeps = next(int(line.split()[1]) for line in f if line.startswith("voluntary_ctxt"))
+            except (OSError, StopIteration):
+                continue
+            out[int(tid)] = (int(run), int(wait), sleeps)
+        return out
+
+    def thread_name(tid: int) -> str:
+        for t in threading.enumerate():
+            if t.native_id == tid:
+                return t.name
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                return f"[{f.read().strip()}]"
+        except OSError:
+            return f"[{tid}]"
+
+    def record_split(name, wall_ms, before, after, record):
+        run = (after[gui_tid][0] - before[gui_tid][0]) / 1e6
+        queued = (after[gui_tid][1] - before[gui_tid][1]) / 1e6
+        if record:  # (the sum over every timed event: how the GUI thread's waits add up)
+            for k, v in (("wall_ms", wall_ms), ("gui_cpu_ms", run), ("run_queue_ms", queued),
+                         ("blocked_ms", max(wall_ms - run - queued, 0.0))):
+                totals[k] = totals.get(k, 0.0) + v
+        if wall_ms <= split.get(name, {}).get("wall_ms", -1):
+            return
+        others = {}
+        for tid, (r, _, _) in after.items():
+            if tid != gui_tid:
+                ms = (r - before.get(tid, (0, 0, 0))[0]) / 1e6
+                if ms >= 0.5:
+                    label = thread_name(tid)
+                    others[label] = others.get(label, 0.0) + ms
+        split[name] = {"wall_ms": round(wall_ms, 1), "gui_cpu_ms": round(run, 1), "run_queue_ms": round(queued, 1),
+                       "blocked_ms": round(max(wall_ms - run - queued, 0.0), 1),
+                       "sleeps": after[gui_tid][2] - before[gui_tid][2],
+                       "others_cpu_ms": {k: round(v, 1) for k, v in sorted(others.items(), key=lambda kv: -kv[1])}}
 
     def measured(name, fn, record=True):
         prof = None
@@ -82,11 +144,14 @@ def main() -> int:
             import cProfile
             prof = profiles.setdefault(name, cProfile.Profile())
             prof.enable()
+        before = tasks() if args.threads else None
         start, start_cpu = time.perf_counter(), time.thread_time()
         fn()
         end, end_cpu = time.perf_counter(), time.thread_time()
         if prof is not None:
             prof.disable()
+        if before is not None:
+            record_split(name, (end - start) * 1000, before, tasks(), record)
         if record:
             times.setdefault(name, []).append((end - start) * 1000)
             cpu.setdefault(name, []).append((end_cpu - start_cpu) * 1000)
@@ -164,6 +229,19 @@ def main() -> int:
     for name, r in sorted(rows.items(), key=lambda kv: -kv[1]["worst_ms"]):
         print(f"{name:<{width}}  {r['worst_ms']:8.1f} {r['median_ms']:8.1f} ms   {r['cpu_worst_ms']:8.1f} "
               f"{r['cpu_median_ms']:8.1f} ms  ({r['n']})")
+    if args.threads:
+        print(f"\n{'the worst event of each, split':<{width}}    wall = GUI CPU + run queue + blocked ms (sleeps); "
+              "the app's other threads' CPU meanwhile")
+        for name, r in sorted(rows.items(), key=lambda kv: -kv[1]["worst_ms"]):
+            sp = split.get(name)
+            if sp is None:
+                continue
+            others = ", ".join(f"{k} {v:.1f}" for k, v in list(sp["others_cpu_ms"].items())[:4]) or "-"
+            print(f"{name:<{width}}  {sp['wall_ms']:7.1f} = {sp['gui_cpu_ms']:6.1f} + {sp['run_queue_ms']:6.1f} + "
+                  f"{sp['blocked_ms']:6.1f} ({sp['sleeps']:3d})   {others}")
+            r["split"] = sp
+        print(f"{'all events timed, summed':<{width}}  {totals['wall_ms']:7.0f} = {totals['gui_cpu_ms']:6.0f} + "
+              f"{totals['run_queue_ms']:6.0f} + {totals['blocked_ms']:6.0f}")
     if args.profile:
         import pstats
         for name, prof in profiles.items():
@@ -174,13 +252,15 @@ def main() -> int:
                 break
             print(f"\n== {name} (summed over {r['n']} events) ==")
             pstats.Stats(profiles[name]).sort_stats("cumulative").print_stats(25)
-    print(f"window opened in {opened * 1000:.0f} ms (not an input event); window {w.width()}x{w.height()}")
+    print(f"window opened in {opened * 1000:.0f} ms (not an input event); window {w.width()}x{w.height()}; "
+          f"switch interval {sys.getswitchinterval() * 1000:g} ms")
     worst = max(rows.items(), key=lambda kv: kv[1]["worst_ms"])
     w.model_answers.shutdown()
     w.confirm_close = False
     w.close()
     shutil.rmtree(tmp, ignore_errors=True)
-    print(json.dumps({"actions": rows, "worst": {"action": worst[0], **worst[1]}, "open_ms": round(opened * 1000),
+    print(json.dumps({"actions": rows, "totals": {k: round(v, 1) for k, v in totals.items()},
+                      "switch_interval_ms": sys.getswitchinterval() * 1000, "worst": {"action": worst[0], **worst[1]}, "open_ms": round(opened * 1000),
                       "size": f"{w.width()}x{w.height()}"}))
     return 0
 

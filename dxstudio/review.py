@@ -707,51 +707,17 @@ class ReviewSession:
         """The slow half of set_schema (or of undo / redo of a schema edit with undo=True/False),
         safe on a worker thread: it rewrites the label files and dxproject.json and reads every
         page's status afresh, touching nothing of this session. commit_schema(staged) then makes
-        it current on the session's thread. Raises ProjectError / ReviewError like set_schema."""
+        it current on the session's thread. Raises ProjectError / ReviewError like set_schema.
+        The work after flush_writes is stage_schema_at(*schema_stage_args(...)): the app runs
+        it in its worker process (dxstudio.ui.worker_process)."""
         self.flush_writes()  # the label files it rewrites hold every decision made before
-        project = Project.open(self.project.root)
-        if undo is None:
-            change = schema_change(project, fields, renames)
-            before = [f.to_dict() for f in project.schema]
-            after = _field_dicts(fields)
-            edit = _SchemaEdit(before, after, dict(change.renamed), project.field_renames, {}, self.current)
-            if before == after and not change.renamed:
-                return {"change": change, "edit": None}
-            target, moves, fmap = after, change.renamed, None
-        else:
-            edit = self._undo[-1] if undo else self._redo[-1]
-            change = None
-            target = edit.before if undo else edit.after
-            moves = {n: o for o, n in edit.renames.items()} if undo else edit.renames
-            fmap = edit.map_before if undo else edit.map_after
-        problems = []
-        if moves:
-            _, problems = project.rename_fields_in_labels(moves)
-        project.set_schema(target)
-        if fmap is None:
-            project.record_renames(moves)
-        else:
-            project.field_renames = fmap
-        project.save()
-        if undo is None:
-            edit.map_after = project.field_renames
-        shadow = ReviewSession.__new__(ReviewSession)  # reads statuses with the new schema, nothing else
-        shadow.project, shadow._states, shadow._file_keys = project, {}, {}
-        shadow.max_words = shadow._model_max_words()
-        ids = project.page_ids()
-        statuses, words = {}, {}
-        for pid in ids:
-            statuses[pid] = shadow._compute_status(pid)
-            if statuses[pid].status in ("unreviewed", "conflicts"):  # the pages the review queue ranks
-                try:  # their label words with the new schema, so the queue is not re-read on the GUI thread
-                    words[pid] = label_words_of(project.load_page(pid), project.load_labels(pid),
-                                                project.field_names, shadow.max_words)
-                except (ValueError, OSError):
-                    pass
-        return {"change": change, "edit": edit, "undo": undo, "project": project, "max_words": shadow.max_words,
-                "page_ids": ids, "statuses": statuses, "states": shadow._states, "problems": problems,
-                "label_words": words, "file_keys": shadow._file_keys, "basis": (tuple(project.field_names),
-                                                                                shadow.max_words)}
+        return stage_schema_at(*self.schema_stage_args(fields, renames, undo))
+
+    def schema_stage_args(self, fields, renames=None, undo: bool | None = None) -> tuple:
+        """stage_schema_at's arguments for this session's project: plain values that a pipe can
+        carry to another process (the edit undone or redone is a copy there)."""
+        edit = None if undo is None else (self._undo[-1] if undo else self._redo[-1])
+        return (str(self.project.root), fields, renames, undo, edit, self.current)
 
     def commit_schema(self, staged: dict):
         """The quick half: the staged project and statuses become the session's; the edit goes
@@ -1004,6 +970,54 @@ class ReviewSession:
 # Export of the reviewed labels
 
 EXPORT_FORMATS = ("jsonl", "csv")
+
+
+def stage_schema_at(root, fields, renames, undo, edit, current) -> dict:
+    """ReviewSession.stage_schema's work on the project at root as it is on disk (the session's
+    writes flushed first): fields / renames the new schema (undo None), else the edit undone
+    (undo True) or redone (False); current the page shown. Returns what commit_schema takes."""
+    project = Project.open(root)
+    if undo is None:
+        change = schema_change(project, fields, renames)
+        before = [f.to_dict() for f in project.schema]
+        after = _field_dicts(fields)
+        edit = _SchemaEdit(before, after, dict(change.renamed), project.field_renames, {}, current)
+        if before == after and not change.renamed:
+            return {"change": change, "edit": None}
+        target, moves, fmap = after, change.renamed, None
+    else:
+        change = None
+        target = edit.before if undo else edit.after
+        moves = {n: o for o, n in edit.renames.items()} if undo else edit.renames
+        fmap = edit.map_before if undo else edit.map_after
+    problems = []
+    if moves:
+        _, problems = project.rename_fields_in_labels(moves)
+    project.set_schema(target)
+    if fmap is None:
+        project.record_renames(moves)
+    else:
+        project.field_renames = fmap
+    project.save()
+    if undo is None:
+        edit.map_after = project.field_renames
+    shadow = ReviewSession.__new__(ReviewSession)  # reads statuses with the new schema, nothing else
+    shadow.project, shadow._states, shadow._file_keys = project, {}, {}
+    shadow.max_words = shadow._model_max_words()
+    ids = project.page_ids()
+    statuses, words = {}, {}
+    for pid in ids:
+        statuses[pid] = shadow._compute_status(pid)
+        if statuses[pid].status in ("unreviewed", "conflicts"):  # the pages the review queue ranks
+            try:  # their label words with the new schema, so the queue is not re-read on the GUI thread
+                words[pid] = label_words_of(project.load_page(pid), project.load_labels(pid),
+                                            project.field_names, shadow.max_words)
+            except (ValueError, OSError):
+                pass
+    return {"change": change, "edit": edit, "undo": undo, "project": project, "max_words": shadow.max_words,
+            "page_ids": ids, "statuses": statuses, "states": shadow._states, "problems": problems,
+            "label_words": words, "file_keys": shadow._file_keys, "basis": (tuple(project.field_names),
+                                                                            shadow.max_words)}
 
 
 def reviewed_labels(project, max_words: int | None = None) -> list[dict]:

@@ -18,6 +18,8 @@ texts, a schema edit) is made with `pooled=True`: it runs on one of the worker t
 the session (`WORKERS`) instead of a new thread, whose start waits until the new thread runs
 (3-11 ms of the GUI thread under load). A worker is started only when none is idle; the
 long jobs (fine-tuning, labelling, the model's answers, Extract, an import) keep their own.
+The count, a schema edit's staging and the page texts do their work in the worker process
+(dxstudio.ui.worker_process): their thread only waits for it, not holding Python's lock.
 """
 from __future__ import annotations
 
@@ -87,6 +89,9 @@ class Job(QObject):
         self.wait()
 
     def _run(self) -> None:
+        if self.pooled:  # (named after its job, the last one once it is done: bench/ui_latency --threads)
+            t = threading.current_thread()
+            t.name = f"{t.name.split(' ')[0]} ({self.name})"
         try:
             try:
                 result = self.work(self)

@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QLineEdit, QListW
                                QProgressBar, QVBoxLayout, QWidget)
 
 from dxstudio.review import STATUSES
+from dxstudio.ui.worker_process import PROCESS, _read_text, page_texts_at
 
 STATUS_COLOURS = {
     "unreviewed": "#ADB5BD",
@@ -57,15 +58,6 @@ def _draw_status_icon(status: str, size: int) -> QIcon:
     p.drawEllipse(1, 1, size - 2, size - 2)
     p.end()
     return QIcon(pixmap)
-
-
-def _read_text(project, pid: str) -> str:
-    """A page's words as the search matches them (lower case, one space apart)."""
-    try:
-        page = project.load_page(pid)
-        return " ".join(w.text for w in page.words).lower()
-    except Exception:  # a broken page is still found by its id
-        return ""
 
 
 class PageList(QWidget):
@@ -134,18 +126,18 @@ class PageList(QWidget):
             return
         from dxstudio.ui.jobs import Job
 
-        project, ids = self.session.project, list(self.session.page_ids)
+        root, ids = str(self.session.project.root), list(self.session.page_ids)
 
-        def work(job):
-            chunk = {}
-            for pid in ids:
+        def work(job):  # read in the worker process, 25 pages a call: the reading's Python held
+            for i in range(0, len(ids), 25):  # the GIL in turns with the GUI thread (issue 23)
                 if job.cancelled.is_set():
                     break
-                chunk[pid] = _read_text(project, pid)
-                if len(chunk) == 25:
+                chunk = PROCESS.call(page_texts_at, root, ids[i:i + 25])
+                if i + 25 < len(ids):
                     job.report(chunk)
-                    chunk = {}
-            return chunk
+                else:
+                    return chunk
+            return {}
 
         self._texts_again = False
         self._texts_job = Job(work, "dxstudio-page-texts", parent=self, pooled=True)

@@ -21,8 +21,9 @@ from PySide6.QtWidgets import (QAbstractItemView, QApplication, QCheckBox, QDoub
 
 from dxstudio.labelling import LabelClient, LabellingError, import_answers_jsonl, label_project
 from dxstudio.project import DEFAULT_API_KEY_ENV, DEFAULT_WEIGHT, LabelError, Project, ProjectError, parse_schema
-from dxstudio.review import ReviewError, _SchemaEdit, flush_label_writes, schema_change
+from dxstudio.review import ReviewError, _SchemaEdit, flush_label_writes, schema_change, stage_schema_at
 from dxstudio.ui.jobs import Job, process_events_while
+from dxstudio.ui.worker_process import PROCESS
 
 
 class LabellingCancelled(Exception):
@@ -320,7 +321,12 @@ class SchemaPanel(QWidget):
 
     def _stage(self, fields, renames, undo=None) -> None:
         session = self.session
-        self._run_schema_job(lambda job: session.stage_schema(fields, renames, undo), self._committed)
+
+        def work(job):  # session.stage_schema, its reading and writing in the worker process: its Python
+            session.flush_writes()  # held the GIL in turns with the GUI thread (issue 23)
+            return PROCESS.call(stage_schema_at, *session.schema_stage_args(fields, renames, undo))
+
+        self._run_schema_job(work, self._committed)
 
     def _committed(self, staged) -> None:
         undo = staged.get("undo")

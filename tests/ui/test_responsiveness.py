@@ -438,3 +438,154 @@ def test_the_next_pages_image_is_decoded_in_the_background_before_j(window, qtbo
     qtbot.keyClick(w.view, Qt.Key_J)
     assert s.current == nxt and w.view.has_image
     assert key in page_view._PIXMAPS and key not in page_view._DECODED  # made from the decoded image
+
+
+def _thread_names() -> list[str]:
+    """The names the kernel has for this process's threads (Qt's pool threads: 'Thread (pooled)')."""
+    import os
+
+    names = []
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                names.append(f.read().strip())
+        except OSError:
+            pass
+    return names
+
+
+def test_the_window_paints_on_the_gui_thread_alone(window, qtbot):
+    """Qt's raster painting split a large fill over a pool of threads and the GUI thread waited
+    for each: on a busy machine most of its blocked time (bench/ui_latency.py --threads). The app
+    turns the pool off (QT_NO_GUI_THREADPOOL, set by dxstudio.ui): painting the whole window at
+    1920x1080, each tab in turn, starts no pool thread."""
+    import os
+
+    import pytest
+
+    if not os.path.isdir("/proc/self/task"):
+        pytest.skip("thread names are read from Linux's /proc")
+    assert os.environ.get("QT_NO_GUI_THREADPOOL") == "1"
+    w = window
+    w.resize(1920, 1080)
+    for i in [*range(w.tabs.count()), 0]:
+        _click_tab(qtbot, w, i)
+        w.grab()  # the whole window painted now, into a 1920x1080 image
+        qtbot.wait(20)
+    assert "Thread (pooled)" not in _thread_names()
+
+
+def test_the_train_tabs_count_runs_in_the_worker_process_started_once(window, qtbot, monkeypatch):
+    """The count's plain Python, on a thread of the app, held the interpreter's lock in turns with
+    the GUI thread (an event overlapping it was blocked up to 133 ms at load 20): it runs in the
+    worker process, started once for the session. The counts are training_breakdown's, here and
+    after a page is accepted; none of it runs in the app's process."""
+    import os
+
+    import dxstudio.tuning.pages as pages
+    import dxstudio.ui.train_tab as train_tab
+    from dxstudio.project import Project
+    from dxstudio.ui.worker_process import PROCESS
+
+    w = window
+    real = pages.training_breakdown
+    expected = real(Project.open(w.project_root))
+    here = []
+    for module in (pages, train_tab):
+        monkeypatch.setattr(module, "training_breakdown", lambda *a, **k: (here.append(a), real(*a, **k))[1])
+    train = next(i for i in range(w.tabs.count()) if w.tabs.widget(i) is w.training_panel)
+    _click_tab(qtbot, w, train)
+    _train_tab_settled(qtbot, w)
+    assert w.training_panel.breakdown == expected
+    started, pid = PROCESS.started, PROCESS.pid
+    assert pid is not None and pid != os.getpid()
+    _click_tab(qtbot, w, 0)
+    w.view.setFocus()
+    pid_accepted = w.session.current
+    assert w.session.statuses[pid_accepted].status != "accepted"
+    qtbot.keyClick(w.view, Qt.Key_A)
+    w.session.flush_writes()
+    after = real(Project.open(w.project_root))
+    assert after["accepted"] == expected["accepted"] + 1
+    _click_tab(qtbot, w, train)
+    _train_tab_settled(qtbot, w)
+    assert w.training_panel.breakdown == after
+    assert (PROCESS.started, PROCESS.pid) == (started, pid)  # the same process: no import paid again
+    assert here == []  # (the two calls above were this test's own, made before the patch)
+
+
+def test_the_worker_process_hands_back_errors_as_themselves_and_outlives_a_crash(tmp_path):
+    """A bad project's error comes back as raised there (its class, naming the folder), so the
+    Train tab says it as before; a process that died is said to have, and the next call starts
+    a new one with the same answer."""
+    import os
+    import signal
+
+    import pytest
+
+    from dxstudio.project import ProjectError
+    from dxstudio.ui.worker_process import WorkerProcess, training_breakdown_at
+
+    proc = WorkerProcess()
+    try:
+        missing = tmp_path / "no-project"
+        with pytest.raises(ProjectError, match="no-project"):
+            proc.call(training_breakdown_at, str(missing), False)
+        assert proc.started == 1
+        os.kill(proc.pid, signal.SIGKILL)
+        proc._process.join(30)
+        with pytest.raises(ProjectError, match="no-project"):  # (is_alive is false: restarted first)
+            proc.call(training_breakdown_at, str(missing), False)
+        assert proc.started == 2
+    finally:
+        proc.shutdown()
+    assert proc.pid is None
+
+
+def test_a_schema_edit_and_the_search_texts_are_read_in_the_worker_process(window, qtbot, monkeypatch, tmp_path):
+    """A schema edit's staging (every label file rewritten, every status read) and the search's
+    page texts ran on pooled threads whose Python held the GIL in turns with the GUI thread: they
+    run in the worker process, none of it in the app's. The staging is the same as in-process
+    (on a copy of the project, with the same edit), and so are the texts."""
+    import shutil
+
+    import dxstudio.review as review
+    import dxstudio.ui.page_list as page_list
+    from dxstudio.project import Project
+    from dxstudio.ui.worker_process import _read_text
+
+    w = window
+    root = w.project_root
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy)
+    qtbot.waitUntil(w.page_list.texts_ready, timeout=60000)
+    from PySide6.QtWidgets import QMessageBox
+
+    warned = []
+    monkeypatch.setattr(QMessageBox, "warning", lambda *a: warned.append(a[2]))
+    here = _counting(monkeypatch, w.session)  # statuses read in the app's process
+    real_stage = review.stage_schema_at
+    monkeypatch.setattr(review, "stage_schema_at", lambda *a: (here.append(a), real_stage(*a))[1])
+    monkeypatch.setattr(page_list, "_read_text", lambda *a: (here.append(a), _read_text(*a))[1])
+    panel = w.schema_panel
+    first = w.session.field_names[0]
+    panel.add_field()
+    last = panel.table.rowCount() - 1
+    panel.table.item(last, 0).setText("vendor_name")
+    panel.table.item(last, 1).setText("the shop's name")
+    panel.table.item(0, 0).setText("total_due")  # and a rename
+    fields = panel.fields()
+    assert panel.save_schema() and panel.wait_schema(60)
+    qtbot.waitUntil(w.page_list.texts_ready, timeout=60000)
+    assert warned == [] and here == []
+    expected = real_stage(str(copy), fields, {first: "total_due"}, None, None,
+                          w.session.current)
+    assert w.session.field_names == expected["project"].field_names
+    assert w.session.statuses == expected["statuses"] and w.session.page_ids == expected["page_ids"]
+    a, b = (json.loads((p / "dxproject.json").read_text()) for p in (root, copy))
+    assert (a["schema"], a.get("field_renames")) == (b["schema"], b.get("field_renames")), (a, b)
+    for pid in w.session.page_ids:
+        assert (root / "labels" / f"{pid}.json").read_bytes() == (copy / "labels" / f"{pid}.json").read_bytes()
+    project = Project.open(root)
+    assert w.page_list._text_cache == {pid: _read_text(project, pid) for pid in w.session.page_ids}
+    assert any(w.page_list._text_cache.values())
