@@ -220,6 +220,20 @@ def main() -> int:
         reloader = getattr(w, "reloader", None)  # (a reload on a background job: its result counts too)
         settle("F5 reload: its result applied (worst turn)", lambda: reloader is not None and reloader.busy)
         settle("tab Train (counting done)", lambda: w.training_panel.counting(), 60)
+        # the Train tab's two settings that change its count's sentence: Folds (the folds line
+        # only) and Accepted pages only (a recount of every page, on a background job)
+        panel = w.training_panel
+        timed("tab Train", tab(w.tabs.indexOf(panel)))
+        if "folds" in panel.inputs:
+            spin = panel.inputs["folds"]
+            timed("Folds up", lambda: spin.stepUp())
+            timed("Folds down", lambda: spin.stepDown())
+        if "accepted_only" in panel.inputs:
+            box = panel.inputs["accepted_only"]
+            for _ in range(2):
+                timed("Accepted only (toggle)", lambda: box.click())
+                settle("Accepted only (toggle)", lambda: panel.counting(), 60)
+        timed("tab Review", tab(0))
     rows = {name: {"worst_ms": round(max(v), 1), "median_ms": round(statistics.median(v), 1),
                    "cpu_worst_ms": round(max(cpu[name]), 1), "cpu_median_ms": round(statistics.median(cpu[name]), 1),
                    "n": len(v)}

@@ -402,14 +402,14 @@ class TrainingPanel(QWidget):
             self.reopen_latest()
         except ValueError:  # ProjectError: already shown by load_settings
             pass
-        if "accepted_only" in self.inputs:
-            self.inputs["accepted_only"].toggled.connect(lambda _: self.update_breakdown())
+        if "accepted_only" in self.inputs:  # a recount of every page: in the worker process
+            self.inputs["accepted_only"].toggled.connect(lambda _: self.update_breakdown_later())
         for name in ("start", "size"):
             if isinstance(self.inputs.get(name), QComboBox):
                 self.inputs[name].currentTextChanged.connect(lambda _: self.update_start())
         self._error_counts = None  # the counts when the last error was shown (a stale error goes)
         if "folds" in self.inputs:  # the folds line under the count says what they cost
-            self.inputs["folds"].valueChanged.connect(lambda _: self.update_breakdown())
+            self.inputs["folds"].valueChanged.connect(lambda _: self.show_breakdown_again())
         self.update_breakdown()
         self._prepare_timer = QTimer(self)
         self._prepare_timer.setSingleShot(True)
@@ -844,6 +844,16 @@ class TrainingPanel(QWidget):
         self._show_breakdown(c, accepted_only)
         return c
 
+    def show_breakdown_again(self) -> None:
+        """The count's sentence again from the counts at hand (Folds changes what the folds line
+        says, not what trains): no page is read; without counts for today's Accepted only, count."""
+        accepted_only = bool(self.settings_values().get("accepted_only"))
+        if getattr(self, "breakdown", None) is not None and self._breakdown_accepted_only == accepted_only \
+                and not self.counting():
+            self._show_breakdown(self.breakdown, accepted_only)
+        else:
+            self.update_breakdown_later()
+
     def update_breakdown_later(self) -> None:
         """update_breakdown with the counting (every page and label file: a quarter of a second
         on 200 pages) on a background job, so showing the tab never waits for it, and in the
@@ -888,6 +898,7 @@ class TrainingPanel(QWidget):
 
     def _show_breakdown(self, c: dict, accepted_only: bool) -> None:
         self.breakdown = c
+        self._breakdown_accepted_only = accepted_only
         text = breakdown_text(c, accepted_only, self.settings_values().get("heldout_fraction"))
         self.folds_text, others = self._folds_texts(c.get("usable", 0))
         # the room of the line with any choice of Folds is kept: choosing another never moves Fine-tune

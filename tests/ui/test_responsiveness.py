@@ -589,3 +589,40 @@ def test_a_schema_edit_and_the_search_texts_are_read_in_the_worker_process(windo
     project = Project.open(root)
     assert w.page_list._text_cache == {pid: _read_text(project, pid) for pid in w.session.page_ids}
     assert any(w.page_list._text_cache.values())
+
+
+def test_folds_and_accepted_only_count_no_page_on_the_gui_thread(window, qtbot, monkeypatch):
+    """Folds changes the folds line, not what trains: its sentence comes from the counts at hand.
+    Accepted pages only changes what trains: its recount (every page and label file, about a
+    quarter of a second on 200 pages) runs in the worker process. Neither counts in the app's
+    process, and the sentence then says what a run started now trains on."""
+    import dxstudio.tuning.pages as pages
+    import dxstudio.ui.train_tab as train_tab
+    from dxstudio.project import Project
+
+    w = window
+    real = pages.training_breakdown
+    here = []
+    for module in (pages, train_tab):
+        monkeypatch.setattr(module, "training_breakdown", lambda *a, **k: (here.append(a), real(*a, **k))[1])
+    panel = w.training_panel
+    train = next(i for i in range(w.tabs.count()) if w.tabs.widget(i) is panel)
+    _click_tab(qtbot, w, train)
+    _train_tab_settled(qtbot, w)
+    before = panel.breakdown_label.text()
+    spin = panel.inputs["folds"]
+    spin.setValue(2 if spin.value() != 2 else 3)
+    assert panel.breakdown_label.text() != before and "fold" in panel.breakdown_label.text()
+    assert not panel.counting()  # (nothing to count: the counts at hand were shown again)
+    box = panel.inputs["accepted_only"]
+    box.setFocus()
+    qtbot.keyClick(box, Qt.Key_Space)
+    assert box.isChecked()
+    qtbot.waitUntil(lambda: not panel.counting(), timeout=60_000)
+    assert panel.breakdown == real(Project.open(w.project_root), True)
+    assert "accepted in Review only" in panel.breakdown_label.text()
+    qtbot.keyClick(box, Qt.Key_Space)
+    qtbot.waitUntil(lambda: not panel.counting(), timeout=60_000)
+    assert panel.breakdown == real(Project.open(w.project_root), False)
+    assert "accepted in Review only" not in panel.breakdown_label.text()
+    assert here == []  # (the two calls above were this test's own, made before the patch)
