@@ -179,6 +179,9 @@ class RoomyLabel(QLabel):
         return size
 
 
+_COUNTS_ON_THEIR_WAY = object()  # TrainingPanel._error_counts while the recount it waits for runs
+
+
 def breakdown_text(c: dict, accepted_only: bool, heldout_fraction=None) -> str:
     """The Train tab's sentence of what trains and what is left out."""
     def n(k, word):
@@ -907,7 +910,9 @@ class TrainingPanel(QWidget):
         self.update_start()
         if not self.isVisible() and hasattr(self, "_prepare_timer"):
             self.prepare_plots_later()  # (new lines may have moved the plots: drawn again at idle)
-        if self.last_error is not None and not self.is_running and self._error_counts is not None \
+        if self._error_counts is _COUNTS_ON_THEIR_WAY:
+            self._error_counts = c  # (the counts the error was about)
+        elif self.last_error is not None and not self.is_running and self._error_counts is not None \
                 and self._error_counts != c:
             # what the error was about has changed (pages reviewed, a field asked): it is stale
             self._hide_error()
@@ -1274,7 +1279,11 @@ class TrainingPanel(QWidget):
     # -- messages ----------------------------------------------------------------------
     def _show_error(self, message: str) -> None:
         self.last_error = message
-        self._error_counts = getattr(self, "breakdown", None)
+        # the counts the failed start saw: those at hand, or, while a recount is on its way (Accepted
+        # only was just changed: counted in the worker process), the counts it brings
+        accepted_only = bool(self.settings_values().get("accepted_only"))
+        at_hand = not self.counting() and getattr(self, "_breakdown_accepted_only", None) == accepted_only
+        self._error_counts = getattr(self, "breakdown", None) if at_hand else _COUNTS_ON_THEIR_WAY
         self.error_label.setText(message)
         self.error_label.show()
         if self.show_dialogs:

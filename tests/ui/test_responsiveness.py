@@ -626,3 +626,22 @@ def test_folds_and_accepted_only_count_no_page_on_the_gui_thread(window, qtbot, 
     assert panel.breakdown == real(Project.open(w.project_root), False)
     assert "accepted in Review only" not in panel.breakdown_label.text()
     assert here == []  # (the two calls above were this test's own, made before the patch)
+
+
+def test_an_error_shown_while_accepted_only_is_recounted_stays(window, qtbot):
+    """A start that fails right after Accepted only changed (nothing accepted: no usable page) is
+    about the counts the recount brings: when they come, the error stays (it went, as stale, when
+    it was compared with the counts from before the change)."""
+    w = window
+    panel = w.training_panel
+    train = next(i for i in range(w.tabs.count()) if w.tabs.widget(i) is panel)
+    _click_tab(qtbot, w, train)
+    _train_tab_settled(qtbot, w)
+    panel.inputs["accepted_only"].click()
+    assert panel.counting()  # (the recount is on its way: its result comes through the event loop)
+    panel._show_error("0 usable page(s): accept pages in Review first")
+    qtbot.waitUntil(lambda: not panel.counting(), timeout=60_000)
+    for _ in range(3):
+        qtbot.wait(20)
+    assert panel.breakdown["usable"] == 0
+    assert panel.last_error is not None and panel.error_label.isVisible()
