@@ -244,6 +244,23 @@ class SchemaChange:
         return ". ".join(out) + ("." if out else "")
 
 
+def write_schema(project, fields, renames: dict, field_map: dict | None) -> list:
+    """A schema edit onto disk: the labels renamed first (each file atomic), then dxproject.json
+    with the fields and the rename map (field_map as it is, or the renames recorded onto the
+    project's). A failure between the two leaves labels under names the schema does not have
+    yet, which a retry renames again. Returns the rename's problems (files it could not change)."""
+    problems = []
+    if renames:
+        _, problems = project.rename_fields_in_labels(renames)
+    project.set_schema(fields)
+    if field_map is None:
+        project.record_renames(renames)
+    else:
+        project.field_renames = field_map
+    project.save()
+    return problems
+
+
 def _field_dicts(fields) -> list:
     return [field_from(f).to_dict() for f in fields]
 
@@ -754,16 +771,9 @@ class ReviewSession:
         """Labels renamed first (each file atomic), then dxproject.json: a failure between the two
         leaves labels under names the schema does not have yet, which a retry renames again."""
         self.flush_writes()
-        if renames:
-            _, problems = project.rename_fields_in_labels(renames)
-            if problems:
-                self.rename_problems = problems
-        project.set_schema(fields)
-        if field_map is None:
-            project.record_renames(renames)
-        else:
-            project.field_renames = field_map
-        project.save()
+        problems = write_schema(project, fields, renames, field_map)
+        if problems:
+            self.rename_problems = problems
         self.project = project
         self.max_words = self._model_max_words()
         self.reload()
@@ -990,15 +1000,7 @@ def stage_schema_at(root, fields, renames, undo, edit, current) -> dict:
         target = edit.before if undo else edit.after
         moves = {n: o for o, n in edit.renames.items()} if undo else edit.renames
         fmap = edit.map_before if undo else edit.map_after
-    problems = []
-    if moves:
-        _, problems = project.rename_fields_in_labels(moves)
-    project.set_schema(target)
-    if fmap is None:
-        project.record_renames(moves)
-    else:
-        project.field_renames = fmap
-    project.save()
+    problems = write_schema(project, target, moves, fmap)
     if undo is None:
         edit.map_after = project.field_renames
     shadow = ReviewSession.__new__(ReviewSession)  # reads statuses with the new schema, nothing else
