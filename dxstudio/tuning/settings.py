@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dxstudio.engine.config import SIZES
+from dxstudio.engine.extract import DECODINGS
 from dxstudio.engine.kernels.runtime import KERNELS
 from dxstudio.fsutil import write_text_atomic
 
@@ -272,7 +273,7 @@ SETTINGS: tuple[Setting, ...] = (
             "training pages (learned keywords only): a field whose labelled values were nearly always "
             "exactly the words after its key is read by its key alone, one whose values nearly always "
             "hold a digit takes no keyed words without one (scores and outputs say which)",
-            choices=("span", "seed", "joint", "printing", "keyed", "keyed_learned"), commands=("tune", "eval")),
+            choices=DECODINGS, commands=("tune", "eval")),
     # learned: measured on SROIE under its own and a custom schema, and FUNSD, pages outside the
     # projects (docs/base-model.md "Keywords of a user's fields"); tuning/keywords.py
     Setting("keywords", "choice", "learned",
