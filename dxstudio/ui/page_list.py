@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QLineEdit, QListW
                                QProgressBar, QVBoxLayout, QWidget)
 
 from dxstudio.review import STATUSES
-from dxstudio.ui.worker_process import PROCESS, _read_text, page_texts_at
+from dxstudio.ui.worker_process import PROCESS, search_text, page_texts_at
 
 STATUS_COLOURS = {
     "unreviewed": "#ADB5BD",
@@ -263,7 +263,7 @@ class PageList(QWidget):
     # -- filtering --------------------------------------------------------------------------
     def _page_text(self, pid: str) -> str:
         if pid not in self._text_cache:  # searched before the job read it: read it now
-            self._text_cache[pid] = _read_text(self.session.project, pid)
+            self._text_cache[pid] = search_text(self.session.project, pid)
         return self._text_cache[pid]
 
     def _matches(self, pid: str, queue=None) -> bool:

@@ -850,12 +850,18 @@ class TrainingPanel(QWidget):
     def show_breakdown_again(self) -> None:
         """The count's sentence again from the counts at hand (Folds changes what the folds line
         says, not what trains): no page is read; without counts for today's Accepted only, count."""
-        accepted_only = bool(self.settings_values().get("accepted_only"))
-        if getattr(self, "breakdown", None) is not None and self._breakdown_accepted_only == accepted_only \
-                and not self.counting():
-            self._show_breakdown(self.breakdown, accepted_only)
+        c = self._counts_at_hand()
+        if c is not None:
+            self._show_breakdown(c, bool(self.settings_values().get("accepted_only")))
         else:
             self.update_breakdown_later()
+
+    def _counts_at_hand(self) -> dict | None:
+        """The counts shown, where they are for today's Accepted only and no recount is on its way; else None."""
+        accepted_only = bool(self.settings_values().get("accepted_only"))
+        if not self.counting() and getattr(self, "_breakdown_accepted_only", None) == accepted_only:
+            return getattr(self, "breakdown", None)
+        return None
 
     def update_breakdown_later(self) -> None:
         """update_breakdown with the counting (every page and label file: a quarter of a second
@@ -1281,9 +1287,8 @@ class TrainingPanel(QWidget):
         self.last_error = message
         # the counts the failed start saw: those at hand, or, while a recount is on its way (Accepted
         # only was just changed: counted in the worker process), the counts it brings
-        accepted_only = bool(self.settings_values().get("accepted_only"))
-        at_hand = not self.counting() and getattr(self, "_breakdown_accepted_only", None) == accepted_only
-        self._error_counts = getattr(self, "breakdown", None) if at_hand else _COUNTS_ON_THEIR_WAY
+        at_hand = self._counts_at_hand()
+        self._error_counts = at_hand if at_hand is not None else _COUNTS_ON_THEIR_WAY
         self.error_label.setText(message)
         self.error_label.show()
         if self.show_dialogs:

@@ -119,7 +119,7 @@ def training_breakdown_at(root: str | Path, accepted_only: bool) -> dict:
     return training_breakdown(Project.open(root), accepted_only)
 
 
-def _read_text(project, pid: str) -> str:
+def search_text(project, pid: str) -> str:
     """A page's words as the page list's search matches them (lower case, one space apart)."""
     try:
         page = project.load_page(pid)
@@ -129,7 +129,7 @@ def _read_text(project, pid: str) -> str:
 
 
 def page_texts_at(root: str | Path, ids: list) -> dict:
-    """{page id: _read_text} of the pages ids of the project at root."""
+    """{page id: search_text} of the pages ids of the project at root."""
     from dxstudio.project import Project
     project = Project.open(root)
-    return {pid: _read_text(project, pid) for pid in ids}
+    return {pid: search_text(project, pid) for pid in ids}

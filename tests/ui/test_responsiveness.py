@@ -552,7 +552,7 @@ def test_a_schema_edit_and_the_search_texts_are_read_in_the_worker_process(windo
     import dxstudio.review as review
     import dxstudio.ui.page_list as page_list
     from dxstudio.project import Project
-    from dxstudio.ui.worker_process import _read_text
+    from dxstudio.ui.worker_process import search_text
 
     w = window
     root = w.project_root
@@ -566,7 +566,7 @@ def test_a_schema_edit_and_the_search_texts_are_read_in_the_worker_process(windo
     here = _counting(monkeypatch, w.session)  # statuses read in the app's process
     real_stage = review.stage_schema_at
     monkeypatch.setattr(review, "stage_schema_at", lambda *a: (here.append(a), real_stage(*a))[1])
-    monkeypatch.setattr(page_list, "_read_text", lambda *a: (here.append(a), _read_text(*a))[1])
+    monkeypatch.setattr(page_list, "search_text", lambda *a: (here.append(a), search_text(*a))[1])
     panel = w.schema_panel
     first = w.session.field_names[0]
     panel.add_field()
@@ -587,7 +587,7 @@ def test_a_schema_edit_and_the_search_texts_are_read_in_the_worker_process(windo
     for pid in w.session.page_ids:
         assert (root / "labels" / f"{pid}.json").read_bytes() == (copy / "labels" / f"{pid}.json").read_bytes()
     project = Project.open(root)
-    assert w.page_list._text_cache == {pid: _read_text(project, pid) for pid in w.session.page_ids}
+    assert w.page_list._text_cache == {pid: search_text(project, pid) for pid in w.session.page_ids}
     assert any(w.page_list._text_cache.values())
 
 
