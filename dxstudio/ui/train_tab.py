@@ -179,9 +179,6 @@ class RoomyLabel(QLabel):
         return size
 
 
-_COUNTS_ON_THEIR_WAY = object()  # TrainingPanel._error_counts while the recount it waits for runs
-
-
 def breakdown_text(c: dict, accepted_only: bool, heldout_fraction=None) -> str:
     """The Train tab's sentence of what trains and what is left out."""
     def n(k, word):
@@ -405,14 +402,14 @@ class TrainingPanel(QWidget):
             self.reopen_latest()
         except ValueError:  # ProjectError: already shown by load_settings
             pass
-        if "accepted_only" in self.inputs:  # a recount of every page: in the worker process
-            self.inputs["accepted_only"].toggled.connect(lambda _: self.update_breakdown_later())
+        if "accepted_only" in self.inputs:
+            self.inputs["accepted_only"].toggled.connect(lambda _: self.update_breakdown())
         for name in ("start", "size"):
             if isinstance(self.inputs.get(name), QComboBox):
                 self.inputs[name].currentTextChanged.connect(lambda _: self.update_start())
         self._error_counts = None  # the counts when the last error was shown (a stale error goes)
         if "folds" in self.inputs:  # the folds line under the count says what they cost
-            self.inputs["folds"].valueChanged.connect(lambda _: self.show_breakdown_again())
+            self.inputs["folds"].valueChanged.connect(lambda _: self.update_breakdown())
         self.update_breakdown()
         self._prepare_timer = QTimer(self)
         self._prepare_timer.setSingleShot(True)
@@ -847,22 +844,6 @@ class TrainingPanel(QWidget):
         self._show_breakdown(c, accepted_only)
         return c
 
-    def show_breakdown_again(self) -> None:
-        """The count's sentence again from the counts at hand (Folds changes what the folds line
-        says, not what trains): no page is read; without counts for today's Accepted only, count."""
-        c = self._counts_at_hand()
-        if c is not None:
-            self._show_breakdown(c, bool(self.settings_values().get("accepted_only")))
-        else:
-            self.update_breakdown_later()
-
-    def _counts_at_hand(self) -> dict | None:
-        """The counts shown, where they are for today's Accepted only and no recount is on its way; else None."""
-        accepted_only = bool(self.settings_values().get("accepted_only"))
-        if not self.counting() and getattr(self, "_breakdown_accepted_only", None) == accepted_only:
-            return getattr(self, "breakdown", None)
-        return None
-
     def update_breakdown_later(self) -> None:
         """update_breakdown with the counting (every page and label file: a quarter of a second
         on 200 pages) on a background job, so showing the tab never waits for it, and in the
@@ -907,7 +888,6 @@ class TrainingPanel(QWidget):
 
     def _show_breakdown(self, c: dict, accepted_only: bool) -> None:
         self.breakdown = c
-        self._breakdown_accepted_only = accepted_only
         text = breakdown_text(c, accepted_only, self.settings_values().get("heldout_fraction"))
         self.folds_text, others = self._folds_texts(c.get("usable", 0))
         # the room of the line with any choice of Folds is kept: choosing another never moves Fine-tune
@@ -916,9 +896,7 @@ class TrainingPanel(QWidget):
         self.update_start()
         if not self.isVisible() and hasattr(self, "_prepare_timer"):
             self.prepare_plots_later()  # (new lines may have moved the plots: drawn again at idle)
-        if self._error_counts is _COUNTS_ON_THEIR_WAY:
-            self._error_counts = c  # (the counts the error was about)
-        elif self.last_error is not None and not self.is_running and self._error_counts is not None \
+        if self.last_error is not None and not self.is_running and self._error_counts is not None \
                 and self._error_counts != c:
             # what the error was about has changed (pages reviewed, a field asked): it is stale
             self._hide_error()
@@ -1285,10 +1263,7 @@ class TrainingPanel(QWidget):
     # -- messages ----------------------------------------------------------------------
     def _show_error(self, message: str) -> None:
         self.last_error = message
-        # the counts the failed start saw: those at hand, or, while a recount is on its way (Accepted
-        # only was just changed: counted in the worker process), the counts it brings
-        at_hand = self._counts_at_hand()
-        self._error_counts = at_hand if at_hand is not None else _COUNTS_ON_THEIR_WAY
+        self._error_counts = getattr(self, "breakdown", None)
         self.error_label.setText(message)
         self.error_label.show()
         if self.show_dialogs:
