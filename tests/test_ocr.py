@@ -570,6 +570,29 @@ def test_small_print_is_recognised_at_rec_height_small_print(monkeypatch):
 
 
 @needs_ocr
+def test_small_print_is_detected_at_small_text_det_min_side(monkeypatch):
+    """SMALL_TEXT_DET_MIN_SIDE: a page read enlarged as small print is detected with the
+    detector's shorter side at least that, whatever DET_MIN_SIDE is (the detector's own side is
+    back after it), and the version names both where they are not rapidocr's 736."""
+    import numpy as np
+
+    monkeypatch.setattr(ocr, "DET_MIN_SIDE", 576)
+    eng = ocr.RapidEngine()
+    assert "detector 576 (736 on small print)" in eng.version
+    sides = []
+    run = eng.ocr.text_det.infer.session.run
+    monkeypatch.setattr(eng.ocr.text_det.infer.session, "run",
+                        lambda out, feed: sides.append(min(next(iter(feed.values())).shape[2:])) or run(out, feed))
+    rgb = np.asarray(_small_print())  # 400 x 160: the detector enlarges it to its side
+    eng.lines(rgb)
+    assert sides == [576], sides
+    sides.clear()
+    joined = "".join(w.text for ln in eng.lines_scaled(rgb, ocr.SMALL_TEXT_SCALE) for w in ln.words).casefold()
+    assert "total12.50" in joined and "cash20.00" in joined, joined
+    assert sides == [ocr.SMALL_TEXT_DET_MIN_SIDE] and eng.ocr.text_det.limit_side_len == 576, sides
+
+
+@needs_ocr
 def test_the_classifier_reads_a_sample_of_an_upright_page_and_every_line_of_a_turned_one(monkeypatch):
     """CLS_SAMPLE: on an upright page the 0/180 classifier sees only the longest lines; a page
     upside down is classified line by line, as rapidocr does, and still turned upright."""
