@@ -47,10 +47,13 @@ OCR_PDF_DPI = 200.0  # a PDF page without a text layer is rendered at this resol
 # width ends a word (best of 0.3-1.7 on SROIE receipts 200-211 against the data set's OCR; docs/ocr.md)
 WORD_GAP = 0.6
 COLONS = (":", "\uff1a")  # a word ends after a colon (the full-width one of the Chinese models too)
-# rapidocr: a page whose text lines are smaller than SMALL_TEXT_PX (median line height, in the
-# pixels the detector sees) is read again enlarged SMALL_TEXT_SCALE times (cubic), its longer side
-# at most SMALL_TEXT_MAX_SIDE: small print read at its own size loses letters ("12.JdanT 7 K nPeind"
-# for "12, Jalan Tampoi 7/4,Kawasan Perindustrian"; docs/ocr.md)
+# rapidocr: a page whose text lines are smaller than SMALL_TEXT_PX (median line height of the
+# detector's boxes, in the page's pixels up to rapidocr's 2000 on the longer side) is read again
+# enlarged SMALL_TEXT_SCALE times (cubic), its longer side at most SMALL_TEXT_MAX_SIDE: small
+# print read at its own size loses letters ("12.JdanT 7 K nPeind" for "12, Jalan Tampoi
+# 7/4,Kawasan Perindustrian"; docs/ocr.md). 18 is set for the boxes of the detector at 736; at
+# DET_MIN_SIDE 576 they are a pixel or two taller, and 19 takes the same 33 of 110 SROIE receipts
+# for small print (and two more; docs/ocr.md, "Tenth round")
 SMALL_TEXT_PX = 18.0
 SMALL_TEXT_SCALE = 2.0
 SMALL_TEXT_MAX_SIDE = 3200
@@ -62,7 +65,8 @@ REC_BATCH = 1
 # PP-OCRv4's recogniser reads any height from 33 to 48 (its last stage is then 3 high). At 44 a
 # read of SROIE receipts is 9% faster with the same grounding (100 of 110), CER (0.0610 against
 # 0.0613) and end to end (0.884 against 0.869, seeds 0 and 1); 40 was 20% faster but grounding
-# kept 98; 36 and below lose letters (docs/ocr.md, "Ninth round"). 48: rapidocr's own.
+# kept 98 (docs/ocr.md, "Ninth round"; with the detector at 576, "Tenth round": end to end 0.040
+# from the data set's pipeline); 36 and below lose letters. 48: rapidocr's own.
 REC_HEIGHT = 44
 # rapidocr: a page read enlarged as small print (SMALL_TEXT_PX) has its lines recognised
 # REC_HEIGHT_SMALL_PRINT pixels high, whatever REC_HEIGHT is (its padding in proportion): at 40
@@ -73,7 +77,7 @@ REC_HEIGHT_SMALL_PRINT = 48
 # at another height in proportion) is padded only to that width, not to rapidocr's 320: a short
 # word ("RM", "1.50") no longer pays for 320 pixels of padding (recognition 22% faster on SROIE
 # receipts, the same folded CER; docs/ocr.md). 160 at 48 high (the fifth to eighth rounds); 147 at
-# 44, the same shape
+# 44 (the ninth), 136 at 40: the same shape
 REC_MIN_WIDTH = 147
 # rapidocr: a line wider than REC_MAX_WIDTH at the recogniser's REC_HEIGHT pixels high is squeezed to that
 # width. 0 (the default): no bound, as rapidocr. 640 took 3% off a read but squeezed the letters
@@ -84,8 +88,16 @@ REC_MAX_WIDTH = 0
 # is then not taken for small print (5 of 6 receipts it lost were not read again, below) and loses
 # letters: grounding kept 95 of 110 SROIE receipts against 100 (docs/ocr.md, "Speed (third round)").
 # At 576 (with REC_HEIGHT 40) a read was 0.3 s faster on AVX2 but the small-print receipts lost their
-# addresses: grounding kept 37 of the 60 training receipts (docs/ocr.md, "Ninth round")
+# addresses: grounding kept 37 of the 60 training receipts (docs/ocr.md, "Ninth round"): their
+# taller boxes at 576 no longer said small print. With SMALL_TEXT_PX set again for 576 (19) the
+# same pages are read enlarged (at SMALL_TEXT_DET_MIN_SIDE) and a page's first detection costs 40%
+# less, but the other pages' words are worse: end to end 0.041 from the data set's pipeline
+# against 0.010 at 736, so 736 stays (docs/ocr.md, "Tenth round")
 DET_MIN_SIDE = 736
+# rapidocr: a page read enlarged as small print is detected with the detector enlarging it to at
+# least SMALL_TEXT_DET_MIN_SIDE on its shorter side, whatever DET_MIN_SIDE is: small print's
+# words stay those of the detector at 736 (docs/ocr.md, "Tenth round")
+SMALL_TEXT_DET_MIN_SIDE = 736
 # rapidocr: a page is taken for small print from the detector's own line boxes, before any line
 # is recognised, and read enlarged at once: before, its lines were recognised at the page's size
 # only to be read again (the same words where the two agree; docs/ocr.md, "Sixth round").
@@ -586,17 +598,18 @@ def _char_boxes(crops, dt_boxes, rec_res) -> list:
 
 def _table_normalize(pre) -> None:
     """rapidocr's detector input, (uint8 * 1/255 - mean) / std as float32, looked up in a table of
-    the 256 values of each channel (the same numbers, computed once, not per pixel)."""
+    the 256 values of each channel (the same numbers, computed once, not per pixel), by OpenCV's
+    LUT in one pass over the pixels (a third of numpy's per-channel indexing: 5 against 13 ms
+    a receipt)."""
+    import cv2
     import numpy as np
 
     v = np.arange(256, dtype=np.float32)[:, None]
     lut = ((v * pre.scale - pre.mean) / pre.std).astype(np.float32)  # (256, channels)
+    table = np.ascontiguousarray(lut.reshape(1, 256, -1))
 
     def normalize(img):
-        out = np.empty(img.shape, dtype=np.float32)
-        for c in range(img.shape[2]):
-            out[..., c] = lut[:, c][img[..., c]]
-        return out
+        return cv2.LUT(img, table)
 
     pre.normalize = normalize
 
@@ -663,7 +676,8 @@ class RapidEngine:
         # the input sizes that change the words read, where they are not rapidocr's own
         sizes = [f"recogniser {REC_HEIGHT} high ({REC_HEIGHT_SMALL_PRINT} on small print)"
                  if (REC_HEIGHT, REC_HEIGHT_SMALL_PRINT) != (48, 48) else "",
-                 f"detector {DET_MIN_SIDE}" if DET_MIN_SIDE != 736 else ""]
+                 f"detector {DET_MIN_SIDE} ({SMALL_TEXT_DET_MIN_SIDE} on small print)"
+                 if (DET_MIN_SIDE, SMALL_TEXT_DET_MIN_SIDE) != (736, 736) else ""]
         if any(sizes):
             self.version = self.version[:-1] + ", " + ", ".join(x for x in sizes if x) + ")"
         self.cls_sample = CLS_SAMPLE
@@ -714,13 +728,14 @@ class RapidEngine:
         # rapidocr's recogniser (text_rec itself, or the one this engine was made with where
         # text_rec is wrapped: a timing, a test)
         rec = o.text_rec if hasattr(o.text_rec, "rec_image_shape") else self.rec
-        keep, shape = o.max_side_len, rec.rec_image_shape
+        keep, shape, side = o.max_side_len, rec.rec_image_shape, o.text_det.limit_side_len
         o.max_side_len = max(keep, max(big.shape[:2]))
         rec.rec_image_shape = _rec_shape(shape[0], REC_HEIGHT_SMALL_PRINT)
+        o.text_det.limit_side_len = SMALL_TEXT_DET_MIN_SIDE
         try:
             lines = self.lines(big, quads=quads)
         finally:
-            o.max_side_len, rec.rec_image_shape = keep, shape
+            o.max_side_len, rec.rec_image_shape, o.text_det.limit_side_len = keep, shape, side
 
         def back(b):
             return (b[0] / fx, b[1] / fy, b[2] / fx, b[3] / fy)

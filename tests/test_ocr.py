@@ -522,13 +522,28 @@ def test_rapidocr_sessions_run_with_the_options_and_the_folded_models(monkeypatc
         [(w.text, w.box) for ln in plain.lines(rgb) for w in ln.words]
 
 
+def _record_inputs(monkeypatch, session, seen: list, of) -> None:
+    """Each run of the onnxruntime `session` appends of(its input's shape) to `seen`."""
+    run = session.run
+    monkeypatch.setattr(session, "run", lambda out, feed: seen.append(of(next(iter(feed.values())).shape))
+                        or run(out, feed))
+
+
+def _read_enlarged(eng, rgb) -> str:
+    """The words of `rgb` read enlarged as small print, joined and case-folded."""
+    return "".join(w.text for ln in eng.lines_scaled(rgb, ocr.SMALL_TEXT_SCALE) for w in ln.words).casefold()
+
+
 @needs_ocr
 def test_the_recogniser_reads_lines_at_rec_height_and_the_version_says_so(monkeypatch):
     """REC_HEIGHT: every line reaches the recogniser REC_HEIGHT pixels high (padded to at least
     REC_MIN_WIDTH), the page's provenance names the size where it is not rapidocr's 48, and the
-    rendered words read the same at 40 as at rapidocr's 48."""
+    rendered words read the same at 40 as at rapidocr's 48, with rapidocr's detector (736: at 576
+    the 48-high read of this small page's 44-pixel letters cuts `TO` `TAL`; docs/ocr.md, "Tenth
+    round")."""
     import numpy as np
 
+    monkeypatch.setattr(ocr, "DET_MIN_SIDE", 736)
     rgb = np.asarray(text_image((("INVOICE 4471", 25), ("TOTAL 12.50 RM", 105))))
     read = {}
     for height, width in ((40, 136), (48, 160)):
@@ -536,9 +551,7 @@ def test_the_recogniser_reads_lines_at_rec_height_and_the_version_says_so(monkey
         monkeypatch.setattr(ocr, "REC_MIN_WIDTH", width)
         eng = ocr.RapidEngine()
         shapes = []
-        run = eng.ocr.text_rec.session.session.run
-        monkeypatch.setattr(eng.ocr.text_rec.session.session, "run",
-                            lambda out, feed: shapes.append(next(iter(feed.values())).shape) or run(out, feed))
+        _record_inputs(monkeypatch, eng.ocr.text_rec.session.session, shapes, lambda shape: shape)
         read[height] = [w.text for ln in eng.lines(rgb) for w in ln.words]
         assert len(shapes) >= 2 and all(s[2] == height and s[3] >= width for s in shapes), shapes
         assert ("recogniser 40 high" in eng.version) == (height == 40), eng.version
@@ -556,17 +569,36 @@ def test_small_print_is_recognised_at_rec_height_small_print(monkeypatch):
     eng = ocr.RapidEngine()
     assert "recogniser 40 high (48 on small print)" in eng.version
     heights = []
-    run = eng.ocr.text_rec.session.session.run
-    monkeypatch.setattr(eng.ocr.text_rec.session.session, "run",
-                        lambda out, feed: heights.append(next(iter(feed.values())).shape[2:]) or run(out, feed))
+    _record_inputs(monkeypatch, eng.ocr.text_rec.session.session, heights, lambda shape: shape[2:])
     rgb = np.asarray(_small_print())
-    joined = "".join(w.text for ln in eng.lines_scaled(rgb, ocr.SMALL_TEXT_SCALE) for w in ln.words).casefold()
+    joined = _read_enlarged(eng, rgb)
     assert "total12.50" in joined and "cash20.00" in joined, joined
     assert len(heights) >= 3 and all(h == ocr.REC_HEIGHT_SMALL_PRINT == 48 and w >= 163 for h, w in heights), heights
     assert eng.ocr.text_rec.rec_image_shape == [3, 40, 136]
     heights.clear()
     eng.lines(rgb)
     assert heights and all(h == 40 and w >= 136 for h, w in heights), heights
+
+
+@needs_ocr
+def test_small_print_is_detected_at_small_text_det_min_side(monkeypatch):
+    """SMALL_TEXT_DET_MIN_SIDE: a page read enlarged as small print is detected with the
+    detector's shorter side at least that, whatever DET_MIN_SIDE is (the detector's own side is
+    back after it), and the version names both where they are not rapidocr's 736."""
+    import numpy as np
+
+    monkeypatch.setattr(ocr, "DET_MIN_SIDE", 576)
+    eng = ocr.RapidEngine()
+    assert "detector 576 (736 on small print)" in eng.version
+    sides = []
+    _record_inputs(monkeypatch, eng.ocr.text_det.infer.session, sides, lambda shape: min(shape[2:]))
+    rgb = np.asarray(_small_print())  # 400 x 160: the detector enlarges it to its side
+    eng.lines(rgb)
+    assert sides == [576], sides
+    sides.clear()
+    joined = _read_enlarged(eng, rgb)
+    assert "total12.50" in joined and "cash20.00" in joined, joined
+    assert sides == [ocr.SMALL_TEXT_DET_MIN_SIDE] and eng.ocr.text_det.limit_side_len == 576, sides
 
 
 @needs_ocr
