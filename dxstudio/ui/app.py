@@ -249,6 +249,14 @@ class _LayoutStop(QWidget):
             return True
         return super().event(event)
 
+    def showEvent(self, event):
+        # (a hidden widget is asked for no new layout: what changed while hidden counts now)
+        super().showEvent(event)
+        hints = (None if self._least_only else self.sizeHint(), self.minimumSizeHint())
+        if hints != self._hints:
+            self._hints = hints
+            self.updateGeometry()
+
     def resizeEvent(self, event):
         super().resizeEvent(event)
         self.child.setGeometry(self.rect())

@@ -686,3 +686,55 @@ def test_a_start_that_fails_after_accepted_only_changed_keeps_its_error_until_th
     _click_tab(qtbot, w, train)
     qtbot.waitUntil(lambda: not panel.counting() and panel.last_error is None, timeout=30_000)
     assert not panel.error_label.isVisible() and panel.breakdown["usable"] == 2
+
+
+def test_a_labels_new_text_asks_no_layout_above_its_layout_stop(qtbot):
+    """A label's new text asks for a new layout (QLabel always does); up through the window's
+    layout the tab widget answered by repainting the whole tab (the page list, the page, every
+    button: 6-8 ms of each page switch at 1920x1080). app._LayoutStop, around the banner, the
+    status bar's labels and the Review tab's page, stops the request unless the label's size
+    hints changed; a stop with a fixed room (the banner's) never passes it on."""
+    from PySide6.QtCore import QEvent, QObject
+    from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+
+    from dxstudio.ui.app import _LayoutStop
+
+    outer = QWidget()
+    qtbot.addWidget(outer)
+    layout = QVBoxLayout(outer)
+    counts, banner = QLabel("page 1/200"), QLabel("a note")
+    layout.addWidget(_LayoutStop(counts))
+    layout.addWidget(_LayoutStop(banner, height=40))
+    outer.show()
+    qtbot.waitExposed(outer)
+    asked = []
+
+    class Requests(QObject):
+        def eventFilter(self, obj, event):
+            if event.type() == QEvent.Type.LayoutRequest:
+                asked.append(obj)
+            return False
+
+    spy = Requests()
+    outer.installEventFilter(spy)
+    qtbot.wait(20)
+    asked.clear()
+    counts.setText("page 2/200")  # (the same size)
+    banner.setText("another note, a much longer one than the first")
+    qtbot.wait(20)
+    assert asked == []
+    counts.setText("page 2/200 · 4 with conflicts, 12 accepted")  # wider: the layout must know
+    qtbot.wait(20)
+    assert asked and counts.width() >= counts.sizeHint().width()
+
+
+def test_the_status_bars_counts_have_the_room_their_text_needs(window, qtbot):
+    """The counts in the status bar sit in a _LayoutStop, which still gives them the room
+    their text needs. (In the screenshot command, before _LayoutStop.showEvent, the text set
+    while the window was not shown got none: 'p' was all that showed; the test above catches that.)"""
+    w = window
+    w.view.setFocus()
+    qtbot.keyClick(w.view, Qt.Key_J)
+    qtbot.wait(50)
+    label = w.counts_label
+    assert label.text().startswith("page ") and label.width() >= label.sizeHint().width()
