@@ -365,7 +365,7 @@ def tune_work(project_root: Path, run_dir: Path, overrides: dict, resume: bool, 
     If it fails, it reports CountsAtFailure (the Train tab's counts for accepted_only) first."""
     def work(job):
         try:
-            return run(job)
+            return prepare_and_train(job)
         except Exception:
             try:  # (in the worker process, as the Train tab's own counts are)
                 counts = PROCESS.call(training_breakdown_at, str(project_root), accepted_only)
@@ -374,7 +374,7 @@ def tune_work(project_root: Path, run_dir: Path, overrides: dict, resume: bool, 
             job.report(CountsAtFailure(counts, accepted_only))
             raise
 
-    def run(job):
+    def prepare_and_train(job):
         flush_label_writes()  # the decisions the review window is still writing count
         project = Project.open(project_root)
         run = prepare_run(project, run_dir, overrides, resume=resume)  # a TuneRun, or a FoldedRun with folds
