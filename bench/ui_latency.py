@@ -243,6 +243,11 @@ def main() -> int:
     for name, r in sorted(rows.items(), key=lambda kv: -kv[1]["worst_ms"]):
         print(f"{name:<{width}}  {r['worst_ms']:8.1f} {r['median_ms']:8.1f} ms   {r['cpu_worst_ms']:8.1f} "
               f"{r['cpu_median_ms']:8.1f} ms  ({r['n']})")
+    over = [(name, v) for name, v in cpu.items() if max(v) >= 50]
+    if over:  # (which of an action's events was slow: the first of its kind, one after a schema edit...)
+        print("\nGUI-thread CPU of each event, in order, of the actions with one over 50 ms:")
+        for name, v in over:
+            print(f"  {name}: " + ", ".join(f"{x:.0f}" for x in v))
     if args.threads:
         print(f"\n{'the worst event of each, split':<{width}}    wall = GUI CPU + run queue + blocked ms (sleeps); "
               "the app's other threads' CPU meanwhile")

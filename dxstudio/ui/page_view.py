@@ -174,6 +174,10 @@ def _prefetch_run() -> None:
             image = QImage(str(path))
             if image.isNull():
                 continue
+            # in the format a pixmap keeps (the sample's PNGs are 8-bit palette images): turning
+            # it into the pixmap on the GUI thread is then a copy, not a conversion of each pixel
+            image = image.convertToFormat(QImage.Format.Format_ARGB32_Premultiplied if image.hasAlphaChannel()
+                                          else QImage.Format.Format_RGB32)
             with _DECODED_LOCK:
                 _DECODED[key] = image
                 while len(_DECODED) > 8:

@@ -162,7 +162,9 @@ class RoomyLabel(QLabel):
             for text in self._alternatives:
                 m.setText(text)
                 heights.append(m.heightForWidth(width))
-            self._alt_room = {width: max(heights)}  # (one width kept: the label's)
+            if len(self._alt_room) >= 8:  # (a layout asks at a few widths in one pass: one kept
+                self._alt_room.pop(next(iter(self._alt_room)))  # measured all 14 texts 2-3 times a show)
+            self._alt_room[width] = max(heights)
         return self._alt_room[width]
 
     def heightForWidth(self, width: int) -> int:
@@ -328,6 +330,15 @@ class Prepared:
     left_out: dict | None = None  # fields not asked yet on some page: not trained, not scored {name: pages}
 
 
+@dataclass
+class CountsAtFailure:
+    """What a run started now trains on (training_breakdown), counted by a run that failed, just
+    before it says so: its error is about these counts, and goes as stale once they change.
+    counts is None when they could not be counted."""
+    counts: dict | None
+    accepted_only: bool
+
+
 @dataclass(frozen=True)
 class EnginePreparing:
     """The engine's compiled kernels are being prepared (first run on this machine): done of
@@ -348,10 +359,22 @@ def prepare_engine(report, kernels: str = "fast") -> None:
     readiness.prepare(lambda d, t, label: report(EnginePreparing(d, t, label, readiness.PREPARE_CPU_SECONDS)))
 
 
-def tune_work(project_root: Path, run_dir: Path, overrides: dict, resume: bool):
+def tune_work(project_root: Path, run_dir: Path, overrides: dict, resume: bool, accepted_only: bool = False):
     """The Train tab's job: prepare, train, finish. Returns ("finished", report, run_dir) or
-    ("stopped", run_dir, step, total); reports a Prepared, then every dxstudio.tuning.Event."""
+    ("stopped", run_dir, step, total); reports a Prepared, then every dxstudio.tuning.Event.
+    If it fails, it reports CountsAtFailure (the Train tab's counts for accepted_only) first."""
     def work(job):
+        try:
+            return prepare_and_train(job)
+        except Exception:
+            try:  # (in the worker process, as the Train tab's own counts are)
+                counts = PROCESS.call(training_breakdown_at, str(project_root), accepted_only)
+            except Exception:
+                counts = None
+            job.report(CountsAtFailure(counts, accepted_only))
+            raise
+
+    def prepare_and_train(job):
         flush_label_writes()  # the decisions the review window is still writing count
         project = Project.open(project_root)
         run = prepare_run(project, run_dir, overrides, resume=resume)  # a TuneRun, or a FoldedRun with folds
@@ -402,14 +425,14 @@ class TrainingPanel(QWidget):
             self.reopen_latest()
         except ValueError:  # ProjectError: already shown by load_settings
             pass
-        if "accepted_only" in self.inputs:
-            self.inputs["accepted_only"].toggled.connect(lambda _: self.update_breakdown())
+        if "accepted_only" in self.inputs:  # a recount of every page: in the worker process
+            self.inputs["accepted_only"].toggled.connect(lambda _: self.update_breakdown_later())
         for name in ("start", "size"):
             if isinstance(self.inputs.get(name), QComboBox):
                 self.inputs[name].currentTextChanged.connect(lambda _: self.update_start())
         self._error_counts = None  # the counts when the last error was shown (a stale error goes)
         if "folds" in self.inputs:  # the folds line under the count says what they cost
-            self.inputs["folds"].valueChanged.connect(lambda _: self.update_breakdown())
+            self.inputs["folds"].valueChanged.connect(lambda _: self.show_breakdown_again())
         self.update_breakdown()
         self._prepare_timer = QTimer(self)
         self._prepare_timer.setSingleShot(True)
@@ -716,8 +739,10 @@ class TrainingPanel(QWidget):
             self._show_progress(None, 0)
         if self._job is not None:  # the last run's job has ended (is_running was checked)
             self._job.deleteLater()
-        self._job = Job(tune_work(self.project_root, run_dir, overrides, resume), f"dxstudio-tune-{run_dir.name}",
-                        parent=self)
+        self._counts_at_failure = None
+        accepted_only = bool(self.settings_values().get("accepted_only"))
+        self._job = Job(tune_work(self.project_root, run_dir, overrides, resume, accepted_only),
+                        f"dxstudio-tune-{run_dir.name}", parent=self)
         self._job.connect(self._on_job_event, self._on_job_done, self._on_failed)
         self._set_running(True)
         self._job.start()
@@ -844,6 +869,23 @@ class TrainingPanel(QWidget):
         self._show_breakdown(c, accepted_only)
         return c
 
+    def show_breakdown_again(self) -> None:
+        """The count's sentence again from the counts at hand (Folds changes what the folds line
+        says, not what trains): no page is read. While a recount is on its way its result says it;
+        without counts for today's Accepted only, count (in the worker process)."""
+        c = self._counts_at_hand()
+        if c is not None:
+            self._show_breakdown(c, bool(self.settings_values().get("accepted_only")))
+        elif not self.counting():
+            self.update_breakdown_later()
+
+    def _counts_at_hand(self) -> dict | None:
+        """The counts shown, where they are for today's Accepted only and no recount is on its way; else None."""
+        accepted_only = bool(self.settings_values().get("accepted_only"))
+        if not self.counting() and getattr(self, "_breakdown_accepted_only", None) == accepted_only:
+            return getattr(self, "breakdown", None)
+        return None
+
     def update_breakdown_later(self) -> None:
         """update_breakdown with the counting (every page and label file: a quarter of a second
         on 200 pages) on a background job, so showing the tab never waits for it, and in the
@@ -888,6 +930,7 @@ class TrainingPanel(QWidget):
 
     def _show_breakdown(self, c: dict, accepted_only: bool) -> None:
         self.breakdown = c
+        self._breakdown_accepted_only = accepted_only
         text = breakdown_text(c, accepted_only, self.settings_values().get("heldout_fraction"))
         self.folds_text, others = self._folds_texts(c.get("usable", 0))
         # the room of the line with any choice of Folds is kept: choosing another never moves Fine-tune
@@ -1018,7 +1061,9 @@ class TrainingPanel(QWidget):
 
     # -- events from the job (GUI thread) ------------------------------------------------
     def _on_job_event(self, obj) -> None:
-        if isinstance(obj, Prepared):
+        if isinstance(obj, CountsAtFailure):
+            self._counts_at_failure = obj  # (the failed signal comes next)
+        elif isinstance(obj, Prepared):
             self._on_prepared(obj)
         elif isinstance(obj, EnginePreparing):
             self.status_label.setText(
@@ -1081,7 +1126,7 @@ class TrainingPanel(QWidget):
 
     def _on_finished(self, report: dict, run_dir: str) -> None:
         self._worker_done()
-        self.update_breakdown()
+        self.update_breakdown_later()  # (a count that came during the run was not shown)
         self.progress.setValue(self.progress.maximum())
         self.time_label.setText("done")
         statement = report.get("threshold_statement") or ""
@@ -1091,6 +1136,7 @@ class TrainingPanel(QWidget):
 
     def _on_stopped(self, run_dir: str, step: int, total: int) -> None:
         self._worker_done()
+        self.update_breakdown_later()  # (a count that came during the run was not shown)
         self.time_label.setText("stopped")
         self.status_label.setText(f"Stopped at step {step} of {total}; the checkpoint is kept in "
                                   f"{run_dir}. Resume continues to the same model.")
@@ -1102,7 +1148,16 @@ class TrainingPanel(QWidget):
         removed = self._drop_empty_run()
         self.status_label.setText("Fine-tuning did not start: nothing was trained, and no run was kept."
                                   if removed else "Fine-tuning stopped with an error.")
-        self._show_error(message)
+        # the error is about the pages as the failed run counted them: not the counts shown, which
+        # may be from before Accepted only changed (a recount on its way, or one that came during the
+        # run and was not shown): so no recount can make it look stale, and a change after it does
+        at_failure, self._counts_at_failure = getattr(self, "_counts_at_failure", None), None
+        if at_failure is not None and at_failure.counts is not None:
+            self._show_error(message, at_failure.counts)
+            if at_failure.accepted_only == bool(self.settings_values().get("accepted_only")):
+                self._show_breakdown(at_failure.counts, at_failure.accepted_only)  # (what it saw)
+        else:
+            self._show_error(message)
         self.failed.emit(message)
 
     def _drop_empty_run(self) -> bool:
@@ -1261,9 +1316,11 @@ class TrainingPanel(QWidget):
                 self.agreement_plot.setTitle(title)
 
     # -- messages ----------------------------------------------------------------------
-    def _show_error(self, message: str) -> None:
+    def _show_error(self, message: str, counts: dict | None = None) -> None:
+        """Show message; it goes as stale when the Train tab's counts differ from counts (by default
+        those at hand; none while a recount is on its way: then it stays until the next start)."""
         self.last_error = message
-        self._error_counts = getattr(self, "breakdown", None)
+        self._error_counts = counts if counts is not None else self._counts_at_hand()
         self.error_label.setText(message)
         self.error_label.show()
         if self.show_dialogs:

@@ -46,6 +46,7 @@ def test_the_train_tab_says_what_trains_and_accepted_only_is_a_setting(qtbot, sm
     box.setFocus()
     qtbot.keyClick(box, Qt.Key.Key_Space)
     assert box.isChecked()
+    qtbot.waitUntil(lambda: not panel.counting(), timeout=WAIT_MS)  # (recounted in the worker process)
     assert "Trains on 2 pages" in panel.breakdown_label.text() and "accepted in Review only" in panel.breakdown_label.text()
     with qtbot.waitSignal(panel.finished, timeout=WAIT_MS) as done:
         qtbot.mouseClick(panel.fine_tune_button, Qt.MouseButton.LeftButton)
