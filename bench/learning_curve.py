@@ -358,7 +358,7 @@ def _readings(decodings: list, keywords: list) -> list:
     once per keywords source where sources are given."""
     out = []
     for d in decodings:
-        if d in ("printing", "keyed", "keyed_learned") and keywords:
+        if d in ("printing", "keyed", "keyed_learned", "keyed_layout") and keywords:
             out += [(d, k) for k in keywords]
         else:
             out.append((d, None))

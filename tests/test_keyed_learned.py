@@ -115,23 +115,37 @@ def test_the_counts_are_stored_with_the_keywords_checked_and_read_back(tmp_path)
     assert "alone" not in reading_record("keyed", stored, FIELDS)
 
 
-def test_keyed_learned_is_a_setting_and_a_bad_value_is_named():
+def decoding_setting_and_tiny_model(decoding: str, fields):
+    """Checks that `decoding` is a setting whose misspelling (with '-') is refused naming it; then
+    a tiny random model of `fields` (config, runtime params) to read pages with."""
     from dxstudio.engine.config import size_config
     from dxstudio.engine.model import to_runtime
     from dxstudio.engine.params import new_params
 
-    assert resolve_settings({"decoding": "keyed_learned"})["decoding"] == "keyed_learned"
-    assert resolve_settings({})["decoding"] == "keyed_learned"  # the default (docs/base-model.md)
+    assert resolve_settings({"decoding": decoding})["decoding"] == decoding
     with pytest.raises(TuneError, match="decoding"):
-        resolve_settings({"decoding": "keyed-alone"}, None, source="dxproject.json")
-    cfg = size_config("tiny", fields=tuple(FIELDS))
-    rt = to_runtime(new_params(cfg, 3))
+        resolve_settings({"decoding": decoding.replace("_", "-")}, None, source="dxproject.json")
+    cfg = size_config("tiny", fields=tuple(fields))
+    return cfg, to_runtime(new_params(cfg, 3))
+
+
+def two_readings(cfg, rt, page, keywords: dict, alone, first: str, second: str):
+    """The page read by the model with decodings `first` and `second` (keywords: a ReadingKeywords
+    of these, with `alone`): each says its reading, and the tags are the same (only the values
+    differ)."""
+    reading = ReadingKeywords(keywords)
+    reading.alone = frozenset(alone)
+    a = predict_page(cfg, rt, page, decoding=first, keywords=reading)
+    b = predict_page(cfg, rt, page, decoding=second, keywords=reading)
+    assert (a.decoding, b.decoding) == (first, second) and np.array_equal(a.tags, b.tags)
+    return a, b
+
+
+def test_keyed_learned_is_a_setting_and_a_bad_value_is_named():
+    cfg, rt = decoding_setting_and_tiny_model("keyed_learned", FIELDS)
+    assert resolve_settings({})["decoding"] == "keyed_layout"  # the default since (docs/base-model.md)
     page = page_of(MEMO)
-    reading = ReadingKeywords(KW)
-    reading.alone = frozenset({"to"})
-    keyed = predict_page(cfg, rt, page, decoding="keyed", keywords=reading)
-    alone = predict_page(cfg, rt, page, decoding="keyed_learned", keywords=reading)
-    assert alone.decoding == "keyed_learned" and np.array_equal(keyed.tags, alone.tags)
+    keyed, alone = two_readings(cfg, rt, page, KW, {"to"}, "keyed", "keyed_learned")
     assert alone.fields["to"].text == "Ron Milstein"
     # with no field alone it is the keyed reading
     plain = predict_page(cfg, rt, page, decoding="keyed_learned", keywords=ReadingKeywords(KW))

@@ -25,12 +25,14 @@ each value at the printing of it that the project's labelling rule labels (print
 `decoding="keyed"`: printing, then a field the model reads no value for takes the words printed
 right after its keywords on their row ("To: Ron Milstein"), and a value that starts there but
 stops short runs on to their end (keyed_values: a rule of the page's layout, not the model's).
-The default, `decoding="keyed_learned"`: keyed, with two rules per field learnt on the run's training pages
+`decoding="keyed_learned"`: keyed, with two rules per field learnt on the run's training pages
 (counts stored with the model's keywords, tuning/keywords.py keyed_counts; key_rules): a field
 whose labelled values were nearly always exactly the words after its key is read by the key rule
 alone where the page prints its key with words after it (the model's value of it, and any other
 field's value on those words, give way), and a field whose values nearly always hold a digit
 takes no keyed run without one (keyed_values' `alone` and `digits`).
+The default, `decoding="keyed_layout"`: keyed_learned, with keyed runs that go on over the next rows
+that start where they start (an address, a list of names: grounding.keyed_extents' `layout`).
 """
 from __future__ import annotations
 
@@ -69,13 +71,18 @@ class PagePrediction:
 # then a field with no value takes the words printed after its keywords, and a value that starts
 # there but stops short runs on to their end: keyed_values) or "keyed_learned" (keyed, with each
 # field's rules learnt on the training pages: read by its key alone, a digit's shape:
-# ReadingKeywords). The settings table's `decoding`.
-DECODINGS = ("span", "seed", "joint", "printing", "keyed", "keyed_learned")
+# ReadingKeywords) or "keyed_layout" (keyed_learned, with keyed runs over several rows:
+# grounding.keyed_extents' layout). The settings table's `decoding`.
+DECODINGS = ("span", "seed", "joint", "printing", "keyed", "keyed_learned", "keyed_layout")
 # the readings that place values by the fields' keywords (printings_by_rule and after)
-KEYWORD_DECODINGS = ("printing", "keyed", "keyed_learned")
+KEYWORD_DECODINGS = ("printing", "keyed", "keyed_learned", "keyed_layout")
+# the readings that fill values after the fields' keys (keyed_values), and those of them that read
+# the rules learnt per field (key_rules)
+KEYED_DECODINGS = ("keyed", "keyed_learned", "keyed_layout")
+LEARNED_DECODINGS = ("keyed_learned", "keyed_layout")
 # the readings that take the joint assignment of spans
 JOINT_DECODINGS = ("joint",) + KEYWORD_DECODINGS
-DEFAULT_DECODING = "keyed_learned"
+DEFAULT_DECODING = "keyed_layout"
 
 
 def check_decoding(decoding) -> str:
@@ -304,7 +311,8 @@ def set_layout_rules(printing, keyed) -> None:
     (...), ...}}: how a project labels an answer's printing (grounding's ground_answers);
     keywords {field: set of word keys}: the printings after or under them first, not after the
     field's name. keyed(page, field names, keywords=None) -> {field: [(first, last), ...]}: the
-    runs printed right after each field's keywords on their row (grounding's keyed_extents)."""
+    runs printed right after each field's keywords on their row (grounding's keyed_extents; with
+    layout=True, the "keyed_layout" reading's runs, over several rows)."""
     global _printing_rule, _keyed_rule
     _printing_rule, _keyed_rule = printing, keyed
 
@@ -398,7 +406,7 @@ KEYED_RUN_ON = 5.0
 
 
 def keyed_values(page: Page, fields, values: dict, tag_logits, keywords: dict | None = None,
-                 kernels: str = "fast", alone=(), digits=()) -> dict:
+                 kernels: str = "fast", alone=(), digits=(), layout: bool = False) -> dict:
     """The "keyed" decoding's {field: FieldValue or None}: `values` (the printing reading's) where
     the page prints a field's keywords with words after them on their row (the project's rule,
     grounding.keyed_extents), two changes, the fields in schema order: a field with no value takes
@@ -416,13 +424,16 @@ def keyed_values(page: Page, fields, values: dict, tag_logits, keywords: dict | 
     place of the model's value, and the value of another field not in `alone` holding any of its
     words is dropped (it may then take its own keyed run; a later `alone` field's value there is
     replaced by its own run, if the page prints one); an `alone` field whose key is not printed with words after
-    it keeps the model's value, and one whose value starts there is read as keyed reads it."""
+    it keeps the model's value, and one whose value starts there is read as keyed reads it.
+
+    The "keyed_layout" reading (layout=True): the runs are keyed_extents' with layout (a run goes
+    on over the next rows that start where it starts), the rest as above."""
     if _keyed_rule is None:
         raise RuntimeError("the keyed decoding needs the keyed rule: import dxstudio.grounding "
                            "(it hands its keyed_extents to the engine) or read with decoding='printing'")
     fields = list(fields)
-    runs = _keyed_rule(page, fields, keywords)
     out = dict(values)
+    runs = _keyed_rule(page, fields, keywords, layout=True) if layout else _keyed_rule(page, fields, keywords)
     logits = np.asarray(tag_logits)
 
     def value_of(c, a, b):
@@ -476,6 +487,17 @@ def keyed_values(page: Page, fields, values: dict, tag_logits, keywords: dict | 
     return out
 
 
+def keyed_reading(page: Page, fields, values: dict, tag_logits, keywords, kernels: str, decoding: str) -> dict:
+    """keyed_values as `decoding` (one of KEYED_DECODINGS) reads: keyed with no learnt rule,
+    keyed_learned with the keywords' `alone` and `digits` (a ReadingKeywords), keyed_layout with
+    those and runs over several rows."""
+    learned = decoding in LEARNED_DECODINGS
+    return keyed_values(page, fields, values, tag_logits, keywords, kernels,
+                        getattr(keywords, "alone", ()) if learned else (),
+                        getattr(keywords, "digits", ()) if learned else (),
+                        layout=decoding == "keyed_layout")
+
+
 def predict_page(cfg: ModelConfig, params_rt, page: Page, kernels: str = "fast",
                  decoding: str = DEFAULT_DECODING, keywords: dict | None = None) -> PagePrediction:
     """The page's tags and values read with `decoding`; keywords ({field: set of word keys},
@@ -508,11 +530,8 @@ def predict_page(cfg: ModelConfig, params_rt, page: Page, kernels: str = "fast",
                                     joint=decoding in JOINT_DECODINGS)
         if decoding in KEYWORD_DECODINGS:
             result = printings_by_rule(page, fields, result, keywords)
-        if decoding in ("keyed", "keyed_learned"):
-            learned = decoding == "keyed_learned"
-            result = keyed_values(page, fields, result, all_logits, keywords, kernels,
-                                  getattr(keywords, "alone", ()) if learned else (),
-                                  getattr(keywords, "digits", ()) if learned else ())
+        if decoding in KEYED_DECODINGS:
+            result = keyed_reading(page, fields, result, all_logits, keywords, kernels, decoding)
     return PagePrediction(page.id, result, all_tags, all_probs, all_conf, decoding)
 
 

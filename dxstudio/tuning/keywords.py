@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 
-from dxstudio.engine.extract import KEYWORD_DECODINGS, key_rules
+from dxstudio.engine.extract import KEYWORD_DECODINGS, LEARNED_DECODINGS, key_rules
 from dxstudio.grounding import (KEYWORD_SOURCES, _ground, _hint_keys, canonical_number, context_words, description_keywords,
                                 keyed_extents, name_keywords, split_name, word_key)
 
@@ -147,7 +147,7 @@ def reading_record(decoding: str, stored: dict | None, field_names) -> dict | No
     """What a report says of the keywords its values were placed by: None unless the reading
     is one of KEYWORD_DECODINGS (no other reading uses them); else {"source": name, schema or learned,
     "fields": {field: [keys]}} (name: the name rule's keys, grounding._hint_keys); for "keyed_learned"
-    also "alone" and "digits": the fields read by their key alone, and those whose keyed values
+    and "keyed_layout" also "alone" and "digits": the fields read by their key alone, and those whose keyed values
     must hold a digit (key_rules; sorted; none without stored counts)."""
     if decoding not in KEYWORD_DECODINGS:
         return None
@@ -155,7 +155,7 @@ def reading_record(decoding: str, stored: dict | None, field_names) -> dict | No
         out = {"source": "name", "fields": {n: sorted(_hint_keys(n)) for n in field_names}}
     else:
         out = {"source": stored["source"], "fields": {n: list(ks) for n, ks in zip(field_names, stored["fields"])}}
-    if decoding == "keyed_learned":
+    if decoding in LEARNED_DECODINGS:
         alone, digits = key_rules((stored or {}).get("keyed"), field_names)
         out["alone"], out["digits"] = sorted(alone), sorted(digits)
     return out
