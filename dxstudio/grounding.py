@@ -717,6 +717,13 @@ def _more_rows(words, s, e, is_key) -> int:
     return row_end
 
 
+def keyword_near(page, start: int, keys) -> bool:
+    """Whether one of `keys` (word keys) names a value starting at word `start`: it is one of the
+    three words before it on its row or a word of the row just above that overlaps it
+    (context_words). The "keyed_layout" reading's test of a model's value (keyed_values' `near`)."""
+    return any(word_key(page.words[k].text) in keys for k in context_words(page.words, start))
+
+
 def keyed_extents(page, field_names, keywords: dict | None = None, layout: bool = False) -> dict:
     """{field: [(first, last), ...]} in reading order: the runs of words printed right after one
     of the field's keywords on its row ("To: Ron Milstein"), for the "keyed" decoding. A run
@@ -1182,4 +1189,4 @@ def targets_of_read(read, names, max_words, repeats: str, errors: list, problems
 
 # the "printing" decoding (engine/extract.py) reads each value at the printing this rule labels;
 # the "keyed" decoding reads a value the model has none for after its field's keywords
-_engine_extract.set_layout_rules(printing=ground_answers, keyed=keyed_extents)
+_engine_extract.set_layout_rules(printing=ground_answers, keyed=keyed_extents, near=keyword_near)

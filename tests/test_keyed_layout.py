@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dxstudio import grounding
 from dxstudio.engine.extract import (DECODINGS, KEYED_DECODINGS, LEARNED_DECODINGS, FieldValue, ReadingKeywords,
-                                     keyed_reading, keyed_values)
+                                     keyed_reading, keyed_values, reading_keywords)
 from dxstudio.engine.page import Page, Word
 from dxstudio.tuning.keywords import reading_record
 from dxstudio.tuning.settings import resolve_settings
@@ -101,4 +101,39 @@ def test_keyed_layout_is_a_setting_the_default_and_reads_as_keyed_learned_plus_r
     # a report of the reading says which fields its learnt rules took, as keyed_learned's
     stored = {"source": "learned", "fields": [["to"], ["from"], ["cc"]], "keyed": [[3, 3, 0, 3], [0, 0, 0, 1], [0, 0, 0, 0]]}
     rec = reading_record("keyed_layout", stored, FIELDS)
-    assert rec["alone"] == ["to"] and rec["digits"] == [] and rec == reading_record("keyed_learned", stored, FIELDS)
+    assert rec["alone"] == ["to"] and rec["digits"] == [] and rec["near"] == []  # four counts: no near field
+    assert {k: v for k, v in rec.items() if k != "near"} == reading_record("keyed_learned", stored, FIELDS)
+
+
+def test_a_field_named_where_it_is_printed_takes_no_model_value_without_its_key():
+    from dxstudio.engine.extract import KEY_NEAR_SHARE, near_keys
+    from dxstudio.engine.container import check_keywords
+
+    page = page_at([[("MEMO", 0)], [("To:", 0), ("Ron", 1), ("Smith", 2)], [("dear", 0), ("Ann", 1)],
+                    [("cc", 3)], [("Bob", 3)]])
+    ron, ann, bob = 2, 5, 7
+    assert grounding.keyword_near(page, ron, {"to"})  # "To:" before it on its row
+    assert not grounding.keyword_near(page, ann, {"to"})  # "dear" is no key of to's; "Ron" above is no key
+    assert grounding.keyword_near(page, bob, {"cc"})  # "cc" on the row just above, over it
+    lg = logits(len(page.words), 3, {})
+    wrong = {"to": FieldValue((ann,), "Ann", 0.9), "from": FieldValue((ann,), "Ann", 0.9), "cc": None}
+    out = keyed_values(page, FIELDS, wrong, lg, KW, layout=True, near={"to"})
+    assert out["to"].text == "Ron Smith"  # the model's "Ann" is dropped, then the key fills
+    assert out["from"].text == "Ann"  # from is not a near field: its value stays
+    assert keyed_values(page, FIELDS, wrong, lg, KW, layout=True)["to"].text == "Ann"  # no near field
+    kept = {"to": FieldValue((ron,), "Ron", 0.9), "from": None, "cc": FieldValue((bob,), "Bob", 0.9)}
+    assert keyed_values(page, FIELDS, kept, lg, KW, layout=True, near={"to", "cc"})["cc"].text == "Bob"
+    # learnt: values >= 3 and near >= KEY_NEAR_SHARE of them; four numbers (an older model): none
+    assert KEY_NEAR_SHARE == 0.8
+    assert near_keys([[0, 0, 0, 5, 4], [0, 0, 0, 5, 3], [0, 0, 0, 2, 2]], FIELDS) == frozenset({"to"})
+    assert near_keys([[0, 0, 0, 5], [0, 0, 0, 5], [0, 0, 0, 2]], FIELDS) == frozenset() == near_keys(None, FIELDS)
+    stored = {"source": "learned", "fields": [["to"], ["from"], ["cc"]],
+              "keyed": [[0, 3, 0, 4, 4], [0, 0, 0, 4, 1], [0, 0, 0, 1, 1]]}  # to: near, not alone
+    assert check_keywords(stored, FIELDS) == stored
+    reading = reading_keywords(stored, FIELDS)
+    assert reading.near == frozenset({"to"}) and reading.alone == frozenset()
+    assert reading_record("keyed_layout", stored, FIELDS)["near"] == ["to"]
+    assert "near" not in reading_record("keyed_learned", stored, FIELDS)
+    # keyed_reading hands the near fields to keyed_layout only
+    assert keyed_reading(page, FIELDS, wrong, lg, reading, "fast", "keyed_layout")["to"].text == "Ron Smith"
+    assert keyed_reading(page, FIELDS, wrong, lg, reading, "fast", "keyed_learned")["to"].text == "Ann"

@@ -261,9 +261,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("average_last", "int", 0, "checkpoint averaging: the model is the mean of the weights at the end "
             "of this many epochs, ending at the kept one (0 or 1 = off)", low=0),
     # keyed_layout: measured on FUNSD, SROIE and CORD renamed pages outside the projects
-    # (docs/base-model.md "Values over several rows"); keyed_learned before it ("Rules learnt per
-    # field"), keyed before that ("Values after their keys", docs/model.md "Span decoding"), printing
-    # before that
+    # (docs/base-model.md "Values over several rows, and only beside their keys"); keyed_learned
+    # before it ("Rules learnt per field"), keyed before that ("Values after their keys",
+    # docs/model.md "Span decoding"), printing before that
     Setting("decoding", "choice", "keyed_layout",
             "how values are read off the tags: span = each field's best-scoring BIO span, one value per "
             "page, the fields in turn; seed = the seed's most confident run of argmax tags; joint = the "
@@ -274,8 +274,9 @@ SETTINGS: tuple[Setting, ...] = (
             "training pages (learned keywords only): a field whose labelled values were nearly always "
             "exactly the words after its key is read by its key alone, one whose values nearly always "
             "hold a digit takes no keyed words without one; keyed_layout = keyed_learned with the words after "
-            "a key read on over the next rows that start where they start (an address, a list of names) "
-            "(scores and outputs say which)",
+            "a key read on over the next rows that start where they start (an address, a list of names), and "
+            "no value without a keyword beside or above it for a field whose training values nearly always "
+            "had one (scores and outputs say which)",
             choices=DECODINGS, commands=("tune", "eval")),
     # learned: measured on SROIE under its own and a custom schema, and FUNSD, pages outside the
     # projects (docs/base-model.md "Keywords of a user's fields"); tuning/keywords.py
