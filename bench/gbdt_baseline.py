@@ -270,6 +270,8 @@ def _split(project_dir, max_words):
 
 
 def main(argv=None) -> int:
+    from dxstudio.engine.extract import DECODINGS
+
     ap = argparse.ArgumentParser(description="LightGBM word-classifier baseline, scored like dxstudio eval")
     ap.add_argument("train_project")
     ap.add_argument("eval_project")
@@ -287,7 +289,7 @@ def main(argv=None) -> int:
     ap.add_argument("--field-boost", type=float, default=3.0,
                     help="B-/I- words weigh the field's weight times this (O words 1)")
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--decoding", choices=("seed", "span", "joint", "printing", "keyed", "keyed_learned"), default="seed",
+    ap.add_argument("--decoding", choices=("seed",) + tuple(d for d in DECODINGS if d != "seed"), default="seed",
                     help="how values are read off the word classes: seed = the seed's reader with --fill "
                          "(the baseline as measured so far), span = the model's span decoding on the log "
                          "probabilities (docs/model.md \"Span decoding\"; no --fill), joint = the best joint "
@@ -295,7 +297,8 @@ def main(argv=None) -> int:
                          "labelling rule labels (engine/extract.py decode_joint, printings_by_rule), keyed = "
                          "printing, then the words after a field's keywords where it has no value "
                          "(keyed_values), keyed_learned = keyed with each field's rules learnt on the training "
-                         "pages: read by its key alone, a digit's shape (--keywords learned)")
+                         "pages: read by its key alone, a digit's shape (--keywords learned), keyed_layout = "
+                         "keyed_learned with values under their key, over several rows and whole keys")
     ap.add_argument("--keywords", choices=("name", "schema", "learned"), default="name",
                     help="printing only: the words each value is placed after (dxstudio's setting keywords, "
                          "tuning/keywords.py; learned: from these training pages); default name, the seed's rule")
@@ -308,8 +311,8 @@ def main(argv=None) -> int:
         print("gbdt_baseline: lightgbm is not installed (pip install dxstudio[baseline])", file=sys.stderr)
         return 2
     from dxstudio.engine.config import size_config
-    from dxstudio.engine.extract import (JOINT_DECODINGS, KEYWORD_DECODINGS, PagePrediction, fields_from_logits,
-                                         fields_from_tags, keyed_values, printings_by_rule)
+    from dxstudio.engine.extract import (JOINT_DECODINGS, KEYED_DECODINGS, KEYWORD_DECODINGS, PagePrediction,
+                                         fields_from_logits, fields_from_tags, keyed_reading, printings_by_rule)
     from dxstudio.tuning.evaluation import score_predictions
 
     max_words = size_config("base").max_words  # the model's pages: the same exclusions
@@ -378,11 +381,9 @@ def main(argv=None) -> int:
                                         joint=a.decoding in JOINT_DECODINGS)
             if a.decoding in KEYWORD_DECODINGS:
                 values = printings_by_rule(page, fields, values, reading)
-            if a.decoding in ("keyed", "keyed_learned"):
-                learned = a.decoding == "keyed_learned"
-                values = keyed_values(page, fields, values, np.log(np.maximum(full, 1e-12)), reading, "reference",
-                                      getattr(reading, "alone", ()) if learned else (),
-                                      getattr(reading, "digits", ()) if learned else ())
+            if a.decoding in KEYED_DECODINGS:
+                values = keyed_reading(page, fields, values, np.log(np.maximum(full, 1e-12)), reading, "reference",
+                                       a.decoding)
         else:
             values = fields_from_tags(page, fields, tags, probs)
             if a.fill:

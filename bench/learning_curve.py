@@ -302,8 +302,8 @@ SETS = {"sroie": sroie_projects, "funsd": funsd_projects, "sroie_renamed": sroie
 # ---- runs and the table ---------------------------------------------------------------------
 def model_with_keywords(run: Path, proj: Path, source: str) -> Path:
     """The run's model, or where it stores no keywords of `source` (tuned before the setting
-    keywords, or for learned before their keyed counts were stored: the same weights, the
-    reading differs), a copy of it beside it
+    keywords, or for learned before their keyed counts of five numbers were stored: the same
+    weights, the reading differs), a copy of it beside it
     (model.kw-SOURCE.safetensors) with the keywords tune stores now: learnt from the same
     training pages (the run's split of its project: usable_split and the early-stop carve,
     with the run's settings), as TuneRun._load_targets learns them."""
@@ -314,13 +314,17 @@ def model_with_keywords(run: Path, proj: Path, source: str) -> Path:
     from dxstudio.tuning.keywords import field_keywords
     from dxstudio.tuning.pages import usable_split
 
+    def current(stored: dict) -> bool:  # learned keywords with today's keyed counts (five numbers)
+        return stored.get("source") == source and (
+            source != "learned" or all(len(c) >= 5 for c in stored.get("keyed") or [[]]))
+
     path = run / "model.safetensors"
     loaded = load_model(path)
     stored = loaded.keywords or {}
-    if source == "name" or (stored.get("source") == source and (source != "learned" or "keyed" in stored)):
+    if source == "name" or current(stored):
         return path
     out = run / f"model.kw-{source}.safetensors"
-    if out.exists():
+    if out.exists() and current(load_model(out).keywords or {}):
         return out
     settings = json.loads((run / "report.json").read_text())["run"]["settings"]
     project = Project.open(proj)
@@ -358,7 +362,7 @@ def _readings(decodings: list, keywords: list) -> list:
     once per keywords source where sources are given."""
     out = []
     for d in decodings:
-        if d in ("printing", "keyed", "keyed_learned") and keywords:
+        if d in ("printing", "keyed", "keyed_learned", "keyed_layout") and keywords:
             out += [(d, k) for k in keywords]
         else:
             out.append((d, None))

@@ -668,13 +668,72 @@ def _prints_a_key(words, k: int) -> bool:
     return k == 0 or not _same_row(words[k].box, words[k - 1].box) or words[k - 1].box[0] > words[k].box[0]
 
 
-def keyed_extents(page, field_names, keywords: dict | None = None) -> dict:
+# The "keyed_layout" reading: the rows of a value over several rows start within a word height
+# of its first word's left edge, each no more than this many word heights below the row before
+# (FUNSD's addresses and cc lists: about 0.5)
+ROWS_GAP = 1.5
+
+
+def _row_run(words, s, is_key, anchor, gaps: bool = True, leftward: bool = False) -> int:
+    """The last word of the run from word s along anchor's row: up to the row's end, a key
+    (is_key), with `gaps` a gap wider than KEYED_GAP word heights, with `leftward` a word that
+    starts left of the one before it (reading order gone back to another column)."""
+    e = s
+    for j in range(s + 1, len(words)):
+        h = max(words[j].box[3] - words[j].box[1], 1e-6)
+        if not _same_row(words[anchor].box, words[j].box) or is_key(j) \
+                or (gaps and words[j].box[0] - words[j - 1].box[2] > KEYED_GAP * h) \
+                or (leftward and words[j].box[0] < words[j - 1].box[0]):
+            break
+        e = j
+    return e
+
+
+def _next_row_start(words, s, e) -> int | None:
+    """The word after e when it starts the next row where word s starts (within a word height,
+    no more than ROWS_GAP heights below row e), else None."""
+    j = e + 1
+    if j >= len(words):
+        return None
+    h = max(words[s].box[3] - words[s].box[1], 1e-6)
+    b, last = words[j].box, words[e].box
+    if _same_row(last, b) or b[1] - last[3] > ROWS_GAP * h or abs(b[0] - words[s].box[0]) > h:
+        return None
+    return j
+
+
+def _more_rows(words, s, e, is_key) -> int:
+    """e, the end of a run from word s on its row, extended over the next rows that start where
+    word s does, each with no key first (an address, a list of names); when there are such rows,
+    every row of the value is taken to its end or a key, across gaps (a list of names in
+    columns)."""
+    row_end = _row_run(words, s, is_key, s, gaps=False, leftward=True)
+    j = _next_row_start(words, s, row_end)
+    if j is None or is_key(j):
+        return e
+    while j is not None and not is_key(j):
+        row_end = _row_run(words, j, is_key, j, gaps=False, leftward=True)
+        j = _next_row_start(words, s, row_end)
+    return row_end
+
+
+def keyword_near(page, start: int, keys) -> bool:
+    """Whether one of `keys` (word keys) names a value starting at word `start`: it is one of the
+    three words before it on its row or a word of the row just above that overlaps it
+    (context_words). The "keyed_layout" reading's test of a model's value (keyed_values' `near`)."""
+    return any(word_key(page.words[k].text) in keys for k in context_words(page.words, start))
+
+
+def keyed_extents(page, field_names, keywords: dict | None = None, layout: bool = False) -> dict:
     """{field: [(first, last), ...]} in reading order: the runs of words printed right after one
     of the field's keywords on its row ("To: Ron Milstein"), for the "keyed" decoding. A run
     starts at the word after the keyword, on its row and to its right, and goes on along that
     row until a word that is a keyword of any field, a word ending in ':' (another key), or a
     gap wider than KEYED_GAP word heights. `keywords` {field: set of word keys} (a model's
-    stored keywords); None: the name rule's keys (_hint_keys), as the printing reading."""
+    stored keywords); None: the name rule's keys (_hint_keys), as the printing reading.
+    layout=True (the "keyed_layout" reading): a run also stops at a word that starts left of
+    the one before it, and goes on over the next rows that start where it starts (_more_rows:
+    "TO: LORILLARD, INC." over "ONE PARK AVENUE" over "NEW YORK, N. Y. 10016")."""
     words = page.words
     keys = [word_key(w.text) for w in words]
     kw = {n: set(keywords.get(n, ())) if keywords is not None else _hint_keys(n) for n in field_names}
@@ -692,13 +751,9 @@ def keyed_extents(page, field_names, keywords: dict | None = None) -> dict:
         if not named or s >= len(words) or not _same_row(words[k].box, words[s].box) \
                 or words[s].box[0] < words[k].box[0] or is_key(s):
             continue
-        e = s
-        for j in range(s + 1, len(words)):
-            h = max(words[j].box[3] - words[j].box[1], 1e-6)
-            if not _same_row(words[k].box, words[j].box) or is_key(j) \
-                    or words[j].box[0] - words[j - 1].box[2] > KEYED_GAP * h:
-                break
-            e = j
+        e = _row_run(words, s, is_key, k, leftward=layout)
+        if layout:
+            e = _more_rows(words, s, e, is_key)
         for n in named:
             out[n].append((s, e))
     return out
@@ -1134,4 +1189,4 @@ def targets_of_read(read, names, max_words, repeats: str, errors: list, problems
 
 # the "printing" decoding (engine/extract.py) reads each value at the printing this rule labels;
 # the "keyed" decoding reads a value the model has none for after its field's keywords
-_engine_extract.set_layout_rules(printing=ground_answers, keyed=keyed_extents)
+_engine_extract.set_layout_rules(printing=ground_answers, keyed=keyed_extents, near=keyword_near)

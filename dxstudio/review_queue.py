@@ -24,7 +24,7 @@ from dxstudio.engine.page import PageError
 from dxstudio.fsutil import sha256_file, write_json_atomic
 from dxstudio.project import Project, ProjectError, ProjectLayout
 
-CACHE_FORMAT = 5  # 2: values read with the model's decoding (engine/extract.py model_decoding); 3: "printing" became the default decoding of a model with no stored thresholds; 4: "keyed" did; 5: "keyed_learned" did
+CACHE_FORMAT = 6  # 2: values read with the model's decoding (engine/extract.py model_decoding); 3: "printing" became the default decoding of a model with no stored thresholds; 4: "keyed" did; 5: "keyed_learned" did; 6: "keyed_layout" did
 QUEUED = ("unreviewed", "conflicts")  # the page statuses the queue holds
 
 

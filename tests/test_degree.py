@@ -113,7 +113,7 @@ def test_held_out_pages_side_by_side_predict_as_one_at_a_time():
     pages = [page(f"p{k}", n, k) for k, n in enumerate((5, 30, 9, 17, 2))]
     cfg = CFG.with_fields(("total", "date"))
     params = to_runtime(new_params(cfg, 4))
-    for decoding in ("span", "seed"):
+    for decoding in ("span", "seed", "keyed_layout"):  # keyed_layout: the default, after the keys ("Date:")
         one = predict_pages(cfg, params, pages, "fast", decoding, 1)
         two = predict_pages(cfg, params, pages, "fast", decoding, 2)
         assert [p.page_id for p in two] == [p.id for p in pages]

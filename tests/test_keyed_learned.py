@@ -73,14 +73,16 @@ def test_the_keyed_counts_are_the_training_labels_that_are_exactly_the_words_aft
     nokey = targets(plain, FIELDS, {"to": (1, 2)})  # no key printed: a value, not seen
     rows = [("a", page, right), ("b", page, none), ("c", page, unscored), ("d", plain, nokey)]
     counts = keyed_counts(FIELDS, rows, KW)
-    # [hits, seen, digits, values]: date (8..10 is its run; "May" alone is not), to, from
-    assert counts == [[1, 2, 1, 2], [2, 2, 0, 3], [0, 1, 0, 1]]
+    # [hits, seen, digits, values, near]: date (8..10 is its run; "May" alone is not), to, from;
+    # near: a keyword beside or above the value ("ACME" over plain's "Ron" is none of to's)
+    assert counts == [[1, 2, 1, 2, 2], [2, 2, 0, 3, 2], [0, 1, 0, 1, 1]]
     assert key_rules(counts, FIELDS) == (frozenset(), frozenset())  # under KEY_ALONE_MIN_PAGES everywhere
     assert (KEY_ALONE_MIN_PAGES, KEY_ALONE_SHARE, KEY_DIGIT_SHARE) == (3, 0.8, 0.9)
     alone, digits = key_rules([[3, 3, 9, 10], [4, 5, 8, 10], [3, 5, 2, 2]], FIELDS)
     assert alone == frozenset({"date", "to"})  # 1.0 and 0.8 of the seen; 0.6 is not
     assert digits == frozenset({"date"})  # 0.9 of 10 values; 0.8 is not, nor 2 of 2 values (too few)
     assert key_rules(None, FIELDS) == (frozenset(), frozenset())
+    assert key_rules(counts, FIELDS) == key_rules([c[:4] for c in counts], FIELDS)  # near is not theirs
 
 
 def test_the_counts_are_stored_with_the_keywords_checked_and_read_back(tmp_path):
@@ -96,7 +98,9 @@ def test_the_counts_are_stored_with_the_keywords_checked_and_read_back(tmp_path)
     assert old.alone == frozenset() and old.digits == frozenset()
     z = [0, 0, 0, 0]
     for bad in ([[3, 2, 0, 3], z, z], [[1, 1, 0, 1], z], [[1.0, 1, 0, 1], z, z], [[-1, 1, 0, 1], z, z],
-                [[1, 1, 2, 1], z, z], [[1, 2, 0, 1], z, z], [[1, 1], z, z], "x"):
+                [[1, 1, 2, 1], z, z], [[1, 2, 0, 1], z, z], [[1, 1], z, z], "x",
+                [[1, 1, 0, 1, 2], z + [0], z + [0]],  # near above values
+                [[1, 1, 0, 1, 1], z, z]):  # counts of two lengths
         with pytest.raises(ValueError, match=r"keyed must be a list of 3 \[hits, seen, digits, values\]"):
             check_keywords({**stored, "keyed": bad}, FIELDS)
     with pytest.raises(ValueError, match="exactly source and fields"):
@@ -115,23 +119,37 @@ def test_the_counts_are_stored_with_the_keywords_checked_and_read_back(tmp_path)
     assert "alone" not in reading_record("keyed", stored, FIELDS)
 
 
-def test_keyed_learned_is_a_setting_and_a_bad_value_is_named():
+def decoding_setting_and_tiny_model(decoding: str, fields):
+    """Checks that `decoding` is a setting whose misspelling (with '-') is refused naming it; then
+    a tiny random model of `fields` (config, runtime params) to read pages with."""
     from dxstudio.engine.config import size_config
     from dxstudio.engine.model import to_runtime
     from dxstudio.engine.params import new_params
 
-    assert resolve_settings({"decoding": "keyed_learned"})["decoding"] == "keyed_learned"
-    assert resolve_settings({})["decoding"] == "keyed_learned"  # the default (docs/base-model.md)
+    assert resolve_settings({"decoding": decoding})["decoding"] == decoding
     with pytest.raises(TuneError, match="decoding"):
-        resolve_settings({"decoding": "keyed-alone"}, None, source="dxproject.json")
-    cfg = size_config("tiny", fields=tuple(FIELDS))
-    rt = to_runtime(new_params(cfg, 3))
+        resolve_settings({"decoding": decoding.replace("_", "-")}, None, source="dxproject.json")
+    cfg = size_config("tiny", fields=tuple(fields))
+    return cfg, to_runtime(new_params(cfg, 3))
+
+
+def two_readings(cfg, rt, page, keywords: dict, alone, first: str, second: str):
+    """The page read by the model with decodings `first` and `second` (keywords: a ReadingKeywords
+    of these, with `alone`): each says its reading, and the tags are the same (only the values
+    differ)."""
+    reading = ReadingKeywords(keywords)
+    reading.alone = frozenset(alone)
+    a = predict_page(cfg, rt, page, decoding=first, keywords=reading)
+    b = predict_page(cfg, rt, page, decoding=second, keywords=reading)
+    assert (a.decoding, b.decoding) == (first, second) and np.array_equal(a.tags, b.tags)
+    return a, b
+
+
+def test_keyed_learned_is_a_setting_and_a_bad_value_is_named():
+    cfg, rt = decoding_setting_and_tiny_model("keyed_learned", FIELDS)
+    assert resolve_settings({})["decoding"] == "keyed_layout"  # the default since (docs/base-model.md)
     page = page_of(MEMO)
-    reading = ReadingKeywords(KW)
-    reading.alone = frozenset({"to"})
-    keyed = predict_page(cfg, rt, page, decoding="keyed", keywords=reading)
-    alone = predict_page(cfg, rt, page, decoding="keyed_learned", keywords=reading)
-    assert alone.decoding == "keyed_learned" and np.array_equal(keyed.tags, alone.tags)
+    keyed, alone = two_readings(cfg, rt, page, KW, {"to"}, "keyed", "keyed_learned")
     assert alone.fields["to"].text == "Ron Milstein"
     # with no field alone it is the keyed reading
     plain = predict_page(cfg, rt, page, decoding="keyed_learned", keywords=ReadingKeywords(KW))

@@ -148,7 +148,7 @@ def test_keywords_are_learnt_from_the_training_pages_only_for_a_fold_too(custom_
 
 def test_the_model_stores_its_keywords_the_reports_say_which_and_eval_can_read_the_old_way(
         custom_project, tiny_base, tmp_path):
-    # the printing reading: under keyed (and keyed_learned, the default) the keywords also fill values, so the
+    # the printing reading: under keyed (and keyed_learned, keyed_layout, the default) the keywords also fill values, so the
     # held-out reading (and its thresholds) differ between the sources, not only the stored keywords
     s = {"epochs": 1, "checkpoint_every": 2, "decoding": "printing"}
     one = TuneRun.prepare(Project.open(custom_project), tmp_path / "one", {**s, "degree": 1}, model_path=tiny_base)
@@ -184,6 +184,8 @@ def test_the_model_stores_its_keywords_the_reports_say_which_and_eval_can_read_t
     assert evaluate_model(model, project, overrides={"decoding": "joint"})["keywords"] is None  # not used
     learned = evaluate_model(model, project, overrides={"decoding": "keyed_learned"})
     assert learned["decoding"] == "keyed_learned" and {"alone", "digits"} <= set(learned["keywords"])
+    layout = evaluate_model(model, project, overrides={"decoding": "keyed_layout"})
+    assert layout["decoding"] == "keyed_layout" and layout["keywords"]["alone"] == learned["keywords"]["alone"]
     with pytest.raises(TuneError, match="stores no learnt keywords"):
         evaluate_model(tmp_path / "old" / "model.safetensors", project, overrides={"keywords": "learned"})
 

@@ -109,8 +109,8 @@ def test_a_value_printed_once_or_no_value_is_left_as_the_span_read_it():
 
 
 def test_bad_decoding_names_are_clear_errors():
-    assert DECODINGS == ("span", "seed", "joint", "printing", "keyed", "keyed_learned")
-    with pytest.raises(ValueError, match="decoding must be span, seed, joint, printing, keyed or keyed_learned, not 'printed'"):
+    assert DECODINGS == ("span", "seed", "joint", "printing", "keyed", "keyed_learned", "keyed_layout")
+    with pytest.raises(ValueError, match="decoding must be span, seed, joint, printing, keyed, keyed_learned or keyed_layout, not 'printed'"):
         check_decoding("printed")
     with pytest.raises(TuneError, match="setting decoding must be .*printing.*, not 'rule'"):
         resolve_settings({"decoding": "rule"})
@@ -134,7 +134,7 @@ def test_predict_page_and_a_stored_reading_say_printing():
     assert printed.fields == printings_by_rule(page, ["a", "b"], joint.fields)
     assert model_decoding({"pooled": None, "fields": {}, "decoding": "printing"}) == "printing"
     assert check_thresholds({"pooled": None, "fields": {}, "decoding": "printing"}, ["a"])["decoding"] == "printing"
-    with pytest.raises(ValueError, match="decoding 'x' is not span, seed, joint, printing, keyed or keyed_learned"):
+    with pytest.raises(ValueError, match="decoding 'x' is not span, seed, joint, printing, keyed, keyed_learned or keyed_layout"):
         check_thresholds({"pooled": None, "fields": {}, "decoding": "x"}, ["a"])
 
 

@@ -154,19 +154,19 @@ def test_bad_input_is_a_clear_error():
     bad[1, 1] = np.nan
     with pytest.raises(ValueError, match="finite"):
         decode_spans(bad, 1)
-    with pytest.raises(ValueError, match="decoding must be span, seed, joint, printing, keyed or keyed_learned, not 'viterbi'"):
+    with pytest.raises(ValueError, match="decoding must be span, seed, joint, printing, keyed, keyed_learned or keyed_layout, not 'viterbi'"):
         check_decoding("viterbi")
-    with pytest.raises(TuneError, match="setting decoding must be span or seed or joint or printing or keyed or keyed_learned, not 'first'"):
+    with pytest.raises(TuneError, match="setting decoding must be span or seed or joint or printing or keyed or keyed_learned or keyed_layout, not 'first'"):
         resolve_settings({"decoding": "first"})
-    assert resolve_settings(None)["decoding"] == DEFAULT_DECODING == "keyed_learned" and DECODINGS == ("span", "seed", "joint", "printing", "keyed", "keyed_learned")
+    assert resolve_settings(None)["decoding"] == DEFAULT_DECODING == "keyed_layout" and DECODINGS == ("span", "seed", "joint", "printing", "keyed", "keyed_learned", "keyed_layout")
 
 
 def test_a_model_is_read_as_its_thresholds_were_found():
-    assert model_decoding(None) == "keyed_learned"
+    assert model_decoding(None) == "keyed_layout"
     assert model_decoding({"pooled": 0.9, "fields": {}}) == "seed"  # tuned before the reading was stored
     assert model_decoding({"pooled": 0.9, "fields": {}, "decoding": "span"}) == "span"
     assert check_thresholds({"pooled": None, "fields": {}, "decoding": "seed"}, ["a"])["decoding"] == "seed"
-    with pytest.raises(ValueError, match="decoding 'x' is not span, seed, joint, printing, keyed or keyed_learned"):
+    with pytest.raises(ValueError, match="decoding 'x' is not span, seed, joint, printing, keyed, keyed_learned or keyed_layout"):
         check_thresholds({"pooled": None, "fields": {}, "decoding": "x"}, ["a"])
 
 

@@ -25,12 +25,16 @@ each value at the printing of it that the project's labelling rule labels (print
 `decoding="keyed"`: printing, then a field the model reads no value for takes the words printed
 right after its keywords on their row ("To: Ron Milstein"), and a value that starts there but
 stops short runs on to their end (keyed_values: a rule of the page's layout, not the model's).
-The default, `decoding="keyed_learned"`: keyed, with two rules per field learnt on the run's training pages
+`decoding="keyed_learned"`: keyed, with two rules per field learnt on the run's training pages
 (counts stored with the model's keywords, tuning/keywords.py keyed_counts; key_rules): a field
 whose labelled values were nearly always exactly the words after its key is read by the key rule
 alone where the page prints its key with words after it (the model's value of it, and any other
 field's value on those words, give way), and a field whose values nearly always hold a digit
 takes no keyed run without one (keyed_values' `alone` and `digits`).
+The default, `decoding="keyed_layout"`: keyed_learned, with keyed runs that go on over the next rows
+that start where they start (an address, a list of names: grounding.keyed_extents' `layout`), and,
+for the fields whose training values nearly always had one of their keywords beside or above them
+(near_keys, learnt), no model value without one (keyed_values' `near`).
 """
 from __future__ import annotations
 
@@ -69,13 +73,19 @@ class PagePrediction:
 # then a field with no value takes the words printed after its keywords, and a value that starts
 # there but stops short runs on to their end: keyed_values) or "keyed_learned" (keyed, with each
 # field's rules learnt on the training pages: read by its key alone, a digit's shape:
-# ReadingKeywords). The settings table's `decoding`.
-DECODINGS = ("span", "seed", "joint", "printing", "keyed", "keyed_learned")
+# ReadingKeywords) or "keyed_layout" (keyed_learned, with keyed runs over several rows:
+# grounding.keyed_extents' layout, and no model value without a key for the fields that always
+# had one: near_keys). The settings table's `decoding`.
+DECODINGS = ("span", "seed", "joint", "printing", "keyed", "keyed_learned", "keyed_layout")
 # the readings that place values by the fields' keywords (printings_by_rule and after)
-KEYWORD_DECODINGS = ("printing", "keyed", "keyed_learned")
+KEYWORD_DECODINGS = ("printing", "keyed", "keyed_learned", "keyed_layout")
+# the readings that fill values after the fields' keys (keyed_values), and those of them that read
+# the rules learnt per field (key_rules)
+KEYED_DECODINGS = ("keyed", "keyed_learned", "keyed_layout")
+LEARNED_DECODINGS = ("keyed_learned", "keyed_layout")
 # the readings that take the joint assignment of spans
 JOINT_DECODINGS = ("joint",) + KEYWORD_DECODINGS
-DEFAULT_DECODING = "keyed_learned"
+DEFAULT_DECODING = "keyed_layout"
 
 
 def check_decoding(decoding) -> str:
@@ -297,16 +307,20 @@ def fields_from_logits(page: Page, fields, tag_logits, window_starts=(0,), kerne
 # imports upwards (the layers contract).
 _printing_rule = None
 _keyed_rule = None
+_near_rule = None
 
 
-def set_layout_rules(printing, keyed) -> None:
+def set_layout_rules(printing, keyed, near=None) -> None:
     """printing(page, answers {field: text}, field names, keywords=None) -> {field: {"words":
     (...), ...}}: how a project labels an answer's printing (grounding's ground_answers);
     keywords {field: set of word keys}: the printings after or under them first, not after the
     field's name. keyed(page, field names, keywords=None) -> {field: [(first, last), ...]}: the
-    runs printed right after each field's keywords on their row (grounding's keyed_extents)."""
-    global _printing_rule, _keyed_rule
-    _printing_rule, _keyed_rule = printing, keyed
+    runs printed right after each field's keywords on their row (grounding's keyed_extents; with
+    layout=True, the "keyed_layout" reading's runs, over several rows). near(page, start, keys) ->
+    bool: whether one of keys names a value starting at word `start`, beside or above it
+    (grounding's keyword_near)."""
+    global _printing_rule, _keyed_rule, _near_rule
+    _printing_rule, _keyed_rule, _near_rule = printing, keyed, near
 
 
 # The "keyed_learned" reading, per field from counts over the run's training pages (tuning/keywords.py
@@ -319,6 +333,13 @@ def set_layout_rules(printing, keyed) -> None:
 KEY_ALONE_SHARE = 0.8
 KEY_ALONE_MIN_PAGES = 3
 KEY_DIGIT_SHARE = 0.9
+# The "keyed_layout" reading's fields named where they are printed: at least this share of the
+# labelled values (KEY_ALONE_MIN_PAGES or more) had one of the field's keywords beside or above
+# them (the fifth number of the keyed counts, `near`; a model with four has no such field). Then a
+# model's value with none is no value (the key may still fill it). FUNSD's four fields (0.8 to 1.0
+# at 50 forms), no field of SROIE (0 to 0.6) or CORD (0.5 to 0.76): docs/base-model.md "Values over
+# several rows".
+KEY_NEAR_SHARE = 0.8
 
 
 class ReadingKeywords(dict):
@@ -327,6 +348,7 @@ class ReadingKeywords(dict):
     key alone, and `digits`, those whose keyed values must hold a digit."""
     alone: frozenset = frozenset()
     digits: frozenset = frozenset()
+    near: frozenset = frozenset()  # the "keyed_layout" reading's fields named where printed (near_keys)
 
 
 def key_rules(counts, field_names) -> tuple:
@@ -336,11 +358,22 @@ def key_rules(counts, field_names) -> tuple:
     KEY_DIGIT_SHARE * values and values >= KEY_ALONE_MIN_PAGES. No counts: neither."""
     if not counts:
         return frozenset(), frozenset()
-    alone = frozenset(n for n, (hits, seen, _, _) in zip(field_names, counts)
+    alone = frozenset(n for n, (hits, seen, _, _) in zip(field_names, (c[:4] for c in counts))
                       if seen >= KEY_ALONE_MIN_PAGES and hits >= KEY_ALONE_SHARE * seen)
-    digits = frozenset(n for n, (_, _, dig, vals) in zip(field_names, counts)
+    digits = frozenset(n for n, (_, _, dig, vals) in zip(field_names, (c[:4] for c in counts))
                        if vals >= KEY_ALONE_MIN_PAGES and dig >= KEY_DIGIT_SHARE * vals)
     return alone, digits
+
+
+def near_keys(counts, field_names) -> frozenset:
+    """The fields the "keyed_layout" reading reads only where one of their keywords is beside or
+    above the value: from the stored keyed counts ([hits, seen, digits, values, near] per field,
+    tuning/keywords.py keyed_counts), values >= KEY_ALONE_MIN_PAGES and near >= KEY_NEAR_SHARE *
+    values. Counts of four numbers (a model tuned before `near`) or none: no field."""
+    if not counts:
+        return frozenset()
+    return frozenset(n for n, c in zip(field_names, counts)
+                     if len(c) >= 5 and c[3] >= KEY_ALONE_MIN_PAGES and c[4] >= KEY_NEAR_SHARE * c[3])
 
 
 def reading_keywords(stored: dict | None, field_names) -> dict | None:
@@ -352,6 +385,7 @@ def reading_keywords(stored: dict | None, field_names) -> dict | None:
         return None
     out = ReadingKeywords((n, frozenset(ks)) for n, ks in zip(field_names, stored["fields"]))
     out.alone, out.digits = key_rules(stored.get("keyed"), field_names)
+    out.near = near_keys(stored.get("keyed"), field_names)
     return out
 
 
@@ -398,7 +432,7 @@ KEYED_RUN_ON = 5.0
 
 
 def keyed_values(page: Page, fields, values: dict, tag_logits, keywords: dict | None = None,
-                 kernels: str = "fast", alone=(), digits=()) -> dict:
+                 kernels: str = "fast", alone=(), digits=(), layout: bool = False, near=()) -> dict:
     """The "keyed" decoding's {field: FieldValue or None}: `values` (the printing reading's) where
     the page prints a field's keywords with words after them on their row (the project's rule,
     grounding.keyed_extents), two changes, the fields in schema order: a field with no value takes
@@ -416,13 +450,25 @@ def keyed_values(page: Page, fields, values: dict, tag_logits, keywords: dict | 
     place of the model's value, and the value of another field not in `alone` holding any of its
     words is dropped (it may then take its own keyed run; a later `alone` field's value there is
     replaced by its own run, if the page prints one); an `alone` field whose key is not printed with words after
-    it keeps the model's value, and one whose value starts there is read as keyed reads it."""
+    it keeps the model's value, and one whose value starts there is read as keyed reads it.
+
+    The "keyed_layout" reading (layout=True): the runs are keyed_extents' with layout (a run goes
+    on over the next rows that start where it starts), and first of all the value of a field of
+    `near` (near_keys) that has none of the field's keywords beside or above it (grounding's
+    keyword_near) is dropped; the rest as above."""
     if _keyed_rule is None:
         raise RuntimeError("the keyed decoding needs the keyed rule: import dxstudio.grounding "
                            "(it hands its keyed_extents to the engine) or read with decoding='printing'")
     fields = list(fields)
-    runs = _keyed_rule(page, fields, keywords)
     out = dict(values)
+    if near:
+        if _near_rule is None:
+            raise RuntimeError("the keyed_layout decoding needs the near rule: import dxstudio.grounding")
+        for f in fields:
+            v = out.get(f)
+            if f in near and v is not None and v.words and not _near_rule(page, v.words[0], (keywords or {}).get(f, ())):
+                out[f] = None
+    runs = _keyed_rule(page, fields, keywords, layout=True) if layout else _keyed_rule(page, fields, keywords)
     logits = np.asarray(tag_logits)
 
     def value_of(c, a, b):
@@ -476,6 +522,18 @@ def keyed_values(page: Page, fields, values: dict, tag_logits, keywords: dict | 
     return out
 
 
+def keyed_reading(page: Page, fields, values: dict, tag_logits, keywords, kernels: str, decoding: str) -> dict:
+    """keyed_values as `decoding` (one of KEYED_DECODINGS) reads: keyed with no learnt rule,
+    keyed_learned with the keywords' `alone` and `digits` (a ReadingKeywords), keyed_layout with
+    those, runs over several rows and the keywords' `near`."""
+    learned = decoding in LEARNED_DECODINGS
+    return keyed_values(page, fields, values, tag_logits, keywords, kernels,
+                        getattr(keywords, "alone", ()) if learned else (),
+                        getattr(keywords, "digits", ()) if learned else (),
+                        layout=decoding == "keyed_layout",
+                        near=getattr(keywords, "near", ()) if decoding == "keyed_layout" else ())
+
+
 def predict_page(cfg: ModelConfig, params_rt, page: Page, kernels: str = "fast",
                  decoding: str = DEFAULT_DECODING, keywords: dict | None = None) -> PagePrediction:
     """The page's tags and values read with `decoding`; keywords ({field: set of word keys},
@@ -508,11 +566,8 @@ def predict_page(cfg: ModelConfig, params_rt, page: Page, kernels: str = "fast",
                                     joint=decoding in JOINT_DECODINGS)
         if decoding in KEYWORD_DECODINGS:
             result = printings_by_rule(page, fields, result, keywords)
-        if decoding in ("keyed", "keyed_learned"):
-            learned = decoding == "keyed_learned"
-            result = keyed_values(page, fields, result, all_logits, keywords, kernels,
-                                  getattr(keywords, "alone", ()) if learned else (),
-                                  getattr(keywords, "digits", ()) if learned else ())
+        if decoding in KEYED_DECODINGS:
+            result = keyed_reading(page, fields, result, all_logits, keywords, kernels, decoding)
     return PagePrediction(page.id, result, all_tags, all_probs, all_conf, decoding)
 
 

@@ -26,16 +26,16 @@ counts over the pages in their given order, ties broken by the key.
 
 With learned keywords the model also stores, per field, how often the key rule alone would have
 read the training pages' labels and how many of their values hold a digit (keyed_counts:
-"keyed": [[hits, seen, digits, values], ...]), for the "keyed_learned" reading (engine/extract.py
-key_rules).
+"keyed": [[hits, seen, digits, values, near], ...]), for the "keyed_learned" reading (engine/extract.py
+key_rules) and the "keyed_layout" reading's fields named where they are printed (near_keys).
 """
 from __future__ import annotations
 
 import math
 
-from dxstudio.engine.extract import KEYWORD_DECODINGS, key_rules
+from dxstudio.engine.extract import KEYWORD_DECODINGS, LEARNED_DECODINGS, key_rules, near_keys
 from dxstudio.grounding import (KEYWORD_SOURCES, _ground, _hint_keys, canonical_number, context_words, description_keywords,
-                                keyed_extents, name_keywords, split_name, word_key)
+                                keyed_extents, keyword_near, name_keywords, split_name, word_key)
 
 LEARN_MIN_PAGES = 2
 LEARN_MIN_SHARE = 0.1
@@ -121,12 +121,14 @@ def field_keywords(schema, train_pages, source: str) -> dict | None:
 
 
 def keyed_counts(names, train_pages, keywords: dict) -> list:
-    """[[hits, seen, digits, values], ...] per field, in `names` order, over the training pages
-    where the field is scored and has a labelled value (values: their count; digits: those whose
-    value holds a digit): seen = those of them that print one of its keywords with words after it
-    on their row (the first run of grounding.keyed_extents), hits = those whose value is exactly
-    that run's words. The "keyed_learned" reading's rules (engine/extract.py key_rules)."""
-    counts = {n: [0, 0, 0, 0] for n in names}
+    """[[hits, seen, digits, values, near], ...] per field, in `names` order, over the training
+    pages where the field is scored and has a labelled value (values: their count; digits: those
+    whose value holds a digit): seen = those of them that print one of its keywords with words
+    after it on their row (the first run of grounding.keyed_extents), hits = those whose value is
+    exactly that run's words; near = those with one of its keywords beside or above the value
+    (grounding.keyword_near). The "keyed_learned" reading's rules (engine/extract.py key_rules) and
+    the "keyed_layout" reading's fields named where they are printed (near_keys)."""
+    counts = {n: [0, 0, 0, 0, 0] for n in names}
     for _, page, t in train_pages:
         runs = keyed_extents(page, names, keywords)
         for n in names:
@@ -136,6 +138,7 @@ def keyed_counts(names, train_pages, keywords: dict) -> list:
             c = counts[n]
             c[3] += 1
             c[2] += any(ch.isdigit() for i in fw for ch in page.words[i].text)
+            c[4] += keyword_near(page, fw[0], keywords.get(n, ()))
             if runs.get(n):
                 a, b = runs[n][0]
                 c[1] += 1
@@ -147,15 +150,18 @@ def reading_record(decoding: str, stored: dict | None, field_names) -> dict | No
     """What a report says of the keywords its values were placed by: None unless the reading
     is one of KEYWORD_DECODINGS (no other reading uses them); else {"source": name, schema or learned,
     "fields": {field: [keys]}} (name: the name rule's keys, grounding._hint_keys); for "keyed_learned"
-    also "alone" and "digits": the fields read by their key alone, and those whose keyed values
-    must hold a digit (key_rules; sorted; none without stored counts)."""
+    and "keyed_layout" also "alone" and "digits": the fields read by their key alone, and those whose keyed values
+    must hold a digit (key_rules; sorted; none without stored counts); for "keyed_layout" also
+    "near": the fields it reads only beside or above their keywords (near_keys)."""
     if decoding not in KEYWORD_DECODINGS:
         return None
     if not stored or stored.get("fields") is None:
         out = {"source": "name", "fields": {n: sorted(_hint_keys(n)) for n in field_names}}
     else:
         out = {"source": stored["source"], "fields": {n: list(ks) for n, ks in zip(field_names, stored["fields"])}}
-    if decoding == "keyed_learned":
+    if decoding in LEARNED_DECODINGS:
         alone, digits = key_rules((stored or {}).get("keyed"), field_names)
         out["alone"], out["digits"] = sorted(alone), sorted(digits)
+    if decoding == "keyed_layout":
+        out["near"] = sorted(near_keys((stored or {}).get("keyed"), field_names))
     return out

@@ -260,10 +260,11 @@ SETTINGS: tuple[Setting, ...] = (
             "to score each epoch (not trained on)", low=0, low_open=True, high=0.5),
     Setting("average_last", "int", 0, "checkpoint averaging: the model is the mean of the weights at the end "
             "of this many epochs, ending at the kept one (0 or 1 = off)", low=0),
-    # keyed_learned: measured on FUNSD, SROIE and CORD renamed pages outside the projects
-    # (docs/base-model.md "Rules learnt per field"); keyed before it ("Values after their keys",
+    # keyed_layout: measured on FUNSD, SROIE and CORD renamed pages outside the projects
+    # (docs/base-model.md "Values over several rows, and only beside their keys"); keyed_learned
+    # before it ("Rules learnt per field"), keyed before that ("Values after their keys",
     # docs/model.md "Span decoding"), printing before that
-    Setting("decoding", "choice", "keyed_learned",
+    Setting("decoding", "choice", "keyed_layout",
             "how values are read off the tags: span = each field's best-scoring BIO span, one value per "
             "page, the fields in turn; seed = the seed's most confident run of argmax tags; joint = the "
             "spans of the best joint assignment (no word in two fields); printing = joint, then each "
@@ -272,7 +273,10 @@ SETTINGS: tuple[Setting, ...] = (
             "starting there runs on to their end; keyed_learned = keyed with rules learnt per field on the "
             "training pages (learned keywords only): a field whose labelled values were nearly always "
             "exactly the words after its key is read by its key alone, one whose values nearly always "
-            "hold a digit takes no keyed words without one (scores and outputs say which)",
+            "hold a digit takes no keyed words without one; keyed_layout = keyed_learned with the words after "
+            "a key read on over the next rows that start where they start (an address, a list of names), and "
+            "no value without a keyword beside or above it for a field whose training values nearly always "
+            "had one (scores and outputs say which)",
             choices=DECODINGS, commands=("tune", "eval")),
     # learned: measured on SROIE under its own and a custom schema, and FUNSD, pages outside the
     # projects (docs/base-model.md "Keywords of a user's fields"); tuning/keywords.py

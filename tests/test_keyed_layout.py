@@ -1,0 +1,139 @@
+"""The "keyed_layout" decoding (grounding.keyed_extents' `layout`, engine/extract.py keyed_values'
+`layout`): keyed_learned, with the words after a key read on over the next rows that start where
+they start (an address, a list of names in columns), a run stopping where the reading order goes
+back left on its row. Hand-made pages and tag logits: no training."""
+from __future__ import annotations
+
+from dxstudio import grounding
+from dxstudio.engine.extract import (DECODINGS, KEYED_DECODINGS, LEARNED_DECODINGS, FieldValue, ReadingKeywords,
+                                     keyed_reading, keyed_values, reading_keywords)
+from dxstudio.engine.page import Page, Word
+from dxstudio.tuning.keywords import reading_record
+from dxstudio.tuning.settings import resolve_settings
+from tests.test_keyed_decoding import logits
+from tests.test_keyed_learned import decoding_setting_and_tiny_model, two_readings
+
+FIELDS = ["to", "from", "cc"]
+KW = {"to": frozenset({"to"}), "from": frozenset({"from"}), "cc": frozenset({"cc"})}
+
+
+def page_at(rows):
+    """rows: lists of (text, column) printed on one row each, in reading order; column c starts
+    at x = 10 + 60 c (words 50 wide, 15 high), rows 20 apart."""
+    words = [Word(t, (10 + 60 * c, 10 + 20 * r, 60 + 60 * c, 25 + 20 * r))
+             for r, row in enumerate(rows) for t, c in row]
+    return Page("p", 800, 20 * len(rows) + 20, tuple(words))
+
+
+def texts(page, run):
+    return " ".join(page.words[i].text for i in range(run[0], run[1] + 1))
+
+
+ADDRESS = [[("TO:", 0), ("LORILLARD,", 1), ("INC.", 2)],
+           [("ONE", 1), ("PARK", 2), ("AVENUE", 3)],
+           [("NEW", 1), ("YORK", 2)],
+           [("FROM:", 0), ("Bob", 1)]]
+
+
+def test_a_keyed_run_goes_on_over_the_rows_that_start_where_it_starts_up_to_a_key():
+    page = page_at(ADDRESS)
+    rows = grounding.keyed_extents(page, FIELDS, KW)
+    assert [texts(page, r) for r in rows["to"]] == ["LORILLARD, INC."]  # keyed: the key's row
+    runs = grounding.keyed_extents(page, FIELDS, KW, layout=True)
+    assert [texts(page, r) for r in runs["to"]] == ["LORILLARD, INC. ONE PARK AVENUE NEW YORK"]
+    assert [texts(page, r) for r in runs["from"]] == ["Bob"]  # "FROM:" starts at the key's x: not a row of to's
+    # a list of names in columns: the rows are taken to their ends across the gap
+    cc = page_at([[("CC:", 0), ("V.", 1), ("LOSITO", 2), ("M.", 5), ("TAHMASEB", 6)],
+                  [("G.", 1), ("BAROODY", 2), ("L.", 5), ("STEVENS", 6)]])
+    assert [texts(cc, r) for r in grounding.keyed_extents(cc, FIELDS, KW)["cc"]] == ["V. LOSITO"]
+    assert [texts(cc, r) for r in grounding.keyed_extents(cc, FIELDS, KW, layout=True)["cc"]] == \
+        ["V. LOSITO M. TAHMASEB G. BAROODY L. STEVENS"]
+
+
+def test_rows_that_do_not_start_under_the_value_or_lie_far_below_are_not_read_on():
+    other = page_at([[("TO:", 0), ("Ron", 1)], [("FAX", 0), ("555", 1)]])  # the next row starts at the key
+    assert [texts(other, r) for r in grounding.keyed_extents(other, FIELDS, KW, layout=True)["to"]] == ["Ron"]
+    keyed_next = page_at([[("TO:", 0), ("Ron", 1)], [("cc:", 1), ("Ann", 2)]])  # a key first on the next row
+    runs = grounding.keyed_extents(keyed_next, FIELDS, KW, layout=True)
+    assert [texts(keyed_next, r) for r in runs["to"]] == ["Ron"] and [texts(keyed_next, r) for r in runs["cc"]] == ["Ann"]
+    far = Page("p", 800, 200, (Word("TO:", (10, 10, 60, 25)), Word("Ron", (70, 10, 120, 25)),
+                               Word("Smith", (70, 60, 120, 75))))  # 35 units (2.3 heights) below: another block
+    assert [texts(far, r) for r in grounding.keyed_extents(far, FIELDS, KW, layout=True)["to"]] == ["Ron"]
+    # the reading order back to the left on the key's row (another column): the run stops there
+    back = page_at([[("TO:", 2), ("Ron", 3), ("MEMO", 0)]])
+    assert [texts(back, r) for r in grounding.keyed_extents(back, FIELDS, KW)["to"]] == ["Ron MEMO"]
+    assert [texts(back, r) for r in grounding.keyed_extents(back, FIELDS, KW, layout=True)["to"]] == ["Ron"]
+
+
+def test_keyed_values_with_layout_fill_and_run_on_over_the_rows():
+    page = page_at(ADDRESS)
+    n = len(page.words)
+    none = {f: None for f in FIELDS}
+    lg = logits(n, 3, {})
+    assert keyed_values(page, FIELDS, none, lg, KW)["to"].text == "LORILLARD, INC."
+    out = keyed_values(page, FIELDS, none, lg, KW, layout=True)
+    assert out["to"].text == "LORILLARD, INC. ONE PARK AVENUE NEW YORK" and out["to"].words == tuple(range(1, 8))
+    assert out["to"].confidence < 0.01  # the model's own confidence of those words as to's: low
+    assert out["from"].text == "Bob" and out["cc"] is None
+    # a value the model cut short runs on over the rows while it reads each word as not clearly O
+    cut = {"to": FieldValue((1, 2), "LORILLARD, INC.", 0.9), "from": None, "cc": None}
+    assert keyed_values(page, FIELDS, cut, lg, KW, layout=True)["to"].words == (1, 2)  # I- far below O: stops
+    likes = {(w, 2): 0.0 for w in range(3, 8)}  # I-to (field 0's I- is tag 2) level with O
+    run_on = keyed_values(page, FIELDS, cut, logits(n, 3, likes), KW, layout=True)
+    assert run_on["to"].words == tuple(range(1, 8))
+
+
+def test_keyed_layout_is_a_setting_the_default_and_reads_as_keyed_learned_plus_rows():
+    assert "keyed_layout" in DECODINGS and "keyed_layout" in KEYED_DECODINGS and "keyed_layout" in LEARNED_DECODINGS
+    cfg, rt = decoding_setting_and_tiny_model("keyed_layout", FIELDS)
+    assert resolve_settings({})["decoding"] == "keyed_layout"  # the default (docs/base-model.md)
+    page = page_at(ADDRESS)
+    learned, layout = two_readings(cfg, rt, page, KW, {"to"}, "keyed_learned", "keyed_layout")
+    assert learned.fields["to"].text == "LORILLARD, INC."  # read by its key alone, on the key's row
+    assert layout.fields["to"].text == "LORILLARD, INC. ONE PARK AVENUE NEW YORK"
+    # keyed_reading is the one place the readings' rules are chosen (predict_page, the baseline)
+    lg = logits(len(page.words), 3, {})
+    none = {f: None for f in FIELDS}
+    reading = ReadingKeywords(KW)
+    reading.alone = frozenset({"to"})
+    assert keyed_reading(page, FIELDS, none, lg, reading, "fast", "keyed_layout") == \
+        keyed_values(page, FIELDS, none, lg, reading, alone={"to"}, layout=True)
+    # a report of the reading says which fields its learnt rules took, as keyed_learned's
+    stored = {"source": "learned", "fields": [["to"], ["from"], ["cc"]], "keyed": [[3, 3, 0, 3], [0, 0, 0, 1], [0, 0, 0, 0]]}
+    rec = reading_record("keyed_layout", stored, FIELDS)
+    assert rec["alone"] == ["to"] and rec["digits"] == [] and rec["near"] == []  # four counts: no near field
+    assert {k: v for k, v in rec.items() if k != "near"} == reading_record("keyed_learned", stored, FIELDS)
+
+
+def test_a_field_named_where_it_is_printed_takes_no_model_value_without_its_key():
+    from dxstudio.engine.extract import KEY_NEAR_SHARE, near_keys
+    from dxstudio.engine.container import check_keywords
+
+    page = page_at([[("MEMO", 0)], [("To:", 0), ("Ron", 1), ("Smith", 2)], [("dear", 0), ("Ann", 1)],
+                    [("cc", 3)], [("Bob", 3)]])
+    ron, ann, bob = 2, 5, 7
+    assert grounding.keyword_near(page, ron, {"to"})  # "To:" before it on its row
+    assert not grounding.keyword_near(page, ann, {"to"})  # "dear" is no key of to's; "Ron" above is no key
+    assert grounding.keyword_near(page, bob, {"cc"})  # "cc" on the row just above, over it
+    lg = logits(len(page.words), 3, {})
+    wrong = {"to": FieldValue((ann,), "Ann", 0.9), "from": FieldValue((ann,), "Ann", 0.9), "cc": None}
+    out = keyed_values(page, FIELDS, wrong, lg, KW, layout=True, near={"to"})
+    assert out["to"].text == "Ron Smith"  # the model's "Ann" is dropped, then the key fills
+    assert out["from"].text == "Ann"  # from is not a near field: its value stays
+    assert keyed_values(page, FIELDS, wrong, lg, KW, layout=True)["to"].text == "Ann"  # no near field
+    kept = {"to": FieldValue((ron,), "Ron", 0.9), "from": None, "cc": FieldValue((bob,), "Bob", 0.9)}
+    assert keyed_values(page, FIELDS, kept, lg, KW, layout=True, near={"to", "cc"})["cc"].text == "Bob"
+    # learnt: values >= 3 and near >= KEY_NEAR_SHARE of them; four numbers (an older model): none
+    assert KEY_NEAR_SHARE == 0.8
+    assert near_keys([[0, 0, 0, 5, 4], [0, 0, 0, 5, 3], [0, 0, 0, 2, 2]], FIELDS) == frozenset({"to"})
+    assert near_keys([[0, 0, 0, 5], [0, 0, 0, 5], [0, 0, 0, 2]], FIELDS) == frozenset() == near_keys(None, FIELDS)
+    stored = {"source": "learned", "fields": [["to"], ["from"], ["cc"]],
+              "keyed": [[0, 3, 0, 4, 4], [0, 0, 0, 4, 1], [0, 0, 0, 1, 1]]}  # to: near, not alone
+    assert check_keywords(stored, FIELDS) == stored
+    reading = reading_keywords(stored, FIELDS)
+    assert reading.near == frozenset({"to"}) and reading.alone == frozenset()
+    assert reading_record("keyed_layout", stored, FIELDS)["near"] == ["to"]
+    assert "near" not in reading_record("keyed_learned", stored, FIELDS)
+    # keyed_reading hands the near fields to keyed_layout only
+    assert keyed_reading(page, FIELDS, wrong, lg, reading, "fast", "keyed_layout")["to"].text == "Ron Smith"
+    assert keyed_reading(page, FIELDS, wrong, lg, reading, "fast", "keyed_learned")["to"].text == "Ann"
