@@ -131,7 +131,10 @@ class RoomyLabel(QLabel):
         super().__init__(text, parent)
         self.setWordWrap(True)
         self._lines = lines
-        self._room = (0, 0)  # (width, the tallest height the text needed at that width)
+        # width -> the tallest height a text needed there: kept per width, since a layout asks at
+        # other widths in between (a hidden tab's, a measure's), and one kept room lost its height
+        # to them: the lines above the plots shrank 3 px at a show, every axis drawn anew (50-60 ms)
+        self._rooms: dict = {}
         self._alternatives: tuple = ()  # texts it may show next (set_alternatives): their room is kept too
         self._alt_room: dict = {}  # width -> the tallest of them there
         self._measure: QLabel | None = None
@@ -170,9 +173,10 @@ class RoomyLabel(QLabel):
     def heightForWidth(self, width: int) -> int:
         h = max(super().heightForWidth(width), self.fontMetrics().lineSpacing() * self._lines,
                 self._alternatives_height(width))
-        if self._room[0] == width:
-            h = max(h, self._room[1])
-        self._room = (width, h)
+        h = max(h, self._rooms.pop(width, 0))
+        if len(self._rooms) >= 8:  # (the oldest width goes: a window is resized to a few widths)
+            self._rooms.pop(next(iter(self._rooms)))
+        self._rooms[width] = h
         return h
 
     def minimumSizeHint(self):

@@ -738,3 +738,21 @@ def test_the_status_bars_counts_have_the_room_their_text_needs(window, qtbot):
     qtbot.wait(50)
     label = w.counts_label
     assert label.text().startswith("page ") and label.width() >= label.sizeHint().width()
+
+
+def test_a_roomy_label_keeps_its_room_at_a_width_after_a_layout_asked_at_another(qtbot):
+    """The Train tab's lines above the plots shrank 3 px at a show after a schema edit (the
+    layout had asked the label's height at another width meanwhile, and the one room kept was
+    that width's): both plots grew, and all four axes were drawn anew in the show's event
+    (50-60 ms at 1920x1080). The room is kept per width."""
+    from dxstudio.ui.train_tab import RoomyLabel
+
+    label = RoomyLabel("", 1)
+    qtbot.addWidget(label)
+    long_text = " ".join(["a long sentence that wraps"] * 12)
+    label.setText(long_text)
+    tall = label.heightForWidth(300)
+    label.heightForWidth(900)  # a layout asks at another width (a hidden tab's, a measure's)
+    label.setText("short")
+    assert label.heightForWidth(300) == tall > label.fontMetrics().lineSpacing() * 2
+    assert label.heightForWidth(900) < tall  # another width keeps its own room
