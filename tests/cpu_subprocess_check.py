@@ -10,7 +10,7 @@ digests with the ones the host computes in-process through `digests()`.
 prints one JSON object: {"digests": {part: sha256 hex}, "cpu_name": ..., "vector_registers": [...],
 "fma_instructions": count, "assembly_chars": count, "fma_when_contraction_allowed": count,
 "register_kind": where its 16-lane accumulators live, "tile": the mm_nt tile it ran (isa.TILE, chosen
-from the target's features: AVX2's 2x2@4096 for haswell, SSE2's 2x1 for generic),
+from the target's features: AVX2's 4x2:8@4096 for haswell, SSE2's 2x1 for generic),
 "cpu_seconds": this process's CPU time}.
 """
 from __future__ import annotations

@@ -45,12 +45,12 @@ def test_each_shape_keeps_its_accumulators_in_half_the_register_file(kind, regis
     mr, nr = isa.TILE_SHAPES[kind]
     assert (mr * nr) & (mr * nr - 1) == 0, "the fold pairs accumulators: a power of two of them"
     assert kc._NT_ROWS % mr == 0
-    assert mr * nr * (16 // lanes) <= registers // 2
+    assert mr * nr * (isa.TILE_LANES[kind] // lanes) <= registers // 2  # an accumulator: a pass's lanes
 
 
 def test_each_register_kind_has_its_default_tile():
     assert isa.default_tile("zmm") == "4x4"  # AVX-512: 16 accumulators in 16 of 32 zmm, no column blocks
-    assert isa.default_tile("ymm") == f"2x2@{isa.TILE_PANEL['ymm']}"  # AVX2: 4 x 2 ymm, 8 of 16
+    assert isa.default_tile("ymm") == f"4x2:8@{isa.TILE_PANEL['ymm']}"  # AVX2: 8 outputs of one ymm, 8 of 16
     assert isa.default_tile("xmm") == "2x1"  # SSE2: 2 x 4 xmm, 8 of 16
     assert isa.tile_name(4, 2, 8, 0) == "4x2:8" and isa.tile_name(2, 2, 16, 600) == "2x2@600"
 

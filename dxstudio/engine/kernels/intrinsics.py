@@ -404,13 +404,15 @@ def lanes_sum_acc(typingctx, a, aoff, nch, out, ooff):
     return _nbtypes.void(a, aoff, nch, out, ooff), _lanes_codegen("sum", continued=True)
 
 
-def _make_tile_acc(mr, nr):
+def _make_tile_acc(mr, nr, lanes=16):
     """Intrinsic tile_acc(a, aoff, lda, b, boff, ldb, nch, out, ooff, ldo): for r < mr, c < nr,
     the 16 lanes stored at out[ooff + r*ldo + 16c:] += a[aoff + r*lda + 16k + l] * b[boff +
     c*ldb + 16k + l] for k = 0 .. nch - 1 ascending (each product rounded, then each sum):
     lanes_dot_acc for a tile of mr x nr outputs at once, the accumulators in registers across
     the chunks (mr + nr loads a chunk for mr * nr products instead of two for one). For dot16
-    over a long k taken in blocks (the pair MLP's weight gradients over the pairs)."""
+    over a long k taken in blocks (the pair MLP's weight gradients over the pairs). lanes < 16:
+    the chunks in 16 / lanes passes, each over lanes of every chunk (as mm_nt's tile: the same
+    additions in each lane, the registers of mr * nr outputs at `lanes` floats each)."""
 
     @_intrinsic
     def tile_acc(typingctx, a, aoff, lda, b, boff, ldb, nch, out, ooff, ldo):
@@ -425,26 +427,29 @@ def _make_tile_acc(mr, nr):
             ap = context.make_array(sig.args[0])(context, builder, a_).data
             bp = context.make_array(sig.args[3])(context, builder, b_).data
             op = context.make_array(sig.args[7])(context, builder, out_).data
-            v16 = _ir.VectorType(_ir.FloatType(), 16)
-            arow = [builder.add(aoff_, builder.mul(_ir.Constant(i64, r), lda_)) for r in range(mr)]
-            brow = [builder.add(boff_, builder.mul(_ir.Constant(i64, c), ldb_)) for c in range(nr)]
-            optrs = [builder.bitcast(builder.gep(op, [builder.add(builder.add(ooff_, builder.mul(_ir.Constant(i64, r), ldo_)),
-                                                                  _ir.Constant(i64, 16 * c))]), v16.as_pointer())
-                     for r in range(mr) for c in range(nr)]
+            vl = _ir.VectorType(_ir.FloatType(), lanes)
+            for part in range(16 // lanes):  # lanes part*L .. part*L + L - 1 of every output, in turn
+                arow = [builder.add(aoff_, builder.add(builder.mul(_ir.Constant(i64, r), lda_), _ir.Constant(i64, part * lanes)))
+                        for r in range(mr)]
+                brow = [builder.add(boff_, builder.add(builder.mul(_ir.Constant(i64, c), ldb_), _ir.Constant(i64, part * lanes)))
+                        for c in range(nr)]
+                optrs = [builder.bitcast(builder.gep(op, [builder.add(builder.add(ooff_, builder.mul(_ir.Constant(i64, r), ldo_)),
+                                                                      _ir.Constant(i64, 16 * c + part * lanes))]), vl.as_pointer())
+                         for r in range(mr) for c in range(nr)]
 
-            def load(base, off, kc):
-                ptr = builder.gep(base, [builder.add(off, builder.mul(kc, _ir.Constant(i64, 16)))])
-                return builder.load(builder.bitcast(ptr, v16.as_pointer()), align=4)
+                def load(base, off, kc):
+                    ptr = builder.gep(base, [builder.add(off, builder.mul(kc, _ir.Constant(i64, 16)))])
+                    return builder.load(builder.bitcast(ptr, vl.as_pointer()), align=4)
 
-            def step(kc, accs):
-                avs = [load(ap, o, kc) for o in arow]
-                bvs = [load(bp, o, kc) for o in brow]
-                return [builder.fadd(accs[r * nr + c], builder.fmul(avs[r], bvs[c])) for r in range(mr) for c in range(nr)]
+                def step(kc, accs, arow=arow, brow=brow, load=load):
+                    avs = [load(ap, o, kc) for o in arow]
+                    bvs = [load(bp, o, kc) for o in brow]
+                    return [builder.fadd(accs[r * nr + c], builder.fmul(avs[r], bvs[c])) for r in range(mr) for c in range(nr)]
 
-            starts = [builder.load(q, align=4) for q in optrs]
-            res = _chunk_loop(builder, nch_, starts, step)
-            for q, v in zip(optrs, res):
-                builder.store(v, q, align=4)
+                starts = [builder.load(q, align=4) for q in optrs]
+                res = _chunk_loop(builder, nch_, starts, step)
+                for q, v in zip(optrs, res):
+                    builder.store(v, q, align=4)
             return context.get_dummy_value()
 
         return sig, codegen
@@ -452,7 +457,7 @@ def _make_tile_acc(mr, nr):
     return tile_acc
 
 
-tile_acc = _make_tile_acc(_MR, _NR)  # the instruction set's tile (isa.py)
+tile_acc = _make_tile_acc(_MR, _NR, _LANES)  # the instruction set's tile and lanes per pass (isa.py)
 
 
 def _exp32_ir(builder, v, in_range=False):

@@ -27,9 +27,9 @@ import os
 # output has its own accumulator, its lanes take the same products in the same order (chunk c of
 # k adds a[16c + l] b[16c + l] to lane l) and the fold is the same (_fold_tile_ir); register
 # blocking over outputs only chooses which outputs run side by side.
-TILE_SHAPES = {  # register kind: (rows of a, rows of bt) per tile, 16-lane accumulators
+TILE_SHAPES = {  # register kind: (rows of a, rows of bt) per tile (accumulators: TILE_LANES below)
     "zmm": (4, 4),  # AVX-512: 16 accumulators, 16 of 32 registers
-    "ymm": (2, 2),  # AVX / AVX2: 4 accumulators, 8 of 16 registers
+    "ymm": (4, 2),  # AVX / AVX2: 8 accumulators of 8 lanes (TILE_LANES), 8 of 16 registers
     "xmm": (2, 1),  # SSE2 (x86-64 baseline): 2 accumulators, 8 of 16 registers
     "neon": (2, 2),  # ARM64 NEON (on paper): 4 accumulators, 16 of 32 registers
 }
@@ -75,8 +75,11 @@ def register_kind(name: str, features: str, machine: str | None = None) -> str:
 # per output); 8 runs the loop twice, lanes 0-7 of every chunk, then lanes 8-15 (an 8-lane
 # accumulator per output, one ymm register), then joins the halves and folds. Each lane still
 # takes its chunks in ascending order from +0 and the fold is the same: the same bytes, with half
-# the registers per output (DXSTUDIO_TILE=MxN:8 to try it; measured in bench/README.md).
-TILE_LANES = {"zmm": 16, "ymm": 16, "xmm": 16, "neon": 16}
+# the registers per output (DXSTUDIO_TILE=MxN:8 to try it; measured in bench/README.md). AVX2's
+# 4 x 2 tile in passes of 8 lanes (one ymm per output) loads 6 ymm a half-chunk for 8 products
+# where 2 x 2 at 16 lanes loads 8 for 8, and folds 8 outputs at a time: 4-20% more GFLOP/s on the
+# blocks' shapes on Zen 3 (bench/README.md, 7 December, 04:10). tile_acc takes the same passes.
+TILE_LANES = {"zmm": 16, "ymm": 8, "xmm": 16, "neon": 16}
 
 
 # mm_nt's outputs in column blocks: the rows of bt (the products' columns) in blocks of about
