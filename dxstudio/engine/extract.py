@@ -477,16 +477,23 @@ def keyed_values(page: Page, fields, values: dict, tag_logits, keywords: dict | 
         words = tuple(range(a, b + 1))
         return FieldValue(words, " ".join(page.words[w].text for w in words), conf)
 
-    def shaped(f, a, b):
-        return f not in digits or any(ch.isdigit() for w in range(a, b + 1) for ch in page.words[w].text)
+    def cut(f, a, b, held) -> int | None:
+        """The end of run (a, b) cut before its first word in held, or None where nothing is left
+        or the cut run lacks the digit a field of `digits` needs."""
+        end = next((j - 1 for j in range(a, b + 1) if j in held), b)
+        if end < a:
+            return None
+        if f in digits and not any(ch.isdigit() for w in range(a, end + 1) for ch in page.words[w].text):
+            return None
+        return end
 
     taken: set = set()
     for c, f in enumerate(fields):
         if f not in alone:
             continue
         for a, b in runs.get(f, ()):
-            end = next((j - 1 for j in range(a, b + 1) if j in taken), b)
-            if end < a or not shaped(f, a, end):
+            end = cut(f, a, b, taken)
+            if end is None:
                 continue
             v = out.get(f)
             if v is not None and v.words and v.words[0] == a:
@@ -503,8 +510,8 @@ def keyed_values(page: Page, fields, values: dict, tag_logits, keywords: dict | 
         v = out.get(f)
         pick = None
         for a, b in runs.get(f, ()):
-            end = next((j - 1 for j in range(a, b + 1) if j in others), b)
-            if end < a or not shaped(f, a, end):
+            end = cut(f, a, b, others)
+            if end is None:
                 continue
             if v is None:
                 pick = (a, end)
