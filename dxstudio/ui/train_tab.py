@@ -121,6 +121,17 @@ class WholeNumberAxis(CachedAxis):
         return kept
 
 
+ROOM_WIDTHS = 8  # the widths a RoomyLabel keeps its measures for: a window is laid out at a few
+
+
+def _keep_room(rooms: dict, width: int, height: int) -> None:
+    """rooms[width] = height, the most recently set ROOM_WIDTHS widths kept (the oldest goes)."""
+    rooms.pop(width, None)
+    if len(rooms) >= ROOM_WIDTHS:
+        rooms.pop(next(iter(rooms)))
+    rooms[width] = height
+
+
 class RoomyLabel(QLabel):
     """A word-wrapped label whose room never shrinks while its width stays: the Train tab's
     lines above the plots change with every count (a page reviewed, a field added), and a
@@ -165,18 +176,15 @@ class RoomyLabel(QLabel):
             for text in self._alternatives:
                 m.setText(text)
                 heights.append(m.heightForWidth(width))
-            if len(self._alt_room) >= 8:  # (a layout asks at a few widths in one pass: one kept
-                self._alt_room.pop(next(iter(self._alt_room)))  # measured all 14 texts 2-3 times a show)
-            self._alt_room[width] = max(heights)
+            # (a layout asks at a few widths in one pass: one kept measured all 14 texts 2-3 times a show)
+            _keep_room(self._alt_room, width, max(heights))
         return self._alt_room[width]
 
     def heightForWidth(self, width: int) -> int:
         h = max(super().heightForWidth(width), self.fontMetrics().lineSpacing() * self._lines,
                 self._alternatives_height(width))
-        h = max(h, self._rooms.pop(width, 0))
-        if len(self._rooms) >= 8:  # (the oldest width goes: a window is resized to a few widths)
-            self._rooms.pop(next(iter(self._rooms)))
-        self._rooms[width] = h
+        h = max(h, self._rooms.get(width, 0))
+        _keep_room(self._rooms, width, h)
         return h
 
     def minimumSizeHint(self):
