@@ -240,22 +240,22 @@ class _LayoutStop(QWidget):
         least, hint = self.child.minimumSize(), self.child.minimumSizeHint()
         return QSize(least.width() or hint.width(), least.height() or hint.height())
 
+    def _pass_on_new_hints(self) -> None:
+        hints = (None if self._least_only else self.sizeHint(), self.minimumSizeHint())
+        if hints != self._hints:  # (the window's layout needs to know)
+            self._hints = hints
+            self.updateGeometry()
+
     def event(self, event):
         if event.type() == QEvent.Type.LayoutRequest:
-            hints = (None if self._least_only else self.sizeHint(), self.minimumSizeHint())
-            if hints != self._hints:  # (the window's layout needs to know)
-                self._hints = hints
-                self.updateGeometry()
+            self._pass_on_new_hints()
             return True
         return super().event(event)
 
     def showEvent(self, event):
         # (a hidden widget is asked for no new layout: what changed while hidden counts now)
         super().showEvent(event)
-        hints = (None if self._least_only else self.sizeHint(), self.minimumSizeHint())
-        if hints != self._hints:
-            self._hints = hints
-            self.updateGeometry()
+        self._pass_on_new_hints()
 
     def resizeEvent(self, event):
         super().resizeEvent(event)
