@@ -29,7 +29,7 @@ from .constants import (EXP32_C, EXP32_LN2_HI, EXP32_LN2_LO, EXP32_LOG2E, EXP32_
 # every accumulator value (a lane starts at +0 and a sum of two values is -0 only when both
 # are -0, so a lane is never -0). The fold is the spec's: lanes l and l+8, then l+4, l+2, l+1,
 # done for the 16 outputs of a tile at once (pairs of registers shuffled into halves).
-from .isa import _LANES, _MR, _NR, _PANEL  # noqa: E402, F401  (output tile: rows of a x rows of bt, chosen per instruction set)
+from .isa import _LANES, _MR, _NR, _PANEL, _TBLOCK  # noqa: E402, F401  (output tile: rows of a x rows of bt, chosen per instruction set; the transposes' sub-block)
 
 try:
     from llvmlite import ir as _ir
@@ -311,8 +311,6 @@ def _make_t16(w):
 
     return t16
 
-
-from .isa import _TBLOCK  # noqa: E402  (the transposes' sub-block, chosen per instruction set)
 
 _t16 = _make_t16(_TBLOCK)
 
