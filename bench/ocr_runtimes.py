@@ -14,10 +14,10 @@ OpenVINO as it comes (dynamic shapes); `ov-det-static` the detector on OpenVINO 
 input shape it meets (a cache of compiled models by shape), the others on onnxruntime folded;
 `ftz` onnxruntime with denormals flushed to zero (session.set_denormal_as_zero).
 
-The models are the folded ones dxstudio runs (dxstudio/ocr_graph.py), and the detector and
-recogniser as they come. OpenVINO compiles each model once with dynamic dimensions (as the
-engine would), and once per input shape with the shape fixed (`static`), to see what a fixed set
-of padded widths would buy. The words read are measured on receipts by bench/ocr_settings.py.
+The models are the folded ones dxstudio runs (dxstudio/ocr_graph.py, made here in a temporary
+folder) and the three as they come. OpenVINO compiles each model once with dynamic dimensions (as
+the engine would), and once per input shape with the shape fixed (`static shape`), to see what a
+fixed set of padded sizes would buy. Nothing of OpenVINO's is cached on disk (no CACHE_DIR).
 """
 import sys
 import tempfile
@@ -36,16 +36,22 @@ CASES = (("ch_PP-OCRv4_rec_infer.onnx", [(1, 3, 44, 147), (1, 3, 44, 400), (1, 3
 
 
 def main() -> None:
+    import rapidocr_onnxruntime
+
+    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 9
+    models = Path(rapidocr_onnxruntime.__file__).parent / "models"
+    with tempfile.TemporaryDirectory(prefix="ocr-runtimes-") as tmp:
+        compare(Path(tmp), runs, models)
+
+
+def compare(tmp, runs, models) -> None:
+    """Each model of CASES at each of its shapes on each runtime, timed and compared."""
     import onnxruntime as ort
     import openvino as ov
-    import rapidocr_onnxruntime
 
     from dxstudio.ocr import session_options
     from dxstudio.ocr_graph import folded_model_path
 
-    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 9
-    models = Path(rapidocr_onnxruntime.__file__).parent / "models"
-    tmp = Path(tempfile.mkdtemp(prefix="ocr-runtimes-"))
     core = ov.Core()
     config = {"INFERENCE_NUM_THREADS": 1, "NUM_STREAMS": 1, "PERFORMANCE_HINT": "LATENCY"}
     print(f"onnxruntime {ort.__version__}, openvino {ov.__version__}; process CPU ms per run, median of {runs}")
