@@ -137,3 +137,33 @@ def test_a_field_named_where_it_is_printed_takes_no_model_value_without_its_key(
     # keyed_reading hands the near fields to keyed_layout only
     assert keyed_reading(page, FIELDS, wrong, lg, reading, "fast", "keyed_layout")["to"].text == "Ron Smith"
     assert keyed_reading(page, FIELDS, wrong, lg, reading, "fast", "keyed_learned")["to"].text == "Ann"
+
+
+def test_a_near_field_is_read_after_its_key_alone_not_after_a_longer_key():
+    from dxstudio.engine.extract import FieldValue as FV
+
+    # "MESSAGE TO:" (the keyword does not open its piece of the row) and "TO TRAVEL TO IS:" style
+    # keys (words between the keyword and the value) are other questions than "To:"
+    page = page_at([[("MESSAGE", 0), ("TO:", 1), ("Ann", 2)], [("To:", 0), ("Ron", 1)],
+                    [("DATE", 0), ("TO", 1), ("NYO:", 2), ("Bob", 3)]])
+    ann, ron, bob = 2, 4, 8
+    assert grounding.after_part_of_a_key(page, ann, {"to"})  # "MESSAGE" right before "TO:"
+    assert not grounding.after_part_of_a_key(page, ron, {"to"})  # "To:" opens its row
+    assert grounding.after_part_of_a_key(page, bob, {"to"})  # "NYO:" between "TO" and the value
+    assert not grounding.after_part_of_a_key(page, bob, {"cc"})  # no keyword of the field at all
+    # a keyword far right of the word before it opens its piece of the row (another column)
+    apart = page_at([[("MEMO", 0), ("TO:", 3), ("Ann", 4)]])
+    assert not grounding.after_part_of_a_key(apart, 2, {"to"})
+    lg = logits(len(page.words), 3, {})
+    none = {f: None for f in FIELDS}
+    # a near field: the runs after the longer keys are none of its; the model's "Ann" is dropped
+    assert keyed_values(page, FIELDS, none, lg, KW, layout=True, near={"to"})["to"].text == "Ron"
+    wrong = {"to": FV((ann,), "Ann", 0.9), "from": None, "cc": None}
+    assert keyed_values(page, FIELDS, wrong, lg, KW, layout=True, near={"to"})["to"].text == "Ron"
+    read_alone = keyed_values(page, FIELDS, none, lg, KW, alone={"to"}, layout=True, near={"to"})
+    assert read_alone["to"].text == "Ron"  # read by its key alone: its first run after "To:" alone
+    only_longer = page_at([[("MESSAGE", 0), ("TO:", 1), ("Ann", 2)]])
+    assert keyed_values(only_longer, FIELDS, none, logits(3, 3, {}), KW, layout=True, near={"to"})["to"] is None
+    # not a near field (or not keyed_layout): read as before, the first run
+    assert keyed_values(page, FIELDS, none, lg, KW, layout=True)["to"].text == "Ann"
+    assert keyed_values(page, FIELDS, wrong, lg, KW, layout=True)["to"].text == "Ann"

@@ -308,9 +308,10 @@ def fields_from_logits(page: Page, fields, tag_logits, window_starts=(0,), kerne
 _printing_rule = None
 _keyed_rule = None
 _near_rule = None
+_part_key_rule = None
 
 
-def set_layout_rules(printing, keyed, near=None) -> None:
+def set_layout_rules(printing, keyed, near=None, part_key=None) -> None:
     """printing(page, answers {field: text}, field names, keywords=None) -> {field: {"words":
     (...), ...}}: how a project labels an answer's printing (grounding's ground_answers);
     keywords {field: set of word keys}: the printings after or under them first, not after the
@@ -318,9 +319,11 @@ def set_layout_rules(printing, keyed, near=None) -> None:
     runs printed right after each field's keywords on their row (grounding's keyed_extents; with
     layout=True, the "keyed_layout" reading's runs, over several rows). near(page, start, keys) ->
     bool: whether one of keys names a value starting at word `start`, beside or above it
-    (grounding's keyword_near)."""
-    global _printing_rule, _keyed_rule, _near_rule
-    _printing_rule, _keyed_rule, _near_rule = printing, keyed, near
+    (grounding's keyword_near). part_key(page, start, keys) -> bool: whether the value starting at
+    word `start` follows a longer key of which one of keys is only a part (grounding's
+    after_part_of_a_key)."""
+    global _printing_rule, _keyed_rule, _near_rule, _part_key_rule
+    _printing_rule, _keyed_rule, _near_rule, _part_key_rule = printing, keyed, near, part_key
 
 
 # The "keyed_learned" reading, per field from counts over the run's training pages (tuning/keywords.py
@@ -455,20 +458,29 @@ def keyed_values(page: Page, fields, values: dict, tag_logits, keywords: dict | 
     The "keyed_layout" reading (layout=True): the runs are keyed_extents' with layout (a run goes
     on over the next rows that start where it starts), and first of all the value of a field of
     `near` (near_keys) that has none of the field's keywords beside or above it (grounding's
-    keyword_near) is dropped; the rest as above."""
+    keyword_near), or that follows a longer key of which the field's keyword is only a part
+    ("Coupon Issue Date", "MESSAGE TO:"; grounding's after_part_of_a_key), is dropped, and the
+    runs after such a longer key are none of the near field's (the schema's question is the key
+    alone); the rest as above."""
     if _keyed_rule is None:
         raise RuntimeError("the keyed decoding needs the keyed rule: import dxstudio.grounding "
                            "(it hands its keyed_extents to the engine) or read with decoding='printing'")
     fields = list(fields)
     out = dict(values)
-    if near:
-        if _near_rule is None:
-            raise RuntimeError("the keyed_layout decoding needs the near rule: import dxstudio.grounding")
-        for f in fields:
-            v = out.get(f)
-            if f in near and v is not None and v.words and not _near_rule(page, v.words[0], (keywords or {}).get(f, ())):
-                out[f] = None
+    if near and (_near_rule is None or _part_key_rule is None):
+        raise RuntimeError("the keyed_layout decoding needs the near rules: import dxstudio.grounding")
+    keys = keywords or {}
+
+    def after_longer_key(f, start) -> bool:
+        return f in near and _part_key_rule(page, start, keys.get(f, ()))
+
+    for f in fields:
+        v = out.get(f)
+        if f in near and v is not None and v.words and (not _near_rule(page, v.words[0], keys.get(f, ()))
+                                                        or after_longer_key(f, v.words[0])):
+            out[f] = None
     runs = _keyed_rule(page, fields, keywords, layout=True) if layout else _keyed_rule(page, fields, keywords)
+    runs = {f: [r for r in rs if not after_longer_key(f, r[0])] for f, rs in runs.items()}
     logits = np.asarray(tag_logits)
 
     def value_of(c, a, b):
