@@ -734,15 +734,24 @@ def keyword_near(page, start: int, keys) -> bool:
 
 def after_part_of_a_key(page, start: int, keys) -> bool:
     """Whether a value starting at word `start` follows a longer key of which one of `keys` is only
-    a part: one of the three words before it on its row is one of keys and either words stand
-    between it and the value ("DATE TO NYO: ...") or it does not open its piece of the row ("Coupon
-    Issue Date ...", "MESSAGE TO: ..."). The "keyed_layout" reading's test of a near field's value
-    (keyed_values' `near`): the schema's question is the key alone."""
+    a part: one of the three words before it on its row is one of keys, and its piece of the row,
+    from the piece's first word up to the value, holds a word with letters that is none of keys
+    ("MESSAGE TO: ...", "Coupon Issue Date ...", "DATE TO NYO: ..."; not "Start Date:" where
+    "start" is a keyword of the field too, nor "1. Date:"). The "keyed_layout" reading's test of a
+    near field's value (keyed_values' `near`): the schema's question is the key alone."""
     words = page.words
+
+    def other(j):
+        key = word_key(words[j].text)
+        return key not in keys and any(ch.isalpha() for ch in key)
+
     for k in range(max(0, start - 3), start):
         if word_key(words[k].text) not in keys or not _same_row(words[k].box, words[start].box):
             continue
-        if any(word_key(words[j].text) for j in range(k + 1, start)) or not _opens_its_piece(words, k):
+        first = k
+        while not _opens_its_piece(words, first):
+            first -= 1
+        if any(other(j) for j in range(first, start)):
             return True
     return False
 

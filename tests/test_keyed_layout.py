@@ -154,6 +154,11 @@ def test_a_near_field_is_read_after_its_key_alone_not_after_a_longer_key():
     # a keyword far right of the word before it opens its piece of the row (another column)
     apart = page_at([[("MEMO", 0), ("TO:", 3), ("Ann", 4)]])
     assert not grounding.after_part_of_a_key(apart, 2, {"to"})
+    # a key of several of the field's own keywords, or numbered, is the field's key alone
+    own = page_at([[("Start", 0), ("Date:", 1), ("1/2/20", 2)], [("1.", 0), ("Date:", 1), ("3/4/20", 2)]])
+    assert not grounding.after_part_of_a_key(own, 2, {"start", "date"})
+    assert grounding.after_part_of_a_key(own, 2, {"date"})  # "Start" is no keyword of this field
+    assert not grounding.after_part_of_a_key(own, 5, {"date"})
     lg = logits(len(page.words), 3, {})
     none = {f: None for f in FIELDS}
     # a near field: the runs after the longer keys are none of its; the model's "Ann" is dropped
