@@ -348,7 +348,8 @@ KEY_NEAR_SHARE = 0.8
 # (KEY_ALONE_MIN_PAGES or more): the key's run holds the value among other words ("TOTAL SALES
 # (INCLUSIVE GST) RM 23.60"), so a fill takes the words of the run the model reads best as the
 # field. SROIE's total (6 of 36 at 50 receipts), CORD renamed's levy (8 of 21), no field of
-# FUNSD (cc, 1 of 7, holds no digit): docs/base-model.md "A value inside its key's run".
+# FUNSD (cc, 1 of 7, holds no digit): docs/base-model.md "A field's key alone, and a value
+# inside its key's words".
 KEY_INSIDE_SHARE = 0.5
 
 
