@@ -659,13 +659,21 @@ def ground_answers(page, answers: dict, field_names, keywords: dict | None = Non
 KEYED_GAP = 2.0
 
 
+def _opens_its_piece(words, k: int, gaps: bool = True) -> bool:
+    """Whether word k opens its piece of the row: the first of its row, after a word to its right
+    (another column read before it), or with `gaps` more than KEYED_GAP word heights right of the
+    word before."""
+    if k == 0 or not _same_row(words[k].box, words[k - 1].box) or words[k - 1].box[0] > words[k].box[0]:
+        return True
+    h = max(words[k].box[3] - words[k].box[1], 1e-6)
+    return gaps and words[k].box[0] - words[k - 1].box[2] > KEYED_GAP * h
+
+
 def _prints_a_key(words, k: int) -> bool:
     """Whether word k is printed as a key: it ends in ':' ("To:") or it opens its row ("TO  K. A.
     Sparrow"); a keyword inside running text ("addressed to whom") is not one. (A ':' alone read
     within one form of this on FUNSD and SROIE, docs/base-model.md "Values after their keys".)"""
-    if words[k].text.rstrip().endswith(":"):
-        return True
-    return k == 0 or not _same_row(words[k].box, words[k - 1].box) or words[k - 1].box[0] > words[k].box[0]
+    return words[k].text.rstrip().endswith(":") or _opens_its_piece(words, k, gaps=False)
 
 
 # The "keyed_layout" reading: the rows of a value over several rows start within a word height
@@ -722,6 +730,30 @@ def keyword_near(page, start: int, keys) -> bool:
     three words before it on its row or a word of the row just above that overlaps it
     (context_words). The "keyed_layout" reading's test of a model's value (keyed_values' `near`)."""
     return any(word_key(page.words[k].text) in keys for k in context_words(page.words, start))
+
+
+def after_part_of_a_key(page, start: int, keys) -> bool:
+    """Whether a value starting at word `start` follows a longer key of which one of `keys` is only
+    a part: one of the three words before it on its row is one of keys, and its piece of the row,
+    from the piece's first word up to the value, holds a word with letters that is none of keys
+    ("MESSAGE TO: ...", "Coupon Issue Date ...", "DATE TO NYO: ..."; not "Start Date:" where
+    "start" is a keyword of the field too, nor "1. Date:"). The "keyed_layout" reading's test of a
+    near field's value (keyed_values' `near`): the schema's question is the key alone."""
+    words = page.words
+
+    def other(j):
+        key = word_key(words[j].text)
+        return key not in keys and any(ch.isalpha() for ch in key)
+
+    for k in range(max(0, start - 3), start):
+        if word_key(words[k].text) not in keys or not _same_row(words[k].box, words[start].box):
+            continue
+        first = k
+        while not _opens_its_piece(words, first):
+            first -= 1
+        if any(other(j) for j in range(first, start)):
+            return True
+    return False
 
 
 def keyed_extents(page, field_names, keywords: dict | None = None, layout: bool = False) -> dict:
@@ -1189,4 +1221,5 @@ def targets_of_read(read, names, max_words, repeats: str, errors: list, problems
 
 # the "printing" decoding (engine/extract.py) reads each value at the printing this rule labels;
 # the "keyed" decoding reads a value the model has none for after its field's keywords
-_engine_extract.set_layout_rules(printing=ground_answers, keyed=keyed_extents, near=keyword_near)
+_engine_extract.set_layout_rules(printing=ground_answers, keyed=keyed_extents, near=keyword_near,
+                                 part_key=after_part_of_a_key)

@@ -102,7 +102,7 @@ def test_keyed_layout_is_a_setting_the_default_and_reads_as_keyed_learned_plus_r
     stored = {"source": "learned", "fields": [["to"], ["from"], ["cc"]], "keyed": [[3, 3, 0, 3], [0, 0, 0, 1], [0, 0, 0, 0]]}
     rec = reading_record("keyed_layout", stored, FIELDS)
     assert rec["alone"] == ["to"] and rec["digits"] == [] and rec["near"] == []  # four counts: no near field
-    assert {k: v for k, v in rec.items() if k != "near"} == reading_record("keyed_learned", stored, FIELDS)
+    assert {k: v for k, v in rec.items() if k not in ("near", "inside")} == reading_record("keyed_learned", stored, FIELDS)
 
 
 def test_a_field_named_where_it_is_printed_takes_no_model_value_without_its_key():
@@ -137,3 +137,72 @@ def test_a_field_named_where_it_is_printed_takes_no_model_value_without_its_key(
     # keyed_reading hands the near fields to keyed_layout only
     assert keyed_reading(page, FIELDS, wrong, lg, reading, "fast", "keyed_layout")["to"].text == "Ron Smith"
     assert keyed_reading(page, FIELDS, wrong, lg, reading, "fast", "keyed_learned")["to"].text == "Ann"
+
+
+def test_a_near_field_is_read_after_its_key_alone_not_after_a_longer_key():
+    from dxstudio.engine.extract import FieldValue as FV
+
+    # "MESSAGE TO:" (the keyword does not open its piece of the row) and "TO TRAVEL TO IS:" style
+    # keys (words between the keyword and the value) are other questions than "To:"
+    page = page_at([[("MESSAGE", 0), ("TO:", 1), ("Ann", 2)], [("To:", 0), ("Ron", 1)],
+                    [("DATE", 0), ("TO", 1), ("NYO:", 2), ("Bob", 3)]])
+    ann, ron, bob = 2, 4, 8
+    assert grounding.after_part_of_a_key(page, ann, {"to"})  # "MESSAGE" right before "TO:"
+    assert not grounding.after_part_of_a_key(page, ron, {"to"})  # "To:" opens its row
+    assert grounding.after_part_of_a_key(page, bob, {"to"})  # "NYO:" between "TO" and the value
+    assert not grounding.after_part_of_a_key(page, bob, {"cc"})  # no keyword of the field at all
+    # a keyword far right of the word before it opens its piece of the row (another column)
+    apart = page_at([[("MEMO", 0), ("TO:", 3), ("Ann", 4)]])
+    assert not grounding.after_part_of_a_key(apart, 2, {"to"})
+    # a key of several of the field's own keywords, or numbered, is the field's key alone
+    own = page_at([[("Start", 0), ("Date:", 1), ("1/2/20", 2)], [("1.", 0), ("Date:", 1), ("3/4/20", 2)]])
+    assert not grounding.after_part_of_a_key(own, 2, {"start", "date"})
+    assert grounding.after_part_of_a_key(own, 2, {"date"})  # "Start" is no keyword of this field
+    assert not grounding.after_part_of_a_key(own, 5, {"date"})
+    lg = logits(len(page.words), 3, {})
+    none = {f: None for f in FIELDS}
+    # a near field: the runs after the longer keys are none of its; the model's "Ann" is dropped
+    assert keyed_values(page, FIELDS, none, lg, KW, layout=True, near={"to"})["to"].text == "Ron"
+    wrong = {"to": FV((ann,), "Ann", 0.9), "from": None, "cc": None}
+    assert keyed_values(page, FIELDS, wrong, lg, KW, layout=True, near={"to"})["to"].text == "Ron"
+    read_alone = keyed_values(page, FIELDS, none, lg, KW, alone={"to"}, layout=True, near={"to"})
+    assert read_alone["to"].text == "Ron"  # read by its key alone: its first run after "To:" alone
+    only_longer = page_at([[("MESSAGE", 0), ("TO:", 1), ("Ann", 2)]])
+    assert keyed_values(only_longer, FIELDS, none, logits(3, 3, {}), KW, layout=True, near={"to"})["to"] is None
+    # not a near field (or not keyed_layout): read as before, the first run
+    assert keyed_values(page, FIELDS, none, lg, KW, layout=True)["to"].text == "Ann"
+    assert keyed_values(page, FIELDS, wrong, lg, KW, layout=True)["to"].text == "Ann"
+
+
+def test_a_field_read_inside_its_keyed_run_is_filled_with_the_span_the_model_reads_best():
+    from dxstudio.engine.extract import KEY_INSIDE_SHARE, inside_keys
+
+    page = page_at([[("TO:", 0), ("SALES", 1), ("GST", 2), ("6%", 3), ("RM", 4), ("23.60", 5)]])
+    sales, rm, amount = 1, 4, 5
+    none = {f: None for f in FIELDS}
+    # the model reads no value; of the run's words it scores "23.60" best as B-to (tag 1), below O
+    # all the same; "SALES" higher still, but a span without a digit is never taken
+    lg = logits(len(page.words), 3, {(amount, 1): -1.0, (sales, 1): -0.5})
+    assert keyed_values(page, FIELDS, none, lg, KW, layout=True)["to"].text == "SALES GST 6% RM 23.60"
+    inside = keyed_values(page, FIELDS, none, lg, KW, layout=True, inside={"to"})["to"]
+    assert inside.text == "23.60" and inside.words == (amount,)
+    two = logits(len(page.words), 3, {(rm, 1): 3.0, (amount, 2): 3.0})  # "RM" B-to, "23.60" I-to
+    assert keyed_values(page, FIELDS, none, two, KW, layout=True, inside={"to"})["to"].text == "RM 23.60"
+    # a value the model reads stays its own (only a fill is read inside the run)
+    own = {"to": FieldValue((sales,), "SALES", 0.9), "from": None, "cc": None}
+    assert keyed_values(page, FIELDS, own, lg, KW, layout=True, inside={"to"})["to"].text == "SALES"
+    # learnt: a digit field (digits >= 0.9 of 3 or more values) whose keyed run was its value on
+    # fewer than half of the 3 or more pages printing it
+    assert KEY_INSIDE_SHARE == 0.5
+    counts = [[1, 6, 5, 5, 0], [3, 6, 5, 5, 0], [1, 6, 0, 5, 0]]  # to: inside; from: 3 of 6 hits; cc: no digits
+    assert inside_keys(counts, FIELDS) == frozenset({"to"})
+    assert inside_keys([[0, 2, 5, 5, 0]] + counts[1:], FIELDS) == frozenset()  # printed on 2 pages only
+    assert inside_keys(None, FIELDS) == frozenset()
+    stored = {"source": "learned", "fields": [["to"], ["from"], ["cc"]], "keyed": counts}
+    reading = reading_keywords(stored, FIELDS)
+    assert reading.inside == frozenset({"to"})
+    assert reading_record("keyed_layout", stored, FIELDS)["inside"] == ["to"]
+    assert "inside" not in reading_record("keyed_learned", stored, FIELDS)
+    # keyed_reading hands the inside fields to keyed_layout only
+    assert keyed_reading(page, FIELDS, none, lg, reading, "fast", "keyed_layout")["to"].text == "23.60"
+    assert keyed_reading(page, FIELDS, none, lg, reading, "fast", "keyed_learned")["to"].text == "SALES GST 6% RM 23.60"

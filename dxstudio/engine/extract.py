@@ -308,9 +308,10 @@ def fields_from_logits(page: Page, fields, tag_logits, window_starts=(0,), kerne
 _printing_rule = None
 _keyed_rule = None
 _near_rule = None
+_part_key_rule = None
 
 
-def set_layout_rules(printing, keyed, near=None) -> None:
+def set_layout_rules(printing, keyed, near=None, part_key=None) -> None:
     """printing(page, answers {field: text}, field names, keywords=None) -> {field: {"words":
     (...), ...}}: how a project labels an answer's printing (grounding's ground_answers);
     keywords {field: set of word keys}: the printings after or under them first, not after the
@@ -318,9 +319,11 @@ def set_layout_rules(printing, keyed, near=None) -> None:
     runs printed right after each field's keywords on their row (grounding's keyed_extents; with
     layout=True, the "keyed_layout" reading's runs, over several rows). near(page, start, keys) ->
     bool: whether one of keys names a value starting at word `start`, beside or above it
-    (grounding's keyword_near)."""
-    global _printing_rule, _keyed_rule, _near_rule
-    _printing_rule, _keyed_rule, _near_rule = printing, keyed, near
+    (grounding's keyword_near). part_key(page, start, keys) -> bool: whether the value starting at
+    word `start` follows a longer key of which one of keys is only a part (grounding's
+    after_part_of_a_key)."""
+    global _printing_rule, _keyed_rule, _near_rule, _part_key_rule
+    _printing_rule, _keyed_rule, _near_rule, _part_key_rule = printing, keyed, near, part_key
 
 
 # The "keyed_learned" reading, per field from counts over the run's training pages (tuning/keywords.py
@@ -340,6 +343,14 @@ KEY_DIGIT_SHARE = 0.9
 # at 50 forms), no field of SROIE (0 to 0.6) or CORD (0.5 to 0.76): docs/base-model.md "Values over
 # several rows".
 KEY_NEAR_SHARE = 0.8
+# The "keyed_layout" reading's fields read inside their keyed run: a field of `digits` whose keyed
+# run was exactly its labelled value on fewer than this share of the pages that print it
+# (KEY_ALONE_MIN_PAGES or more): the key's run holds the value among other words ("TOTAL SALES
+# (INCLUSIVE GST) RM 23.60"), so a fill takes the words of the run the model reads best as the
+# field. SROIE's total (6 of 36 at 50 receipts), CORD renamed's levy (8 of 21), no field of
+# FUNSD (cc, 1 of 7, holds no digit): docs/base-model.md "A field's key alone, and a value
+# inside its key's words".
+KEY_INSIDE_SHARE = 0.5
 
 
 class ReadingKeywords(dict):
@@ -349,6 +360,7 @@ class ReadingKeywords(dict):
     alone: frozenset = frozenset()
     digits: frozenset = frozenset()
     near: frozenset = frozenset()  # the "keyed_layout" reading's fields named where printed (near_keys)
+    inside: frozenset = frozenset()  # the "keyed_layout" reading's fields read inside their keyed run (inside_keys)
 
 
 def key_rules(counts, field_names) -> tuple:
@@ -376,6 +388,17 @@ def near_keys(counts, field_names) -> frozenset:
                      if len(c) >= 5 and c[3] >= KEY_ALONE_MIN_PAGES and c[4] >= KEY_NEAR_SHARE * c[3])
 
 
+def inside_keys(counts, field_names) -> frozenset:
+    """The fields the "keyed_layout" reading fills with the part of a keyed run the model reads best:
+    from the stored keyed counts, the fields of key_rules' digits with seen >= KEY_ALONE_MIN_PAGES
+    and hits < KEY_INSIDE_SHARE * seen. No counts: no field."""
+    if not counts:
+        return frozenset()
+    _, digits = key_rules(counts, field_names)
+    return frozenset(n for n, c in zip(field_names, counts)
+                     if n in digits and c[1] >= KEY_ALONE_MIN_PAGES and c[0] < KEY_INSIDE_SHARE * c[1])
+
+
 def reading_keywords(stored: dict | None, field_names) -> dict | None:
     """{field: frozenset of word keys} of a model's stored keywords (container.py "keywords", in
     the model's field order, under the fields' names now): what predict_page places values by;
@@ -386,6 +409,7 @@ def reading_keywords(stored: dict | None, field_names) -> dict | None:
     out = ReadingKeywords((n, frozenset(ks)) for n, ks in zip(field_names, stored["fields"]))
     out.alone, out.digits = key_rules(stored.get("keyed"), field_names)
     out.near = near_keys(stored.get("keyed"), field_names)
+    out.inside = inside_keys(stored.get("keyed"), field_names)
     return out
 
 
@@ -432,7 +456,7 @@ KEYED_RUN_ON = 5.0
 
 
 def keyed_values(page: Page, fields, values: dict, tag_logits, keywords: dict | None = None,
-                 kernels: str = "fast", alone=(), digits=(), layout: bool = False, near=()) -> dict:
+                 kernels: str = "fast", alone=(), digits=(), layout: bool = False, near=(), inside=()) -> dict:
     """The "keyed" decoding's {field: FieldValue or None}: `values` (the printing reading's) where
     the page prints a field's keywords with words after them on their row (the project's rule,
     grounding.keyed_extents), two changes, the fields in schema order: a field with no value takes
@@ -455,20 +479,31 @@ def keyed_values(page: Page, fields, values: dict, tag_logits, keywords: dict | 
     The "keyed_layout" reading (layout=True): the runs are keyed_extents' with layout (a run goes
     on over the next rows that start where it starts), and first of all the value of a field of
     `near` (near_keys) that has none of the field's keywords beside or above it (grounding's
-    keyword_near) is dropped; the rest as above."""
+    keyword_near), or that follows a longer key of which the field's keyword is only a part
+    ("Coupon Issue Date", "MESSAGE TO:"; grounding's after_part_of_a_key), is dropped, and the
+    runs after such a longer key are none of the near field's (the schema's question is the key
+    alone); a field of `inside` (inside_keys) with no value is filled not with its whole keyed run
+    but with the span of the run the model scores best as the field (its B- then I- logits over
+    O, summed; one holding a digit), the rest as above."""
     if _keyed_rule is None:
         raise RuntimeError("the keyed decoding needs the keyed rule: import dxstudio.grounding "
                            "(it hands its keyed_extents to the engine) or read with decoding='printing'")
     fields = list(fields)
     out = dict(values)
-    if near:
-        if _near_rule is None:
-            raise RuntimeError("the keyed_layout decoding needs the near rule: import dxstudio.grounding")
-        for f in fields:
-            v = out.get(f)
-            if f in near and v is not None and v.words and not _near_rule(page, v.words[0], (keywords or {}).get(f, ())):
-                out[f] = None
+    if near and (_near_rule is None or _part_key_rule is None):
+        raise RuntimeError("the keyed_layout decoding needs the near rules: import dxstudio.grounding")
+    keys = keywords or {}
+
+    def after_longer_key(f, start) -> bool:
+        return f in near and _part_key_rule(page, start, keys.get(f, ()))
+
+    for f in fields:
+        v = out.get(f)
+        if f in near and v is not None and v.words and (not _near_rule(page, v.words[0], keys.get(f, ()))
+                                                        or after_longer_key(f, v.words[0])):
+            out[f] = None
     runs = _keyed_rule(page, fields, keywords, layout=True) if layout else _keyed_rule(page, fields, keywords)
+    runs = {f: [r for r in rs if not after_longer_key(f, r[0])] for f, rs in runs.items()}
     logits = np.asarray(tag_logits)
 
     def value_of(c, a, b):
@@ -476,6 +511,21 @@ def keyed_values(page: Page, fields, values: dict, tag_logits, keywords: dict | 
         conf = float(np.min(tag_confidence(logits[a: b + 1], span_tags, kernels)))
         words = tuple(range(a, b + 1))
         return FieldValue(words, " ".join(page.words[w].text for w in words), conf)
+
+    def best_inside(c, a, b) -> tuple | None:
+        """The span of words a..b whose B-, I- logits of field c over O sum highest, of those
+        holding a digit (the first of equals); None where no word holds one."""
+        best = pick = None
+        for i in range(a, b + 1):
+            score = float(logits[i, 1 + 2 * c]) - float(logits[i, 0])
+            digit = False
+            for j in range(i, b + 1):
+                if j > i:
+                    score += float(logits[j, 2 + 2 * c]) - float(logits[j, 0])
+                digit = digit or any(ch.isdigit() for ch in page.words[j].text)
+                if digit and (best is None or score > best):
+                    best, pick = score, (i, j)
+        return pick
 
     def cut(f, a, b, held) -> int | None:
         """The end of run (a, b) cut before its first word in held, or None where nothing is left
@@ -515,6 +565,8 @@ def keyed_values(page: Page, fields, values: dict, tag_logits, keywords: dict | 
                 continue
             if v is None:
                 pick = (a, end)
+                if f in inside:
+                    pick = best_inside(c, a, end) or pick
                 break
             if v.words and v.words[0] == a and v.words == tuple(range(a, v.words[-1] + 1)) and v.words[-1] < end:
                 stop = v.words[-1]
@@ -532,13 +584,14 @@ def keyed_values(page: Page, fields, values: dict, tag_logits, keywords: dict | 
 def keyed_reading(page: Page, fields, values: dict, tag_logits, keywords, kernels: str, decoding: str) -> dict:
     """keyed_values as `decoding` (one of KEYED_DECODINGS) reads: keyed with no learnt rule,
     keyed_learned with the keywords' `alone` and `digits` (a ReadingKeywords), keyed_layout with
-    those, runs over several rows and the keywords' `near`."""
+    those, runs over several rows and the keywords' `near` and `inside`."""
     learned = decoding in LEARNED_DECODINGS
     return keyed_values(page, fields, values, tag_logits, keywords, kernels,
                         getattr(keywords, "alone", ()) if learned else (),
                         getattr(keywords, "digits", ()) if learned else (),
                         layout=decoding == "keyed_layout",
-                        near=getattr(keywords, "near", ()) if decoding == "keyed_layout" else ())
+                        near=getattr(keywords, "near", ()) if decoding == "keyed_layout" else (),
+                        inside=getattr(keywords, "inside", ()) if decoding == "keyed_layout" else ())
 
 
 def predict_page(cfg: ModelConfig, params_rt, page: Page, kernels: str = "fast",

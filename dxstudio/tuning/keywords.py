@@ -27,13 +27,14 @@ counts over the pages in their given order, ties broken by the key.
 With learned keywords the model also stores, per field, how often the key rule alone would have
 read the training pages' labels and how many of their values hold a digit (keyed_counts:
 "keyed": [[hits, seen, digits, values, near], ...]), for the "keyed_learned" reading (engine/extract.py
-key_rules) and the "keyed_layout" reading's fields named where they are printed (near_keys).
+key_rules) and the "keyed_layout" reading's fields named where they are printed (near_keys) and
+read inside their keyed run (inside_keys).
 """
 from __future__ import annotations
 
 import math
 
-from dxstudio.engine.extract import KEYWORD_DECODINGS, LEARNED_DECODINGS, key_rules, near_keys
+from dxstudio.engine.extract import KEYWORD_DECODINGS, LEARNED_DECODINGS, inside_keys, key_rules, near_keys
 from dxstudio.grounding import (KEYWORD_SOURCES, _ground, _hint_keys, canonical_number, context_words, description_keywords,
                                 keyed_extents, keyword_near, name_keywords, split_name, word_key)
 
@@ -152,7 +153,8 @@ def reading_record(decoding: str, stored: dict | None, field_names) -> dict | No
     "fields": {field: [keys]}} (name: the name rule's keys, grounding._hint_keys); for "keyed_learned"
     and "keyed_layout" also "alone" and "digits": the fields read by their key alone, and those whose keyed values
     must hold a digit (key_rules; sorted; none without stored counts); for "keyed_layout" also
-    "near": the fields it reads only beside or above their keywords (near_keys)."""
+    "near": the fields it reads only beside or above their keywords (near_keys), and "inside": those
+    it fills with the part of a keyed run the model reads best (inside_keys)."""
     if decoding not in KEYWORD_DECODINGS:
         return None
     if not stored or stored.get("fields") is None:
@@ -164,4 +166,5 @@ def reading_record(decoding: str, stored: dict | None, field_names) -> dict | No
         out["alone"], out["digits"] = sorted(alone), sorted(digits)
     if decoding == "keyed_layout":
         out["near"] = sorted(near_keys((stored or {}).get("keyed"), field_names))
+        out["inside"] = sorted(inside_keys((stored or {}).get("keyed"), field_names))
     return out

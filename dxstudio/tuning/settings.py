@@ -261,7 +261,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("average_last", "int", 0, "checkpoint averaging: the model is the mean of the weights at the end "
             "of this many epochs, ending at the kept one (0 or 1 = off)", low=0),
     # keyed_layout: measured on FUNSD, SROIE and CORD renamed pages outside the projects
-    # (docs/base-model.md "Values over several rows, and only beside their keys"); keyed_learned
+    # (docs/base-model.md "Values over several rows, and only beside their keys", "A field's key
+    # alone, and a value inside its key's words"); keyed_learned
     # before it ("Rules learnt per field"), keyed before that ("Values after their keys",
     # docs/model.md "Span decoding"), printing before that
     Setting("decoding", "choice", "keyed_layout",
@@ -276,7 +277,9 @@ SETTINGS: tuple[Setting, ...] = (
             "hold a digit takes no keyed words without one; keyed_layout = keyed_learned with the words after "
             "a key read on over the next rows that start where they start (an address, a list of names), and "
             "no value without a keyword beside or above it for a field whose training values nearly always "
-            "had one (scores and outputs say which)",
+            "had one, nor after a longer key of which its keyword is only a part; a digit field whose "
+            "key's words were seldom exactly its value is filled with the part of them the model reads "
+            "best (scores and outputs say which)",
             choices=DECODINGS, commands=("tune", "eval")),
     # learned: measured on SROIE under its own and a custom schema, and FUNSD, pages outside the
     # projects (docs/base-model.md "Keywords of a user's fields"); tuning/keywords.py
