@@ -756,3 +756,40 @@ def test_a_roomy_label_keeps_its_room_at_a_width_after_a_layout_asked_at_another
     label.setText("short")
     assert label.heightForWidth(300) == tall > label.fontMetrics().lineSpacing() * 2
     assert label.heightForWidth(900) < tall  # another width keeps its own room
+
+
+from tests.ui.test_review_model import model_window  # noqa: E402,F401  (the fixture: a window with a model's answers)
+
+
+def test_the_model_bar_resolves_its_model_path_once_not_on_every_page(model_window, qtbot, monkeypatch):
+    from pathlib import Path
+
+    w = model_window
+    resolved = []
+    real = Path.resolve
+
+    def counted(self, *a, **kw):
+        resolved.append(self)
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(Path, "resolve", counted)
+    first = w.session.current
+    for _ in range(3):
+        qtbot.keyClick(w.view, Qt.Key_J)
+    assert w.session.current != first and resolved == []
+    assert "20260101-000000" in w.model_bar.label.text()  # the model's run folder, as before
+    w.model_bar._shown = (None, None, None)  # (another model: worked out again)
+    w.model_bar.refresh()
+    assert resolved and "20260101-000000" in w.model_bar.label.text()
+
+
+def test_what_the_window_holds_once_open_and_the_answers_are_frozen_out_of_full_collections(model_window, qtbot):
+    import gc
+
+    w = model_window
+    qtbot.waitUntil(lambda: w._answers_frozen is not None, timeout=10000)
+    young = gc.get_objects()  # (the permanent generation's objects are not listed)
+    ids = {id(o) for o in young}
+    answers = next(iter(w.model_answers.answers.values()))
+    assert id(w.session) not in ids and id(w.view) not in ids and id(answers) not in ids
+    assert gc.get_freeze_count() > len(young)
