@@ -793,3 +793,33 @@ def test_what_the_window_holds_once_open_and_the_answers_are_frozen_out_of_full_
     answers = next(iter(w.model_answers.answers.values()))
     assert id(w.session) not in ids and id(w.view) not in ids and id(answers) not in ids
     assert gc.get_freeze_count() > len(young)
+
+
+def test_a_field_rows_wrapped_labels_lay_out_their_text_once_per_width_and_text(window, qtbot, monkeypatch):
+    from collections import Counter
+
+    from PySide6.QtWidgets import QLabel
+
+    w = window
+    measured = Counter()
+    real = QLabel.heightForWidth
+
+    def counted(self, width):
+        measured[(id(self), width, self.text())] += 1
+        return real(self, width)
+
+    monkeypatch.setattr(QLabel, "heightForWidth", counted)
+    qtbot.keyClick(w.view, Qt.Key_J)  # new texts in every row, laid out by the row, the box, the scroll area
+    qtbot.wait(20)
+    # (before: plain QLabels, measured in C++ 4-10 times each a page switch, at the same width)
+    assert measured and max(measured.values()) == 1
+
+    label = next(iter(w.field_panel.rows.values())).detail
+    label.setText("words 1, 2 · found on the page exactly as answered")
+    measured.clear()
+    h = label.heightForWidth(120)
+    assert label.heightForWidth(120) == h == real(label, 120) and sum(measured.values()) == 1
+    label.setText(label.text() + " and more words to wrap, and more")
+    assert label.heightForWidth(120) == real(label, 120) > h  # a new text: measured again
+    label.setStyleSheet("font-size: 22px;")
+    assert label.heightForWidth(120) == real(label, 120)  # a new look: measured again
