@@ -69,6 +69,33 @@ def _badge(text: str, colour: str) -> str:
             f"&nbsp;{text}&nbsp;</span>")
 
 
+class WrapLabel(QLabel):
+    """A word-wrapped QLabel that keeps its height per width until its text, format or look
+    changes. A page switch sets the rows' texts, and the layouts above them (the row, its
+    model line, the rows' box, the scroll area) then asked each label's height at the same
+    width about ten times, each a new layout of its text (50 µs for the rich model line):
+    45-50 calls a label per J at 1920x1080, 4 ms of it (bench notes in docs/app.md)."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.setWordWrap(True)
+        self._heights: dict = {}  # {width: height} for _heights_of
+        self._heights_of: tuple = ()  # (text, format) the heights are of
+
+    def heightForWidth(self, width: int) -> int:
+        of = (self.text(), self.textFormat())
+        if of != self._heights_of:
+            self._heights, self._heights_of = {}, of
+        h = self._heights.get(width)
+        if h is None:
+            h = self._heights[width] = super().heightForWidth(width)
+        return h
+
+    def changeEvent(self, event):
+        self._heights_of = ()  # a font, a style sheet, enabled or not: measured again
+        super().changeEvent(event)
+
+
 class _CurrentFrame(QWidget):
     """The current field's frame: 2 px of blue over the row's top, right and bottom edges (the
     field's colour stays on the left), round at the right like the row. It takes no clicks."""
@@ -118,12 +145,10 @@ class FieldRowWidget(QFrame):
         self.frame = _CurrentFrame(self)
         self.title = QLabel()
         self.title.setTextFormat(Qt.RichText)
-        self.value = QLabel()
-        self.value.setWordWrap(True)
+        self.value = WrapLabel()
         self.value.setTextInteractionFlags(Qt.TextSelectableByMouse)
         self.value.setStyleSheet("font-size: 14px; font-family: 'DejaVu Sans Mono', monospace;")
-        self.detail = QLabel()
-        self.detail.setWordWrap(True)
+        self.detail = WrapLabel()
         self.detail.setStyleSheet("color: #6C757D; font-size: 11px;")
         shortcut = f" ({key})" if key <= 9 else ""
         self.key = key
@@ -133,8 +158,7 @@ class FieldRowWidget(QFrame):
         self.clear_button.setText("No value")
         self.revert_button = QToolButton()
         self.revert_button.setText("Revert")
-        self.model_line = QLabel()
-        self.model_line.setWordWrap(True)
+        self.model_line = WrapLabel()
         self.model_line.setTextFormat(Qt.RichText)
         self.model_line.hide()
         self.use_button = QToolButton()

@@ -315,12 +315,25 @@ class ModelBar(QWidget):
         lay.addWidget(self.read_button)
         answers.changed.connect(self.refresh)
         answers.progress.connect(self._on_progress)
+        self._shown: tuple = (None, None, None)  # (model path, project root, the path as shown)
         self.refresh()
 
     def _on_progress(self, done: int, total: int) -> None:
         self.progress.setRange(0, max(1, total))
         self.progress.setValue(done)
         self.progress.setFormat(f"{done} of {total} pages")
+
+    def _shown_path(self, model_path: Path, root) -> Path:
+        """The model's path as shown (inside the project: relative to it), worked out once per
+        model and project: the bar is refreshed on every decision and page switch, and the two
+        `Path.resolve` calls (an lstat of each folder on the way) cost 2-3 ms of each J."""
+        if self._shown[:2] != (model_path, root):
+            try:
+                shown = model_path.resolve().relative_to(Path(root).resolve())
+            except (ValueError, OSError):
+                shown = model_path
+            self._shown = (model_path, root, shown)
+        return self._shown[2]
 
     def refresh(self) -> None:
         a = self.answers
@@ -334,10 +347,7 @@ class ModelBar(QWidget):
             self.label.setText("<b>Model</b>: none yet. Fine-tune one (Train tab) to see its answers beside the "
                                "labels here, most uncertain pages first.")
             return
-        try:
-            shown = a.model_path.resolve().relative_to(Path(a.session.project.root).resolve())
-        except (ValueError, OSError):
-            shown = a.model_path
+        shown = self._shown_path(a.model_path, a.session.project.root)
         if a.error:
             self.label.setText(f"<b>Model</b> {escape(str(shown))}: "
                                f"<span style='color:#D7191C'>{escape(a.error)}</span>")

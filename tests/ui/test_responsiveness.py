@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from PySide6.QtCore import QPoint, QRectF, Qt
 
 from dxstudio.review import ReviewSession
@@ -756,3 +757,109 @@ def test_a_roomy_label_keeps_its_room_at_a_width_after_a_layout_asked_at_another
     label.setText("short")
     assert label.heightForWidth(300) == tall > label.fontMetrics().lineSpacing() * 2
     assert label.heightForWidth(900) < tall  # another width keeps its own room
+
+
+from tests.ui.test_review_model import model_window  # noqa: E402,F401  (the fixture: a window with a model's answers)
+
+
+def test_the_model_bar_resolves_its_model_path_once_not_on_every_page(model_window, qtbot, monkeypatch):
+    from pathlib import Path
+
+    w = model_window
+    resolved = []
+    real = Path.resolve
+
+    def counted(self, *a, **kw):
+        resolved.append(self)
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(Path, "resolve", counted)
+    first = w.session.current
+    for _ in range(3):
+        qtbot.keyClick(w.view, Qt.Key_J)
+    assert w.session.current != first and resolved == []
+    assert "20260101-000000" in w.model_bar.label.text()  # the model's run folder, as before
+    w.model_bar._shown = (None, None, None)  # (another model: worked out again)
+    w.model_bar.refresh()
+    assert resolved and "20260101-000000" in w.model_bar.label.text()
+
+
+def test_what_the_window_holds_once_open_and_the_answers_are_frozen_out_of_full_collections(model_window, qtbot):
+    import gc
+
+    w = model_window
+    qtbot.waitUntil(lambda: w._answers_frozen is not None, timeout=10000)
+    young = gc.get_objects()  # (the permanent generation's objects are not listed)
+    ids = {id(o) for o in young}
+    answers = next(iter(w.model_answers.answers.values()))
+    assert id(w.session) not in ids and id(w.view) not in ids and id(answers) not in ids
+    assert gc.get_freeze_count() > len(young)
+
+
+def test_a_field_rows_wrapped_labels_lay_out_their_text_once_per_width_and_text(window, qtbot, monkeypatch):
+    from collections import Counter
+
+    from PySide6.QtWidgets import QLabel
+
+    w = window
+    measured = Counter()
+    real = QLabel.heightForWidth
+
+    def counted(self, width):
+        measured[(id(self), width, self.text())] += 1
+        return real(self, width)
+
+    monkeypatch.setattr(QLabel, "heightForWidth", counted)
+    qtbot.keyClick(w.view, Qt.Key_J)  # new texts in every row, laid out by the row, the box, the scroll area
+    qtbot.wait(20)
+    # (before: plain QLabels, measured in C++ 4-10 times each a page switch, at the same width)
+    assert measured and max(measured.values()) == 1
+
+    label = next(iter(w.field_panel.rows.values())).detail
+    label.setText("words 1, 2 · found on the page exactly as answered")
+    measured.clear()
+    h = label.heightForWidth(120)
+    assert label.heightForWidth(120) == h == real(label, 120) and sum(measured.values()) == 1
+    label.setText(label.text() + " and more words to wrap, and more")
+    assert label.heightForWidth(120) == real(label, 120) > h  # a new text: measured again
+    label.setStyleSheet("font-size: 22px;")
+    assert label.heightForWidth(120) == real(label, 120)  # a new look: measured again
+
+
+def test_the_next_page_is_drawn_from_its_image_scaled_to_the_screen_on_the_prefetch_thread(window, qtbot):
+    from pathlib import Path
+
+    from dxstudio.ui import page_view
+
+    w, s, view = window, window.session, window.view
+    with page_view._DECODED_LOCK:
+        page_view._DECODED.clear()
+        page_view._SCALED.clear()
+    qtbot.keyClick(view, Qt.Key_J)  # shows a page: the list's next one is decoded and scaled meanwhile
+    ids = w.page_list.visible_ids()
+    nxt = ids[ids.index(s.current) + 1]
+    page = s.project.load_page(nxt)
+    key = page_view._image_key(Path(s.project.pages_dir) / page.image)
+    size = page_view.fitted_image_size(page, (view.viewport().width(), view.viewport().height()))
+    qtbot.waitUntil(lambda: (key, *size) in page_view._SCALED, timeout=10000)
+    qtbot.keyClick(view, Qt.Key_J)
+    assert s.current == nxt and view.transform().m11() * page.width == pytest.approx(size[0], abs=0.5)
+    assert view.screen_image_shown() and not view._image_item.isVisible()  # the prefetched copy, 1:1
+    part, _ = page_view._SCALED[(key, *size)]
+    assert view._screen_image.pixmap().size() == part.size()
+
+    def grab():
+        qtbot.wait(10)
+        return view.viewport().grab().toImage()
+
+    shown = grab()
+    view._screen_image.hide()
+    view._image_item.show()
+    scaled_by_the_view = grab()  # the pixels the page switch drew before, the image scaled in the paint
+    differ = sum(1 for y in range(0, shown.height(), 3) for x in range(0, shown.width(), 3)
+                 if abs(shown.pixelColor(x, y).lightness() - scaled_by_the_view.pixelColor(x, y).lightness()) > 40)
+    assert differ < 0.01 * (shown.height() // 3) * (shown.width() // 3)  # the same page, the same place
+    view.zoom_in()  # another scale: the image itself, scaled by the view
+    assert not view.screen_image_shown() and view._image_item.isVisible()
+    view.fit_page()  # fitted again: the copy again
+    assert view.screen_image_shown() and not view._image_item.isVisible()
