@@ -10,6 +10,7 @@ depend on the degree. docs/training.md pins every formula.
 """
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import weakref
@@ -80,28 +81,48 @@ def trainable_scales(cfg: ModelConfig, settings: TrainSettings) -> "OrderedDict[
     Head-only (BackboneScale 0): the tag head and its bias. A positive scale: the tag head at 1
     (with the tag loss on), every backbone tensor at the scale, and the role, document and
     pointer heads at the scale only when their own loss is on."""
-    lw = settings.loss_weights()
-    s = float(settings.backbone_scale)
+    return OrderedDict(_trainable_of(cfg, settings))
+
+
+def _trainable_of(cfg: ModelConfig, settings: TrainSettings) -> tuple:
+    return _memo(_trainable, cfg, float(settings.backbone_scale), tuple(settings.loss_weights().items()))
+
+
+def _memo(cached, *args):
+    """cached(*args) from its cache; computed afresh for arguments that cannot be a cache key (a
+    configuration built with a list where a tuple belongs)."""
+    try:
+        hash(args)
+    except TypeError:
+        return cached.__wrapped__(*args)
+    return cached(*args)
+
+
+@functools.lru_cache(maxsize=64)
+def _trainable(cfg: ModelConfig, s: float, loss_weights: tuple) -> tuple:
+    """trainable_scales as ((name, scale), ...): worked out once per model shape and loss choice
+    (every step asks, twice: the gradients wanted and AdamW's tensors)."""
+    lw = dict(loss_weights)
     if s < 0:
         raise ValueError("backbone_scale must be >= 0")
-    out = OrderedDict()
+    out = []
     any_loss = any(v > 0 for v in lw.values())
     for name, _, _ in param_spec(cfg):
         if name.startswith("tag_head"):
             if lw["tag"] > 0:
-                out[name] = 1.0
+                out.append((name, 1.0))
         elif name.startswith("role_head"):
             if lw["role"] > 0 and s > 0:
-                out[name] = s
+                out.append((name, s))
         elif name.startswith("doc_head"):
             if lw["doc"] > 0 and s > 0:
-                out[name] = s
+                out.append((name, s))
         elif name.startswith(("rel_q", "rel_k")):
             if (lw["items"] > 0 or lw["kv"] > 0) and s > 0:
-                out[name] = s
+                out.append((name, s))
         elif s > 0 and any_loss:
-            out[name] = s
-    return out
+            out.append((name, s))
+    return tuple(out)
 
 
 def _check_targets(cfg, ex: Example, idx: int):
@@ -291,10 +312,11 @@ def _mean_and_zeros(loss, total, b, params, wanted):
 
 def global_norm(grads, kernels: str = "fast") -> float:
     """sqrt of the binary64 sum (fixed tensor order) of each gradient's dot16 with itself."""
+    ops = Ops(kernels)
     total = 0.0
     for g in grads.values():
         flat = np.ascontiguousarray(g, F32).reshape(1, -1)
-        total = total + float(Ops(kernels).rowdot(flat, flat)[0])
+        total = total + float(ops.rowdot(flat, flat)[0])
     return math.sqrt(total)
 
 
@@ -328,12 +350,19 @@ class StepResult:
     grads: "OrderedDict[str, np.ndarray]"
 
 
+# base^0, base^1, ... per base, each the previous times base: a step's bias corrections read
+# their power instead of multiplying t times again (t grows to thousands over a training)
+_POWERS: dict = {}
+_POWERS_LOCK = threading.Lock()
+
+
 def _power(base: float, t: int) -> float:
     """base^t by t binary64 multiplications from 1.0 (the C library's pow may differ by platform)."""
-    r = 1.0
-    for _ in range(t):
-        r = r * base
-    return r
+    with _POWERS_LOCK:
+        powers = _POWERS.setdefault(base, [1.0])
+        while len(powers) <= t:
+            powers.append(powers[-1] * base)
+        return powers[t]
 
 
 def _adamw_ref(ops, state, ps, gs, ms, vs, decay, wdf, lrb, b1, omb1, b2, omb2, sbc2, eps) -> None:
@@ -385,6 +414,19 @@ def _adamw_applies(state, ps, gs, ms, vs, *scalars) -> bool:
 ADAMW = register("adamw_update", _adamw_ref, _adamw_compiled, _adamw_applies)
 
 
+@functools.lru_cache(maxsize=64)
+def _adamw_plan(cfg: ModelConfig, trainable: tuple, weight_decay: float) -> tuple:
+    """(names, learning-rate scales (binary64), decay flags) of AdamW's tensors, in order: worked
+    out once per model shape, loss choice and weight decay, not at every step (read only)."""
+    kinds = {name: kind for name, _, kind in param_spec(cfg)}
+    names = tuple(name for name, _ in trainable)
+    scales = np.array([scale for _, scale in trainable], np.float64)
+    decay = np.array([bool(decays(kinds[name]) and weight_decay) for name in names], np.bool_)
+    scales.flags.writeable = False
+    decay.flags.writeable = False
+    return names, scales, decay
+
+
 def adamw_update(state: TrainState, grads, lr: float) -> None:
     """AdamW (decoupled weight decay) with a per-tensor learning-rate scale, docs/training.md.
 
@@ -402,18 +444,17 @@ def adamw_update(state: TrainState, grads, lr: float) -> None:
     bc2 = 1.0 - _power(s.beta2, t)
     sbc2 = F32(math.sqrt(bc2))
     eps = F32(s.eps)
-    kinds = {name: kind for name, _, kind in param_spec(state.cfg)}
-    ps, gs, ms, vs, decay, wdf, lrb = [], [], [], [], [], [], []
-    for name, scale in trainable_scales(state.cfg, s).items():
-        lr_t = float(lr) * scale
-        d = bool(decays(kinds[name]) and s.weight_decay)
-        ps.append(state.params[name])
-        gs.append(grads[name])
-        ms.append(state.m[name])
-        vs.append(state.v[name])
-        decay.append(d)
-        wdf.append(F32(1.0 - lr_t * s.weight_decay) if d else F32(1.0))
-        lrb.append(F32(lr_t / bc1))
+    names, scales, decay = _memo(_adamw_plan, state.cfg, _trainable_of(state.cfg, s), s.weight_decay)
+    # each tensor's scalars in binary64, rounded once to binary32: elementwise NumPy operations
+    # are the same IEEE operations as the scalar ones, tensor by tensor
+    lr_t = float(lr) * scales
+    wdf = np.where(decay, (1.0 - lr_t * s.weight_decay).astype(F32), F32(1.0))
+    lrb = (lr_t / bc1).astype(F32)
+    params, m, v = state.params, state.m, state.v
+    ps = [params[name] for name in names]
+    gs = [grads[name] for name in names]
+    ms = [m[name] for name in names]
+    vs = [v[name] for name in names]
     ADAMW(Ops(s.kernels), state, ps, gs, ms, vs, decay, wdf, lrb, b1, omb1, b2, omb2, sbc2, eps)
 
 

@@ -689,13 +689,15 @@ class AdamWTable:
     held with their data addresses and sizes: built once and kept while the same arrays train
     (`holds` asks), so a step takes only its gradients' addresses."""
 
-    __slots__ = ("ps", "ms", "vs", "addr", "sizes")
+    __slots__ = ("ps", "ms", "vs", "ids", "addr", "sizes", "size_list")
 
     def __init__(self, ps, ms, vs):
         self.ps, self.ms, self.vs = tuple(ps), tuple(ms), tuple(vs)
         nt = len(self.ps)
         if not len(self.ms) == len(self.vs) == nt:
             raise ValueError("adamw_all: one p, m and v per tensor")
+        # the arrays' identities, for holds (the table keeps the arrays, so no id is reused)
+        self.ids = tuple(map(id, self.ps + self.ms + self.vs))
         self.addr = np.zeros((nt, 4), np.int64)
         self.sizes = np.empty(nt, np.int64)
         for t, (p, m, v) in enumerate(zip(self.ps, self.ms, self.vs)):
@@ -705,11 +707,11 @@ class AdamWTable:
             if not p.size == m.size == v.size:
                 raise ValueError(f"adamw_all: tensor {t}: p, m, v of different sizes")
             self.sizes[t] = p.size
+        self.size_list = self.sizes.tolist()
 
     def holds(self, ps, ms, vs) -> bool:
         """The very arrays (identity) this table was built on, in order."""
-        return (len(ps) == len(self.ps) and all(a is b for a, b in zip(ps, self.ps))
-                and all(a is b for a, b in zip(ms, self.ms)) and all(a is b for a, b in zip(vs, self.vs)))
+        return tuple(map(id, (*ps, *ms, *vs))) == self.ids and len(ps) == len(self.ps)
 
 
 def adamw_all(table: AdamWTable, gs, decay, wdf, lrb, b1, omb1, b2, omb2, sbc2, eps) -> None:
@@ -720,11 +722,11 @@ def adamw_all(table: AdamWTable, gs, decay, wdf, lrb, b1, omb1, b2, omb2, sbc2, 
         raise ValueError("adamw_all: one gradient, decay, wdf and lrb per tensor")
     addr = table.addr
     sizes = table.sizes
-    for t, g in enumerate(gs):
-        _check_f32(g, f"gradient {t}")
-        if g.size != sizes[t]:
-            raise ValueError(f"adamw_all: gradient {t} has {g.size} elements, its tensor {sizes[t]}")
-        addr[t, 1] = g.ctypes.data
+    for t, (g, size) in enumerate(zip(gs, table.size_list)):
+        if g.dtype != F32 or not g.flags.c_contiguous or g.size != size:
+            _check_f32(g, f"gradient {t}")
+            raise ValueError(f"adamw_all: gradient {t} has {g.size} elements, its tensor {size}")
+    addr[:, 1] = [g.ctypes.data for g in gs]
     total = int(sizes.sum())
     try:
         pick(_ADAMW_ALL, total // _ADAMW_CHUNK + 1, total)(
