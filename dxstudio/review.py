@@ -720,15 +720,17 @@ class ReviewSession:
         return change
 
     # -- a schema edit in two halves: the files on a background thread, the session on the GUI's
-    def stage_schema(self, fields, renames=None, undo: bool | None = None) -> dict:
+    def stage_schema(self, fields, renames=None, undo: bool | None = None, run=None) -> dict:
         """The slow half of set_schema (or of undo / redo of a schema edit with undo=True/False),
         safe on a worker thread: it rewrites the label files and dxproject.json and reads every
         page's status afresh, touching nothing of this session. commit_schema(staged) then makes
         it current on the session's thread. Raises ProjectError / ReviewError like set_schema.
-        The work after flush_writes is stage_schema_at(*schema_stage_args(...)): the app runs
-        it in its worker process (dxstudio.ui.worker_process)."""
+        The work after flush_writes is stage_schema_at(*schema_stage_args(...)), called here or
+        by run(stage_schema_at, *args): the app passes its worker process's call
+        (dxstudio.ui.worker_process), so that work's Python does not share the GUI's GIL."""
         self.flush_writes()  # the label files it rewrites hold every decision made before
-        return stage_schema_at(*self.schema_stage_args(fields, renames, undo))
+        args = self.schema_stage_args(fields, renames, undo)
+        return run(stage_schema_at, *args) if run is not None else stage_schema_at(*args)
 
     def schema_stage_args(self, fields, renames=None, undo: bool | None = None) -> tuple:
         """stage_schema_at's arguments for this session's project: plain values that a pipe can

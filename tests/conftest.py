@@ -56,21 +56,38 @@ def pytest_report_header(config):
     return f"shared_data: {SHARED} is missing; tests marked shared_data will be skipped"
 
 
+# The test files that call no compiled kernel of the engine and start no process (measured:
+# each file alone, recording Numba's first compile of a dxstudio function and subprocess.Popen;
+# about 60 s of the suite on a quiet machine). Under pytest-xdist they go first: the worker that
+# does not prepare the kernels runs them while the other compiles (PreparationWait). A file
+# missing here, or one that starts calling kernels, only makes that worker wait sooner.
+KERNEL_FREE_FILES = frozenset(f"tests/{name}.py" for name in """
+    test_base_model test_bench_common test_blocks test_cli test_cli_first_use test_corpus
+    test_field_errors test_gbdt_baseline test_grounding test_grounding_absent test_grounding_scale
+    test_hostile_imports test_importers test_inputs test_inputs_context test_labelling
+    test_labelling_hostile test_learning_curve test_localfirst test_mean_agreement test_project
+    test_review_session test_routing test_schedule test_schema_edit test_scoring test_settings
+    ui/test_close_hang ui/test_documents_review ui/test_engine_preparing ui/test_localfirst_ui
+    ui/test_responsiveness ui/test_review ui/test_start_text ui/test_unknown_setting ui/test_walk
+    """.split())
+
+
 def pytest_collection_modifyitems(config, items):
     # The files holding a test that waits for a build for another CPU (the cpu_build mark) run
     # last, each in its own order: the builds compile in the background from the start of the
     # run, and a worker that reached such a test early sat idle until its build was done. The
     # same order on every pytest-xdist worker (it compares their collections).
     # pytest-xdist's loadfile hands out the files largest first (its --loadscope-reorder, on by
-    # default, which would put these early again): under xdist that order is made here, the
-    # late files after it, and xdist's own reordering is turned off (pytest_configure).
+    # default, which would put these early again): under xdist that order is made here (the
+    # kernel-free files first, then the others, each largest first; the late files after them),
+    # and xdist's own reordering is turned off (pytest_configure).
     late = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("cpu_build")}
     files = {}
     for item in items:
         files.setdefault(item.nodeid.split("::")[0], []).append(item)
     order = list(files)
     if getattr(config, "workerinput", None) is not None:
-        order.sort(key=lambda f: -len(files[f]))  # stable: xdist's order
+        order.sort(key=lambda f: (f not in KERNEL_FREE_FILES, -len(files[f])))  # stable
     items[:] = [i for f in order if f not in late for i in files[f]] + [i for f in order if f in late for i in files[f]]
     for item in items:
         missing = [p for p in shared_paths(item) if not p.exists()]
@@ -147,12 +164,15 @@ def pytest_timeout_set_timer(item, settings):
             build.stop()  # the run ends here: no build compiles on after it
         pytest_timeout.timeout_timer(item, settings)
 
-    timer = threading.Timer(settings.timeout, expired)
-    timer.name = f"pytest_timeout {item.nodeid}"
-    timer.daemon = True
+    def start():
+        timer = threading.Timer(settings.timeout, expired)
+        timer.name = f"pytest_timeout {item.nodeid}"
+        timer.daemon = True
+        item._dx_timer = timer
+        timer.start()
 
-    item._dx_timer = timer
-    timer.start()
+    item._dx_restart_timer = start  # a wait for the other worker's preparation starts it afresh
+    start()
     return True
 
 
@@ -551,16 +571,25 @@ def pytest_collection_finish(session):
                 config._cpu_builds[name] = CpuBuild(name, folder / name)
     checker = any(item.name == "test_the_host_build_compiled_in_this_run_has_no_fma" for item in session.items)
     want_facts = bool(run_builds and checker and any(b in coverable for b in wanted))
-    prepare_engine(config, session.items, want_facts)
+    waiting = prepare_engine(config, session.items, want_facts)
     if not run_builds:
+        return
+    if waiting is not None:  # the other worker prepares: these builds are settled once it is done
+        waiting.on_ready = lambda: _settle_covered_builds(config, session.items, coverable, xdist, folder)
         return
     if want_facts and not xdist:
         config._host_build_here = host_build_here()
+    _settle_covered_builds(config, session.items, coverable, xdist, folder)
+
+
+def _settle_covered_builds(config, items, coverable, xdist, folder) -> None:
+    """The builds the host's kernels compiled in this run stand for are skipped; the others of
+    `coverable` start (under pytest-xdist: claimed, or read from the worker that claimed them)."""
     covered = set()
     if config._host_build_here:
         covered = {"host"} | ({"haswell"} if host_isa_is_haswells() else set())
     still = set()
-    for item in session.items:
+    for item in items:
         name = _build_wanted(item)
         if name in covered and not item.get_closest_marker("heavy"):
             item.add_marker(pytest.mark.skip(reason=COVERED_HERE_REASON.format(
@@ -586,15 +615,18 @@ def pytest_collection_finish(session):
 PREPARE_MIN_TESTS = 50
 
 
-def prepare_engine(config, items, want_facts=False) -> None:
+def prepare_engine(config, items, want_facts=False) -> "PreparationWait | None":
     """want_facts, under pytest-xdist: the worker that compiled the kernels leaves their
     assembly facts (host_build_here) for the other, which loaded them from the cache, so both
-    skip the builds those facts stand for (config._host_build_here)."""
+    skip the builds those facts stand for (config._host_build_here).
+    Under pytest-xdist the worker that finds another preparing does not wait for it: it runs its
+    tests meanwhile and returns the PreparationWait that holds back its first use of a compiled
+    kernel (or of a subprocess) until the kernels are in the cache."""
     import time
 
     wanted = os.environ.get("DXSTUDIO_TEST_PREPARE")
     if wanted == "0" or (wanted != "1" and len(items) < PREPARE_MIN_TESTS) or config.option.collectonly:
-        return
+        return None
     from dxstudio.engine import readiness
 
     start = time.process_time()
@@ -607,26 +639,122 @@ def prepare_engine(config, items, want_facts=False) -> None:
 
             folder.mkdir(parents=True, exist_ok=True)
             lock = open(folder / "dxstudio-tests-prepare.lock", "w")
-            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # the other worker compiles them: go on with the tests
+                return PreparationWait(config, lock, want_facts and shared)
         try:
             readiness.prepare()
             if want_facts and shared:
-                facts = Path(shared) / "host-facts.json"
-                if facts.is_file():  # the worker before compiled them
-                    config._host_build_here = json.loads(facts.read_text()) or None
-                else:
-                    config._host_build_here = host_build_here()
-                    tmp = facts.with_name(f".{facts.name}.{os.getpid()}")
-                    tmp.write_text(json.dumps(config._host_build_here))
-                    tmp.replace(facts)
+                _host_facts(config, shared)
         finally:
             if lock is not None:
                 lock.close()
     except Exception as e:  # a broken engine: its tests fail one by one, with their names
         config.summary_notes.append(f"engine kernels: preparing before the first test failed ({e!r})")
-        return
+        return None
     config.summary_notes.append(f"engine kernels: prepared before the first test in {time.process_time() - start:.0f} s "
                                 "of CPU (compiled, or loaded from Numba's cache)")
+    return None
+
+
+def _host_facts(config, shared) -> None:
+    """The host build's assembly facts: computed by the worker that compiled the kernels (and
+    left for the other), or read where that worker left them."""
+    facts = Path(shared) / "host-facts.json"
+    if facts.is_file():  # the worker before compiled them
+        config._host_build_here = json.loads(facts.read_text()) or None
+    else:
+        config._host_build_here = host_build_here()
+        tmp = facts.with_name(f".{facts.name}.{os.getpid()}")
+        tmp.write_text(json.dumps(config._host_build_here))
+        tmp.replace(facts)
+
+
+class PreparationWait:
+    """In the pytest-xdist worker that found the other preparing the engine (it holds the lock
+    and compiles every kernel, one to two minutes of CPU, more on a busy machine): this worker's
+    tests run meanwhile, and the first that calls a compiled kernel of the engine for the first
+    time in this process, or starts a process (which would compile the kernels again on its
+    own), waits here until the lock is free, then loads the kernels from the cache the other
+    filled. The wait is not the test's time: its timeout starts afresh after it.
+    on_ready: called once, after the wait (the builds the preparation's facts settle)."""
+
+    def __init__(self, config, lock, facts_folder):
+        import subprocess
+        import threading
+
+        from numba.core.dispatcher import Dispatcher
+
+        self.config, self.lock, self.facts_folder = config, lock, facts_folder
+        self.on_ready = None
+        self._guard, self._done = threading.Lock(), False
+        self._compile, self._popen = Dispatcher._compile_for_args, subprocess.Popen.__init__
+        wait, compile_, popen = self.wait, self._compile, self._popen
+
+        def compile_for_args(dispatcher, *args, **kws):
+            if getattr(dispatcher.py_func, "__module__", "").startswith("dxstudio."):
+                wait()
+            return compile_(dispatcher, *args, **kws)
+
+        def popen_init(proc, *args, **kws):
+            wait()
+            return popen(proc, *args, **kws)
+
+        Dispatcher._compile_for_args = compile_for_args
+        subprocess.Popen.__init__ = popen_init
+        config._dx_preparation_wait = self
+
+    def wait(self) -> None:
+        import fcntl
+        import subprocess
+        import time
+
+        from numba.core.dispatcher import Dispatcher
+
+        if self._done:
+            return
+        with self._guard:
+            if self._done:
+                return
+            item = getattr(self.config, "_dx_current_item", None)
+            timer = getattr(item, "_dx_timer", None)
+            if timer is not None:
+                timer.cancel()
+            start = time.monotonic()
+            fcntl.flock(self.lock, fcntl.LOCK_EX)  # the other worker's preparation is over
+            self.lock.close()
+            Dispatcher._compile_for_args, subprocess.Popen.__init__ = self._compile, self._popen
+            self._done = True
+            if self.facts_folder:
+                _host_facts(self.config, self.facts_folder)
+            if self.on_ready is not None:
+                self.on_ready()
+            where = f" in {item.nodeid}" if item is not None else ""
+            self.config.summary_notes.append(
+                f"engine kernels: the other worker prepared them; this one ran its tests meanwhile and waited "
+                f"{time.monotonic() - start:.0f} s{where}")
+            if timer is not None and getattr(item, "_dx_restart_timer", None):
+                item._dx_restart_timer()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    item.config._dx_current_item = item
+    yield
+    item.config._dx_current_item = None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """A test that waits for a build for another CPU: where the other worker is still preparing
+    the kernels, which of the builds its facts stand for is only known once it is done."""
+    waiting = getattr(item.config, "_dx_preparation_wait", None)
+    if waiting is not None and item.get_closest_marker("cpu_build"):
+        waiting.wait()
+        skip = item.get_closest_marker("skip")  # added just now, by the builds settled
+        if skip is not None:
+            pytest.skip(skip.kwargs.get("reason", ""))
 
 
 def pytest_sessionfinish(session):

@@ -190,16 +190,82 @@ def test_the_files_waiting_for_a_cpu_build_run_last_and_xdist_keeps_the_order():
         return [i.nodeid for i in items]
 
     built = ["tests/test_k.py::a", "tests/test_k.py::b"]
-    names = ["tests/test_a.py::x", built[0], "tests/test_b.py::y", "tests/test_b.py::z", built[1], "tests/test_c.py::w"]
+    free = "tests/test_settings.py::s"  # calls no compiled kernel (conftest.KERNEL_FREE_FILES)
+    assert "tests/test_settings.py" in conftest.KERNEL_FREE_FILES
+    names = ["tests/test_a.py::x", built[0], "tests/test_b.py::y", "tests/test_b.py::z", built[1], free,
+             "tests/test_c.py::w"]
     make = lambda: [Item(n, "generic" if n == built[1] else None) for n in names]  # noqa: E731
     config = SimpleNamespace(_shared_data_skipped=[])
     items = make()
     conftest.pytest_collection_modifyitems(config, items)  # one process: the files as collected, those last
-    assert ids(items) == ["tests/test_a.py::x", "tests/test_b.py::y", "tests/test_b.py::z", "tests/test_c.py::w"] + built
+    assert ids(items) == ["tests/test_a.py::x", "tests/test_b.py::y", "tests/test_b.py::z", free,
+                          "tests/test_c.py::w"] + built
     config.workerinput = {}
     items = make()
-    conftest.pytest_collection_modifyitems(config, items)  # a worker: largest file first, as xdist does
-    assert ids(items) == ["tests/test_b.py::y", "tests/test_b.py::z", "tests/test_a.py::x", "tests/test_c.py::w"] + built
+    conftest.pytest_collection_modifyitems(config, items)  # a worker: kernel-free first, then largest first
+    assert ids(items) == [free, "tests/test_b.py::y", "tests/test_b.py::z", "tests/test_a.py::x",
+                          "tests/test_c.py::w"] + built
     option = SimpleNamespace(loadscopereorder=True, dist="loadfile")
     conftest.pytest_configure(SimpleNamespace(option=option))
     assert option.loadscopereorder is False
+
+
+def test_a_worker_finding_the_other_preparing_runs_on_and_waits_at_its_first_kernel_or_process(tmp_path):
+    """tests/conftest.py PreparationWait: under pytest-xdist the worker that cannot take the
+    preparation lock runs its tests, and waits for the lock only at the first compile of a
+    dxstudio kernel or the first process it starts; the test's timeout starts afresh after it."""
+    import fcntl
+    import threading
+    from types import SimpleNamespace
+
+    from numba import njit
+    from numba.core.dispatcher import Dispatcher
+
+    from tests import conftest
+
+    compile_, popen = Dispatcher._compile_for_args, subprocess.Popen.__init__
+    lockfile = tmp_path / "prepare.lock"
+
+    def preparing(first_use):
+        """first_use() run while another holder of the lock (the preparing worker) lets go after
+        1.5 s: (the monotonic time it let go, the time first_use returned, the PreparationWait)."""
+        holder = open(lockfile, "w")
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        released = []
+
+        def release():
+            released.append(time.monotonic())
+            holder.close()
+
+        restarted = []
+        item = SimpleNamespace(nodeid="tests/test_x.py::t", _dx_timer=threading.Timer(600, lambda: None),
+                               _dx_restart_timer=lambda: restarted.append(True))
+        config = SimpleNamespace(summary_notes=[], _dx_current_item=item)
+        waiting = conftest.PreparationWait(config, open(lockfile, "w"), None)
+        ready = []
+        waiting.on_ready = lambda: ready.append(True)
+        try:
+            plain = njit(lambda x: x + 1)
+            assert plain(1) == 2 and not ready  # a function of another package compiles at once
+            threading.Timer(1.5, release).start()
+            first_use()
+            returned = time.monotonic()
+        finally:
+            Dispatcher._compile_for_args, subprocess.Popen.__init__ = compile_, popen
+            holder.close()
+        assert ready == [True] and restarted == [True] and item._dx_timer.finished.is_set()
+        assert "waited" in config.summary_notes[-1] and item.nodeid in config.summary_notes[-1]
+        return released[0], returned, waiting
+
+    def kernel(x):
+        return x * 2
+
+    kernel.__module__ = "dxstudio.engine.example"
+    compiled = njit(kernel)
+    released, returned, _ = preparing(lambda: compiled(3))
+    assert returned >= released  # the kernel's first compile waited for the preparation
+    assert Dispatcher._compile_for_args is compile_ and subprocess.Popen.__init__ is popen  # put back
+
+    released, returned, waiting = preparing(lambda: subprocess.run([sys.executable, "-c", "pass"], check=True))
+    assert returned >= released  # so did the first process started
+    waiting.wait()  # once done, it never waits again

@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QApplication, QCheckBox, QDoub
 
 from dxstudio.labelling import LabelClient, LabellingError, import_answers_jsonl, label_project
 from dxstudio.project import DEFAULT_API_KEY_ENV, DEFAULT_WEIGHT, LabelError, Project, ProjectError, parse_schema
-from dxstudio.review import ReviewError, _SchemaEdit, flush_label_writes, schema_change, stage_schema_at
+from dxstudio.review import ReviewError, _SchemaEdit, flush_label_writes, schema_change
 from dxstudio.ui.jobs import Job, process_events_while
 from dxstudio.ui.worker_process import PROCESS
 
@@ -322,9 +322,8 @@ class SchemaPanel(QWidget):
     def _stage(self, fields, renames, undo=None) -> None:
         session = self.session
 
-        def work(job):  # session.stage_schema, its reading and writing in the worker process: its Python
-            session.flush_writes()  # held the GIL in turns with the GUI thread (issue 23)
-            return PROCESS.call(stage_schema_at, *session.schema_stage_args(fields, renames, undo))
+        def work(job):  # its reading and writing in the worker process: its Python held the GIL
+            return session.stage_schema(fields, renames, undo, run=PROCESS.call)  # in turns with the GUI's
 
         self._run_schema_job(work, self._committed)
 
