@@ -59,8 +59,9 @@ def pytest_report_header(config):
 # The test files that call no compiled kernel of the engine and start no process (measured:
 # each file alone, recording Numba's first compile of a dxstudio function and subprocess.Popen;
 # about 60 s of the suite on a quiet machine). Under pytest-xdist they go first: the worker that
-# does not prepare the kernels runs them while the other compiles (PreparationWait). A file
-# missing here, or one that starts calling kernels, only makes that worker wait sooner.
+# does not prepare the kernels runs them while the other compiles (PreparationWait), and waits
+# before the first test of any other file. A file missing here only makes it wait sooner; one
+# listed that compiles a kernel waits inside the test (the summary names it: take it off).
 KERNEL_FREE_FILES = frozenset(f"tests/{name}.py" for name in """
     test_base_model test_bench_common test_blocks test_cli test_cli_first_use test_corpus
     test_field_errors test_gbdt_baseline test_grounding test_grounding_absent test_grounding_scale
@@ -68,7 +69,7 @@ KERNEL_FREE_FILES = frozenset(f"tests/{name}.py" for name in """
     test_labelling_hostile test_learning_curve test_localfirst test_mean_agreement test_project
     test_review_session test_routing test_schedule test_schema_edit test_scoring test_settings
     ui/test_close_hang ui/test_documents_review ui/test_engine_preparing ui/test_localfirst_ui
-    ui/test_responsiveness ui/test_review ui/test_start_text ui/test_unknown_setting ui/test_walk
+    ui/test_review ui/test_start_text ui/test_unknown_setting ui/test_walk
     """.split())
 
 
@@ -674,10 +675,12 @@ def _host_facts(config, shared) -> None:
 class PreparationWait:
     """In the pytest-xdist worker that found the other preparing the engine (it holds the lock
     and compiles every kernel, one to two minutes of CPU, more on a busy machine): this worker's
-    tests run meanwhile, and the first that calls a compiled kernel of the engine for the first
-    time in this process, or starts a process (which would compile the kernels again on its
-    own), waits here until the lock is free, then loads the kernels from the cache the other
-    filled. The wait is not the test's time: its timeout starts afresh after it.
+    kernel-free files (KERNEL_FREE_FILES) run meanwhile, and the first test of any other file
+    waits here, before it starts, until the lock is free, then loads the kernels from the cache
+    the other filled. A test of a listed file that calls a compiled kernel of the engine for the
+    first time in this process, on any thread, or starts a process (which would compile the
+    kernels again on its own), waits where it does so. The wait is not the test's time: its
+    timeout starts afresh after it.
     on_ready: called once, after the wait (the builds the preparation's facts settle)."""
 
     def __init__(self, config, lock, facts_folder):
@@ -705,7 +708,11 @@ class PreparationWait:
         subprocess.Popen.__init__ = popen_init
         config._dx_preparation_wait = self
 
-    def wait(self) -> None:
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    def wait(self, before_test: bool = False) -> None:
         import fcntl
         import subprocess
         import time
@@ -731,6 +738,10 @@ class PreparationWait:
             if self.on_ready is not None:
                 self.on_ready()
             where = f" in {item.nodeid}" if item is not None else ""
+            if item is not None and not before_test and _file_of(item) in KERNEL_FREE_FILES:
+                self.config.summary_notes.append(
+                    f"engine kernels: {_file_of(item)} compiled a kernel or started a process while the other worker "
+                    "prepared them: take it off tests/conftest.py KERNEL_FREE_FILES")
             self.config.summary_notes.append(
                 f"engine kernels: the other worker prepared them; this one ran its tests meanwhile and waited "
                 f"{time.monotonic() - start:.0f} s{where}")
@@ -750,11 +761,21 @@ def pytest_runtest_setup(item):
     """A test that waits for a build for another CPU: where the other worker is still preparing
     the kernels, which of the builds its facts stand for is only known once it is done."""
     waiting = getattr(item.config, "_dx_preparation_wait", None)
-    if waiting is not None and item.get_closest_marker("cpu_build"):
-        waiting.wait()
+    if waiting is None or waiting.done:
+        return
+    building = item.get_closest_marker("cpu_build")
+    if building or _file_of(item) not in KERNEL_FREE_FILES:
+        # here, before the test: a test that starts a kernel on a thread of its own and waits
+        # for it with a limit would otherwise spend that limit in the wait
+        waiting.wait(before_test=True)
+    if building:
         skip = item.get_closest_marker("skip")  # added just now, by the builds settled
         if skip is not None:
             pytest.skip(skip.kwargs.get("reason", ""))
+
+
+def _file_of(item) -> str:
+    return item.nodeid.split("::")[0]
 
 
 def pytest_sessionfinish(session):

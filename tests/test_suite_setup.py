@@ -210,10 +210,11 @@ def test_the_files_waiting_for_a_cpu_build_run_last_and_xdist_keeps_the_order():
     assert option.loadscopereorder is False
 
 
-def test_a_worker_finding_the_other_preparing_runs_on_and_waits_at_its_first_kernel_or_process(tmp_path):
+def test_a_worker_finding_the_other_preparing_runs_on_and_waits_before_other_files_and_at_a_kernel(tmp_path):
     """tests/conftest.py PreparationWait: under pytest-xdist the worker that cannot take the
-    preparation lock runs its tests, and waits for the lock only at the first compile of a
-    dxstudio kernel or the first process it starts; the test's timeout starts afresh after it."""
+    preparation lock runs the kernel-free files, and waits for the lock before the first test of
+    any other file, or inside a test at the first compile of a dxstudio kernel or the first
+    process it starts; the test's timeout starts afresh after the wait."""
     import fcntl
     import threading
     from types import SimpleNamespace
@@ -227,8 +228,8 @@ def test_a_worker_finding_the_other_preparing_runs_on_and_waits_at_its_first_ker
     lockfile = tmp_path / "prepare.lock"
 
     def preparing(first_use):
-        """first_use() run while another holder of the lock (the preparing worker) lets go after
-        1.5 s: (the monotonic time it let go, the time first_use returned, the PreparationWait)."""
+        """first_use(waiting) run while another holder of the lock (the preparing worker) lets
+        go after 1.5 s: (the monotonic time it let go, the time first_use returned, waiting)."""
         holder = open(lockfile, "w")
         fcntl.flock(holder, fcntl.LOCK_EX)
         released = []
@@ -248,12 +249,12 @@ def test_a_worker_finding_the_other_preparing_runs_on_and_waits_at_its_first_ker
             plain = njit(lambda x: x + 1)
             assert plain(1) == 2 and not ready  # a function of another package compiles at once
             threading.Timer(1.5, release).start()
-            first_use()
+            first_use(waiting)
             returned = time.monotonic()
         finally:
             Dispatcher._compile_for_args, subprocess.Popen.__init__ = compile_, popen
             holder.close()
-        assert ready == [True] and restarted == [True] and item._dx_timer.finished.is_set()
+        assert waiting.done and ready == [True] and restarted == [True] and item._dx_timer.finished.is_set()
         assert "waited" in config.summary_notes[-1] and item.nodeid in config.summary_notes[-1]
         return released[0], returned, waiting
 
@@ -262,10 +263,25 @@ def test_a_worker_finding_the_other_preparing_runs_on_and_waits_at_its_first_ker
 
     kernel.__module__ = "dxstudio.engine.example"
     compiled = njit(kernel)
-    released, returned, _ = preparing(lambda: compiled(3))
+    released, returned, _ = preparing(lambda waiting: compiled(3))
     assert returned >= released  # the kernel's first compile waited for the preparation
     assert Dispatcher._compile_for_args is compile_ and subprocess.Popen.__init__ is popen  # put back
 
-    released, returned, waiting = preparing(lambda: subprocess.run([sys.executable, "-c", "pass"], check=True))
+    released, returned, waiting = preparing(lambda waiting: subprocess.run([sys.executable, "-c", "pass"], check=True))
     assert returned >= released  # so did the first process started
     waiting.wait()  # once done, it never waits again
+
+    class Test:  # a test as pytest_runtest_setup sees it
+        def __init__(self, nodeid, config):
+            self.nodeid, self.config = nodeid, config
+
+        def get_closest_marker(self, name):
+            return None
+
+    def setups(waiting):
+        conftest.pytest_runtest_setup(Test("tests/test_settings.py::t", waiting.config))  # kernel-free: at once
+        assert not waiting.done
+        conftest.pytest_runtest_setup(Test("tests/test_extract.py::t", waiting.config))  # waits before it starts
+
+    released, returned, _ = preparing(setups)
+    assert returned >= released
