@@ -756,7 +756,28 @@ def after_part_of_a_key(page, start: int, keys) -> bool:
     return False
 
 
-def keyed_extents(page, field_names, keywords: dict | None = None, layout: bool = False) -> dict:
+def _with_colon(words, k: int) -> bool:
+    """Whether key word k is printed with a colon: it ends in ':' or the next word is ':' alone."""
+    return words[k].text.rstrip().endswith(":") or (k + 1 < len(words) and words[k + 1].text.strip() == ":")
+
+
+def key_beside(page, start: int, keys) -> int | None:
+    """The last of the three words before word `start` on its row that is one of `keys` (word
+    keys): the key printed beside a value starting there; None where there is none."""
+    words = page.words
+    return next((k for k in range(start - 1, max(0, start - 3) - 1, -1)
+                 if _same_row(words[k].box, words[start].box) and word_key(words[k].text) in keys), None)
+
+
+def key_with_colon(page, start: int, keys) -> bool:
+    """Whether the key beside a value starting at word `start` (key_beside) is printed with a
+    colon ("To: Ron Milstein", "DATE : 18/03/18"; not "TO K. A. Sparrow"): the "keyed_layout"
+    reading's count of its fields keyed with a colon (tuning/keywords.py keyed_counts)."""
+    k = key_beside(page, start, keys)
+    return k is not None and _with_colon(page.words, k)
+
+
+def keyed_extents(page, field_names, keywords: dict | None = None, layout: bool = False, colon=()) -> dict:
     """{field: [(first, last), ...]} in reading order: the runs of words printed right after one
     of the field's keywords on its row ("To: Ron Milstein"), for the "keyed" decoding. A run
     starts at the word after the keyword, on its row and to its right, and goes on along that
@@ -765,7 +786,10 @@ def keyed_extents(page, field_names, keywords: dict | None = None, layout: bool 
     stored keywords); None: the name rule's keys (_hint_keys), as the printing reading.
     layout=True (the "keyed_layout" reading): a run also stops at a word that starts left of
     the one before it, and goes on over the next rows that start where it starts (_more_rows:
-    "TO: LORILLARD, INC." over "ONE PARK AVENUE" over "NEW YORK, N. Y. 10016")."""
+    "TO: LORILLARD, INC." over "ONE PARK AVENUE" over "NEW YORK, N. Y. 10016"). `colon` (field
+    names: the "keyed_layout" reading's fields keyed with a colon, colon_keys): a keyword of
+    such a field printed without a colon (_with_colon) starts none of its runs ("To whom are we
+    talking?"); it still ends the runs of others."""
     words = page.words
     keys = [word_key(w.text) for w in words]
     kw = {n: set(keywords.get(n, ())) if keywords is not None else _hint_keys(n) for n in field_names}
@@ -776,7 +800,8 @@ def keyed_extents(page, field_names, keywords: dict | None = None, layout: bool 
 
     out = {n: [] for n in field_names}
     for k in range(len(words)):
-        named = [n for n in field_names if keys[k] and keys[k] in kw[n]]
+        named = [n for n in field_names if keys[k] and keys[k] in kw[n]
+                 and (n not in colon or _with_colon(words, k))]
         if named and not _prints_a_key(words, k):
             continue
         s = k + 1

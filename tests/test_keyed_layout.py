@@ -4,6 +4,8 @@ they start (an address, a list of names in columns), a run stopping where the re
 back left on its row. Hand-made pages and tag logits: no training."""
 from __future__ import annotations
 
+import pytest
+
 from dxstudio import grounding
 from dxstudio.engine.extract import (DECODINGS, KEYED_DECODINGS, LEARNED_DECODINGS, FieldValue, ReadingKeywords,
                                      keyed_reading, keyed_values, reading_keywords)
@@ -102,7 +104,8 @@ def test_keyed_layout_is_a_setting_the_default_and_reads_as_keyed_learned_plus_r
     stored = {"source": "learned", "fields": [["to"], ["from"], ["cc"]], "keyed": [[3, 3, 0, 3], [0, 0, 0, 1], [0, 0, 0, 0]]}
     rec = reading_record("keyed_layout", stored, FIELDS)
     assert rec["alone"] == ["to"] and rec["digits"] == [] and rec["near"] == []  # four counts: no near field
-    assert {k: v for k, v in rec.items() if k not in ("near", "inside")} == reading_record("keyed_learned", stored, FIELDS)
+    assert {k: v for k, v in rec.items() if k not in ("near", "inside", "colon")} == \
+        reading_record("keyed_learned", stored, FIELDS)
 
 
 def test_a_field_named_where_it_is_printed_takes_no_model_value_without_its_key():
@@ -206,3 +209,60 @@ def test_a_field_read_inside_its_keyed_run_is_filled_with_the_span_the_model_rea
     # keyed_reading hands the inside fields to keyed_layout only
     assert keyed_reading(page, FIELDS, none, lg, reading, "fast", "keyed_layout")["to"].text == "23.60"
     assert keyed_reading(page, FIELDS, none, lg, reading, "fast", "keyed_learned")["to"].text == "SALES GST 6% RM 23.60"
+
+
+def test_a_field_keyed_with_a_colon_is_keyed_only_where_its_keyword_is_printed_with_one():
+    from dxstudio.engine.container import check_keywords
+    from dxstudio.engine.extract import KEY_COLON_SHARE, colon_keys
+    from dxstudio.tuning.keywords import keyed_counts
+    from tests.test_keywords import targets
+
+    page = page_at([[("To", 0), ("whom", 1), ("are", 2), ("we", 3), ("talking?", 4)],
+                    [("From:", 0), ("Ann", 1), ("to", 2), ("Bob", 3)],
+                    [("To:", 0), ("Ron", 1), ("Smith", 2)]])
+    whom, ann, bob, ron = 1, 6, 8, 10
+    runs = grounding.keyed_extents(page, FIELDS, KW, layout=True)
+    assert [texts(page, r) for r in runs["to"]] == ["whom are we talking?", "Ron Smith"]
+    colon = grounding.keyed_extents(page, FIELDS, KW, layout=True, colon={"to"})
+    assert [texts(page, r) for r in colon["to"]] == ["Ron Smith"]  # the bare "To" opening a row is no key
+    # a bare keyword still ends another field's run ("From: Ann" stops at "to"), and a field not
+    # keyed with a colon keeps its bare keys
+    assert [texts(page, r) for r in colon["from"]] == [texts(page, r) for r in runs["from"]] == ["Ann"]
+    assert grounding.keyed_extents(page, FIELDS, KW, layout=True, colon={"from"})["to"] == runs["to"]
+    # the reading: a fill after the bare "To" where the model reads no value, none with the rule
+    none = {f: None for f in FIELDS}
+    lg = logits(len(page.words), 3, {})
+    assert keyed_values(page, FIELDS, none, lg, KW, layout=True)["to"].text == "whom are we talking?"
+    assert keyed_values(page, FIELDS, none, lg, KW, layout=True, colon={"to"})["to"].text == "Ron Smith"
+    # a value the model reads after a bare key stays its own (the rule moves keyed runs only)
+    own = {"to": FieldValue((whom,), "whom", 0.9), "from": None, "cc": None}
+    assert keyed_values(page, FIELDS, own, lg, KW, layout=True, colon={"to"})["to"].text == "whom"
+    # the key beside a value, and whether it is printed with a colon (":" as a word of its own too)
+    assert grounding.key_beside(page, whom, {"to"}) == 0 and not grounding.key_with_colon(page, whom, {"to"})
+    assert grounding.key_with_colon(page, ron, {"to"}) and grounding.key_with_colon(page, ann, {"from"})
+    assert grounding.key_beside(page, bob, {"from"}) == ann - 1  # three words before "Bob"
+    assert grounding.key_beside(page, whom + 3, {"to"}) is None  # "To" is four words before "talking?"
+    spaced = page_at([[("DATE", 0), (":", 1), ("18/03/18", 2)]])
+    assert grounding.key_with_colon(spaced, 2, {"date"})
+    # counted over the training labels: beside (a key among the three words before), colon
+    names = ["to", "from"]
+    rows = [("a", page, targets(page, names, {"to": (ron, ron + 1), "from": (ann,)})),
+            ("b", page, targets(page, names, {"to": (whom,), "from": (bob,)}))]
+    assert [c[5:] for c in keyed_counts(names, rows, {"to": {"to"}, "from": {"from"}})] == [[2, 1], [2, 2]]
+    # learnt: beside >= 3 and colon >= KEY_COLON_SHARE of them; five numbers (an older model): none
+    assert KEY_COLON_SHARE == 0.9
+    counts = [[0, 0, 0, 5, 5, 4, 4], [0, 0, 0, 5, 5, 4, 3], [0, 0, 0, 5, 5, 2, 2]]  # 1.0; 0.75; too few
+    assert colon_keys(counts, FIELDS) == frozenset({"to"})
+    assert colon_keys([c[:5] for c in counts], FIELDS) == frozenset() == colon_keys(None, FIELDS)
+    stored = {"source": "learned", "fields": [["to"], ["from"], ["cc"]], "keyed": counts}
+    assert check_keywords(stored, FIELDS) == stored
+    for bad in ([0, 0, 0, 5, 5, 4, 5], [0, 0, 0, 5, 5, 6, 4]):  # colon above beside, beside above values
+        with pytest.raises(ValueError, match=r"0 <= colon <= beside <= values"):
+            check_keywords({**stored, "keyed": [bad] + counts[1:]}, FIELDS)
+    reading = reading_keywords(stored, FIELDS)
+    assert reading.colon == frozenset({"to"})
+    assert reading_record("keyed_layout", stored, FIELDS)["colon"] == ["to"]
+    assert "colon" not in reading_record("keyed_learned", stored, FIELDS)
+    # keyed_reading hands the colon fields to keyed_layout only
+    assert keyed_reading(page, FIELDS, none, lg, reading, "fast", "keyed_layout")["to"].text == "Ron Smith"
+    assert keyed_reading(page, FIELDS, none, lg, reading, "fast", "keyed_learned")["to"].text == "whom are we talking?"

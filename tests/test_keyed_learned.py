@@ -73,9 +73,11 @@ def test_the_keyed_counts_are_the_training_labels_that_are_exactly_the_words_aft
     nokey = targets(plain, FIELDS, {"to": (1, 2)})  # no key printed: a value, not seen
     rows = [("a", page, right), ("b", page, none), ("c", page, unscored), ("d", plain, nokey)]
     counts = keyed_counts(FIELDS, rows, KW)
-    # [hits, seen, digits, values, near]: date (8..10 is its run; "May" alone is not), to, from;
-    # near: a keyword beside or above the value ("ACME" over plain's "Ron" is none of to's)
-    assert counts == [[1, 2, 1, 2, 2], [2, 2, 0, 3, 2], [0, 1, 0, 1, 1]]
+    # [hits, seen, digits, values, near, beside, colon]: date (8..10 is its run; "May" alone is
+    # not), to, from; near: a keyword beside or above the value ("ACME" over plain's "Ron" is none
+    # of to's); beside: one among the three words before it on its row; colon: that key printed
+    # with a colon (all of MEMO's; a bare key: test_keyed_layout's colon test)
+    assert counts == [[1, 2, 1, 2, 2, 2, 2], [2, 2, 0, 3, 2, 2, 2], [0, 1, 0, 1, 1, 1, 1]]
     assert key_rules(counts, FIELDS) == (frozenset(), frozenset())  # under KEY_ALONE_MIN_PAGES everywhere
     assert (KEY_ALONE_MIN_PAGES, KEY_ALONE_SHARE, KEY_DIGIT_SHARE) == (3, 0.8, 0.9)
     alone, digits = key_rules([[3, 3, 9, 10], [4, 5, 8, 10], [3, 5, 2, 2]], FIELDS)

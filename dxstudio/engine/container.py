@@ -158,9 +158,11 @@ def check_thresholds(value, fields) -> dict:
 def check_keywords(value, fields) -> dict:
     """The stored keywords, checked: {"source": "schema" or "learned", "fields": one list of
     distinct non-empty strings per field of the model, in its order[, "keyed": one [hits, seen,
-    digits, values] or [hits, seen, digits, values, near] per field (all of one length), integers,
-    0 <= hits <= seen <= values, 0 <= digits <= values and 0 <= near <= values (tuning/keywords.py
-    keyed_counts; four numbers: a model tuned before `near`)]}. ValueError says what is wrong."""
+    digits, values], [hits, seen, digits, values, near] or [hits, seen, digits, values, near,
+    beside, colon] per field (all of one length), integers, 0 <= hits <= seen <= values, 0 <=
+    digits <= values, 0 <= near <= values and 0 <= colon <= beside <= values (tuning/keywords.py
+    keyed_counts; four or five numbers: a model tuned before `near` or `colon`)]}. ValueError says
+    what is wrong."""
     if not isinstance(value, dict) or not {"source", "fields"} <= set(value) <= {"source", "fields", "keyed"}:
         raise ValueError("must be a JSON object with exactly source and fields (and optionally keyed)")
     if value["source"] not in KEYWORD_SOURCES:
@@ -179,12 +181,14 @@ def check_keywords(value, fields) -> dict:
         return {"source": value["source"], "fields": out}
     keyed = value["keyed"]
     if not isinstance(keyed, list) or len(keyed) != len(fields) or not all(
-            isinstance(c, list) and len(c) in (4, 5) and len(c) == len(keyed[0]) and all(type(x) is int for x in c)
+            isinstance(c, list) and len(c) in (4, 5, 7) and len(c) == len(keyed[0]) and all(type(x) is int for x in c)
             and 0 <= c[0] <= c[1] <= c[3] and 0 <= c[2] <= c[3] and (len(c) == 4 or 0 <= c[4] <= c[3])
+            and (len(c) < 7 or 0 <= c[6] <= c[5] <= c[3])
             for c in keyed):
-        raise ValueError(f"keyed must be a list of {len(fields)} [hits, seen, digits, values] or [hits, seen, digits, "
-                         f"values, near] lists of integers, all of one length, 0 <= hits <= seen <= values, "
-                         f"0 <= digits <= values, 0 <= near <= values (one per field of the model)")
+        raise ValueError(f"keyed must be a list of {len(fields)} [hits, seen, digits, values], [hits, seen, digits, "
+                         f"values, near] or [hits, seen, digits, values, near, beside, colon] lists of integers, all "
+                         f"of one length, 0 <= hits <= seen <= values, 0 <= digits <= values, 0 <= near <= values, "
+                         f"0 <= colon <= beside <= values (one per field of the model)")
     return {"source": value["source"], "fields": out, "keyed": [list(hs) for hs in keyed]}
 
 

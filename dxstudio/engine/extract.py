@@ -351,6 +351,14 @@ KEY_NEAR_SHARE = 0.8
 # FUNSD (cc, 1 of 7, holds no digit): docs/base-model.md "A field's key alone, and a value
 # inside its key's words".
 KEY_INSIDE_SHARE = 0.5
+# The "keyed_layout" reading's fields keyed with a colon: of the labelled values with one of the
+# field's keywords among the three words before them on their row (KEY_ALONE_MIN_PAGES or more),
+# at least this share had it printed with a colon ("To:", "DATE :"). Then a keyword printed without
+# one starts no keyed run of the field ("To whom are we talking?", "TO TRAVEL TO IS:"). FUNSD's to,
+# from and cc (all at 25 and 50 forms, from 2 of 2 at 25 too few; to 16 of 17 at 100), SROIE's
+# date (27 of 28), no field of CORD renamed (0.04 to 0.13): docs/base-model.md "A key printed
+# with a colon".
+KEY_COLON_SHARE = 0.9
 
 
 class ReadingKeywords(dict):
@@ -361,6 +369,7 @@ class ReadingKeywords(dict):
     digits: frozenset = frozenset()
     near: frozenset = frozenset()  # the "keyed_layout" reading's fields named where printed (near_keys)
     inside: frozenset = frozenset()  # the "keyed_layout" reading's fields read inside their keyed run (inside_keys)
+    colon: frozenset = frozenset()  # the "keyed_layout" reading's fields keyed only with a colon (colon_keys)
 
 
 def key_rules(counts, field_names) -> tuple:
@@ -399,6 +408,17 @@ def inside_keys(counts, field_names) -> frozenset:
                      if n in digits and c[1] >= KEY_ALONE_MIN_PAGES and c[0] < KEY_INSIDE_SHARE * c[1])
 
 
+def colon_keys(counts, field_names) -> frozenset:
+    """The fields the "keyed_layout" reading keys only where their keyword is printed with a colon:
+    from the stored keyed counts ([hits, seen, digits, values, near, beside, colon] per field,
+    tuning/keywords.py keyed_counts), beside >= KEY_ALONE_MIN_PAGES and colon >= KEY_COLON_SHARE *
+    beside. Counts of four or five numbers (a model tuned before `colon`) or none: no field."""
+    if not counts:
+        return frozenset()
+    return frozenset(n for n, c in zip(field_names, counts)
+                     if len(c) >= 7 and c[5] >= KEY_ALONE_MIN_PAGES and c[6] >= KEY_COLON_SHARE * c[5])
+
+
 def reading_keywords(stored: dict | None, field_names) -> dict | None:
     """{field: frozenset of word keys} of a model's stored keywords (container.py "keywords", in
     the model's field order, under the fields' names now): what predict_page places values by;
@@ -410,6 +430,7 @@ def reading_keywords(stored: dict | None, field_names) -> dict | None:
     out.alone, out.digits = key_rules(stored.get("keyed"), field_names)
     out.near = near_keys(stored.get("keyed"), field_names)
     out.inside = inside_keys(stored.get("keyed"), field_names)
+    out.colon = colon_keys(stored.get("keyed"), field_names)
     return out
 
 
@@ -456,7 +477,8 @@ KEYED_RUN_ON = 5.0
 
 
 def keyed_values(page: Page, fields, values: dict, tag_logits, keywords: dict | None = None,
-                 kernels: str = "fast", alone=(), digits=(), layout: bool = False, near=(), inside=()) -> dict:
+                 kernels: str = "fast", alone=(), digits=(), layout: bool = False, near=(), inside=(),
+                 colon=()) -> dict:
     """The "keyed" decoding's {field: FieldValue or None}: `values` (the printing reading's) where
     the page prints a field's keywords with words after them on their row (the project's rule,
     grounding.keyed_extents), two changes, the fields in schema order: a field with no value takes
@@ -502,7 +524,8 @@ def keyed_values(page: Page, fields, values: dict, tag_logits, keywords: dict | 
         if f in near and v is not None and v.words and (not _near_rule(page, v.words[0], keys.get(f, ()))
                                                         or after_longer_key(f, v.words[0])):
             out[f] = None
-    runs = _keyed_rule(page, fields, keywords, layout=True) if layout else _keyed_rule(page, fields, keywords)
+    runs = _keyed_rule(page, fields, keywords, layout=True, colon=colon) if layout \
+        else _keyed_rule(page, fields, keywords)
     runs = {f: [r for r in rs if not after_longer_key(f, r[0])] for f, rs in runs.items()}
     logits = np.asarray(tag_logits)
 
@@ -591,7 +614,8 @@ def keyed_reading(page: Page, fields, values: dict, tag_logits, keywords, kernel
                         getattr(keywords, "digits", ()) if learned else (),
                         layout=decoding == "keyed_layout",
                         near=getattr(keywords, "near", ()) if decoding == "keyed_layout" else (),
-                        inside=getattr(keywords, "inside", ()) if decoding == "keyed_layout" else ())
+                        inside=getattr(keywords, "inside", ()) if decoding == "keyed_layout" else (),
+                        colon=getattr(keywords, "colon", ()) if decoding == "keyed_layout" else ())
 
 
 def predict_page(cfg: ModelConfig, params_rt, page: Page, kernels: str = "fast",

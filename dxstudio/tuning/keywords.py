@@ -26,17 +26,17 @@ counts over the pages in their given order, ties broken by the key.
 
 With learned keywords the model also stores, per field, how often the key rule alone would have
 read the training pages' labels and how many of their values hold a digit (keyed_counts:
-"keyed": [[hits, seen, digits, values, near], ...]), for the "keyed_learned" reading (engine/extract.py
-key_rules) and the "keyed_layout" reading's fields named where they are printed (near_keys) and
-read inside their keyed run (inside_keys).
+"keyed": [[hits, seen, digits, values, near, beside, colon], ...]), for the "keyed_learned" reading
+(engine/extract.py key_rules) and the "keyed_layout" reading's fields named where they are printed
+(near_keys), read inside their keyed run (inside_keys) and keyed with a colon (colon_keys).
 """
 from __future__ import annotations
 
 import math
 
-from dxstudio.engine.extract import KEYWORD_DECODINGS, LEARNED_DECODINGS, inside_keys, key_rules, near_keys
+from dxstudio.engine.extract import KEYWORD_DECODINGS, LEARNED_DECODINGS, colon_keys, inside_keys, key_rules, near_keys
 from dxstudio.grounding import (KEYWORD_SOURCES, _ground, _hint_keys, canonical_number, context_words, description_keywords,
-                                keyed_extents, keyword_near, name_keywords, split_name, word_key)
+                                key_beside, key_with_colon, keyed_extents, keyword_near, name_keywords, split_name, word_key)
 
 LEARN_MIN_PAGES = 2
 LEARN_MIN_SHARE = 0.1
@@ -122,14 +122,17 @@ def field_keywords(schema, train_pages, source: str) -> dict | None:
 
 
 def keyed_counts(names, train_pages, keywords: dict) -> list:
-    """[[hits, seen, digits, values, near], ...] per field, in `names` order, over the training
+    """[[hits, seen, digits, values, near, beside, colon], ...] per field, in `names` order, over the training
     pages where the field is scored and has a labelled value (values: their count; digits: those
     whose value holds a digit): seen = those of them that print one of its keywords with words
     after it on their row (the first run of grounding.keyed_extents), hits = those whose value is
     exactly that run's words; near = those with one of its keywords beside or above the value
-    (grounding.keyword_near). The "keyed_learned" reading's rules (engine/extract.py key_rules) and
-    the "keyed_layout" reading's fields named where they are printed (near_keys)."""
-    counts = {n: [0, 0, 0, 0, 0] for n in names}
+    (grounding.keyword_near); beside = those with one among the three words before the value on its
+    row (grounding.key_beside), colon = those of them whose key is printed with a colon
+    (grounding.key_with_colon). The "keyed_learned" reading's rules (engine/extract.py key_rules)
+    and the "keyed_layout" reading's fields named where they are printed (near_keys) and keyed
+    with a colon (colon_keys)."""
+    counts = {n: [0, 0, 0, 0, 0, 0, 0] for n in names}
     for _, page, t in train_pages:
         runs = keyed_extents(page, names, keywords)
         for n in names:
@@ -140,6 +143,8 @@ def keyed_counts(names, train_pages, keywords: dict) -> list:
             c[3] += 1
             c[2] += any(ch.isdigit() for i in fw for ch in page.words[i].text)
             c[4] += keyword_near(page, fw[0], keywords.get(n, ()))
+            c[5] += key_beside(page, fw[0], keywords.get(n, ())) is not None
+            c[6] += key_with_colon(page, fw[0], keywords.get(n, ()))
             if runs.get(n):
                 a, b = runs[n][0]
                 c[1] += 1
@@ -154,7 +159,8 @@ def reading_record(decoding: str, stored: dict | None, field_names) -> dict | No
     and "keyed_layout" also "alone" and "digits": the fields read by their key alone, and those whose keyed values
     must hold a digit (key_rules; sorted; none without stored counts); for "keyed_layout" also
     "near": the fields it reads only beside or above their keywords (near_keys), and "inside": those
-    it fills with the part of a keyed run the model reads best (inside_keys)."""
+    it fills with the part of a keyed run the model reads best (inside_keys), and "colon": those it
+    keys only where their keyword is printed with a colon (colon_keys)."""
     if decoding not in KEYWORD_DECODINGS:
         return None
     if not stored or stored.get("fields") is None:
@@ -167,4 +173,5 @@ def reading_record(decoding: str, stored: dict | None, field_names) -> dict | No
     if decoding == "keyed_layout":
         out["near"] = sorted(near_keys((stored or {}).get("keyed"), field_names))
         out["inside"] = sorted(inside_keys((stored or {}).get("keyed"), field_names))
+        out["colon"] = sorted(colon_keys((stored or {}).get("keyed"), field_names))
     return out

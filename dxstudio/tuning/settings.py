@@ -279,7 +279,8 @@ SETTINGS: tuple[Setting, ...] = (
             "no value without a keyword beside or above it for a field whose training values nearly always "
             "had one, nor after a longer key of which its keyword is only a part; a digit field whose "
             "key's words were seldom exactly its value is filled with the part of them the model reads "
-            "best (scores and outputs say which)",
+            "best; a field whose keys were nearly always printed with a colon takes no words after its "
+            "keyword printed without one (scores and outputs say which)",
             choices=DECODINGS, commands=("tune", "eval")),
     # learned: measured on SROIE under its own and a custom schema, and FUNSD, pages outside the
     # projects (docs/base-model.md "Keywords of a user's fields"); tuning/keywords.py
