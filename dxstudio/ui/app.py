@@ -938,7 +938,7 @@ class MainWindow(QMainWindow):
         self._prefetch_neighbours()
 
     def _prefetch_neighbours(self) -> None:
-        """The images of the list's next and previous pages decoded, and scaled to the view, in the background (J / K)."""
+        """The images of the list's next and previous pages decoded in the background (J / K)."""
         s = self.session
         ids = self.page_list.visible_ids()
         if s.current not in ids:
@@ -951,15 +951,13 @@ class MainWindow(QMainWindow):
             out = []
             for pid in near:
                 try:
-                    page = project.load_page(pid)
+                    image = project.load_page(pid).image
                 except (PageError, ProjectError, OSError, ValueError):
                     continue
-                if page.image:
-                    image = Path(page.image)
-                    out.append((image if image.is_absolute() else Path(project.pages_dir) / image, page))
+                if image:
+                    out.append(Path(image) if Path(image).is_absolute() else Path(project.pages_dir) / image)
             return out
-        viewport = self.view.viewport()  # (each neighbour also scaled to its size on screen in this view)
-        prefetch_images(paths, fit_to=(viewport.width(), viewport.height()))
+        prefetch_images(paths)
 
     def _page_answers(self) -> dict | None:
         """The model's answers for the page shown, as the page view draws them (None: off or none)."""
