@@ -938,13 +938,20 @@ class MainWindow(QMainWindow):
         self._prefetch_neighbours()
 
     def _prefetch_neighbours(self) -> None:
-        """The images of the list's next and previous pages decoded in the background (J / K)."""
+        """The images of the list's next and previous pages (J / K) and of the queue's next
+        page (Q, and A in a walk down the queue) decoded in the background."""
         s = self.session
         ids = self.page_list.visible_ids()
-        if s.current not in ids:
+        near = []
+        if s.current in ids:
+            k = ids.index(s.current)
+            near = [ids[j] for j in (k + 1, k - 1) if 0 <= j < len(ids)]
+        if self.model_answers.answers:
+            queued = self.model_answers.peek_next_in_queue(s.current)
+            if queued is not None and queued not in near and queued != s.current:
+                near.append(queued)
+        if not near:
             return
-        k = ids.index(s.current)
-        near = [ids[j] for j in (k + 1, k - 1) if 0 <= j < len(ids)]
         project = s.project
 
         def paths():
