@@ -938,28 +938,33 @@ class MainWindow(QMainWindow):
         self._prefetch_neighbours()
 
     def _prefetch_neighbours(self) -> None:
-        """The images of the list's next and previous pages decoded, and scaled to the view, in the background (J / K)."""
+        """The images of the list's next and previous pages (J / K) and of the queue's next
+        page (Q, and A in a walk down the queue) decoded in the background."""
         s = self.session
         ids = self.page_list.visible_ids()
-        if s.current not in ids:
+        near = []
+        if s.current in ids:
+            k = ids.index(s.current)
+            near = [ids[j] for j in (k + 1, k - 1) if 0 <= j < len(ids)]
+        if self.model_answers.answers:
+            queued = self.model_answers.peek_next_in_queue(s.current)
+            if queued is not None and queued not in near and queued != s.current:
+                near.append(queued)
+        if not near:
             return
-        k = ids.index(s.current)
-        near = [ids[j] for j in (k + 1, k - 1) if 0 <= j < len(ids)]
         project = s.project
 
         def paths():
             out = []
             for pid in near:
                 try:
-                    page = project.load_page(pid)
+                    image = project.load_page(pid).image
                 except (PageError, ProjectError, OSError, ValueError):
                     continue
-                if page.image:
-                    image = Path(page.image)
-                    out.append((image if image.is_absolute() else Path(project.pages_dir) / image, page))
+                if image:
+                    out.append(Path(image) if Path(image).is_absolute() else Path(project.pages_dir) / image)
             return out
-        viewport = self.view.viewport()  # (each neighbour also scaled to its size on screen in this view)
-        prefetch_images(paths, fit_to=(viewport.width(), viewport.height()))
+        prefetch_images(paths)
 
     def _page_answers(self) -> dict | None:
         """The model's answers for the page shown, as the page view draws them (None: off or none)."""

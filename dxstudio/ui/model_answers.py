@@ -250,12 +250,22 @@ class ModelAnswers(QObject):
         """The next page of the queue: after the last page the queue opened (so after accepting
         that page, which moves to the list's next page, Q goes on down the queue); the first
         time, its top (the page shown aside); from the top again after the end."""
-        keyed = [(k, pid) for pid in self.session.page_ids if (k := self.queue_key(pid)) is not None]
-        found = review_queue.next_in_queue(keyed, current, self._cursor)
+        found = self._next_in_queue(current)
         if found is None:
             return None
         self._cursor, pid = found
         return pid
+
+    def peek_next_in_queue(self, current: str | None) -> str | None:
+        """The page next_in_queue(current) would go to, without moving along the queue (the
+        window has its image decoded in the background: Q, and A in a walk down the queue,
+        opened a page no list neighbour's prefetch had read)."""
+        found = self._next_in_queue(current)
+        return None if found is None else found[1]
+
+    def _next_in_queue(self, current: str | None):
+        keyed = [(k, pid) for pid in self.session.page_ids if (k := self.queue_key(pid)) is not None]
+        return review_queue.next_in_queue(keyed, current, self._cursor)
 
 
 class _Keys(dict):

@@ -123,8 +123,7 @@ PIXMAP_CACHE = 48  # page images kept decoded (a 432x648 grey receipt is 0.3 MB)
 
 
 _DECODED: "OrderedDict[tuple, QImage]" = OrderedDict()  # decoded off the GUI thread (prefetch_images)
-_SCALED: "OrderedDict[tuple, QImage]" = OrderedDict()  # (key, w, h): scaled to the screen off the GUI thread
-_DECODED_LOCK = threading.Lock()  # guards _DECODED and _SCALED
+_DECODED_LOCK = threading.Lock()
 _PREFETCH: dict = {"thread": None, "wanted": None}  # the prefetch thread and the request it has not taken yet
 _PREFETCH_WAKE = threading.Condition()  # guards _PREFETCH; notified on a new request
 
@@ -137,64 +136,16 @@ def _image_key(path: Path) -> tuple | None:
     return (str(path), st.st_mtime_ns, st.st_size)
 
 
-def page_content(page, has_image: bool) -> QRectF:
-    """What a view fitted to the page shows (PageView.fit_page), in the page's units: the page,
-    or without an image its words (a receipt is often a narrow strip of a large page); with a
-    margin. A pure function of the page, so the prefetch thread can work out a page's fit too."""
-    w, h = float(page.width), float(page.height)
-    content = QRectF(0, 0, w, h)
-    words = None
-    for word in page.words:
-        x0, y0, x1, y1 = word.box
-        rect = QRectF(x0, y0, max(x1 - x0, 1.0), max(y1 - y0, 1.0))
-        words = rect if words is None else words.united(rect)
-    if words is not None:
-        if not has_image:
-            content = words
-        else:  # the printed area with a margin of paper: a receipt is not lost in its scan
-            margin = 0.04 * max(w, h)
-            content = words.adjusted(-margin, -margin, margin, margin).intersected(content)
-    pad = 0.03 * max(content.width(), content.height())
-    return content.adjusted(-pad, -pad, pad, pad)
-
-
-def fitted_view(page, viewport: tuple):
-    """(scale, the page's area on screen) of a view of `viewport` (w, h) pixels fitted to the
-    page (PageView.fit_page: QGraphicsView.fitInView, 2 px of margin each side, centred on
-    page_content), or None for an empty view or page."""
-    content = page_content(page, True)
-    vw, vh = viewport[0] - 4, viewport[1] - 4
-    if vw <= 0 or vh <= 0 or content.width() <= 0 or content.height() <= 0:
-        return None
-    scale = min(vw / content.width(), vh / content.height())
-    w, h = (viewport[0] + 4) / scale, (viewport[1] + 4) / scale  # (a pixel or two to spare each side)
-    c = content.center()
-    shown = QRectF(c.x() - w / 2, c.y() - h / 2, w, h).intersected(QRectF(0, 0, float(page.width), float(page.height)))
-    return scale, shown
-
-
-def fitted_image_size(page, viewport: tuple) -> tuple | None:
-    """(width, height) in screen pixels of the whole page in a view of `viewport` (w, h)
-    pixels fitted to the page."""
-    fit = fitted_view(page, viewport)
-    if fit is None:
-        return None
-    return round(float(page.width) * fit[0]), round(float(page.height) * fit[0])
-
-
-def prefetch_images(paths, fit_to: tuple | None = None) -> None:
+def prefetch_images(paths) -> None:
     """Decode these page images on a background thread (QImage, safe off the GUI thread), so
     that showing their page next (J, K, Q) only turns the image into a pixmap: decoding a
     page's PNG was the largest share of a page switch's own work. A newer request replaces
     one not started yet; images already decoded are skipped. paths: a list, or a function
-    that returns one, called on that thread (the pages' files are read there too); an item
-    is a path, or (path, page) to have the image also scaled, smoothly, to its size on screen
-    in a view of fit_to (w, h) pixels fitted to the page, which the view then draws pixel for
-    pixel (PageView._draw_image_at_screen_size) instead of scaling it inside the paint. The
-    thread is started once and waits for the next request (a thread start cost the page switch
-    3-11 ms of waiting under load)."""
+    that returns one, called on that thread (the pages' files are read there too). The thread
+    is started once and waits for the next request (a thread start cost the page switch 3-11
+    ms of waiting under load)."""
     with _PREFETCH_WAKE:
-        _PREFETCH["wanted"] = (paths, fit_to)
+        _PREFETCH["wanted"] = paths
         t = _PREFETCH["thread"]
         if t is None or not t.is_alive():
             t = _PREFETCH["thread"] = threading.Thread(target=_prefetch_run, name="dxstudio-page-images",
@@ -208,73 +159,29 @@ def _prefetch_run() -> None:
         with _PREFETCH_WAKE:
             while _PREFETCH["wanted"] is None:
                 _PREFETCH_WAKE.wait()
-            (paths, fit_to), _PREFETCH["wanted"] = _PREFETCH["wanted"], None
+            paths, _PREFETCH["wanted"] = _PREFETCH["wanted"], None
         try:
-            items = [p if isinstance(p, tuple) else (p, None) for p in (paths() if callable(paths) else paths) if p]
+            paths = [Path(p) for p in (paths() if callable(paths) else paths) if p]
         except Exception:  # (a page that does not load: shown, and named, when it is opened)
-            items = []
-        for path, page in items:
-            path = Path(path)
+            paths = []
+        for path in paths:
             key = _image_key(path)
-            if key is None:
+            if key is None or key in _PIXMAPS:
                 continue
-            fit = fitted_view(page, fit_to) if page is not None and fit_to is not None else None
-            size = fitted_image_size(page, fit_to) if fit is not None else None
             with _DECODED_LOCK:
-                image = _DECODED.get(key)
-                want_scaled = size is not None and (key, *size) not in _SCALED
-            if image is None and key in _PIXMAPS and not want_scaled:
-                continue
-            if image is None:
-                image = QImage(str(path))
-                if image.isNull():
+                if key in _DECODED:
                     continue
-                # in the format a pixmap keeps (the sample's PNGs are 8-bit palette images): turning
-                # it into the pixmap on the GUI thread is then a copy, not a conversion of each pixel
-                image = image.convertToFormat(QImage.Format.Format_ARGB32_Premultiplied if image.hasAlphaChannel()
-                                              else QImage.Format.Format_RGB32)
-                if key not in _PIXMAPS:
-                    with _DECODED_LOCK:
-                        _DECODED[key] = image
-                        while len(_DECODED) > 8:
-                            _DECODED.popitem(last=False)
-            if want_scaled:
-                scaled = _scale_shown_part(image, page, size, fit[1])
-                if scaled is not None:
-                    with _DECODED_LOCK:
-                        _SCALED[(key, *size)] = scaled
-                        while len(_SCALED) > 8:
-                            _SCALED.popitem(last=False)
-
-
-def _scale_shown_part(image: QImage, page, size: tuple, shown: QRectF):
-    """(QImage, its top left in the page's units): the part `shown` (in the page's units) of
-    the page image, scaled smoothly to its pixels on screen when the whole page is size (w, h)
-    pixels there. The part is cut on whole pixels of the image, and its top left says where it
-    lies on the page; None when nothing of the page is shown."""
-    sx, sy = image.width() / float(page.width), image.height() / float(page.height)
-    x0, y0 = max(0, int(shown.left() * sx)), max(0, int(shown.top() * sy))
-    x1 = min(image.width(), int(-(-shown.right() * sx // 1)))
-    y1 = min(image.height(), int(-(-shown.bottom() * sy // 1)))
-    if x1 <= x0 or y1 <= y0:
-        return None
-    zx, zy = size[0] / float(page.width), size[1] / float(page.height)  # screen pixels per page unit
-    w, h = round((x1 - x0) / sx * zx), round((y1 - y0) / sy * zy)
-    if w <= 0 or h <= 0:
-        return None
-    part = image.copy(QRect(x0, y0, x1 - x0, y1 - y0)).scaled(w, h, Qt.AspectRatioMode.IgnoreAspectRatio,
-                                                                Qt.TransformationMode.SmoothTransformation)
-    return part, (x0 / sx, y0 / sy)
-
-
-def _scaled_image(key, size: tuple):
-    """(QImage, top left) of the image of key scaled for a page of size (w, h) on screen by the
-    prefetch thread (_scale_shown_part), else None."""
-    with _DECODED_LOCK:
-        image = _SCALED.get((key, *size))
-        if image is not None:
-            _SCALED.move_to_end((key, *size))
-        return image
+            image = QImage(str(path))
+            if image.isNull():
+                continue
+            # in the format a pixmap keeps (the sample's PNGs are 8-bit palette images): turning
+            # it into the pixmap on the GUI thread is then a copy, not a conversion of each pixel
+            image = image.convertToFormat(QImage.Format.Format_ARGB32_Premultiplied if image.hasAlphaChannel()
+                                          else QImage.Format.Format_RGB32)
+            with _DECODED_LOCK:
+                _DECODED[key] = image
+                while len(_DECODED) > 8:
+                    _DECODED.popitem(last=False)
 
 
 def _pixmap(path: Path) -> QPixmap:
@@ -345,9 +252,6 @@ class PageView(QGraphicsView):
         self._cursor: int | None = None  # the word the arrow keys move from
         self._predictions_drawn = None  # (page, tags, fields, {field: words}) the frames show
         self._content = QRectF()  # what fit_page shows: the page, or its words without an image
-        self._image_item = None  # the page's image, scaled by the view's transform
-        self._screen_image = None  # the same, scaled to the screen by the prefetch thread (1:1)
-        self._image_key = None  # the image file's _image_key
 
     # -- showing a page ----------------------------------------------------------------------
     def clear_page(self, message: str = "") -> None:
@@ -356,7 +260,6 @@ class PageView(QGraphicsView):
         self._word_pool = []
         self._rects, self._prediction_items, self._name_items = [], [], []
         self._highlight_items, self._cursor = [], None
-        self._image_item = self._screen_image = self._image_key = None
         self.page, self.tags, self._selected, self._anchor = None, [], set(), None
         self.prediction_marks = {}
         self.setBackgroundBrush(QColor("#E9ECEF"))
@@ -384,6 +287,7 @@ class PageView(QGraphicsView):
         self._selected, self._anchor = set(), None
         self.notice = ""
         scene = self.scene()
+        w, h = float(page.width), float(page.height)
         has_image = self._add_image(page, image_root)
         self.has_image = has_image
         # Without an image the view shows the words on white, edge to edge: the page's own
@@ -406,9 +310,21 @@ class PageView(QGraphicsView):
         if predictions is not None:
             self._draw_predictions(predictions)
         self._draw_highlight()
-        # The scene is exactly what the view shows (page_content) with a margin, so the fitted
-        # page has no scroll bars and zooming in scrolls over the content only.
-        self._content = page_content(page, has_image)
+        # What the view shows: the page, or without an image its words (a receipt is often a
+        # narrow strip of a large page). The scene is exactly that area with a margin, so the
+        # fitted page has no scroll bars and zooming in scrolls over the content only.
+        content = QRectF(0, 0, w, h)
+        if self._rects:
+            words = self._rects[0].rect()
+            for r in self._rects[1:]:
+                words = words.united(r.rect())
+            if not has_image:
+                content = words
+            else:  # the printed area with a margin of paper: a receipt is not lost in its scan
+                margin = 0.04 * max(w, h)
+                content = words.adjusted(-margin, -margin, margin, margin).intersected(content)
+        pad = 0.03 * max(content.width(), content.height())
+        self._content = content.adjusted(-pad, -pad, pad, pad)
         scene.setSceneRect(self._content)
         self._auto_fit = True
         self.fit_page()
@@ -426,7 +342,6 @@ class PageView(QGraphicsView):
                 scene.removeItem(item)
         self._rects, self._prediction_items, self._name_items = [], [], []
         self._highlight_items, self._cursor = [], None
-        self._image_item = self._screen_image = self._image_key = None
 
     def _word_items(self, n: int) -> list:
         """n word items: those of the page shown before, then new ones; the others hidden."""
@@ -487,45 +402,7 @@ class PageView(QGraphicsView):
         # of the view, a hover, a selection or a decision's restyle included
         item.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
         self.scene().addItem(item)
-        self._image_item, self._image_key = item, _image_key(path)
         return True
-
-    def _draw_image_at_screen_size(self) -> None:
-        """Draw the page image from the copy the prefetch thread scaled to its size on screen
-        now, where there is one (the page was the list's next or previous at this view size and
-        zoom): that copy is drawn pixel for pixel, where the image itself is scaled smoothly
-        into the item's cache at the first paint of each page (2-3 ms of a page switch at
-        1920x1080). Otherwise (another zoom, another size, a page not prefetched) the image."""
-        if self._image_item is None or self.page is None:
-            return
-        t = self.transform()
-        size = (round(float(self.page.width) * t.m11()), round(float(self.page.height) * t.m22()))
-        scaled = _scaled_image(self._image_key, size) if self._image_key is not None else None
-        if scaled is None:
-            if self._screen_image is not None:
-                self._screen_image.hide()
-            self._image_item.show()
-            return
-        item = self._screen_image
-        if item is None:
-            item, self._screen_image_size = QGraphicsPixmapItem(), None
-            self._screen_image = item
-            # drawn in screen pixels from its top left on the page, whatever the view's scale
-            item.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIgnoresTransformations, True)
-            item.setZValue(-5)
-            item.setAcceptedMouseButtons(Qt.NoButton)
-            self.scene().addItem(item)
-        if self._screen_image_size != size:
-            part, (x, y) = scaled
-            item.setPixmap(QPixmap.fromImage(part))
-            item.setPos(x, y)
-            self._screen_image_size = size
-        item.show()
-        self._image_item.hide()
-
-    def screen_image_shown(self) -> bool:
-        """True when the page image is drawn from the prefetch thread's copy at screen size."""
-        return self._screen_image is not None and self._screen_image.isVisible()
 
     def _add_text(self, text: str, rect: QRectF) -> None:
         item = QGraphicsSimpleTextItem(text)
@@ -1035,7 +912,6 @@ class PageView(QGraphicsView):
         factor = max(0.05 / current, min(factor, 40.0 / current))
         self.scale(factor, factor)
         self._sync_names()
-        self._draw_image_at_screen_size()
 
     def zoom_in(self) -> None:
         self.zoom_by(1.25)
@@ -1049,7 +925,6 @@ class PageView(QGraphicsView):
         if self.page is not None:
             self.fitInView(self._content, Qt.KeepAspectRatio)
             self._sync_names()
-            self._draw_image_at_screen_size()
 
     def is_fitted(self) -> bool:
         """True while the view follows its size (no zoom or pan since the page was shown or 0)."""
