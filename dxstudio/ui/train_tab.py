@@ -276,7 +276,11 @@ def starting_model_text(project, values: dict) -> str:
             return (f"<b>Starts from</b>: the shipped base model, which is missing ({BASE_MODEL}): the run "
                     f"will not start (reinstall dxstudio, or set Start from to new)")
         return "<b>Starts from</b>: the shipped base model (docs/base-model.md)"
-    return f"<b>Starts from</b>: a new {values.get('size', 'base')} model (random weights)"
+    size = values.get("size", "base")
+    if values.get("start", "base") == "base":  # the shipped base is of the base size alone
+        return (f"<b>Starts from</b>: a new {size} model (random weights): the shipped base model is of the base "
+                f"size, so Start from base applies only with New model size base")
+    return f"<b>Starts from</b>: a new {size} model (random weights)"
 
 
 def run_start_text(starting_model: str | None, project_root=None) -> str:
