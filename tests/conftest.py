@@ -312,7 +312,8 @@ CPU_BUILD_LIMIT = 1800  # seconds of wall time for one build (about 100 s of CPU
 # Only where that test is selected, and not for a heavy test. Under pytest-xdist the worker that
 # compiled the kernels (the other loads them from the cache it filled) leaves their facts for
 # the other (prepare_engine), so both skip the same build.
-COVERED_HERE_REASON = ("this run compiled the host's kernels itself ({}): "
+COVERED_HERE_REASON = ("this run compiled the host's kernels itself, or loaded those a run with the same sources "
+                       "compiled ({}): "
                        "test_kernel_paths.py::test_the_host_build_compiled_in_this_run_has_no_fma checks that build; "
                        "the generic build checks other bytes; -m heavy builds this one too")
 
@@ -334,13 +335,36 @@ def host_isa_is_haswells() -> bool:
 def host_build_here() -> dict | None:
     """cpu_subprocess_check.assembly_facts() of this process's kernels when it compiled every
     one it holds (none loaded from Numba's cache), else None; after computing the digests the
-    builds for other CPUs compute (so that every kernel they compile is among these)."""
+    builds for other CPUs compute (so that every kernel they compile is among these). Facts
+    computed here are stored (host_facts_file); a process that loaded the kernels from the cache
+    reads the facts a run with the same sources, tools and CPU stored ("stored": their file), so
+    a rerun does not compile the build they stand for either."""
     check = load_script(REPO / "tests" / "cpu_subprocess_check.py")
     check.digests()
     facts = check.assembly_facts(sample=False)
+    stored = host_facts_file()
     if facts["assembly_chars"] > 0 and facts["kernels_without_assembly"] == 0:
+        if stored is not None:
+            stored.parent.mkdir(parents=True, exist_ok=True)
+            tmp = stored.with_name(f".{stored.name}.{os.getpid()}")
+            tmp.write_text(json.dumps(facts))
+            tmp.replace(stored)
         return facts
+    if stored is not None and stored.is_file():
+        try:
+            return dict(json.loads(stored.read_text()), stored=str(stored))
+        except ValueError:  # a damaged file: as if none
+            return None
     return None
+
+
+def host_facts_file() -> "Path | None":
+    """Where the host build's facts for these engine sources, tools and CPU (its name and
+    features) are stored beside the builds' results; None with DXSTUDIO_TEST_BUILD_CACHE=0."""
+    from llvmlite import binding as ll
+
+    features = ",".join(sorted(k for k, v in ll.get_host_cpu_features().items() if v))
+    return build_result_file("host-facts", dict(os.environ, DXSTUDIO_HOST_FEATURES=features))
 
 
 def _die_with_parent():

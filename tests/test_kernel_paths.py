@@ -473,13 +473,15 @@ def test_the_host_build_compiled_in_this_run_has_no_fma(request, host_digests):
     host's vector registers. It stands for the host's build compiled afresh and, on a CPU whose
     vector instructions are the haswell build's, for that build (not compiled a second time):
     the digests of the build this process runs are the host's, and the generic build's must
-    equal them."""
+    equal them. A run that loaded the kernels from Numba's cache checks the facts a run with the
+    same sources, tools and CPU stored (tests/conftest.py host_build_here)."""
     from llvmlite import binding as ll
 
     facts = request.config.__dict__.get("_host_build_here")
     if not facts:
-        pytest.skip("this run loaded the engine's kernels from Numba's cache (none compiled in this process): "
-                    "the haswell build or the host's, compiled afresh in a subprocess, checks them")
+        pytest.skip("this run loaded the engine's kernels from Numba's cache (none compiled in this process) and no "
+                    "run with the same sources stored their facts: the haswell build or the host's, compiled afresh "
+                    "in a subprocess, checks them")
     features = ll.get_host_cpu_features()
     assert facts["assembly_chars"] > 0 and facts["kernels_without_assembly"] == 0
     assert facts["fma_instructions"] == 0, "LLVM contracted a multiply-add into an FMA"

@@ -285,3 +285,46 @@ def test_a_worker_finding_the_other_preparing_runs_on_and_waits_before_other_fil
 
     released, returned, _ = preparing(setups)
     assert returned >= released
+
+
+def test_the_host_builds_facts_are_stored_and_read_by_a_run_that_loaded_the_kernels(tmp_path, monkeypatch):
+    """tests/conftest.py host_build_here: the facts of the host's kernels, computed where this
+    process compiled them all, are stored; a process that loaded them from Numba's cache reads
+    them (for the same sources, tools and CPU only), so a rerun skips the build they stand for."""
+    import json
+
+    from tests import conftest
+
+    class Check:  # cpu_subprocess_check as host_build_here uses it
+        compiled = True
+
+        def digests(self):
+            return {}
+
+        def assembly_facts(self, sample):
+            n = 1000 if Check.compiled else 0
+            return {"assembly_chars": n, "kernels_without_assembly": 0 if Check.compiled else 30,
+                    "fma_instructions": 0}
+
+    monkeypatch.setattr(conftest, "load_script", lambda path: Check())
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("DXSTUDIO_TEST_BUILD_CACHE", raising=False)
+    assert conftest.host_build_here() == {"assembly_chars": 1000, "kernels_without_assembly": 0, "fma_instructions": 0}
+    stored = conftest.host_facts_file()
+    assert stored.is_relative_to(tmp_path / "xdg") and json.loads(stored.read_text())["assembly_chars"] == 1000
+    Check.compiled = False  # a rerun: the kernels come from Numba's cache
+    again = conftest.host_build_here()
+    assert again["assembly_chars"] == 1000 and again["stored"] == str(stored)
+    monkeypatch.setattr(conftest, "REPO", tmp_path / "repo")  # other engine sources: no facts
+    for name in ("dxstudio/engine/model.py", "tests/cpu_subprocess_check.py", "tests/synthetic.py"):
+        (tmp_path / "repo" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "repo" / name).write_text("x = 1\n")
+    assert conftest.host_build_here() is None
+    monkeypatch.undo()
+    monkeypatch.setattr(conftest, "load_script", lambda path: Check())
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("DXSTUDIO_TEST_BUILD_CACHE", "0")  # a run that always builds reads none
+    assert conftest.host_build_here() is None
+    stored.write_text("{damaged")
+    monkeypatch.delenv("DXSTUDIO_TEST_BUILD_CACHE")
+    assert conftest.host_build_here() is None  # a damaged file: as if none
