@@ -745,15 +745,20 @@ def after_part_of_a_key(page, start: int, keys) -> bool:
         key = word_key(words[j].text)
         return key not in keys and any(ch.isalpha() for ch in key)
 
-    for k in range(max(0, start - 3), start):
-        if word_key(words[k].text) not in keys or not _same_row(words[k].box, words[start].box):
-            continue
+    for k in _keys_before(words, start, keys):
         first = k
         while not _opens_its_piece(words, first):
             first -= 1
         if any(other(j) for j in range(first, start)):
             return True
     return False
+
+
+def _keys_before(words, start: int, keys) -> list:
+    """The words among the three before word `start` on its row that are one of `keys` (word
+    keys), the nearest first: the keys printed beside a value starting there."""
+    return [k for k in range(start - 1, max(0, start - 3) - 1, -1)
+            if _same_row(words[k].box, words[start].box) and word_key(words[k].text) in keys]
 
 
 def _with_colon(words, k: int) -> bool:
@@ -764,9 +769,7 @@ def _with_colon(words, k: int) -> bool:
 def key_beside(page, start: int, keys) -> int | None:
     """The last of the three words before word `start` on its row that is one of `keys` (word
     keys): the key printed beside a value starting there; None where there is none."""
-    words = page.words
-    return next((k for k in range(start - 1, max(0, start - 3) - 1, -1)
-                 if _same_row(words[k].box, words[start].box) and word_key(words[k].text) in keys), None)
+    return next(iter(_keys_before(page.words, start, keys)), None)
 
 
 def key_with_colon(page, start: int, keys) -> bool:

@@ -608,14 +608,14 @@ def keyed_reading(page: Page, fields, values: dict, tag_logits, keywords, kernel
     """keyed_values as `decoding` (one of KEYED_DECODINGS) reads: keyed with no learnt rule,
     keyed_learned with the keywords' `alone` and `digits` (a ReadingKeywords), keyed_layout with
     those, runs over several rows and the keywords' `near` and `inside`."""
-    learned = decoding in LEARNED_DECODINGS
-    return keyed_values(page, fields, values, tag_logits, keywords, kernels,
-                        getattr(keywords, "alone", ()) if learned else (),
-                        getattr(keywords, "digits", ()) if learned else (),
-                        layout=decoding == "keyed_layout",
-                        near=getattr(keywords, "near", ()) if decoding == "keyed_layout" else (),
-                        inside=getattr(keywords, "inside", ()) if decoding == "keyed_layout" else (),
-                        colon=getattr(keywords, "colon", ()) if decoding == "keyed_layout" else ())
+    learned, layout = decoding in LEARNED_DECODINGS, decoding == "keyed_layout"
+
+    def rule(name, applies):  # a learnt rule's fields (ReadingKeywords), where the reading has the rule
+        return getattr(keywords, name, ()) if applies else ()
+
+    return keyed_values(page, fields, values, tag_logits, keywords, kernels, rule("alone", learned),
+                        rule("digits", learned), layout=layout, near=rule("near", layout),
+                        inside=rule("inside", layout), colon=rule("colon", layout))
 
 
 def predict_page(cfg: ModelConfig, params_rt, page: Page, kernels: str = "fast",
