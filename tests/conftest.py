@@ -24,6 +24,8 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("DXSTUDIO_ENGINE_PREPARED", "1")
 os.environ.setdefault("DXSTUDIO_BACKGROUND_PREPARE", "0")
 
+from dxstudio.fsutil import write_json_atomic  # noqa: E402  (after the settings above)
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data"
 SAMPLE = REPO / "resources" / "sample"
@@ -73,6 +75,10 @@ KERNEL_FREE_FILES = frozenset(f"tests/{name}.py" for name in """
     """.split())
 
 
+def _file_of(item) -> str:
+    return item.nodeid.split("::")[0]
+
+
 def pytest_collection_modifyitems(config, items):
     # The files holding a test that waits for a build for another CPU (the cpu_build mark) run
     # last, each in its own order: the builds compile in the background from the start of the
@@ -82,10 +88,10 @@ def pytest_collection_modifyitems(config, items):
     # default, which would put these early again): under xdist that order is made here (the
     # kernel-free files first, then the others, each largest first; the late files after them),
     # and xdist's own reordering is turned off (pytest_configure).
-    late = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("cpu_build")}
+    late = {_file_of(item) for item in items if item.get_closest_marker("cpu_build")}
     files = {}
     for item in items:
-        files.setdefault(item.nodeid.split("::")[0], []).append(item)
+        files.setdefault(_file_of(item), []).append(item)
     order = list(files)
     if getattr(config, "workerinput", None) is not None:
         order.sort(key=lambda f: (f not in KERNEL_FREE_FILES, -len(files[f])))  # stable
@@ -345,10 +351,7 @@ def host_build_here() -> dict | None:
     stored = host_facts_file()
     if facts["assembly_chars"] > 0 and facts["kernels_without_assembly"] == 0:
         if stored is not None:
-            stored.parent.mkdir(parents=True, exist_ok=True)
-            tmp = stored.with_name(f".{stored.name}.{os.getpid()}")
-            tmp.write_text(json.dumps(facts))
-            tmp.replace(stored)
+            write_json_atomic(stored, facts)
         return facts
     if stored is not None and stored.is_file():
         try:
@@ -442,19 +445,13 @@ class CpuBuild:
                 self._outcome = {"code": code, "out": self.out.read(), "err": self.err.read()}
                 if code == 0 and self.reused is not None:  # for the next run of the same build
                     try:
-                        self.reused.parent.mkdir(parents=True, exist_ok=True)
-                        tmp = self.reused.with_name(f".{self.reused.name}.{os.getpid()}.part")
-                        tmp.write_text(json.dumps(self._outcome))
-                        tmp.replace(self.reused)
+                        write_json_atomic(self.reused, self._outcome)
                     except OSError:
                         pass
             return self._outcome
 
     def _publish(self, folder: Path):
-        outcome = self.outcome()
-        tmp = folder / f".{self.name}.json.part"
-        tmp.write_text(json.dumps(outcome))
-        tmp.replace(folder / f"{self.name}.json")
+        write_json_atomic(folder / f"{self.name}.json", self.outcome())
 
     def result(self) -> dict:
         return build_result(self.name, self.outcome())
@@ -645,8 +642,8 @@ def prepare_engine(config, items, want_facts=False) -> "PreparationWait | None":
     assembly facts (host_build_here) for the other, which loaded them from the cache, so both
     skip the builds those facts stand for (config._host_build_here).
     Under pytest-xdist the worker that finds another preparing does not wait for it: it runs its
-    tests meanwhile and returns the PreparationWait that holds back its first use of a compiled
-    kernel (or of a subprocess) until the kernels are in the cache."""
+    kernel-free files meanwhile and returns the PreparationWait that holds back its other tests
+    until the kernels are in the cache."""
     import time
 
     wanted = os.environ.get("DXSTUDIO_TEST_PREPARE")
@@ -691,9 +688,7 @@ def _host_facts(config, shared) -> None:
         config._host_build_here = json.loads(facts.read_text()) or None
     else:
         config._host_build_here = host_build_here()
-        tmp = facts.with_name(f".{facts.name}.{os.getpid()}")
-        tmp.write_text(json.dumps(config._host_build_here))
-        tmp.replace(facts)
+        write_json_atomic(facts, config._host_build_here)
 
 
 class PreparationWait:
@@ -715,7 +710,7 @@ class PreparationWait:
 
         self.config, self.lock, self.facts_folder = config, lock, facts_folder
         self.on_ready = None
-        self._guard, self._done = threading.Lock(), False
+        self._guard, self.done = threading.Lock(), False
         self._compile, self._popen = Dispatcher._compile_for_args, subprocess.Popen.__init__
         wait, compile_, popen = self.wait, self._compile, self._popen
 
@@ -732,10 +727,6 @@ class PreparationWait:
         subprocess.Popen.__init__ = popen_init
         config._dx_preparation_wait = self
 
-    @property
-    def done(self) -> bool:
-        return self._done
-
     def wait(self, before_test: bool = False) -> None:
         import fcntl
         import subprocess
@@ -743,10 +734,10 @@ class PreparationWait:
 
         from numba.core.dispatcher import Dispatcher
 
-        if self._done:
+        if self.done:
             return
         with self._guard:
-            if self._done:
+            if self.done:
                 return
             item = getattr(self.config, "_dx_current_item", None)
             timer = getattr(item, "_dx_timer", None)
@@ -756,7 +747,7 @@ class PreparationWait:
             fcntl.flock(self.lock, fcntl.LOCK_EX)  # the other worker's preparation is over
             self.lock.close()
             Dispatcher._compile_for_args, subprocess.Popen.__init__ = self._compile, self._popen
-            self._done = True
+            self.done = True
             if self.facts_folder:
                 _host_facts(self.config, self.facts_folder)
             if self.on_ready is not None:
@@ -782,8 +773,10 @@ def pytest_runtest_protocol(item, nextitem):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
-    """A test that waits for a build for another CPU: where the other worker is still preparing
-    the kernels, which of the builds its facts stand for is only known once it is done."""
+    """Where the other worker is still preparing the kernels (PreparationWait), a test of a file
+    not in KERNEL_FREE_FILES waits for it here, and so does a test that waits for a build for
+    another CPU: which of the builds the preparation's facts stand for is only known once it is
+    done."""
     waiting = getattr(item.config, "_dx_preparation_wait", None)
     if waiting is None or waiting.done:
         return
@@ -796,10 +789,6 @@ def pytest_runtest_setup(item):
         skip = item.get_closest_marker("skip")  # added just now, by the builds settled
         if skip is not None:
             pytest.skip(skip.kwargs.get("reason", ""))
-
-
-def _file_of(item) -> str:
-    return item.nodeid.split("::")[0]
 
 
 def pytest_sessionfinish(session):
