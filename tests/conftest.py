@@ -310,6 +310,11 @@ CPU_BUILDS = {  # name: (NUMBA_CPU_NAME, NUMBA_CPU_FEATURES); None: the host's
 # the builds whose target has no FMA and no register wider than xmm: their assembly is read for a
 # sample of kernels (cpu_subprocess_check.py DXSTUDIO_CHECK_ASSEMBLY), 7-9 s of CPU less each
 ASSEMBLY_SAMPLE_BUILDS = {"generic"}
+# One thread: a build for another CPU runs the compiled sections' serial builds only and never
+# compiles their parallel ones (runtime.section_par), half of its CPU (53 s of 105 for the
+# generic build). The parallel builds are the same bodies with the rows over threads; their
+# bytes are the serial ones' on the host (test_kernel_paths, test_fused_*: parallel builds).
+CPU_BUILD_THREADS = "1"
 CPU_BUILD_LIMIT = 1800  # seconds of wall time for one build (about 100 s of CPU when idle)
 # Where this process compiled the host's kernels itself (a fresh clone, CI: prepare_engine below
 # compiles them all), their assembly is at hand: the host build's facts (no FMA, the registers)
@@ -404,6 +409,7 @@ class CpuBuild:
             env["NUMBA_CPU_FEATURES"] = features
         env["NUMBA_CACHE_DIR"] = str(folder / "numba-cache")
         env["DXSTUDIO_NUMBA_CACHE"] = "0"  # compile afresh: never reuse the host's cached build
+        env["NUMBA_NUM_THREADS"] = CPU_BUILD_THREADS
         env.pop("DXSTUDIO_CHECK_ASSEMBLY", None)
         if name in ASSEMBLY_SAMPLE_BUILDS:  # no FMA on that target: a sample's assembly shows it
             env["DXSTUDIO_CHECK_ASSEMBLY"] = "sample"

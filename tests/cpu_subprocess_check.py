@@ -247,6 +247,25 @@ def _contracted_sample_assembly() -> str:
     return multiply_add.inspect_asm(multiply_add.signatures[0])
 
 
+def parallel_builds_compiled() -> list[str]:
+    """The parallel builds (runtime._build's `*_par` kernels) this process compiled. A process
+    whose kernels have one thread runs the sections' serial builds only (runtime.section_par),
+    which must not compile, link or optimise a parallel one: none."""
+    from numba.core.registry import CPUDispatcher
+
+    from dxstudio.engine.blocks import transformer
+    from dxstudio.engine.kernels import fused
+
+    found = set()
+    for module in (kc, fused, transformer):
+        for value in vars(module).values():
+            kernels = value if isinstance(value, tuple) else (value,)
+            for k in kernels:
+                if isinstance(k, CPUDispatcher) and k.py_func.__name__.endswith("_par") and k.signatures:
+                    found.add(k.py_func.__name__)
+    return sorted(found)
+
+
 def main(argv) -> int:
     import numba
 
@@ -255,7 +274,8 @@ def main(argv) -> int:
     from dxstudio.engine.kernels import isa
 
     result = {"digests": digests(argv), "cpu_name": numba.config.CPU_NAME, **assembly_facts(),
-              "register_kind": isa.register_kind(*isa.target_cpu()), "tile": isa.TILE}
+              "register_kind": isa.register_kind(*isa.target_cpu()), "tile": isa.TILE,
+              "threads": numba.get_num_threads(), "parallel_builds_compiled": parallel_builds_compiled()}
     usage = resource.getrusage(resource.RUSAGE_SELF)
     result["cpu_seconds"] = round(usage.ru_utime + usage.ru_stime, 1)  # compiling is most of it
     print(json.dumps(result, sort_keys=True))

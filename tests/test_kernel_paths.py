@@ -448,6 +448,8 @@ def check_other_build(result, host_digests, cpu_name, registers, has_fma):
     assert result["fma_instructions"] == 0, "LLVM contracted a multiply-add into an FMA"
     differ = [p for p in host_digests if result["digests"][p] != host_digests[p]]
     assert not differ, f"{cpu_name} build gives other bytes for {differ}"
+    if result["threads"] == 1:  # serial sections only (conftest.CPU_BUILD_THREADS): no parallel build compiled
+        assert result["parallel_builds_compiled"] == [], result["parallel_builds_compiled"]
 
 
 # The builds start in the background when collection ends (tests/conftest.py, `cpu_build`).

@@ -267,6 +267,61 @@ def test_thread_count_does_not_change_the_bytes():
     assert_same_bits(results[0][0], reference.mm_ref(a, b), "mm threads vs reference")
 
 
+def test_section_par_is_serial_only_where_the_kernels_have_one_thread(monkeypatch):
+    """None (the sections built without their parallel kernels) only in a process whose kernels
+    can never have a second thread; elsewhere parallel_pays' answer, True or False."""
+    import numba
+
+    assert rt.section_par(1, 10 ** 9) is False
+    assert rt.section_par(100, rt.PARALLEL_MIN_WORK - 1) is False
+    with rt.serial_kernels():
+        assert rt.section_par(100, rt.PARALLEL_MIN_WORK) is False
+    assert rt.section_par(100, rt.PARALLEL_MIN_WORK, allowed=True) is True
+    monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", 1)
+    assert rt.section_par(100, rt.PARALLEL_MIN_WORK, allowed=True) is rt.SERIAL_ONLY is None
+
+
+@pytest.mark.skipif(__import__("numba").config.NUMBA_NUM_THREADS < 2, reason="one Numba thread: no parallel builds run")
+def test_the_compiled_sections_parallel_builds_give_the_serial_bytes():
+    """A forward pass and a training step of the base size at 40 words (every section large
+    enough for its parallel builds: the pair MLP's n * n * 8 * 32 pays from 32) on two threads, then within
+    serial_kernels(): the same logits, loss and gradients. (A section called with None, in a
+    process with one thread, is built without its parallel kernels: the cross-CPU builds,
+    test_kernel_paths.)"""
+    import numba
+
+    from dxstudio.engine import readiness
+    from dxstudio.engine.config import SIZES
+    from dxstudio.engine.model import forward, to_runtime
+    from dxstudio.engine.params import new_params
+    from dxstudio.engine.training import Example, Targets, TrainSettings, TrainState, train_step
+
+    cfg, n = SIZES["base"], 40
+    params = new_params(cfg, 3)
+    window = readiness.random_window(cfg, n, 4)
+    rng = np.random.default_rng(5)
+    targets = Targets(tags=rng.integers(-1, cfg.n_tags, n), roles=rng.integers(0, len(cfg.roles), n), doc=2,
+                      items=rng.integers(-1, n, n), kv=rng.integers(-1, n, n))
+    settings = TrainSettings(backbone_scale=0.5, loss_role=1.0, loss_doc=1.0, loss_items=0.5, loss_kv=0.5,
+                             clip=0.5, kernels="fast", weight_decay=0.01)
+
+    def run():
+        out = forward(cfg, to_runtime(params), window, kreg.Ops("fast"))
+        step = train_step(TrainState.start(cfg, params, settings), [Example(window, targets)], 1e-3)
+        return [out.tag_logits, out.kv_scores, np.float64(step.loss), *step.grads.values()]
+
+    before = numba.get_num_threads()
+    try:
+        rt.set_threads(2)
+        parallel = run()
+    finally:
+        numba.set_num_threads(before)
+    with rt.serial_kernels():
+        serial = run()
+    for i, (a, b) in enumerate(zip(parallel, serial)):
+        assert_same_bits(np.asarray(a), np.asarray(b), f"output {i}: parallel sections against serial")
+
+
 # ----------------------------------------------------------------------------------------
 # exp, tanh, log: error sweeps
 # ----------------------------------------------------------------------------------------

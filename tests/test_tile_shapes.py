@@ -132,17 +132,19 @@ def test_every_tile_shape_gives_the_bytes_of_the_reference():
 
 
 # Column blocks (isa.TILE_PANEL, AVX2's 4096 floats): the outputs in another order, each the same
-# tile call: the bytes of the reference for every tile, with blocks of one tile's columns (64
-# floats of bt at most), a few tiles (600), and none (AVX-512's order); AVX2's default, 4096, with
-# AVX2's tile (2 x 2), the one that uses it (the other tiles with it: 600's case again, a few
-# blocks, and two compiles more)
+# tile call: the bytes of the reference with blocks of one tile's columns (64 floats of bt at
+# most), a few tiles (600), and none (AVX-512's order); AVX2's default, 4096, with AVX2's tile
+# (2 x 2), the one that uses it
 PANELS = [0, 64, 600]
 AVX2_PANEL = ((2, 2), isa.TILE_PANEL["ymm"])
+# The default suite: each block size with one tile (AVX-512's tile with no blocks, its order;
+# AVX2's with one tile's columns; SSE2's with a few tiles) and AVX2's default: every tile and
+# every block size run, 4 compiles (about 2 s of CPU each). -m heavy: every tile with every block.
+PANEL_PAIRS = [((4, 4), 0), ((2, 2), 64), ((2, 1), 600), AVX2_PANEL]
 
 
-def test_column_blocks_give_the_bytes_of_the_reference():
-    kernels = {(s, p): _mm_nt_with(*s, panel=p) for s in SHAPES for p in PANELS}
-    kernels[AVX2_PANEL] = _mm_nt_with(*AVX2_PANEL[0], panel=AVX2_PANEL[1])
+def _check_column_blocks(pairs):
+    kernels = {(s, p): _mm_nt_with(*s, panel=p) for s, p in pairs}
     rng = np.random.default_rng(261)
     cases = _operands() + [(rng.standard_normal((m, k)).astype(F32), rng.standard_normal((n, k)).astype(F32),
                             rng.standard_normal(n).astype(F32))
@@ -157,6 +159,16 @@ def test_column_blocks_give_the_bytes_of_the_reference():
             out = np.full((m, n), np.nan, F32)  # every output written: none left from before
             kernel(a, bt, biasp, out)
             assert out.view(np.uint32).tobytes() == want.view(np.uint32).tobytes(), (mr, nr, panel, a.shape, bt.shape)
+
+
+def test_column_blocks_give_the_bytes_of_the_reference():
+    assert {s for s, _ in PANEL_PAIRS} == set(SHAPES) and {p for _, p in PANEL_PAIRS} >= set(PANELS)
+    _check_column_blocks(PANEL_PAIRS)
+
+
+@pytest.mark.heavy  # 10 compiles: every tile with every block size
+def test_every_tile_with_every_column_block_gives_the_bytes_of_the_reference():
+    _check_column_blocks([(s, p) for s in SHAPES for p in PANELS] + [AVX2_PANEL])
 
 
 def test_the_column_block_is_read_from_the_forced_tile(monkeypatch):

@@ -32,7 +32,7 @@ from ..kernels.fused import (_GELU_BWD, _LAYERNORM_BWD, _SOFTMAX_BWD, _gelu_fwd_
                              _linear_bwd, _linear_nt, _mm_nt_ser, _softmax_fwd_ser)
 from ..kernels.intrinsics import _NR, _t16
 from ..kernels.registry import Ops, binary32, register
-from ..kernels.runtime import _build, _jit, njit, parallel_pays, prange
+from ..kernels.runtime import _build, _jit, njit, prange, section_par
 from ..layers import LayerNormSaved
 
 NAME = "transformer"
@@ -205,7 +205,7 @@ def _block_forward_body(x, w, pbias_t, row0, heads, scale, eps, par):
     # by one thread, so the bytes are the same)
     a = np.empty((n, d), np.float32)
     probs = np.empty((heads, n, n), np.float32)
-    if par:
+    if par is not None and par:
         _attention_heads_par(qkv, pbias_t, row0, heads, scale, probs, a)
     else:
         _attention_heads_ser(qkv, pbias_t, row0, heads, scale, probs, a)
@@ -215,7 +215,7 @@ def _block_forward_body(x, w, pbias_t, row0, heads, scale, eps, par):
     f1 = _linear_nt(h2, w.fc1w, w.fc1b, par)
     g = np.empty(f1.shape, np.float32)
     t = np.empty(f1.shape, np.float32)
-    if par:
+    if par is not None and par:
         _gelu_fwd_par(f1.reshape(-1), g.reshape(-1), t.reshape(-1))
     else:
         _gelu_fwd_ser(f1.reshape(-1), g.reshape(-1), t.reshape(-1))
@@ -238,7 +238,7 @@ def block_forward(x, p, prefix: str, pbias_t, row0: int, heads: int, scale, eps,
     allowed: runtime.parallel_allowed(), when the caller has it."""
     x = np.ascontiguousarray(x, F32)
     n, d = x.shape
-    par = parallel_pays(n, n * d * 3 * d, allowed)
+    par = section_par(n, n * d * 3 * d, allowed)
     body = _block_forward_body if keep else _block_forward_lean
     return body(x, Weights.of(p, prefix), pbias_t, row0, heads, F32(scale), F32(eps), par)
 
@@ -424,7 +424,7 @@ def _block_backward_body(dx, w, g, f1, t, h2, xhat2, inv2, a, qkv, probs, h, xha
     dfc2b = np.empty(d, np.float32)
     _linear_bwd(dx, g, w.fc2w, zb, dg, dfc2w, dfc2b, par)
     df1 = np.empty((n, ffn), np.float32)
-    if par:
+    if par is not None and par:
         _gelu_bwd_par(dg.reshape(n * ffn), f1.reshape(n * ffn), t.reshape(n * ffn), df1.reshape(n * ffn))
     else:
         _gelu_bwd_ser(dg.reshape(n * ffn), f1.reshape(n * ffn), t.reshape(n * ffn), df1.reshape(n * ffn))
@@ -435,7 +435,7 @@ def _block_backward_body(dx, w, g, f1, t, h2, xhat2, inv2, a, qkv, probs, h, xha
     dln2 = np.empty((n, d), np.float32)
     dln2w = np.empty(d, np.float32)
     dln2b = np.empty(d, np.float32)
-    if par:
+    if par is not None and par:
         _ln_bwd_par(dh2, xhat2, inv2, w.ln2w, dln2, dln2w, dln2b)
     else:
         _ln_bwd_ser(dh2, xhat2, inv2, w.ln2w, dln2, dln2w, dln2b)
@@ -449,7 +449,7 @@ def _block_backward_body(dx, w, g, f1, t, h2, xhat2, inv2, a, qkv, probs, h, xha
     dprojb = np.empty(d, np.float32)
     _linear_bwd(dx1, a, w.projw, zb, da, dprojw, dprojb, par)
     dqkv = np.empty((n, 3 * d), np.float32)
-    if par:
+    if par is not None and par:
         _attention_bwd_par(da, qkv, probs, heads, scale, dqkv, dpbias_t, row0)
     else:
         _attention_bwd_ser(da, qkv, probs, heads, scale, dqkv, dpbias_t, row0)
@@ -460,7 +460,7 @@ def _block_backward_body(dx, w, g, f1, t, h2, xhat2, inv2, a, qkv, probs, h, xha
     dln1 = np.empty((n, d), np.float32)
     dln1w = np.empty(d, np.float32)
     dln1b = np.empty(d, np.float32)
-    if par:
+    if par is not None and par:
         _ln_bwd_par(dh1, xhat1, inv1, w.ln1w, dln1, dln1w, dln1b)
     else:
         _ln_bwd_ser(dh1, xhat1, inv1, w.ln1w, dln1, dln1w, dln1b)
@@ -476,7 +476,7 @@ def _backward_compiled(cfg, p, q, bc: Activations, dx, dpbias_t, row0, grads):
     n, d = dx.shape
     c = np.ascontiguousarray
     probs = bc.probs3 if bc.probs3 is not None else np.stack(bc.probs)
-    par = parallel_pays(n, n * d * 3 * d)
+    par = section_par(n, n * d * 3 * d)
     out = _block_backward_body(dx, Weights.of(p, q), c(bc.g, F32), c(bc.f1, F32), c(bc.t, F32), c(bc.h2, F32),
                                c(bc.ln2.xhat, F32), c(bc.ln2.inv, F32), c(bc.a, F32), c(bc.qkv, F32), c(probs, F32),
                                c(bc.h, F32), c(bc.ln1.xhat, F32), c(bc.ln1.inv, F32), dpbias_t, row0, cfg.heads,

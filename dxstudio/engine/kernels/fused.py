@@ -19,7 +19,7 @@ from . import compiled as kc
 from .compiled import fold16
 from .constants import GELU32_C0, GELU32_C1, GELU32_C3
 from .intrinsics import _MR, _NR, _t16, f32_ptr, tile_acc
-from .runtime import _build, _jit, njit, parallel_pays, pick, prange
+from .runtime import _build, _jit, njit, pick, prange, section_par
 
 from numba import carray  # noqa: E402  (after runtime: the environment before Numba starts)
 
@@ -436,7 +436,7 @@ def _pair_bias_body(pf, w1, b1, w2, b2, par):
     for o in range(m):  # only the padding past the last pair cleared: pack_t writes the rest
         for q in range(npair, pbias_t.shape[1]):
             pbias_t[o, q] = np.float32(0.0)
-    if par:
+    if par is not None and par:
         _linear8_relu_par(pf, w1t, b1, ph)
         _rows32_par(ph.reshape(npair * hidden), at0, hidden, npair, w2t, b2p, pbias.reshape(npair * m), m, m)
         _pack_t_par(pbias, pbias_t)
@@ -452,7 +452,7 @@ def pair_bias_forward(pf, w1, b1, w2, b2, allowed: bool | None = None):
     in one compiled call; pbias_t as compiled.pack_t(pbias)."""
     pf = np.ascontiguousarray(pf, F32)
     npair = pf.shape[0]
-    par = parallel_pays(npair, npair * 8 * w1.shape[0], allowed)
+    par = section_par(npair, npair * 8 * w1.shape[0], allowed)
     return _pair_bias_body(pf, np.ascontiguousarray(w1, F32), np.ascontiguousarray(b1, F32),
                            np.ascontiguousarray(w2, F32), np.ascontiguousarray(b2, F32), par)
 
@@ -806,7 +806,7 @@ def _linear_nt(x, w, b, par):
     """x W^T + b on mm_nt (the bias in the tile's epilogue), as ops.mm_nt(x, w, b)."""
     y = np.empty((x.shape[0], w.shape[0]), np.float32)
     bp = b if w.shape[0] % _NR == 0 else _padded_bias(b, w.shape[0])  # whole tiles: b as it is
-    if par:
+    if par is not None and par:
         _mm_nt_par(x, w, bp, y)
     else:
         _mm_nt_ser(x, w, bp, y)
@@ -820,7 +820,7 @@ def _layernorm_nt(x, w, b, eps, par):
     y = np.empty((n, d), np.float32)
     xhat = np.empty((n, d), np.float32)
     inv = np.empty(n, np.float32)
-    if par:
+    if par is not None and par:
         _ln_fwd_par(x, w, b, eps, y, xhat, inv)
     else:
         _ln_fwd_ser(x, w, b, eps, y, xhat, inv)
@@ -830,7 +830,7 @@ def _layernorm_nt(x, w, b, eps, par):
 @njit(**_jit)
 def _nt(a, bt, zb, out, par):
     """out = a bt^T (mm_nt, no bias: zb is +0, which changes no bit)."""
-    if par:
+    if par is not None and par:
         _mm_nt_par(a, bt, zb, out)
     else:
         _mm_nt_ser(a, bt, zb, out)
@@ -845,7 +845,7 @@ def _packed(x, par):
     for j in range(n):
         for kk in range(k, k16):
             out[j, kk] = np.float32(0.0)
-    if par:
+    if par is not None and par:
         _pack_t_par(x, out)
     else:
         _pack_t_ser(x, out)
@@ -933,7 +933,7 @@ def charconv_words_forward(char_ids, char_len, emb, w_rt, b, keep: bool, allowed
     in one compiled call; (None, None, pooled, None) when not keep."""
     char_len = np.ascontiguousarray(char_len, np.int64)
     rows = int(char_len.sum())
-    par = parallel_pays(rows, rows * w_rt.shape[1] * w_rt.shape[0], allowed)
+    par = section_par(rows, rows * w_rt.shape[1] * w_rt.shape[0], allowed)
     tap_ids, owners, pooled, u, h, arg = _charconv_words_body(
         np.ascontiguousarray(char_ids, np.int64), char_len, np.ascontiguousarray(emb, F32),
         np.ascontiguousarray(w_rt, F32), np.ascontiguousarray(b, F32), par)
@@ -971,7 +971,7 @@ def embed_forward(pooled, p, buckets, feats, eps, allowed: bool | None = None):
     """(x, emb_ln (xhat, inv)): model.forward's step 2 in one compiled call (no lean build for
     extract: half a microsecond a forward against 2 s more of the first compile)."""
     n = pooled.shape[0]
-    par = parallel_pays(n, n * pooled.shape[1] * p["char_proj.weight"].shape[0], allowed)
+    par = section_par(n, n * pooled.shape[1] * p["char_proj.weight"].shape[0], allowed)
     w = [np.ascontiguousarray(p[k], F32) for k in _EMBED_TENSORS]
     return _embed_forward_body(
         np.ascontiguousarray(pooled, F32), *w, np.ascontiguousarray(buckets, np.int64),
@@ -989,7 +989,7 @@ def _pointer_scores(rq, rk, c0, r, scale, par):
         s = np.empty((n, n), np.float32)
         kt = kc.transpose32(rk.reshape(rk.size), c0, rk.shape[1], n)
         args = (rq.reshape(rq.size), c0, rq.shape[1], n, kt, np.zeros(n16, np.float32), s.reshape(n * n), n, n)
-        if par:
+        if par is not None and par:
             _rows32_par(*args)
         else:
             _rows32_ser(*args)
@@ -1042,7 +1042,7 @@ def heads_forward(x, p, eps, r: int, rscale, keep: bool = True, allowed: bool | 
     in one compiled call; (tag, role, doc, items, kv) when not keep."""
     x = np.ascontiguousarray(x, F32)
     n, d = x.shape
-    par = parallel_pays(n, n * d * d, allowed)
+    par = section_par(n, n * d * d, allowed)
     w = [np.ascontiguousarray(p[k], F32) for k in _HEAD_TENSORS]
     body = _heads_forward_body if keep else _heads_forward_lean
     return body(x, w[0], w[1], F32(eps), *w[2:], r, F32(rscale), par)
@@ -1065,7 +1065,7 @@ def _ln_bwd(dy, xhat, inv, w, par):
     dx = np.empty((n, d), np.float32)
     dw = np.empty(d, np.float32)
     db = np.empty(d, np.float32)
-    if par:
+    if par is not None and par:
         _ln_bwd_par(dy, xhat, inv, w, dx, dw, db)
     else:
         _ln_bwd_ser(dy, xhat, inv, w, dx, dw, db)
@@ -1181,7 +1181,7 @@ def heads_backward(f, mean, rq, rk, final_saved, p, go, r: int, rscale, need_dx:
     e2 = np.zeros((0, 0), F32)
     gs = [e2 if g is None else c(g, F32) for g in grads]
     gs[2] = np.zeros(0, F32) if go.doc is None else c(go.doc, F32).reshape(-1)
-    par = parallel_pays(n, n * d * d)
+    par = section_par(n, n * d * d)
     out = _heads_backward_body(
         c(f, F32), c(mean, F32).reshape(-1), c(rq, F32), c(rk, F32), c(final_saved.xhat, F32),
         c(final_saved.inv, F32), c(p["final_ln.weight"], F32), c(p["tag_head.weight"], F32),
@@ -1250,7 +1250,7 @@ def embed_backward(dx, emb_saved, feats, buckets, rows: int, pooled, p, conv_sav
         raise IndexError(f"a character id outside 0 .. {vocab - 1}")
     u, h, arg = conv_saved
     P = h.shape[0]
-    par = parallel_pays(P, P * u.shape[1] * h.shape[1])
+    par = section_par(P, P * u.shape[1] * h.shape[1])
     (lnwg, lnbg, fpw, fpb, pos, _dpooled, cpwg, cpbg, demb, dwc, dbc) = _embed_backward_body(
         c(dx, F32), c(emb_saved.xhat, F32), c(emb_saved.inv, F32), c(p["emb_ln.weight"], F32), c(feats, F32),
         b, np.int64(rows), c(pooled, F32), c(p["char_proj.weight"], F32), c(u, F32), c(h, F32), c(arg, np.int64),

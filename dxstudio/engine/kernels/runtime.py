@@ -336,6 +336,26 @@ def parallel_pays(rows: int, work: int, allowed: bool | None = None) -> bool:
     return parallel_allowed() if allowed is None else allowed
 
 
+# The compiled sections (a block's forward and backward, the heads, the embedding, the pair
+# MLP) take `par`: True runs the parallel builds of the kernels they call, False the serial
+# ones, and None (SERIAL_ONLY) the serial ones in a process whose kernels have one thread
+# (NUMBA_NUM_THREADS=1). A section tests `par is not None and par`: Numba decides the first half
+# when it compiles the section for the argument's type, so a section called with None is built
+# without the parallel kernels. They are half of a fresh compile (the generic build for the
+# cross-CPU test: 105 s of CPU with them, 53 s without); a process with threads compiles them
+# as before, in the same build as the serial ones (one build per section).
+SERIAL_ONLY = None
+
+
+def section_par(rows: int, work: int, allowed: bool | None = None) -> bool | None:
+    """The compiled sections' `par` argument for an input of `rows` rows and `work`
+    multiply-adds: SERIAL_ONLY where the kernels can never have a second thread, else
+    parallel_pays."""
+    if numba.config.NUMBA_NUM_THREADS == 1:
+        return SERIAL_ONLY
+    return parallel_pays(rows, work, allowed)
+
+
 def parallel_allowed() -> bool:
     """Outside serial_kernels() with more than one Numba thread: parallel_pays without the size
     test. model.forward asks once (a microsecond) and hands the answer to its sections."""
