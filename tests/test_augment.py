@@ -12,7 +12,7 @@ from dxstudio.tuning import TuneRun
 from dxstudio.tuning.augment import Stream, augment_page, value_pool, word_shape
 from dxstudio.tuning.settings import TuneError, resolve_settings
 
-ON = {"augment_values": 0.5, "augment_swap": 0.5, "augment_drop": 0.2, "augment_jitter": 0.01, "augment_shift": 0.05}
+ON = {"augment_values": 0.5, "augment_swap": 0.5, "augment_case": 0.3, "augment_drop": 0.2, "augment_jitter": 0.01, "augment_shift": 0.05}
 
 
 def receipt():
@@ -80,6 +80,15 @@ def test_swapped_values_come_from_the_same_field_and_shape_at_every_printing():
         augment_page(page, tags, {"augment_swap": 0.5}, 1, 0)
 
 
+def test_case_changes_only_the_case():
+    page, tags = receipt()
+    got, gtags = augment_page(page, tags, {"augment_case": 1.0}, 1, 2)
+    old, new = [w.text for w in page.words], [w.text for w in got.words]
+    assert np.array_equal(gtags, tags) and [w.box for w in got.words] == [w.box for w in page.words]
+    assert [t.lower() for t in new] == [t.lower() for t in old] and new != old
+    assert all(t in (o.upper(), o.lower(), o.capitalize()) for t, o in zip(new, old))
+
+
 def test_dropping_takes_o_words_only_and_their_tags_follow():
     page, tags = receipt()
     got, gtags = augment_page(page, tags, {"augment_drop": 0.9}, 1, 5)
@@ -114,7 +123,7 @@ def test_same_variant_for_the_same_seed_step_and_page():
         augment_page(page, tags[:3], ON, 1, 0, pool)
 
 
-@pytest.mark.parametrize("name,bad", [("augment_values", 1.5), ("augment_swap", 1.5), ("augment_swap", -0.5), ("augment_drop", -0.1), ("augment_drop", 0.95),
+@pytest.mark.parametrize("name,bad", [("augment_values", 1.5), ("augment_swap", 1.5), ("augment_swap", -0.5), ("augment_case", 2), ("augment_drop", -0.1), ("augment_drop", 0.95),
                                       ("augment_jitter", 0.5), ("augment_shift", "x")])
 def test_bad_values_are_named(name, bad):
     with pytest.raises(TuneError, match=f"setting {name} must be"):

@@ -13,6 +13,8 @@ resume, on any machine (SHA-256 counter blocks, no library generator). The setti
                     number of words, each of the same shape), at every printing of it on the
                     page, so that the model reads a field by where it is printed rather than by
                     the values it has seen
+    augment_case    the chance that each word is printed in another case (upper, lower or
+                    capitalised, drawn): "To:" as "TO:", "DATE" as "Date"
     augment_drop    the chance that each O word is dropped (never a labelled word)
     augment_jitter  each word's box moved by up to this share of the page's width and height
     augment_shift   each line moved sideways by up to this share of the page's width
@@ -28,7 +30,8 @@ import numpy as np
 
 from dxstudio.engine.page import Page, Word
 
-AUGMENT_SETTINGS = ("augment_values", "augment_swap", "augment_drop", "augment_jitter", "augment_shift")
+AUGMENT_SETTINGS = ("augment_values", "augment_swap", "augment_case", "augment_drop", "augment_jitter",
+                    "augment_shift")
 _DIGITS = "0123456789"
 
 
@@ -149,6 +152,7 @@ def augment_page(page: Page, tags, settings: dict, seed: int, step: int,
     rnd = Stream("dxstudio-augment-v1", int(seed), int(step), page.id)
     p_val = float(settings.get("augment_values") or 0)
     p_swap = float(settings.get("augment_swap") or 0)
+    p_case = float(settings.get("augment_case") or 0)
     p_drop = float(settings.get("augment_drop") or 0)
     jitter = float(settings.get("augment_jitter") or 0)
     shift = float(settings.get("augment_shift") or 0)
@@ -165,6 +169,10 @@ def augment_page(page: Page, tags, settings: dict, seed: int, step: int,
         if p_val > 0 and rnd.uniform() < p_val:
             for k in range(i, j):
                 texts[k] = _new_digits(texts[k], rnd)
+    if p_case > 0:
+        for k, text in enumerate(texts):
+            if rnd.uniform() < p_case:
+                texts[k] = (str.upper, str.lower, str.capitalize)[rnd.below(3)](text)
     if shift > 0:
         for line in _lines(page.words):
             dx = rnd.between(-shift, shift) * page.width

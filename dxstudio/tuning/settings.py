@@ -251,6 +251,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("augment_swap", "float", 0.0,
             "augmentation: the chance that a labelled value's words are replaced by those of another "
             "training value of the same field and shape each time its page trains (0 = off)", low=0, high=1),
+    Setting("augment_case", "float", 0.0,
+            "augmentation: the chance that each word is printed in another case (upper, lower or capitalised) "
+            "each time its page trains (0 = off)", low=0, high=1),
     Setting("augment_drop", "float", 0.0,
             "augmentation: the chance that each O word is dropped each time its page trains (0 = off)",
             low=0, high=0.9),
