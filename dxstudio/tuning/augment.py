@@ -160,12 +160,13 @@ def augment_page(page: Page, tags, settings: dict, seed: int, step: int,
     boxes = [list(w.box) for w in page.words]
     if p_swap > 0 and pool is None:
         raise ValueError("augment_swap needs the pool of the training pages' values (value_pool)")
+    original = [w.text for w in page.words]
     for field, i, j in _value_runs(tags) if p_val > 0 or p_swap > 0 else ():
         if p_swap > 0 and rnd.uniform() < p_swap:
-            own = tuple(texts[i:j])
+            own = tuple(original[i:j])
             others = [v for v in pool.get((field, tuple(word_shape(t) for t in own)), ()) if v != own]
             if others:
-                _replace_everywhere(texts, [w.text for w in page.words], own, others[rnd.below(len(others))])
+                _replace_everywhere(texts, original, own, others[rnd.below(len(others))])
         if p_val > 0 and rnd.uniform() < p_val:
             for k in range(i, j):
                 texts[k] = _new_digits(texts[k], rnd)
