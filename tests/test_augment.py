@@ -9,10 +9,10 @@ import pytest
 from dxstudio.engine.page import Page, Word
 from dxstudio.project import Project
 from dxstudio.tuning import TuneRun
-from dxstudio.tuning.augment import Stream, augment_page
+from dxstudio.tuning.augment import Stream, augment_page, value_pool, word_shape
 from dxstudio.tuning.settings import TuneError, resolve_settings
 
-ON = {"augment_values": 0.5, "augment_drop": 0.2, "augment_jitter": 0.01, "augment_shift": 0.05}
+ON = {"augment_values": 0.5, "augment_swap": 0.5, "augment_case": 0.3, "augment_drop": 0.2, "augment_jitter": 0.01, "augment_shift": 0.05}
 
 
 def receipt():
@@ -50,6 +50,45 @@ def test_values_keep_their_shape_and_labels():
     assert new[:3] == old[:3] and new[4:6] == old[4:6] and new[7:] == old[7:]  # letters and O words stay
 
 
+def test_word_shape():
+    assert [word_shape(t) for t in ("2/18/80", "K.", "Sparrow", "SPARROW", "RM17.50", "(M)")] == \
+        ["9/9/9", "a.", "a", "a", "a9.9", "(a)"]
+
+
+def test_swapped_values_come_from_the_same_field_and_shape_at_every_printing():
+    page, tags = receipt()
+    # the total printed again (ignored, -1, as other printings of a value are trained)
+    words = page.words + (Word("17.50", (130, 70, 180, 90)),)
+    page, tags = Page("r1", 200, 100, words), np.append(tags, -1)
+    other = Page("r2", 200, 100, tuple(Word(t, (0, 0, 1, 1)) for t in
+                                       ["BETA", "SHOP", "01/02/2020", "9.99", "2020", "Best", "Shop", "Inc"]))
+    other_tags = np.array([1, 2, 3, 5, 3, 1, 2, 2], np.int64)
+    pool = value_pool([(page, tags), (other, other_tags)])
+    assert pool[(0, ("a", "a"))] == [("ACME", "STORE"), ("BETA", "SHOP")]  # sorted, distinct
+    assert pool[(1, ("9/9/9",))] == [("01/02/2020",), ("12/03/2019",)] and pool[(1, ("9",))] == [("2020",)]
+    got, gtags = augment_page(page, tags, {"augment_swap": 1.0}, 1, 0, pool)
+    new = [w.text for w in got.words]
+    assert np.array_equal(gtags, tags) and [w.box for w in got.words] == [w.box for w in page.words]
+    assert new[:2] == ["BETA", "SHOP"] and new[3] == "01/02/2020"  # the one other value of the same shape
+    assert new[6] == "9.99" and new[9] == "9.99"  # the total at both its printings
+    assert new[2] == "Date:" and new[7:9] == ["Thank", "you"]  # O words stay
+    # a value with no other of its field and shape stays; off, or with a pool of itself, the page itself
+    alone = value_pool([(page, tags)])
+    assert augment_page(page, tags, {"augment_swap": 1.0}, 1, 0, alone)[0] == page
+    assert augment_page(page, tags, {"augment_swap": 0.0}, 1, 0, pool)[0] == page
+    with pytest.raises(ValueError, match="augment_swap needs the pool"):
+        augment_page(page, tags, {"augment_swap": 0.5}, 1, 0)
+
+
+def test_case_changes_only_the_case():
+    page, tags = receipt()
+    got, gtags = augment_page(page, tags, {"augment_case": 1.0}, 1, 2)
+    old, new = [w.text for w in page.words], [w.text for w in got.words]
+    assert np.array_equal(gtags, tags) and [w.box for w in got.words] == [w.box for w in page.words]
+    assert [t.lower() for t in new] == [t.lower() for t in old] and new != old
+    assert all(t in (o.upper(), o.lower(), o.capitalize()) for t, o in zip(new, old))
+
+
 def test_dropping_takes_o_words_only_and_their_tags_follow():
     page, tags = receipt()
     got, gtags = augment_page(page, tags, {"augment_drop": 0.9}, 1, 5)
@@ -76,14 +115,15 @@ def test_jitter_and_shift_move_boxes_inside_the_page():
 
 def test_same_variant_for_the_same_seed_step_and_page():
     page, tags = receipt()
-    a = augment_page(page, tags, ON, 9, 4)
-    assert a[0] == augment_page(page, tags, ON, 9, 4)[0]
-    assert a[0] != augment_page(page, tags, ON, 9, 5)[0] and a[0] != augment_page(page, tags, ON, 10, 4)[0]
+    pool = value_pool([(page, tags)])
+    a = augment_page(page, tags, ON, 9, 4, pool)
+    assert a[0] == augment_page(page, tags, ON, 9, 4, pool)[0]
+    assert a[0] != augment_page(page, tags, ON, 9, 5, pool)[0] and a[0] != augment_page(page, tags, ON, 10, 4, pool)[0]
     with pytest.raises(ValueError, match="r1: 3 tags for 9 words"):
-        augment_page(page, tags[:3], ON, 1, 0)
+        augment_page(page, tags[:3], ON, 1, 0, pool)
 
 
-@pytest.mark.parametrize("name,bad", [("augment_values", 1.5), ("augment_drop", -0.1), ("augment_drop", 0.95),
+@pytest.mark.parametrize("name,bad", [("augment_values", 1.5), ("augment_swap", 1.5), ("augment_swap", -0.5), ("augment_case", 2), ("augment_drop", -0.1), ("augment_drop", 0.95),
                                       ("augment_jitter", 0.5), ("augment_shift", "x")])
 def test_bad_values_are_named(name, bad):
     with pytest.raises(TuneError, match=f"setting {name} must be"):

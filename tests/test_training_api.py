@@ -64,6 +64,21 @@ def test_positive_scale_trains_the_backbone_but_other_heads_only_with_their_loss
     assert not any(k.startswith(("role_head", "doc_head", "rel_")) for k in changed)
 
 
+def test_layer_decay_lowers_each_backbone_layer_below_the_top():
+    plain = trainable_scales(CFG, TrainSettings(backbone_scale=0.5, **ENGINE_DEFAULTS))
+    assert trainable_scales(CFG, TrainSettings(backbone_scale=0.5, layer_decay=1.0, **ENGINE_DEFAULTS)) == plain
+    s = trainable_scales(CFG, TrainSettings(backbone_scale=0.5, layer_decay=0.5, **ENGINE_DEFAULTS))
+    top = CFG.layers - 1
+    assert list(s) == list(plain) and s["tag_head.weight"] == 1.0  # the same tensors, the head at its rate
+    assert s[f"blocks.{top}.qkv.weight"] == 0.5 and s["final_ln.weight"] == 0.5
+    assert s["blocks.0.fc1.weight"] == 0.5 * 0.5 ** top and s["char_emb"] == 0.5 * 0.5 ** CFG.layers
+    s_role = trainable_scales(CFG, TrainSettings(backbone_scale=0.5, layer_decay=0.5, loss_role=1.0, **ENGINE_DEFAULTS))
+    assert s_role["role_head.weight"] == 0.5  # the other heads sit on top, at the backbone's rate
+    for bad in (0.0, 1.5):
+        with pytest.raises(ValueError, match="layer_decay must be > 0 and <= 1"):
+            trainable_scales(CFG, TrainSettings(backbone_scale=0.5, layer_decay=bad, **ENGINE_DEFAULTS))
+
+
 def test_padding_row_of_char_emb_gets_no_gradient():
     st = TrainState.start(CFG, new_params(CFG, 7), TrainSettings(backbone_scale=1.0, **ENGINE_DEFAULTS))
     _, g = batch_gradients(CFG, st.params, [example(9, 3)], st.settings, list(trainable_scales(CFG, st.settings)))

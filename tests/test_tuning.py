@@ -45,6 +45,29 @@ def test_stop_after_then_resume_gives_the_same_bytes(receipts_project, tmp_path)
     assert steps == list(range(1, run.total_steps + 1))
 
 
+def test_layer_decay_is_the_same_bytes_at_any_degree_and_after_resume(receipts_project, tmp_path):
+    decayed = dict(layer_decay=0.5, backbone_scale=1.0)
+    run1, _, b1 = tune(receipts_project, tmp_path / "d1", degree=1, **decayed)
+    _, _, b2 = tune(receipts_project, tmp_path / "d2", degree=2, **decayed)
+    plain_run, _, plain = tune(receipts_project, tmp_path / "plain", degree=1, backbone_scale=1.0)
+    assert b1 == b2 and b1 != plain and run1.fingerprint != plain_run.fingerprint
+    part = TuneRun.prepare(Project.open(receipts_project), tmp_path / "part", dict(decayed, degree=1))
+    assert part.train(stop_after=3) is False
+    resumed = TuneRun.prepare(Project.open(receipts_project), tmp_path / "part", dict(decayed, degree=2))
+    assert resumed.train(resume=True)
+    resumed.finish()
+    assert (tmp_path / "part" / "model.safetensors").read_bytes() == b1
+    # off (1, the default) leaves the fingerprint of the runs before the setting
+    assert TuneRun.prepare(Project.open(receipts_project), tmp_path / "one",
+                           {"layer_decay": 1.0, "backbone_scale": 1.0}).fingerprint == plain_run.fingerprint
+
+
+@pytest.mark.parametrize("bad", [0, 1.5, -0.2, "x"])
+def test_bad_layer_decay_is_named(receipts_project, tmp_path, bad):
+    with pytest.raises(TuneError, match="setting layer_decay must be"):
+        TuneRun.prepare(Project.open(receipts_project), tmp_path / "bad", {"layer_decay": bad})
+
+
 def test_cancel_mid_epoch_keeps_a_checkpoint_and_resumes_to_the_same_bytes(receipts_project, tmp_path):
     _, _, full = tune(receipts_project, tmp_path / "full")
     cancel = threading.Event()

@@ -56,6 +56,7 @@ class TrainSettings:
     clip: float | None = field(kw_only=True)  # global-norm clipping threshold (None: no clipping)
     kernels: str = field(kw_only=True)  # "fast" or "reference": the same bytes
     backbone_scale: float = 0.0  # 0: head-only (tag head, tag loss)
+    layer_decay: float = 1.0  # each backbone layer below the top one trains at this times the rate above it
     loss_tag: float = 1.0
     loss_role: float = 0.0
     loss_doc: float = 0.0
@@ -80,12 +81,16 @@ def trainable_scales(cfg: ModelConfig, settings: TrainSettings) -> "OrderedDict[
 
     Head-only (BackboneScale 0): the tag head and its bias. A positive scale: the tag head at 1
     (with the tag loss on), every backbone tensor at the scale, and the role, document and
-    pointer heads at the scale only when their own loss is on."""
+    pointer heads at the scale only when their own loss is on. With a layer decay d below 1 a
+    backbone tensor's scale is also multiplied by d once for each layer between it and the top
+    (layer_depth): the top block and the final norm d^0, the block under it d^1, ..., the word
+    embeddings and the pair features d^layers."""
     return OrderedDict(_trainable_of(cfg, settings))
 
 
 def _trainable_of(cfg: ModelConfig, settings: TrainSettings) -> tuple:
-    return _memo(_trainable, cfg, float(settings.backbone_scale), tuple(settings.loss_weights().items()))
+    return _memo(_trainable, cfg, float(settings.backbone_scale), tuple(settings.loss_weights().items()),
+                 float(settings.layer_decay))
 
 
 def _memo(cached, *args):
@@ -98,13 +103,23 @@ def _memo(cached, *args):
     return cached(*args)
 
 
+def layer_depth(cfg: ModelConfig, name: str) -> int:
+    """Layers between a backbone tensor and the top of the backbone: 0 for the last block and the
+    final norm, cfg.layers - 1 - i for block i, cfg.layers for the embeddings and pair features."""
+    if name.startswith("blocks."):
+        return cfg.layers - 1 - int(name.split(".")[1])
+    return 0 if name.startswith("final_ln") else cfg.layers
+
+
 @functools.lru_cache(maxsize=64)
-def _trainable(cfg: ModelConfig, s: float, loss_weights: tuple) -> tuple:
+def _trainable(cfg: ModelConfig, s: float, loss_weights: tuple, decay: float = 1.0) -> tuple:
     """trainable_scales as ((name, scale), ...): worked out once per model shape and loss choice
     (every step asks, twice: the gradients wanted and AdamW's tensors)."""
     lw = dict(loss_weights)
     if s < 0:
         raise ValueError("backbone_scale must be >= 0")
+    if not 0 < decay <= 1:
+        raise ValueError("layer_decay must be > 0 and <= 1")
     out = []
     any_loss = any(v > 0 for v in lw.values())
     for name, _, _ in param_spec(cfg):
@@ -121,7 +136,8 @@ def _trainable(cfg: ModelConfig, s: float, loss_weights: tuple) -> tuple:
             if (lw["items"] > 0 or lw["kv"] > 0) and s > 0:
                 out.append((name, s))
         elif s > 0 and any_loss:
-            out.append((name, s))
+            # decay 1 (the default) leaves s itself: the rates, and so the bytes, of before it
+            out.append((name, s if decay == 1 else s * decay ** layer_depth(cfg, name)))
     return tuple(out)
 
 

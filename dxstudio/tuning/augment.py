@@ -8,6 +8,13 @@ resume, on any machine (SHA-256 counter blocks, no library generator). The setti
 
     augment_values  the chance that a labelled value's digits are replaced by random digits
                     (the value keeps its shape: a date stays a date, an amount an amount)
+    augment_swap    the chance that a labelled value's words are replaced by the words of
+                    another training value of the same field and shape (value_pool: the same
+                    number of words, each of the same shape), at every printing of it on the
+                    page, so that the model reads a field by where it is printed rather than by
+                    the values it has seen
+    augment_case    the chance that each word is printed in another case (upper, lower or
+                    capitalised, drawn): "To:" as "TO:", "DATE" as "Date"
     augment_drop    the chance that each O word is dropped (never a labelled word)
     augment_jitter  each word's box moved by up to this share of the page's width and height
     augment_shift   each line moved sideways by up to this share of the page's width
@@ -23,7 +30,8 @@ import numpy as np
 
 from dxstudio.engine.page import Page, Word
 
-AUGMENT_SETTINGS = ("augment_values", "augment_drop", "augment_jitter", "augment_shift")
+AUGMENT_SETTINGS = ("augment_values", "augment_swap", "augment_case", "augment_drop", "augment_jitter",
+                    "augment_shift")
 _DIGITS = "0123456789"
 
 
@@ -65,6 +73,57 @@ def _new_digits(text: str, rnd: Stream) -> str:
     return "".join(out)
 
 
+def word_shape(text: str) -> str:
+    """A word's shape: each run of digits one "9", each run of letters (any case) one "a", every
+    other character itself ("2/18/80" -> "9/9/9", "K." -> "a.", "Sparrow" -> "a")."""
+    out = []
+    for ch in text:
+        c = "9" if ch.isdigit() else "a" if ch.isalpha() else ch
+        if not (out and out[-1] == c and c in "9a"):
+            out.append(c)
+    return "".join(out)
+
+
+def _value_runs(tags) -> list:
+    """(field, start, end) of each labelled value: a B- tag and the I- tags of its field after it
+    (an I- tag with no B- before it opens a value too)."""
+    out, i = [], 0
+    while i < len(tags):
+        t = int(tags[i])
+        if t <= 0:
+            i += 1
+            continue
+        field = (t - 1) // 2
+        j = i + 1
+        while j < len(tags) and int(tags[j]) > 0 and (int(tags[j]) - 1) // 2 == field and int(tags[j]) % 2 == 0:
+            j += 1
+        out.append((field, i, j))
+        i = j
+    return out
+
+
+def value_pool(pages) -> dict:
+    """{(field, shapes): sorted distinct word tuples} of the labelled values of the training pages
+    [(page, tags), ...]: what augment_swap draws a value's replacement from (sorted, so the pool
+    does not depend on the pages' order)."""
+    pool: dict = {}
+    for page, tags in pages:
+        for field, i, j in _value_runs(np.asarray(tags, np.int64)):
+            texts = tuple(w.text for w in page.words[i:j])
+            pool.setdefault((field, tuple(word_shape(t) for t in texts)), set()).add(texts)
+    return {key: sorted(values) for key, values in pool.items()}
+
+
+def _replace_everywhere(texts: list, original: list, own: tuple, new: tuple) -> None:
+    """Every printing of the value `own` on the page (a run of words whose original texts are its
+    words: the labelled one and its repeats, a total printed twice) takes the words `new`, so the
+    page stays consistent with itself."""
+    n = len(own)
+    for k in range(len(original) - n + 1):
+        if tuple(original[k:k + n]) == own:
+            texts[k:k + n] = new
+
+
 def _lines(words) -> list:
     """Runs of consecutive words (reading order) whose vertical centres lie within half a word
     height of the run's first word."""
@@ -83,33 +142,38 @@ def _lines(words) -> list:
     return out
 
 
-def augment_page(page: Page, tags, settings: dict, seed: int, step: int) -> tuple[Page, np.ndarray]:
-    """A variant of `page` and its tags (int64, -1 ignored, 0 O, B-/I- > 0) for this step."""
+def augment_page(page: Page, tags, settings: dict, seed: int, step: int,
+                 pool: dict | None = None) -> tuple[Page, np.ndarray]:
+    """A variant of `page` and its tags (int64, -1 ignored, 0 O, B-/I- > 0) for this step; `pool`
+    (value_pool of the training pages) is what augment_swap draws from."""
     tags = np.asarray(tags, np.int64)
     if len(tags) != len(page.words):
         raise ValueError(f"page {page.id}: {len(tags)} tags for {len(page.words)} words")
     rnd = Stream("dxstudio-augment-v1", int(seed), int(step), page.id)
     p_val = float(settings.get("augment_values") or 0)
+    p_swap = float(settings.get("augment_swap") or 0)
+    p_case = float(settings.get("augment_case") or 0)
     p_drop = float(settings.get("augment_drop") or 0)
     jitter = float(settings.get("augment_jitter") or 0)
     shift = float(settings.get("augment_shift") or 0)
     texts = [w.text for w in page.words]
     boxes = [list(w.box) for w in page.words]
-    if p_val > 0:  # per value (a run of B-/I- of one field)
-        i = 0
-        while i < len(tags):
-            t = int(tags[i])
-            if t <= 0:
-                i += 1
-                continue
-            field = (t - 1) // 2
-            j = i + 1
-            while j < len(tags) and int(tags[j]) > 0 and (int(tags[j]) - 1) // 2 == field and int(tags[j]) % 2 == 0:
-                j += 1
-            if rnd.uniform() < p_val:
-                for k in range(i, j):
-                    texts[k] = _new_digits(texts[k], rnd)
-            i = j
+    if p_swap > 0 and pool is None:
+        raise ValueError("augment_swap needs the pool of the training pages' values (value_pool)")
+    original = [w.text for w in page.words]
+    for field, i, j in _value_runs(tags) if p_val > 0 or p_swap > 0 else ():
+        if p_swap > 0 and rnd.uniform() < p_swap:
+            own = tuple(original[i:j])
+            others = [v for v in pool.get((field, tuple(word_shape(t) for t in own)), ()) if v != own]
+            if others:
+                _replace_everywhere(texts, original, own, others[rnd.below(len(others))])
+        if p_val > 0 and rnd.uniform() < p_val:
+            for k in range(i, j):
+                texts[k] = _new_digits(texts[k], rnd)
+    if p_case > 0:
+        for k, text in enumerate(texts):
+            if rnd.uniform() < p_case:
+                texts[k] = (str.upper, str.lower, str.capitalize)[rnd.below(3)](text)
     if shift > 0:
         for line in _lines(page.words):
             dx = rnd.between(-shift, shift) * page.width

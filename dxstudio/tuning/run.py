@@ -33,7 +33,7 @@ from dxstudio.engine.training import Example, Targets, TrainSettings, TrainState
 from dxstudio.fsutil import write_json_atomic
 from dxstudio.grounding import project_targets
 from dxstudio.tuning import checkpoint, early_stop, schedule
-from dxstudio.tuning.augment import AUGMENT_SETTINGS, augment_page, enabled as augment_enabled
+from dxstudio.tuning.augment import AUGMENT_SETTINGS, augment_page, enabled as augment_enabled, value_pool
 from dxstudio.tuning.imprint import imprint_rows
 from dxstudio.tuning.evaluation import score_predictions, stored_thresholds
 from dxstudio.tuning.keywords import field_keywords, reading_record
@@ -211,6 +211,8 @@ class TuneRun:
                 inputs[key] = (page, window_inputs(page, self.cfg, 0, stop))
             inp = inputs[key][1]
             self.examples.append(Example(inp, Targets(tags=np.asarray(t.tags[:stop], np.int64))))
+        # what augment_swap draws a value's replacement from: these training pages' values only
+        self.value_pool = value_pool((page, t.tags) for _, page, t in self.train_pages)
         self.total_steps = schedule.total_steps(len(self.train_pages), self.settings["batch"], self.settings["epochs"])
 
     def example(self, i: int, step: int) -> Example:
@@ -219,7 +221,7 @@ class TuneRun:
         if not augment_enabled(self.settings):
             return self.examples[i]
         pid, page, t = self.train_pages[i]
-        page, tags = augment_page(page, t.tags, self.settings, self.settings["seed"], step)
+        page, tags = augment_page(page, t.tags, self.settings, self.settings["seed"], step, self.value_pool)
         stop = min(len(page.words), self.cfg.max_words)
         return Example(window_inputs(page, self.cfg, 0, stop), Targets(tags=np.asarray(tags[:stop], np.int64)))
 
@@ -242,6 +244,8 @@ class TuneRun:
         for name in AUGMENT_SETTINGS:  # likewise: off
             if not s.get(name):
                 s.pop(name, None)
+        if s.get("layer_decay") == 1:  # likewise: off
+            s.pop("layer_decay", None)
         if self.fold is not None:
             s["fold"] = "all" if self.fold[0] is None else self.fold[0]
         labels = hashlib.sha256()
@@ -268,7 +272,7 @@ class TuneRun:
 
     def train_settings(self) -> TrainSettings:
         s = self.settings
-        return TrainSettings(backbone_scale=self.backbone_scale, loss_tag=1.0,
+        return TrainSettings(backbone_scale=self.backbone_scale, layer_decay=float(s["layer_decay"]), loss_tag=1.0,
                              tag_class_weights=self.class_weights, weight_decay=float(s["weight_decay"]),
                              clip=s["clip"], degree=self.degree_override or s["degree"], kernels=s["kernels"])
 

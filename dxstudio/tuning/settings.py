@@ -167,6 +167,10 @@ SETTINGS: tuple[Setting, ...] = (
             default_text="auto",
             label="Backbone scale", form={"decimals": 3, "step": 0.1, "bottom": -0.1, "top": 10.0,
                                           "null_text": "auto"}),
+    Setting("layer_decay", "float", 1.0,
+            "layer-wise rate decay: each backbone layer below the top one trains at this times the rate of "
+            "the layer above it (the embeddings lowest; 1 = off: every layer at the backbone's rate)",
+            low=0, low_open=True, high=1),
     Setting("field_weight", "float", None, "weight of every B-/I- tag against O", low=0,
             nullable=True, null_means="each field's schema weight", default_text="the schema's",
             label="Field weight", form={"decimals": 2, "top": 100.0, "null_text": "schema"}),
@@ -243,6 +247,12 @@ SETTINGS: tuple[Setting, ...] = (
     # seeded augmentation of the training pages (dxstudio/tuning/augment.py); 0 = off
     Setting("augment_values", "float", 0.0,
             "augmentation: the chance that a labelled value's digits are replaced by random digits "
+            "each time its page trains (0 = off)", low=0, high=1),
+    Setting("augment_swap", "float", 0.0,
+            "augmentation: the chance that a labelled value's words are replaced by those of another "
+            "training value of the same field and shape each time its page trains (0 = off)", low=0, high=1),
+    Setting("augment_case", "float", 0.0,
+            "augmentation: the chance that each word is printed in another case (upper, lower or capitalised) "
             "each time its page trains (0 = off)", low=0, high=1),
     Setting("augment_drop", "float", 0.0,
             "augmentation: the chance that each O word is dropped each time its page trains (0 = off)",
