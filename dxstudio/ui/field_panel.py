@@ -104,9 +104,10 @@ class WrapLabel(QLabel):
 
 def _stop(label: QLabel, keep_lines: int = 0) -> LayoutStop:
     """label in a LayoutStop that follows its width (its height: its lines at that width;
-    keep_lines: the room of the most lines it has had there, up to keep_lines), its text at
-    the top of its room."""
-    label.setAlignment(Qt.AlignLeft | Qt.AlignTop)
+    keep_lines: the room of the most lines it has had there, up to keep_lines, its text at
+    the top of the room)."""
+    if keep_lines:
+        label.setAlignment(Qt.AlignLeft | Qt.AlignTop)
     return LayoutStop(label, follow_width=True, keep_lines=keep_lines)
 
 
