@@ -889,6 +889,32 @@ def test_a_page_switch_lays_the_field_rows_out_again_only_for_a_text_that_needs_
     qtbot.waitUntil(lambda: _labels_cut(panel) == [], timeout=5000)
 
 
+def test_a_page_switch_places_the_name_tags_once(model_window, qtbot, monkeypatch):
+    """show_page placed every tag twice: once when the labels' names were drawn (at the zoom of
+    the page before), again when the new page was fitted to the view, with the model's tags.
+    Now once, at the fit; the tags end where they did (inside the view, apart)."""
+    from dxstudio.ui.page_view import PageView
+
+    w = model_window
+    placed = []
+    real = PageView._place_names
+
+    def counted(self):
+        placed.append(self)
+        return real(self)
+
+    monkeypatch.setattr(PageView, "_place_names", counted)
+    w.view.setFocus()
+    for _ in range(3):
+        placed.clear()
+        qtbot.keyClick(w.view, Qt.Key_J)
+        assert placed == [w.view]
+        rects = w.view.tag_rects()
+        assert rects and w.view.name_labels() and w.view.prediction_labels()
+        view_area = w.view.sceneRect().united(w.view.mapToScene(w.view.viewport().rect()).boundingRect())
+        assert all(view_area.adjusted(-1, -1, 1, 1).contains(r) for r in rects.values())
+
+
 def test_a_field_rows_wrapped_labels_lay_out_their_text_once_per_width_and_text(window, qtbot, monkeypatch):
     from collections import Counter
 
