@@ -185,8 +185,9 @@ class FieldRowWidget(QFrame):
         self.model_line = WrapLabel()
         self.model_line.setTextFormat(Qt.RichText)
         # each label in a LayoutStop: a page's new texts lay the rows out again only where a
-        # label's number of lines changed (field_panel's rows were 6-9 ms of each J)
-        self.model_room = _stop(self.model_line, keep_lines=ROW_LINES_KEPT)  # (shown and hidden with the model's answers)
+        # label's number of lines changed (field_panel's rows were 6-9 ms of each J); the model
+        # line's is shown and hidden with the model's answers
+        self.model_room = _stop(self.model_line, keep_lines=ROW_LINES_KEPT)
         self.model_room.hide()
         self.use_button = QToolButton()
         self.use_button.setText("Use model (M)")

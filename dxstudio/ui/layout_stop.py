@@ -1,7 +1,7 @@
 """LayoutStop: one widget, laid out by hand inside a widget with no layout of its own, whose
 new text or look asks the layouts above for a new layout only when its size hints changed.
 
-    LayoutStop(child, height=None, parent=None, least_only=False, follow_width=False)
+    LayoutStop(child, height=None, parent=None, least_only=False, follow_width=False, keep_lines=0)
 
 A size-hint change inside a widget (QLabel.setText always asks for one) goes up through the
 layouts to the window, and each layout on the way is done again; the tab widget answers by
@@ -19,10 +19,10 @@ goes on is a new height at the width the stop has, or, for a label that does not
 least width wider than the stop; a new preferred width alone does not (the field panel's rows
 are as wide as the panel, whatever their texts prefer), nor a wrapped label's new longest word
 (it is asked at the next layout of the stop: a new height, a new width). A new width (the
-panel resized) measures the child again. A page switch set three wrapped labels' texts in each field row,
-and with height-for-width labels every text asked the row, the rows' box and the scroll area
-to lay out again at the same width (6-9 ms of a J at 1920x1080), though the labels kept their
-number of lines nearly always.
+panel resized) measures the child again. A page switch set three wrapped labels' texts in each
+field row, and with height-for-width labels every text asked the row, the rows' box and the
+scroll area to lay out again at the same width (6-9 ms of a J at 1920x1080), though the labels
+kept their number of lines nearly always.
 keep_lines (follows the width too): the room is at least the tallest the child has been at
 this width, up to that many lines, so a text with fewer lines than one before leaves its room
 empty below it rather than moving what is under it (a field row's model line, one line on
@@ -51,7 +51,7 @@ class LayoutStop(QWidget):
         if height is not None:
             self.setFixedHeight(height)
             self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-        elif follow_width:  # (its height is the child's at its width: no height-for-width above it)
+        elif self._follow_width:  # (its height is the child's at its width: no height-for-width above it)
             self.setSizePolicy(child.sizePolicy().horizontalPolicy(), QSizePolicy.Policy.Fixed)
         else:
             self.setSizePolicy(child.sizePolicy())
