@@ -34,10 +34,10 @@ import shutil
 import sys
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, QObject, QSize, Qt, QTimer, Signal
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (QApplication, QFileDialog, QInputDialog, QLabel, QMainWindow, QMessageBox,
-                               QScrollArea, QSizePolicy, QSplitter, QTabWidget, QVBoxLayout, QWidget)
+                               QScrollArea, QSplitter, QTabWidget, QVBoxLayout, QWidget)
 
 from dxstudio.bundled import sample_dir
 from dxstudio.engine.page import PageError
@@ -48,6 +48,7 @@ from dxstudio.ui.extract_panel import ExtractPanel
 from dxstudio.ui.field_panel import FieldPanel, same_value_pairs
 from dxstudio.ui.import_dialog import ImportDialog, NewProjectDialog
 from dxstudio.ui.keys_dialog import KeysDialog
+from dxstudio.ui.layout_stop import LayoutStop
 from dxstudio.ui.model_answers import ModelAnswers, ModelBar
 from dxstudio.ui.page_list import COUNT_WORDS, PageList
 from dxstudio.ui.page_view import FillBar, PageView, prefetch_images, tag_name
@@ -208,61 +209,6 @@ class _ElidedLabel(QLabel):
         painter.drawText(rect, int(Qt.AlignLeft | Qt.AlignVCenter), text)
 
 
-class _LayoutStop(QWidget):
-    """One widget laid out by hand, with no layout of its own: a size-hint change inside it
-    (QLabel.setText always asks for one) goes up through the layouts to the window, and the tab
-    widget answers it by repainting the whole tab (QTabWidget's own layout); here the request
-    stops, and goes on only when the widget's hints did change. On a page switch the banner's
-    new note and the field rows' texts repainted all of the Review tab (the page list, the page,
-    every button): 6-8 ms of the GUI thread each time at 1920x1080 (AVX2 Zen 3). height: a fixed
-    room of that height (the banner's), whatever the widget's hints. least_only: only a new
-    minimum size goes on (a tab's page: its size hint only sizes a window not shown yet, and the
-    Review tab's changed with every page's field rows)."""
-
-    def __init__(self, child: QWidget, height: int | None = None, parent=None, least_only: bool = False):
-        super().__init__(parent)
-        self.child = child
-        self._least_only = least_only
-        child.setParent(self)
-        self._height = height
-        self._hints = None
-        if height is not None:
-            self.setFixedHeight(height)
-            self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-        else:
-            self.setSizePolicy(child.sizePolicy())
-
-    def sizeHint(self):
-        return QSize(0, self._height) if self._height is not None else self.child.sizeHint()
-
-    def minimumSizeHint(self):
-        if self._height is not None:
-            return QSize(0, self._height)
-        least, hint = self.child.minimumSize(), self.child.minimumSizeHint()
-        return QSize(least.width() or hint.width(), least.height() or hint.height())
-
-    def _pass_on_new_hints(self) -> None:
-        hints = (None if self._least_only else self.sizeHint(), self.minimumSizeHint())
-        if hints != self._hints:  # (the window's layout needs to know)
-            self._hints = hints
-            self.updateGeometry()
-
-    def event(self, event):
-        if event.type() == QEvent.Type.LayoutRequest:
-            self._pass_on_new_hints()
-            return True
-        return super().event(event)
-
-    def showEvent(self, event):
-        # (a hidden widget is asked for no new layout: what changed while hidden counts now)
-        super().showEvent(event)
-        self._pass_on_new_hints()
-
-    def resizeEvent(self, event):
-        super().resizeEvent(event)
-        self.child.setGeometry(self.rect())
-
-
 class _WriteFailures(QObject):
     """Carries the label writer's failures (its thread) to the GUI thread (a queued signal)."""
     failed = Signal(str, str, str)  # page id, file, problem
@@ -312,7 +258,7 @@ class MainWindow(QMainWindow):
         cl = QVBoxLayout(centre)
         cl.setContentsMargins(0, 0, 0, 0)
         cl.setSpacing(0)
-        cl.addWidget(_LayoutStop(self.banner, self.banner.maximumHeight()))
+        cl.addWidget(LayoutStop(self.banner, self.banner.maximumHeight()))
         cl.addWidget(self.model_bar)
         cl.addWidget(self.fill_bar)
         cl.addWidget(self.view, 1)
@@ -330,7 +276,7 @@ class MainWindow(QMainWindow):
         self.schema_panel = SchemaPanel(self.session)
         self.schema_panel.reloader = self.reloader
         self.tabs = QTabWidget()
-        self.review_page = _LayoutStop(self.splitter, least_only=True)  # (a page switch repaints what it changes, not the tab)
+        self.review_page = LayoutStop(self.splitter, least_only=True)  # (a page switch repaints what it changes, not the tab)
         self.tabs.addTab(self.review_page, "Review")
         self.tabs.addTab(_scrolled(self.schema_panel), "Schema && labels")
         TrainingPanel, ResultsPanel, why = _training_panels()
@@ -363,12 +309,12 @@ class MainWindow(QMainWindow):
         self._build_menus()
 
         self.counts_label = QLabel()
-        # (each in a _LayoutStop: a new text asks for the window's layout only when its size changes)
-        self.statusBar().addPermanentWidget(_LayoutStop(self.counts_label))
+        # (each in a LayoutStop: a new text asks for the window's layout only when its size changes)
+        self.statusBar().addPermanentWidget(LayoutStop(self.counts_label))
         self.hover_label = _ElidedLabel(KEY_HINT)
         self.hover_label.setToolTip(KEY_HINT)
         self.hover_label.setStyleSheet("color: #495057;")
-        self.statusBar().addWidget(_LayoutStop(self.hover_label), 1)
+        self.statusBar().addWidget(LayoutStop(self.hover_label), 1)
         from PySide6.QtWidgets import QPushButton
         self.show_results_button = QPushButton("")
         self.show_results_button.setToolTip("A run ended: open the Results tab")

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (QFrame, QGridLayout, QHBoxLayout, QLabel, QPushBu
 
 from html import escape
 
+from dxstudio.ui.layout_stop import LayoutStop
 from dxstudio.ui.page_list import STATUS_COLOURS, STATUS_LABELS
 from dxstudio.ui.page_view import field_colours
 
@@ -41,6 +42,11 @@ GROUNDING_HELP = {
 GROUNDING_COLOURS = {"exact": "#2B9348", "normalized": "#3A86FF", "computed": "#8D99AE", "absent": "#D7191C",
                      "null": "#8D99AE", "other_page": "#5E60CE", "fixed": "#7B2CBF", "none": "#ADB5BD",
                      "not asked": "#F4A300"}
+
+
+# A field row's label keeps the room of up to this many lines from page to page (LayoutStop's
+# keep_lines): a page switch then moves no row unless a text needs more.
+ROW_LINES_KEPT = 2
 
 
 def _restyle(widget, sheet: str) -> None:
@@ -96,6 +102,15 @@ class WrapLabel(QLabel):
         super().changeEvent(event)
 
 
+def _stop(label: QLabel, keep_lines: int = 0) -> LayoutStop:
+    """label in a LayoutStop that follows its width (its height: its lines at that width;
+    keep_lines: the room of the most lines it has had there, up to keep_lines, its text at
+    the top of the room)."""
+    if keep_lines:
+        label.setAlignment(Qt.AlignLeft | Qt.AlignTop)
+    return LayoutStop(label, follow_width=True, keep_lines=keep_lines)
+
+
 class _CurrentFrame(QWidget):
     """The current field's frame: 2 px of blue over the row's top, right and bottom edges (the
     field's colour stays on the left), round at the right like the row. It takes no clicks."""
@@ -107,11 +122,20 @@ class _CurrentFrame(QWidget):
         self.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
         self.setAttribute(Qt.WidgetAttribute.WA_NoSystemBackground)
         self.setFocusPolicy(Qt.FocusPolicy.NoFocus)
-        self.hide()
+        # Always shown, drawn only when on: showing or hiding a child asks its parent's layout
+        # for a new layout (the row's, then the rows' box's), one more each page switch.
+        self.on = False
+
+    def set_on(self, on: bool) -> None:
+        if on != self.on:
+            self.on = on
+            self.update()
 
     def paintEvent(self, event):
         from PySide6.QtGui import QPainter, QPainterPath, QPen
 
+        if not self.on:
+            return
         p = QPainter(self)
         p.setRenderHint(QPainter.RenderHint.Antialiasing)
         pen = QPen(QColor(self.COLOUR), 2.0)
@@ -160,7 +184,11 @@ class FieldRowWidget(QFrame):
         self.revert_button.setText("Revert")
         self.model_line = WrapLabel()
         self.model_line.setTextFormat(Qt.RichText)
-        self.model_line.hide()
+        # each label in a LayoutStop: a page's new texts lay the rows out again only where a
+        # label's number of lines changed (field_panel's rows were 6-9 ms of each J); the model
+        # line's is shown and hidden with the model's answers
+        self.model_room = _stop(self.model_line, keep_lines=ROW_LINES_KEPT)
+        self.model_room.hide()
         self.use_button = QToolButton()
         self.use_button.setText("Use model (M)")
         self.use_button.hide()
@@ -185,16 +213,16 @@ class FieldRowWidget(QFrame):
         # Use model sits on the model's own line: a narrow panel (1024 px screens) never hides it
         model_row = QHBoxLayout()
         model_row.setSpacing(4)
-        model_row.addWidget(self.model_line, 1)
+        model_row.addWidget(self.model_room, 1)
         model_row.addWidget(self.use_button, 0, Qt.AlignTop)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(10, 6, 6, 6)
         layout.setSpacing(3)
-        layout.addWidget(self.title)
-        layout.addWidget(self.value)
-        layout.addWidget(self.detail)
+        for label in (self.title, self.value, self.detail):
+            layout.addWidget(_stop(label, keep_lines=ROW_LINES_KEPT))
         layout.addLayout(model_row)
         layout.addLayout(buttons)
+        self.frame.raise_()  # (over the row's children, which were made after it)
 
     def set_name(self, name: str) -> None:
         """The field this row shows (a row is kept for its place when the schema changes: its
@@ -208,13 +236,10 @@ class FieldRowWidget(QFrame):
         self.use_button.setToolTip(f"Take the model's answer as the value of {name} (undo with Ctrl+Z)")
 
     def set_current(self, current: bool) -> None:
-        """Frame the row (the current field) or not: the frame is shown or hidden, nothing of
-        the row is polished or laid out again."""
+        """Frame the row (the current field) or not: the frame is drawn or not, nothing of the
+        row is polished or laid out again."""
         self.current = current
-        if self.frame.isVisible() != current:
-            self.frame.setVisible(current)
-            if current:
-                self.frame.raise_()
+        self.frame.set_on(current)
 
     def resizeEvent(self, event):
         super().resizeEvent(event)
@@ -223,7 +248,7 @@ class FieldRowWidget(QFrame):
     def show_model(self, compare) -> None:
         """The model's answer for this field (a FieldCompare), or None to hide the line."""
         if compare is None:
-            self.model_line.hide()
+            self.model_room.hide()
             self.use_button.hide()
             return
         a = compare.answer
@@ -235,7 +260,7 @@ class FieldRowWidget(QFrame):
         else:
             mark = "<span style='color:#D7191C'><b>differs</b></span>"
         self.model_line.setText(f"<span style='color:#495057'>model:</span> {value} · {mark}")
-        self.model_line.show()
+        self.model_room.show()
         self.use_button.show()
         self.use_button.setEnabled(not compare.agrees)
 
@@ -324,10 +349,10 @@ class FieldPanel(QWidget):
             grid.addWidget(b, k // 2, k % 2)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
-        layout.addWidget(self.header)
-        layout.addWidget(self.state)
+        layout.addWidget(_stop(self.header))
+        layout.addWidget(_stop(self.state))
         layout.addLayout(grid)
-        layout.addWidget(self.selection)
+        layout.addWidget(_stop(self.selection))
         layout.addWidget(scroll, 1)
         self.rows: dict[str, FieldRowWidget] = {}
         session.subscribe(self._on_session)

@@ -303,7 +303,9 @@ class PageView(QGraphicsView):
             item.setToolTip(self._tooltip(i))
             if not has_image:
                 self._add_text(word.text, rect)
-        self._restyle()
+        # (the name tags are placed once, below by fit_page, at the page's zoom and beside the
+        # model's tags: placing them here too was a second placement of every tag a page switch)
+        self._restyle(place_names=False)
         self.prediction_marks = {}
         self._predictions_drawn = (id(page), tuple(self.tags), tuple(self.field_names), _prediction_words(predictions)
                                    if predictions is not None else None)
@@ -462,12 +464,12 @@ class PageView(QGraphicsView):
         pen.setCosmetic(True)
         return pen
 
-    def _restyle(self, indices=None) -> None:
+    def _restyle(self, indices=None, place_names: bool = True) -> None:
         for i in (range(len(self._rects)) if indices is None else indices):
             self._rects[i].setBrush(self._brush_for(self.tags[i]))
             self._rects[i].setPen(self._pen_for(i))
         if indices is None:
-            self._draw_names()
+            self._draw_names(place_names)
 
     def set_fill(self, opacity: float | None = None, visible: bool | None = None, names: bool | None = None) -> None:
         """The fills' strength (0..1 of the full alpha), whether they are drawn at all, and
@@ -481,7 +483,9 @@ class PageView(QGraphicsView):
         if self.page is not None:
             self._restyle()
 
-    def _draw_names(self) -> None:
+    def _draw_names(self, place: bool = True) -> None:
+        """The labels' field-name tags made anew; place: shown or hidden and placed for the
+        zoom now (show_page has them placed once, by fit_page, with the model's tags)."""
         for item in self._name_items:
             if item.parentItem() is None:
                 self.scene().removeItem(item)
@@ -519,7 +523,8 @@ class PageView(QGraphicsView):
             back.setData(2, _tag_texts(text.text(), f, br.width(), 4, short_name))
             self.scene().addItem(back)
             self._name_items += [back, text]
-        self._sync_names()
+        if place:
+            self._sync_names()
 
     def _place_names(self) -> None:
         """Put each tag (a label's field name, then a model frame's "model: field") where it

@@ -199,7 +199,7 @@ def test_a_page_switch_reuses_the_word_items_and_moves_the_frame_without_a_style
     qtbot.mouseClick(w.field_panel.rows[name], Qt.LeftButton, pos=w.field_panel.rows[name].rect().topRight()
                      + QPoint(-3, 3))
     assert w.field_panel.current_field == name
-    assert [r.frame.isVisible() for r in rows] == [r.name == name for r in rows]
+    assert [r.frame.on for r in rows] == [r.name == name for r in rows]
     assert style_changes == [] and [r.styleSheet() for r in rows] == sheets  # nothing re-polished
 
 
@@ -700,20 +700,20 @@ def test_a_start_that_fails_after_accepted_only_changed_keeps_its_error_until_th
 def test_a_labels_new_text_asks_no_layout_above_its_layout_stop(qtbot):
     """A label's new text asks for a new layout (QLabel always does); up through the window's
     layout the tab widget answered by repainting the whole tab (the page list, the page, every
-    button: 6-8 ms of each page switch at 1920x1080). app._LayoutStop, around the banner, the
+    button: 6-8 ms of each page switch at 1920x1080). layout_stop.LayoutStop, around the banner, the
     status bar's labels and the Review tab's page, stops the request unless the label's size
     hints changed; a stop with a fixed room (the banner's) never passes it on."""
     from PySide6.QtCore import QEvent, QObject
     from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-    from dxstudio.ui.app import _LayoutStop
+    from dxstudio.ui.layout_stop import LayoutStop
 
     outer = QWidget()
     qtbot.addWidget(outer)
     layout = QVBoxLayout(outer)
     counts, banner = QLabel("page 1/200"), QLabel("a note")
-    layout.addWidget(_LayoutStop(counts))
-    layout.addWidget(_LayoutStop(banner, height=40))
+    layout.addWidget(LayoutStop(counts))
+    layout.addWidget(LayoutStop(banner, height=40))
     outer.show()
     qtbot.waitExposed(outer)
     asked = []
@@ -738,8 +738,8 @@ def test_a_labels_new_text_asks_no_layout_above_its_layout_stop(qtbot):
 
 
 def test_the_status_bars_counts_have_the_room_their_text_needs(window, qtbot):
-    """The counts in the status bar sit in a _LayoutStop, which still gives them the room
-    their text needs. (In the screenshot command, before _LayoutStop.showEvent, the text set
+    """The counts in the status bar sit in a LayoutStop, which still gives them the room
+    their text needs. (In the screenshot command, before LayoutStop.showEvent, the text set
     while the window was not shown got none: 'p' was all that showed; the test above catches that.)"""
     w = window
     w.view.setFocus()
@@ -802,6 +802,117 @@ def test_what_the_window_holds_once_open_and_the_answers_are_frozen_out_of_full_
     answers = next(iter(w.model_answers.answers.values()))
     assert id(w.session) not in ids and id(w.view) not in ids and id(answers) not in ids
     assert gc.get_freeze_count() > len(young)
+
+
+def _row_labels(panel):
+    for name, row in panel.rows.items():
+        for label in (row.title, row.value, row.detail, row.model_line):
+            if label.isVisible():
+                need = label.heightForWidth(label.width()) if label.hasHeightForWidth() else label.sizeHint().height()
+                yield name, label, need
+
+
+def _labels_cut(panel) -> list:
+    """The field rows' labels whose text is taller than the room they were given."""
+    return [(name, label.text(), label.height(), need) for name, label, need in _row_labels(panel)
+            if label.height() < need]
+
+
+def test_a_page_switch_lays_the_field_rows_out_again_only_for_a_text_that_needs_more_room(model_window, qtbot):
+    """A J sets three texts in each field row, and each new text asked the row, the rows' box
+    and the scroll area for a new layout at the same width (6-9 ms of a J at 1920x1080; the
+    rows under a model line of one line after one of two moved up, and back down on the next
+    page). Each label now sits in a LayoutStop that keeps the room of the most lines its text
+    has had at that width, up to field_panel.ROW_LINES_KEPT: once every page has been seen, a
+    page switch lays out no row and moves none, but where a text has more lines than that (on
+    the page shown or the one before); every text has the room it needs, and a narrower panel
+    gives the texts more lines."""
+    from PySide6.QtCore import QEvent, QObject
+    from PySide6.QtWidgets import QApplication
+
+    from dxstudio.ui.field_panel import ROW_LINES_KEPT
+
+    w = model_window
+    panel = w.field_panel
+    rows = set(panel.rows.values())
+    w.view.setFocus()
+    w.resize(1600, 900)
+    w.splitter.setSizes([200, 600, 800])  # a wide panel: the tiny model's long answers in two lines or less, mostly
+    pages = len(w.session.page_ids)
+    for _ in range(pages):  # every page once: each label's room grows to its tallest text
+        qtbot.keyClick(w.view, Qt.Key_J)
+        qtbot.wait(5)
+    for _ in range(pages):
+        qtbot.keyClick(w.view, Qt.Key_K)
+        qtbot.wait(5)
+    laid_out = []
+
+    class Requests(QObject):
+        def eventFilter(self, obj, event):
+            if event.type() in (QEvent.Type.LayoutRequest, QEvent.Type.Resize) and obj in rows:
+                laid_out.append((obj.name, event.type().name))
+            return False
+
+    def taller_than_kept() -> set:
+        return {name for name, label, need in _row_labels(panel)
+                if need > (ROW_LINES_KEPT + 0.5) * label.fontMetrics().lineSpacing()}
+
+    spy = Requests()
+    for row in rows:
+        row.installEventFilter(spy)
+    order = list(panel.rows)  # top to bottom
+    where = {name: row.geometry() for name, row in panel.rows.items()}
+    texts, still, tall_before = set(), 0, taller_than_kept()
+    for _ in range(pages - 1):
+        laid_out.clear()
+        qtbot.keyClick(w.view, Qt.Key_J)
+        qtbot.wait(5)
+        texts.add(tuple(row.model_line.text() for row in panel.rows.values()))
+        qtbot.waitUntil(lambda: _labels_cut(panel) == [], timeout=5000)
+        for _ in range(3):  # (a room given back lays the rows out on the next turns)
+            QApplication.processEvents()
+        now = {name: row.geometry() for name, row in panel.rows.items()}
+        tall = taller_than_kept()
+        # a text of more lines than kept (now or on the page before) moves the rows under it,
+        # and the panel's scroll bar, which comes or goes, all of them
+        if not tall and not tall_before:
+            assert laid_out == [] and now == where
+            still += 1
+        where, tall_before = now, tall
+    assert len(texts) > pages // 2  # (the rows' texts did change from page to page)
+    assert still >= pages // 2  # (pages checked)
+
+    w.splitter.setSizes([200, 1100, 300])  # a narrow panel: more lines, taller rows
+    qtbot.waitUntil(lambda: _labels_cut(panel) == [] and any(r.geometry().height() > where[n].height()
+                                                               for n, r in panel.rows.items()), timeout=5000)
+    qtbot.keyClick(w.view, Qt.Key_J)
+    qtbot.waitUntil(lambda: _labels_cut(panel) == [], timeout=5000)
+
+
+def test_a_page_switch_places_the_name_tags_once(model_window, qtbot, monkeypatch):
+    """show_page placed every tag twice: once when the labels' names were drawn (at the zoom of
+    the page before), again when the new page was fitted to the view, with the model's tags.
+    Now once, at the fit; the tags end where they did (inside the view, apart)."""
+    from dxstudio.ui.page_view import PageView
+
+    w = model_window
+    placed = []
+    real = PageView._place_names
+
+    def counted(self):
+        placed.append(self)
+        return real(self)
+
+    monkeypatch.setattr(PageView, "_place_names", counted)
+    w.view.setFocus()
+    for _ in range(3):
+        placed.clear()
+        qtbot.keyClick(w.view, Qt.Key_J)
+        assert placed == [w.view]
+        rects = w.view.tag_rects()
+        assert rects and w.view.name_labels() and w.view.prediction_labels()
+        view_area = w.view.sceneRect().united(w.view.mapToScene(w.view.viewport().rect()).boundingRect())
+        assert all(view_area.adjusted(-1, -1, 1, 1).contains(r) for r in rects.values())
 
 
 def test_a_field_rows_wrapped_labels_lay_out_their_text_once_per_width_and_text(window, qtbot, monkeypatch):
