@@ -212,7 +212,8 @@ class TuneRun:
             inp = inputs[key][1]
             self.examples.append(Example(inp, Targets(tags=np.asarray(t.tags[:stop], np.int64))))
         # what augment_swap draws a value's replacement from: these training pages' values only
-        self.value_pool = value_pool((page, t.tags) for _, page, t in self.train_pages)
+        self.value_pool = (value_pool((page, t.tags) for _, page, t in self.train_pages)
+                           if self.settings.get("augment_swap") else None)
         self.total_steps = schedule.total_steps(len(self.train_pages), self.settings["batch"], self.settings["epochs"])
 
     def example(self, i: int, step: int) -> Example:
