@@ -136,8 +136,8 @@ def _trainable(cfg: ModelConfig, s: float, loss_weights: tuple, decay: float = 1
             if (lw["items"] > 0 or lw["kv"] > 0) and s > 0:
                 out.append((name, s))
         elif s > 0 and any_loss:
-            # decay 1 (the default) leaves s itself: the rates, and so the bytes, of before it
-            out.append((name, s if decay == 1 else s * decay ** layer_depth(cfg, name)))
+            # (decay 1, the default: 1.0 ** depth is 1.0, s itself, the rates and bytes of before it)
+            out.append((name, s * decay ** layer_depth(cfg, name)))
     return tuple(out)
 
 
