@@ -5,15 +5,14 @@ process, a bad spec's error and pretraining's reading: tests/test_synthetic_wide
 generators)."""
 from __future__ import annotations
 
-from collections import Counter
 
 import pytest
 
 from dxstudio.corpus import synthetic, synthetic_memo as memo, synthetic_wide as wide
 from dxstudio.corpus.document import corpus_digest
-from dxstudio.corpus.generic import GENERIC_FIELDS
 from dxstudio.corpus.sources import read_source
 from dxstudio.engine.page import page_from_dict
+from tests.test_synthetic_wide import kinds_made_and_classes
 
 pytest.importorskip("faker")
 
@@ -25,12 +24,7 @@ def test_a_stream_apart_from_the_broader_generators():
 
 def test_every_kind_appears_with_valid_pages_and_only_generic_classes():
     docs = memo.generate(120)
-    kinds = Counter(d.page.id.split("-")[3] for d in docs)
-    assert set(kinds) == set(memo.KINDS), kinds
-    classes = Counter(t[2:] for d in docs for t in d.tags if t != "O")
-    assert set(classes) <= set(GENERIC_FIELDS)
-    for cls in ("company", "customer", "date", "phone", "invoice_number"):
-        assert classes[cls] > 0, cls
+    kinds_made_and_classes(memo, docs, ("company", "customer", "date", "phone", "invoice_number"))
     for d in docs:
         assert d.source == "synthetic-memo" and d.doc_type in ("form", "other")
         page_from_dict(d.page.to_dict(), d.id)  # finite boxes inside the page
