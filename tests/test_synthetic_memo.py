@@ -5,7 +5,6 @@ process, a bad spec's error and pretraining's reading: tests/test_synthetic_wide
 generators)."""
 from __future__ import annotations
 
-
 import pytest
 
 from dxstudio.corpus import synthetic, synthetic_memo as memo, synthetic_wide as wide
