@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from dxstudio.corpus import synthetic, synthetic_wide as wide
+from dxstudio.corpus import synthetic, synthetic_memo as memo, synthetic_wide as wide
 from dxstudio.corpus.document import CorpusError, corpus_digest
 from dxstudio.corpus.generic import GENERIC_FIELDS
 from dxstudio.corpus.sources import read_source
@@ -20,29 +20,43 @@ from dxstudio.engine.page import page_from_dict
 
 pytest.importorskip("faker")
 
-_DIGEST = "from dxstudio.corpus.sources import read_source; from dxstudio.corpus.document import corpus_digest; " \
-          "print(corpus_digest(read_source('synthetic-wide:25:3').docs))"
-
-
-def test_same_digest_in_two_fresh_processes_and_a_document_does_not_depend_on_the_count():
+def fresh_process_digest(spec: str) -> str:
+    """The corpus digest of a spec read in two fresh processes with different string hash seeds
+    (PYTHONHASHSEED), asserted the same in both."""
+    code = ("from dxstudio.corpus.sources import read_source; from dxstudio.corpus.document import corpus_digest; "
+            f"print(corpus_digest(read_source({spec!r}).docs))")
     env = lambda h: dict(os.environ, PYTHONHASHSEED=h)  # noqa: E731
-    out = [subprocess.run([sys.executable, "-c", _DIGEST], capture_output=True, text=True, check=True, env=env(h)).stdout
+    out = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env(h)).stdout.strip()
            for h in ("1", "987")]
-    assert out[0] == out[1] and len(out[0].strip()) == 64
-    docs = wide.generate(25, seed=3)
-    assert corpus_digest(docs) == out[0].strip()
-    assert corpus_digest([wide.generate_one(7, seed=3)]) == corpus_digest([docs[7]])
-    assert corpus_digest(wide.generate(25, seed=4)) != out[0].strip()
+    assert out[0] == out[1] and len(out[0]) == 64, (spec, out)
+    return out[0]
+
+
+@pytest.mark.parametrize("name, module", [("synthetic-wide", wide), ("synthetic-memo", memo)])
+def test_same_digest_in_two_fresh_processes_and_a_document_does_not_depend_on_the_count(name, module):
+    digest = fresh_process_digest(f"{name}:25:3")
+    docs = module.generate(25, seed=3)
+    assert corpus_digest(docs) == digest
+    assert corpus_digest([module.generate_one(7, seed=3)]) == corpus_digest([docs[7]])
+    assert corpus_digest(module.generate(25, seed=4)) != digest
+    assert corpus_digest(synthetic.generate(25, seed=3)) != digest  # a stream of its own
+
+
+def kinds_made_and_classes(module, docs, expected) -> Counter:
+    """The words of each class in the generator's documents, after checking that every kind of the
+    module was made, only generic classes are used and each expected class appears."""
+    kinds = Counter(d.page.id.split("-")[3] for d in docs)
+    assert set(kinds) == set(module.KINDS), kinds
+    classes = Counter(t[2:] for d in docs for t in d.tags if t != "O")
+    assert set(classes) <= set(GENERIC_FIELDS)
+    assert all(classes[cls] > 0 for cls in expected), classes
+    return classes
 
 
 def test_every_kind_appears_with_valid_pages_and_only_generic_classes():
     docs = wide.generate(120)
-    kinds = Counter(d.page.id.split("-")[3] for d in docs)
-    assert set(kinds) == set(wide.KINDS), kinds
-    classes = Counter(t[2:] for d in docs for t in d.tags if t != "O")
-    assert set(classes) <= set(GENERIC_FIELDS)
-    for cls in ("company", "address", "customer", "date", "invoice_number", "total", "subtotal", "tax", "item_name"):
-        assert classes[cls] > 0, cls
+    kinds_made_and_classes(wide, docs, ("company", "address", "customer", "date", "invoice_number", "total", "subtotal",
+                                        "tax", "item_name"))
     for d in docs:
         assert d.source == "synthetic-wide" and d.doc_type in ("form", "invoice", "other")
         page_from_dict(d.page.to_dict(), d.id)  # finite boxes inside the page
@@ -100,10 +114,15 @@ def test_noise_level_zero_changes_nothing():
     assert words == b.words and meta == b.meta and lines == b.line_of
 
 
-@pytest.mark.parametrize("spec", ["synthetic-wide:0", "synthetic-wide:x", "synthetic-wide:", "synthetic-wide:5:1:2",
-                                  "synthetic-wide:5:-1"])
+# the memo generator (tests/test_synthetic_memo.py) is read by the same spec rules and pretraining,
+# and is the same bytes in every process too (above)
+GENERATORS = ("synthetic-wide", "synthetic-memo")
+
+
+@pytest.mark.parametrize("spec", [f"{name}:{rest}" for name in GENERATORS for rest in ("0", "x", "", "5:1:2", "5:-1")])
 def test_a_bad_spec_is_a_clear_error(spec):
-    with pytest.raises(CorpusError, match=r"synthetic-wide:COUNT or synthetic-wide:COUNT:SEED") as e:
+    name = spec.split(":")[0]
+    with pytest.raises(CorpusError, match=rf"{name}:COUNT or {name}:COUNT:SEED") as e:
         read_source(spec)
     assert str(e.value).startswith(spec + ":")
 
@@ -123,10 +142,11 @@ def test_number_words():
         wide.number_words(-1)
 
 
-def test_pretrain_reads_it(tmp_path):
+@pytest.mark.parametrize("name", GENERATORS)
+def test_pretrain_reads_it(tmp_path, name):
     from dxstudio.tuning.pretrain import PretrainRun
 
-    run = PretrainRun.prepare(["synthetic-wide:3"], tmp_path / "r", {"size": "tiny", "steps": 1, "window": 64})
-    assert run.sources[0]["kind"] == "synthetic-wide" and len(run.windows) >= 3
+    run = PretrainRun.prepare([f"{name}:3"], tmp_path / "r", {"size": "tiny", "steps": 1, "window": 64})
+    assert run.sources[0]["kind"] == name and len(run.windows) >= 3
     ex = run.example(0)
     assert (ex.targets.tags >= 0).all() and ex.targets.roles is not None

@@ -15,7 +15,8 @@ def configure(name, p):
     p.add_argument("corpus", nargs="+", metavar="CORPUS",
                    help="a source folder (CORD v1, NAF, DocBank samples, invoice2data samples; the kind is "
                         "found from its files), synthetic:COUNT[:SEED] for generated documents, or "
-                        "synthetic-wide:COUNT[:SEED] for the broader generator with OCR-like noise")
+                        "synthetic-wide:COUNT[:SEED] for the broader generator with OCR-like noise, "
+                        "synthetic-memo:COUNT[:SEED] for memos, fax cover sheets and routing slips")
     p.add_argument("--out", required=True, help="run folder (model.safetensors, report.json, checkpoint)")
     add_arguments(p, "pretrain")  # the settings: the table's rows of pretrain (tuning/settings.py)
     p.add_argument("--stop-after", type=int, metavar="STEPS", help="stop (with a checkpoint) after this many steps in all")

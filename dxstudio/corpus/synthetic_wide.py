@@ -769,10 +769,15 @@ def generate_one(index: int, seed: int = 1) -> CorpusDoc:
     money = _money(rng, style, rng.choice(curs))
     b, doc_type = _MAKERS[kind](rng, fk, lang, kw, ex, money, style, dfmts, *_page_geom(rng))
     level = 0.0 if rng.random() < 0.25 else rng.uniform(0.2, 1.0)
+    return noisy_doc(b, rng, level, f"wide-{seed}-{index:06d}-{kind}-{locale}", doc_type, "synthetic-wide")
+
+
+def noisy_doc(b: _Page, rng: random.Random, level: float, pid: str, doc_type: str, source: str) -> CorpusDoc:
+    """The page built in b as a document of this source, with OCR-like noise of this level and its
+    coordinates rounded to 0.01."""
     b.words, b.meta, b.line_of = ocr_noise(b.words, b.meta, b.line_of, rng, level, b.width, b.height)
     b.words = [Word(w.text, tuple(round(v, 2) for v in w.box)) for w in b.words]
-    doc = b.doc(f"wide-{seed}-{index:06d}-{kind}-{locale}", doc_type)
-    return dataclasses.replace(doc, source="synthetic-wide").validate()
+    return dataclasses.replace(b.doc(pid, doc_type), source=source).validate()
 
 
 def generate(count: int, seed: int = 1) -> list[CorpusDoc]:
