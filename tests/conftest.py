@@ -638,8 +638,9 @@ def _settle_covered_builds(config, items, coverable, xdist, folder) -> None:
 # that test ran over and ended the run. dxstudio.engine.readiness.prepare() runs every kernel
 # once when collection ends, outside any test's timeout, for a run of PREPARE_MIN_TESTS or more
 # (the suite, a few modules); a smaller selection compiles on first need, as before. Under
-# pytest-xdist the workers take turns (a lock beside the cache): the first compiles, the
-# others load what it cached.
+# pytest-xdist the workers share the work (a lock beside the cache): the first prepares, the
+# second compiles the training step's own kernels beside it (_prepare_training_beside), runs its
+# kernel-free files, then loads what the two cached.
 PREPARE_MIN_TESTS = 50
 
 
@@ -669,7 +670,8 @@ def prepare_engine(config, items, want_facts=False) -> "PreparationWait | None":
             lock = open(folder / "dxstudio-tests-prepare.lock", "w")
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:  # the other worker compiles them: go on with the tests
+            except BlockingIOError:  # the other worker compiles them: help, then go on with the tests
+                _prepare_training_beside(config)
                 return PreparationWait(config, lock, want_facts and shared)
         try:
             readiness.prepare()
@@ -684,6 +686,26 @@ def prepare_engine(config, items, want_facts=False) -> "PreparationWait | None":
     config.summary_notes.append(f"engine kernels: prepared before the first test in {time.process_time() - start:.0f} s "
                                 "of CPU (compiled, or loaded from Numba's cache)")
     return None
+
+
+def _prepare_training_beside(config) -> None:
+    """In the worker that found the other preparing: compile the training step's own kernels
+    (readiness.prepare_training: the backward from a reference forward, so none of the other's
+    forward kernels) beside it, before its kernel-free files; the other's training stage then
+    loads them from the cache. On a busy machine the preparation was one worker's two to three
+    minutes while the other, its kernel-free files done, waited for it (227 s)."""
+    import time
+
+    from dxstudio.engine import readiness
+
+    start = time.process_time()
+    try:
+        readiness.prepare_training()
+    except Exception as e:  # the other worker's preparation compiles them anyway
+        config.summary_notes.append(f"engine kernels: compiling the training step's beside the other worker failed ({e!r})")
+        return
+    config.summary_notes.append(f"engine kernels: compiled the training step's beside the other worker's preparation "
+                                f"in {time.process_time() - start:.0f} s of CPU")
 
 
 def _host_facts(config, shared) -> None:

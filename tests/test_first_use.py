@@ -106,3 +106,44 @@ def test_a_killed_background_preparation_does_not_hold_the_next_one_back(unprepa
     assert readiness._busy_file().read_text().strip() == str(gone.pid)
     assert readiness.start_background_prepare()  # that pid has ended: started again
     assert len(started) == 2
+
+
+def test_the_training_kernels_prepared_beside_take_the_reference_forward_and_the_same_gradients(unprepared, monkeypatch):
+    """readiness.prepare_training (the test suite's second worker compiles the training step's
+    kernels with it while the first prepares the forward): its forward runs on the reference
+    kernels, so none of the forward's compiled kernels is compiled there, and the gradients are
+    the fast path's bytes; it does not mark the engine prepared."""
+    from collections import OrderedDict
+
+    import numpy as np
+
+    from dxstudio.engine import training
+
+    paths, grads_seen = [], []
+    forward, example_gradients = training.forward, training.example_gradients
+
+    def recording_forward(cfg, params, inp, ops, keep=False):
+        paths.append(ops.kernels)
+        return forward(cfg, params, inp, ops, keep=keep)
+
+    def recording_gradients(cfg, params, *rest, **kws):
+        loss, grads = example_gradients(cfg, params, *rest, **kws)
+        params = OrderedDict((k, v.copy()) for k, v in params.items())  # AdamW updates them in place afterwards
+        grads_seen.append(((cfg, params, *rest), kws, loss, grads))
+        return loss, grads
+
+    monkeypatch.setattr(training, "forward", recording_forward)
+    monkeypatch.setattr(training, "example_gradients", recording_gradients)
+    assert readiness.prepare_training() >= 0
+    assert paths and set(paths) == {"reference"}
+    assert not readiness.is_prepared()
+    assert len(grads_seen) == 2  # both windows
+    for args, kws, loss, grads in grads_seen:
+        assert kws == {"forward_kernels": "reference"}
+        fast_loss, fast_grads = example_gradients(*args)  # the settings' own path: fast throughout
+        assert paths[-1] == "fast"
+        assert fast_loss == loss and list(fast_grads) == list(grads) and len(grads) > 10
+        for name in grads:
+            assert np.array_equal(fast_grads[name], grads[name]), name
+            assert fast_grads[name].tobytes() == grads[name].tobytes(), name
+    assert isinstance(grads, OrderedDict)

@@ -2,6 +2,7 @@
 
     is_prepared() -> bool              this engine's kernels were compiled and cached for this CPU
     prepare(progress=None) -> float    compile (or load) them now; the CPU seconds it took
+    prepare_training() -> float        only a training step's own kernels (a second process, beside prepare)
     PREPARE_CPU_SECONDS                about how long a first preparation takes (measured)
     preparing_message()                the one line every command and the app show meanwhile
     start_background_prepare() -> bool a detached process that prepares them (the CLI's small jobs)
@@ -102,19 +103,16 @@ def prepare(progress=None) -> float:
     """Run every compiled kernel once on small random inputs (compiling and caching those not
     cached), then mark the engine prepared. progress(done, total, label) after each stage.
     Returns the CPU seconds it took."""
-    import numpy as np
-
     from dxstudio.engine.config import SIZES
     from dxstudio.engine.extract import tag_confidence, tags_and_probs
     from dxstudio.engine.layers import Ops
     from dxstudio.engine.model import forward, to_runtime
     from dxstudio.engine.params import new_params
-    from dxstudio.engine.training import Example, Targets, TrainSettings, TrainState, train_step
+    from dxstudio.engine.training import TrainState, train_step
 
     start = time.process_time()
     ops = Ops("fast")
     tiny, base = SIZES["tiny"], SIZES["base"]
-    tiny_params = new_params(tiny, 7)
     step = 0
 
     def done():
@@ -123,22 +121,57 @@ def prepare(progress=None) -> float:
         if progress is not None:
             progress(step, len(STAGES), STAGES[step - 1])
 
-    out = forward(tiny, to_runtime(tiny_params), random_window(tiny, 9, 1), ops)
+    out = forward(tiny, to_runtime(new_params(tiny, 7)), random_window(tiny, 9, 1), ops)
     done()
     forward(base, to_runtime(new_params(base, 3)), random_window(base, 7, 2), ops)
     done()
     tags, _ = tags_and_probs(ops, out.tag_logits)
     tag_confidence(out.tag_logits, tags, "fast")
     done()
+    cfg, params, examples, settings = _training_run()
+    train_step(TrainState.start(cfg, params, settings), examples, 1e-3)
+    done()
+    mark_prepared()
+    return time.process_time() - start
+
+
+def _training_run():
+    """(config, parameters, examples, settings) of the training step the preparation runs: the
+    tiny size, two windows of random words and targets, every loss term on."""
+    import numpy as np
+
+    from dxstudio.engine.config import SIZES
+    from dxstudio.engine.params import new_params
+    from dxstudio.engine.training import Example, Targets, TrainSettings
+
+    tiny = SIZES["tiny"]
     rng = np.random.default_rng(5)
     examples = [Example(random_window(tiny, n, seed), Targets(
         tags=rng.integers(-1, tiny.n_tags, n), roles=rng.integers(0, len(tiny.roles), n), doc=2,
         items=rng.integers(-1, n, n), kv=rng.integers(-1, n, n))) for n, seed in ((6, 11), (9, 12))]
     settings = TrainSettings(backbone_scale=0.5, loss_role=1.0, loss_doc=1.0, loss_items=0.5, loss_kv=0.5,
                              clip=0.5, kernels="fast", weight_decay=0.01, tag_class_weights=(1.0,) + (3.0,) * (tiny.n_tags - 1))
-    train_step(TrainState.start(tiny, tiny_params, settings), examples, 1e-3)
-    done()
-    mark_prepared()
+    return tiny, new_params(tiny, 7), examples, settings
+
+
+def prepare_training() -> float:
+    """Compile (or load) the kernels only a training step runs (the backward, the losses'
+    gradients, clipping, AdamW), from the activations of the reference forward, so that nothing
+    of the forward is compiled here: a second process runs this beside prepare() and the two fill
+    one cache in about the time of the longer (prepare()'s training stage then loads them). The
+    test suite's second worker does (tests/conftest.py). Does not mark the engine prepared.
+    Returns the CPU seconds it took."""
+    from dxstudio.engine import training
+
+    start = time.process_time()
+    cfg, params, examples, settings = _training_run()
+    state = training.TrainState.start(cfg, params, settings)
+    wanted = list(training.trainable_scales(cfg, settings))
+    for ex in examples:
+        _, grads = training.example_gradients(cfg, state.params, ex, settings, wanted, len(examples),
+                                              forward_kernels="reference")
+    training.global_norm(grads, settings.kernels)
+    training.adamw_update(state, grads, 1e-3)
     return time.process_time() - start
 
 
