@@ -674,7 +674,7 @@ def prepare_engine(config, items, want_facts=False) -> "PreparationWait | None":
                 _prepare_training_beside(config)
                 return PreparationWait(config, lock, want_facts and shared)
         try:
-            readiness.prepare()
+            readiness.prepare(beside=lock is None)  # under pytest-xdist the other worker helps instead
             if want_facts and shared:
                 _host_facts(config, shared)
         finally:

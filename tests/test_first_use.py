@@ -147,3 +147,46 @@ def test_the_training_kernels_prepared_beside_take_the_reference_forward_and_the
             assert np.array_equal(fast_grads[name], grads[name]), name
             assert fast_grads[name].tobytes() == grads[name].tobytes(), name
     assert isinstance(grads, OrderedDict)
+
+
+def test_a_first_preparation_compiles_the_training_step_beside_on_two_cores(unprepared, monkeypatch):
+    """prepare(): where the engine is not prepared and two cores are there, a second process
+    (`python -m dxstudio.engine.readiness --training`) is started before the first stage and
+    waited for before the training stage, which then loads its kernels; on one core, with
+    beside=False (the test suite's first worker, whose partner does that part) or once prepared,
+    none."""
+    import subprocess
+    import sys
+
+    events = []
+
+    class Helper:
+        def __init__(self, args, **kws):
+            events.append(("start", args[1:]))
+
+        def wait(self):
+            events.append(("wait",))
+
+    def stage(done, total, label):
+        events.append(("stage", done))
+
+    with monkeypatch.context() as m:
+        m.setattr(readiness.subprocess, "Popen", Helper)
+        m.setattr(readiness, "_cores", lambda: 2)
+        readiness.prepare(stage)
+        assert events == [("start", ["-m", "dxstudio.engine.readiness", "--training"]),
+                          ("stage", 1), ("stage", 2), ("stage", 3), ("wait",), ("stage", 4)]
+        assert readiness.is_prepared()
+        for cores, beside, prepared in ((2, True, True), (1, True, False), (2, False, False)):
+            if not prepared:
+                for marker in unprepared.glob("dxstudio-prepared-*"):
+                    marker.unlink()
+            events.clear()
+            m.setattr(readiness, "_cores", lambda: cores)
+            readiness.prepare(stage, beside=beside)
+            assert events == [("stage", 1), ("stage", 2), ("stage", 3), ("stage", 4)], (cores, beside, prepared)
+    # the second process itself: the training step's kernels (loaded from this run's cache here),
+    # quiet, and not the whole preparation (which says what it prepared on stderr)
+    r = subprocess.run([sys.executable, "-m", "dxstudio.engine.readiness", "--training"], capture_output=True,
+                       text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert r.returncode == 0 and r.stderr == "" and r.stdout == "", r.stderr

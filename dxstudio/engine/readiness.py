@@ -1,11 +1,12 @@
 """Whether the engine's compiled (Numba) kernels are ready on this machine, and preparing them.
 
-    is_prepared() -> bool              this engine's kernels were compiled and cached for this CPU
-    prepare(progress=None) -> float    compile (or load) them now; the CPU seconds it took
-    prepare_training() -> float        only a training step's own kernels (a second process, beside prepare)
-    PREPARE_CPU_SECONDS                about how long a first preparation takes (measured)
-    preparing_message()                the one line every command and the app show meanwhile
-    start_background_prepare() -> bool a detached process that prepares them (the CLI's small jobs)
+    is_prepared() -> bool                 this engine's kernels were compiled and cached for this CPU
+    prepare(progress=None, beside=True)   compile (or load) them now, a second process helping on 2+
+                                          cores; the CPU seconds it took
+    prepare_training() -> float           only a training step's own kernels (that second process)
+    PREPARE_CPU_SECONDS                   about how long a first preparation takes (measured)
+    preparing_message()                   the one line every command and the app show meanwhile
+    start_background_prepare() -> bool    a detached process that prepares them (the CLI's small jobs)
 
 The first use on a machine compiles every kernel for this CPU (about a minute of CPU, cached
 afterwards: Numba's cache, in the package's __pycache__ or NUMBA_CACHE_DIR). The reference
@@ -99,10 +100,13 @@ def random_window(cfg, n, seed):
 STAGES = ("the forward pass", "the base size's forward pass", "the answers' confidences", "a training step")
 
 
-def prepare(progress=None) -> float:
+def prepare(progress=None, beside: bool = True) -> float:
     """Run every compiled kernel once on small random inputs (compiling and caching those not
     cached), then mark the engine prepared. progress(done, total, label) after each stage.
-    Returns the CPU seconds it took."""
+    beside: where the engine is not prepared yet and the machine has two cores or more, a second
+    process compiles the training step's own kernels (prepare_training) while this one compiles
+    the forward's; the training stage then loads them: about half the wall time of a first
+    preparation, the same CPU. Returns the CPU seconds it took (the second process's included)."""
     from dxstudio.engine.config import SIZES
     from dxstudio.engine.extract import tag_confidence, tags_and_probs
     from dxstudio.engine.layers import Ops
@@ -110,7 +114,8 @@ def prepare(progress=None) -> float:
     from dxstudio.engine.params import new_params
     from dxstudio.engine.training import TrainState, train_step
 
-    start = time.process_time()
+    start, children = time.process_time(), _children_cpu()
+    helper = _start_training_beside() if beside and _cores() >= 2 and not is_prepared() else None
     ops = Ops("fast")
     tiny, base = SIZES["tiny"], SIZES["base"]
     step = 0
@@ -128,11 +133,35 @@ def prepare(progress=None) -> float:
     tags, _ = tags_and_probs(ops, out.tag_logits)
     tag_confidence(out.tag_logits, tags, "fast")
     done()
+    if helper is not None:
+        helper.wait()  # its kernels are in the cache now (a failed one: compiled below instead)
     cfg, params, examples, settings = _training_run()
     train_step(TrainState.start(cfg, params, settings), examples, 1e-3)
     done()
     mark_prepared()
-    return time.process_time() - start
+    return time.process_time() - start + _children_cpu() - children
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+def _children_cpu() -> float:
+    t = os.times()
+    return t.children_user + t.children_system
+
+
+def _start_training_beside():
+    """`python -m dxstudio.engine.readiness --training` (prepare_training), quiet; None where it
+    cannot start (then the training stage compiles them here)."""
+    try:
+        return subprocess.Popen([sys.executable, "-m", "dxstudio.engine.readiness", "--training"],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except OSError:
+        return None
 
 
 def _training_run():
@@ -233,7 +262,9 @@ def _still_preparing(busy: Path) -> bool:
     return True
 
 
-if __name__ == "__main__":  # python -m dxstudio.engine.readiness: prepare now
+if __name__ == "__main__" and sys.argv[1:] == ["--training"]:  # beside prepare(): the training step's kernels
+    prepare_training()
+elif __name__ == "__main__":  # python -m dxstudio.engine.readiness: prepare now
     try:
         os.nice(10)  # a background job: after the person's own work
     except OSError:
