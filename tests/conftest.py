@@ -343,16 +343,17 @@ def host_isa_is_haswells() -> bool:
     return bool(features.get("avx2")) and bool(features.get("fma")) and not features.get("avx512f")
 
 
-def host_build_here() -> dict | None:
+def host_build_here(elsewhere: dict | None = None) -> dict | None:
     """cpu_subprocess_check.assembly_facts() of this process's kernels when it compiled every
-    one it holds (none loaded from Numba's cache), else None; after computing the digests the
+    one it holds (none loaded from Numba's cache) or `elsewhere` has the assembly of those it
+    loaded (the other worker compiled them beside it in this run), else None; after computing the digests the
     builds for other CPUs compute (so that every kernel they compile is among these). Facts
     computed here are stored (host_facts_file); a process that loaded the kernels from the cache
     reads the facts a run with the same sources, tools and CPU stored ("stored": their file), so
     a rerun does not compile the build they stand for either."""
     check = load_script(REPO / "tests" / "cpu_subprocess_check.py")
     check.digests()
-    facts = check.assembly_facts(sample=False)
+    facts = check.assembly_facts(sample=False, elsewhere=elsewhere)
     stored = host_facts_file()
     if facts["assembly_chars"] > 0 and facts["kernels_without_assembly"] == 0:
         if stored is not None:
@@ -638,8 +639,9 @@ def _settle_covered_builds(config, items, coverable, xdist, folder) -> None:
 # that test ran over and ended the run. dxstudio.engine.readiness.prepare() runs every kernel
 # once when collection ends, outside any test's timeout, for a run of PREPARE_MIN_TESTS or more
 # (the suite, a few modules); a smaller selection compiles on first need, as before. Under
-# pytest-xdist the workers take turns (a lock beside the cache): the first compiles, the
-# others load what it cached.
+# pytest-xdist the workers share the work (a lock beside the cache): the first prepares, the
+# second compiles the training step's own kernels beside it (_prepare_training_beside), runs its
+# kernel-free files, then loads what the two cached.
 PREPARE_MIN_TESTS = 50
 
 
@@ -669,10 +671,11 @@ def prepare_engine(config, items, want_facts=False) -> "PreparationWait | None":
             lock = open(folder / "dxstudio-tests-prepare.lock", "w")
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:  # the other worker compiles them: go on with the tests
+            except BlockingIOError:  # the other worker compiles them: help, then go on with the tests
+                _prepare_training_beside(config, want_facts and shared)
                 return PreparationWait(config, lock, want_facts and shared)
         try:
-            readiness.prepare()
+            readiness.prepare(beside=lock is None)  # under pytest-xdist the other worker helps instead
             if want_facts and shared:
                 _host_facts(config, shared)
         finally:
@@ -686,14 +689,70 @@ def prepare_engine(config, items, want_facts=False) -> "PreparationWait | None":
     return None
 
 
+def _prepare_training_beside(config, facts_folder) -> None:
+    """In the worker that found the other preparing: compile the training step's own kernels
+    (readiness.prepare_training: the backward from a reference forward, so none of the other's
+    forward kernels) beside it, before its kernel-free files; the other's training stage then
+    loads them from the cache. On a busy machine the preparation was one worker's two to three
+    minutes while the other, its kernel-free files done, waited for it (227 s).
+    facts_folder: where the other computes the host build's facts, the assembly of the kernels
+    compiled here is left for it (TRAINING_ASSEMBLY), as it holds none of them."""
+    import time
+
+    from dxstudio.engine import readiness
+
+    if facts_folder:
+        (Path(facts_folder) / TRAINING_ASSEMBLY).with_suffix(".started").touch()
+    start = time.process_time()
+    try:
+        readiness.prepare_training()
+    except Exception as e:  # the other worker's preparation compiles them anyway
+        config.summary_notes.append(f"engine kernels: compiling the training step's beside the other worker failed ({e!r})")
+    else:
+        config.summary_notes.append(f"engine kernels: compiled the training step's beside the other worker's preparation "
+                                    f"in {time.process_time() - start:.0f} s of CPU")
+    finally:
+        if facts_folder:
+            found = {}
+            try:
+                check = load_script(REPO / "tests" / "cpu_subprocess_check.py")
+                found = {k: asm for k, asm in check.assembly_map().items() if asm is not None}
+            finally:  # an empty one at worst: the other does not wait for ever
+                write_json_atomic(Path(facts_folder) / TRAINING_ASSEMBLY, found)
+
+
+# The assembly of the kernels the second worker compiled beside the first's preparation
+# (_prepare_training_beside), for the host build's facts the first computes (_host_facts)
+TRAINING_ASSEMBLY = "training-assembly.json"
+TRAINING_ASSEMBLY_WAIT = 900  # seconds; it is written seconds after the compile, even where that failed
+
+
+def _training_assembly(shared) -> "dict | None":
+    """The second worker's assembly (TRAINING_ASSEMBLY) where it is compiling beside this one:
+    waited for, as the host build's facts need every kernel's."""
+    import time
+
+    path = Path(shared) / TRAINING_ASSEMBLY
+    if not path.with_suffix(".started").is_file():
+        return None
+    deadline = time.monotonic() + TRAINING_ASSEMBLY_WAIT
+    while not path.is_file() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def _host_facts(config, shared) -> None:
-    """The host build's assembly facts: computed by the worker that compiled the kernels (and
-    left for the other), or read where that worker left them."""
+    """The host build's assembly facts: computed by the worker that prepared the kernels (with
+    the assembly of those the other compiled beside it) and left for the other, or read where
+    that worker left them."""
     facts = Path(shared) / "host-facts.json"
     if facts.is_file():  # the worker before compiled them
         config._host_build_here = json.loads(facts.read_text()) or None
     else:
-        config._host_build_here = host_build_here()
+        config._host_build_here = host_build_here(_training_assembly(shared))
         write_json_atomic(facts, config._host_build_here)
 
 

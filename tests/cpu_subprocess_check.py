@@ -162,17 +162,27 @@ def digests(parts=None) -> dict:
     return {p: PARTS[p]() for p in parts}
 
 
-def _compiled_assembly(sample: bool = False) -> tuple[str, int]:
+def _compiled_assembly(sample: bool = False, elsewhere: dict | None = None) -> tuple[str, int]:
     """The assembly of every compiled fast kernel (empty for builds loaded from the cache), and
     how many compiled (kernel, signature) pairs gave none (loaded from the cache). sample: the
     products, exp and tanh only (SAMPLE_KERNELS), enough to show the instruction set a build
-    targets (Numba's target is the whole process's); every kernel: the FMA count's proof."""
+    targets (Numba's target is the whole process's); every kernel: the FMA count's proof.
+    elsewhere: assembly_map() of another process of the same run (the test suite's second worker
+    compiled the training step's kernels that this one loaded from the cache it shares)."""
+    found = assembly_map(sample)
+    for key, asm in found.items():
+        if asm is None and elsewhere:
+            found[key] = elsewhere.get(key)
+    return "\n".join(a for a in found.values() if a is not None), sum(a is None for a in found.values())
+
+
+def _kernels(sample: bool = False) -> list:
     kernels = [*kc._MM, *kc._MM_TN, *kc._MM_NT, *kc._PACK_T, *kc._ROWDOT, kc.fold16,
                kc.exp32_vec, kc.tanh32_vec, kc.exp64_scalar,
                kc.log64_scalar, *kc._MAP_EXP32, *kc._MAP_TANH32, kc._map_exp64, kc._map_log64,
                kc.rows32_block, kc.transpose32]
     if sample:
-        return _assembly_of(kernels)
+        return kernels
     from dxstudio.engine.blocks import transformer
     from dxstudio.engine.kernels import fused
 
@@ -185,14 +195,16 @@ def _compiled_assembly(sample: bool = False) -> tuple[str, int]:
     kernels += [transformer._block_forward_body, fused._charconv_words_body, fused._embed_forward_body,
                 fused._heads_forward_body, fused._linear_nt, fused._layernorm_nt, fused._pointer_scores,
                 transformer._block_forward_lean, fused._heads_forward_lean, fused._pair_bias_body, transformer._add_into]
-    return _assembly_of(kernels)
+    return kernels
 
 
-def _assembly_of(kernels) -> tuple[str, int]:
+def assembly_map(sample: bool = False) -> dict:
+    """{"module.kernel(signature)": its assembly, or None where this process loaded it from
+    the cache}, for every compiled (kernel, signature) pair of _kernels(sample)."""
     import warnings
 
-    parts, missing = [], 0
-    for kernel in kernels:
+    found = {}
+    for kernel in _kernels(sample):
         for sig in kernel.signatures:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
@@ -202,11 +214,10 @@ def _assembly_of(kernels) -> tuple[str, int]:
                     asm = None
             # Numba answers for cached code with a warning ("Inspection disabled for cached
             # code. Invalid result is returned.") and a placeholder: not this kernel's assembly
-            if asm is None or any("cached code" in str(w.message) for w in caught):
-                missing += 1
-            else:
-                parts.append(asm)
-    return "\n".join(parts), missing
+            if any("cached code" in str(w.message) for w in caught):
+                asm = None
+            found[f"{kernel.py_func.__module__}.{kernel.py_func.__qualname__}{sig}"] = asm
+    return found
 
 
 # DXSTUDIO_CHECK_ASSEMBLY=sample (tests/conftest.py sets it for the generic build): the assembly
@@ -214,7 +225,7 @@ def _assembly_of(kernels) -> tuple[str, int]:
 # wider than xmm, so the sample shows what the whole would (the target is the process's); the
 # whole engine's assembly is 7-9 s of CPU more. The builds with FMA (haswell, the host's) read
 # every kernel.
-def assembly_facts(sample: bool | None = None) -> dict:
+def assembly_facts(sample: bool | None = None, elsewhere: dict | None = None) -> dict:
     """Which x86 vector registers the compiled kernels use (xmm: SSE, ymm: AVX, zmm: AVX-512),
     proof that the subprocess really compiled for another instruction set, and how many fused
     multiply-add instructions they contain (the rules allow none). "assembly_of": "every kernel"
@@ -223,7 +234,7 @@ def assembly_facts(sample: bool | None = None) -> dict:
 
     if sample is None:
         sample = os.environ.get("DXSTUDIO_CHECK_ASSEMBLY", "all") == "sample"
-    asm, missing = _compiled_assembly(sample)
+    asm, missing = _compiled_assembly(sample, elsewhere)
     return {"assembly_chars": len(asm), "kernels_without_assembly": missing, "fma_instructions": _count_fma(asm),
             "assembly_of": "sample" if sample else "every kernel",
             "vector_registers": [r for r in ("xmm", "ymm", "zmm") if f"%{r}" in asm],

@@ -106,3 +106,87 @@ def test_a_killed_background_preparation_does_not_hold_the_next_one_back(unprepa
     assert readiness._busy_file().read_text().strip() == str(gone.pid)
     assert readiness.start_background_prepare()  # that pid has ended: started again
     assert len(started) == 2
+
+
+def test_the_training_kernels_prepared_beside_take_the_reference_forward_and_the_same_gradients(unprepared, monkeypatch):
+    """readiness.prepare_training (the test suite's second worker compiles the training step's
+    kernels with it while the first prepares the forward): its forward runs on the reference
+    kernels, so none of the forward's compiled kernels is compiled there, and the gradients are
+    the fast path's bytes; it does not mark the engine prepared."""
+    from collections import OrderedDict
+
+    import numpy as np
+
+    from dxstudio.engine import training
+
+    paths, grads_seen = [], []
+    forward, example_gradients = training.forward, training.example_gradients
+
+    def recording_forward(cfg, params, inp, ops, keep=False):
+        paths.append(ops.kernels)
+        return forward(cfg, params, inp, ops, keep=keep)
+
+    def recording_gradients(cfg, params, *rest, **kws):
+        loss, grads = example_gradients(cfg, params, *rest, **kws)
+        params = OrderedDict((k, v.copy()) for k, v in params.items())  # AdamW updates them in place afterwards
+        grads_seen.append(((cfg, params, *rest), kws, loss, grads))
+        return loss, grads
+
+    monkeypatch.setattr(training, "forward", recording_forward)
+    monkeypatch.setattr(training, "example_gradients", recording_gradients)
+    assert readiness.prepare_training() >= 0
+    assert paths and set(paths) == {"reference"}
+    assert not readiness.is_prepared()
+    assert len(grads_seen) == 2  # both windows
+    for args, kws, loss, grads in grads_seen:
+        assert kws == {"forward_kernels": "reference"}
+        fast_loss, fast_grads = example_gradients(*args)  # the settings' own path: fast throughout
+        assert paths[-1] == "fast"
+        assert fast_loss == loss and list(fast_grads) == list(grads) and len(grads) > 10
+        for name in grads:
+            assert np.array_equal(fast_grads[name], grads[name]), name
+            assert fast_grads[name].tobytes() == grads[name].tobytes(), name
+    assert isinstance(grads, OrderedDict)
+
+
+def test_a_first_preparation_compiles_the_training_step_beside_on_two_cores(unprepared, monkeypatch):
+    """prepare(): where the engine is not prepared and two cores are there, a second process
+    (`python -m dxstudio.engine.readiness --training`) is started before the first stage and
+    waited for before the training stage, which then loads its kernels; on one core, with
+    beside=False (the test suite's first worker, whose partner does that part) or once prepared,
+    none."""
+    import subprocess
+    import sys
+
+    events = []
+
+    class Helper:
+        def __init__(self, args, **kws):
+            events.append(("start", args[1:]))
+
+        def wait(self):
+            events.append(("wait",))
+
+    def stage(done, total, label):
+        events.append(("stage", done))
+
+    with monkeypatch.context() as m:
+        m.setattr(readiness.subprocess, "Popen", Helper)
+        m.setattr(readiness, "_cores", lambda: 2)
+        readiness.prepare(stage)
+        assert events == [("start", ["-m", "dxstudio.engine.readiness", "--training"]),
+                          ("stage", 1), ("stage", 2), ("stage", 3), ("wait",), ("stage", 4)]
+        assert readiness.is_prepared()
+        for cores, beside, prepared in ((2, True, True), (1, True, False), (2, False, False)):
+            if not prepared:
+                for marker in unprepared.glob("dxstudio-prepared-*"):
+                    marker.unlink()
+            events.clear()
+            m.setattr(readiness, "_cores", lambda: cores)
+            readiness.prepare(stage, beside=beside)
+            assert events == [("stage", 1), ("stage", 2), ("stage", 3), ("stage", 4)], (cores, beside, prepared)
+    # the second process itself: the training step's kernels (loaded from this run's cache here),
+    # quiet, and not the whole preparation (which says what it prepared on stderr)
+    r = subprocess.run([sys.executable, "-m", "dxstudio.engine.readiness", "--training"], capture_output=True,
+                       text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert r.returncode == 0 and r.stderr == "" and r.stdout == "", r.stderr

@@ -301,7 +301,7 @@ def test_the_host_builds_facts_are_stored_and_read_by_a_run_that_loaded_the_kern
         def digests(self):
             return {}
 
-        def assembly_facts(self, sample):
+        def assembly_facts(self, sample, elsewhere=None):
             n = 1000 if Check.compiled else 0
             return {"assembly_chars": n, "kernels_without_assembly": 0 if Check.compiled else 30,
                     "fma_instructions": 0}
@@ -328,3 +328,55 @@ def test_the_host_builds_facts_are_stored_and_read_by_a_run_that_loaded_the_kern
     stored.write_text("{damaged")
     monkeypatch.delenv("DXSTUDIO_TEST_BUILD_CACHE")
     assert conftest.host_build_here() is None  # a damaged file: as if none
+
+
+def test_the_host_facts_take_the_assembly_the_other_worker_compiled_beside(tmp_path, monkeypatch):
+    """Where the second worker compiled the training step's kernels beside the first's
+    preparation (conftest._prepare_training_beside), the first loaded them from the cache and
+    holds no assembly of theirs: the second leaves its assembly (even after a failed compile, so
+    the first never waits for ever), the first waits for it and counts a kernel missing only
+    where neither has it."""
+    import json
+    import threading
+    from types import SimpleNamespace
+
+    from tests import conftest
+
+    check = conftest.load_script(conftest.REPO / "tests" / "cpu_subprocess_check.py")
+
+    def f(x):
+        return x
+
+    class Kernel:  # a dispatcher: one signature compiled here, one loaded from the cache
+        py_func, signatures = f, ["(int64,)", "(float32,)"]
+
+        def inspect_asm(self, sig):
+            if sig == "(float32,)":
+                raise RuntimeError("loaded from the cache")
+            return "vaddps %ymm1"
+
+    monkeypatch.setattr(check, "_kernels", lambda sample=False: [Kernel()])
+    here, there = f"{f.__module__}.{f.__qualname__}(int64,)", f"{f.__module__}.{f.__qualname__}(float32,)"
+    assert check.assembly_map() == {here: "vaddps %ymm1", there: None}
+    assert check._compiled_assembly() == ("vaddps %ymm1", 1)
+    assert check._compiled_assembly(elsewhere={there: "vfmadd231ps %ymm2"}) == ("vaddps %ymm1\nvfmadd231ps %ymm2", 0)
+    facts = check.assembly_facts(sample=False, elsewhere={there: "vfmadd231ps %ymm2"})
+    assert facts["kernels_without_assembly"] == 0 and facts["fma_instructions"] == 1
+
+    # the hand-over: nothing started beside, nothing waited for
+    assert conftest._training_assembly(tmp_path) is None
+    from dxstudio.engine import readiness
+
+    def failing():
+        raise RuntimeError("no compiler")
+
+    monkeypatch.setattr(readiness, "prepare_training", failing)
+    monkeypatch.setattr(conftest, "load_script", lambda path: check)
+    config = SimpleNamespace(summary_notes=[])
+    late = threading.Timer(1.0, conftest._prepare_training_beside, (config, str(tmp_path)))
+    (tmp_path / conftest.TRAINING_ASSEMBLY).with_suffix(".started").touch()  # as it does first
+    late.start()
+    assert conftest._training_assembly(tmp_path) == {here: "vaddps %ymm1"}  # waited for the file
+    late.join()
+    assert "failed" in config.summary_notes[-1] and "no compiler" in config.summary_notes[-1]
+    assert json.loads((tmp_path / conftest.TRAINING_ASSEMBLY).read_text()) == {here: "vaddps %ymm1"}

@@ -1,10 +1,12 @@
 """Whether the engine's compiled (Numba) kernels are ready on this machine, and preparing them.
 
-    is_prepared() -> bool              this engine's kernels were compiled and cached for this CPU
-    prepare(progress=None) -> float    compile (or load) them now; the CPU seconds it took
-    PREPARE_CPU_SECONDS                about how long a first preparation takes (measured)
-    preparing_message()                the one line every command and the app show meanwhile
-    start_background_prepare() -> bool a detached process that prepares them (the CLI's small jobs)
+    is_prepared() -> bool                 this engine's kernels were compiled and cached for this CPU
+    prepare(progress=None, beside=True)   compile (or load) them now, a second process helping on 2+
+                                          cores; the CPU seconds it took
+    prepare_training() -> float           only a training step's own kernels (that second process)
+    PREPARE_CPU_SECONDS                   about how long a first preparation takes (measured)
+    preparing_message()                   the one line every command and the app show meanwhile
+    start_background_prepare() -> bool    a detached process that prepares them (the CLI's small jobs)
 
 The first use on a machine compiles every kernel for this CPU (about a minute of CPU, cached
 afterwards: Numba's cache, in the package's __pycache__ or NUMBA_CACHE_DIR). The reference
@@ -98,23 +100,24 @@ def random_window(cfg, n, seed):
 STAGES = ("the forward pass", "the base size's forward pass", "the answers' confidences", "a training step")
 
 
-def prepare(progress=None) -> float:
+def prepare(progress=None, beside: bool = True) -> float:
     """Run every compiled kernel once on small random inputs (compiling and caching those not
     cached), then mark the engine prepared. progress(done, total, label) after each stage.
-    Returns the CPU seconds it took."""
-    import numpy as np
-
+    beside: where the engine is not prepared yet and the machine has two cores or more, a second
+    process compiles the training step's own kernels (prepare_training) while this one compiles
+    the forward's; the training stage then loads them: about half the wall time of a first
+    preparation, the same CPU. Returns the CPU seconds it took (the second process's included)."""
     from dxstudio.engine.config import SIZES
     from dxstudio.engine.extract import tag_confidence, tags_and_probs
     from dxstudio.engine.layers import Ops
     from dxstudio.engine.model import forward, to_runtime
     from dxstudio.engine.params import new_params
-    from dxstudio.engine.training import Example, Targets, TrainSettings, TrainState, train_step
+    from dxstudio.engine.training import TrainState, train_step
 
-    start = time.process_time()
+    start, children = time.process_time(), _children_cpu()
+    helper = _start_training_beside() if beside and _cores() >= 2 and not is_prepared() else None
     ops = Ops("fast")
     tiny, base = SIZES["tiny"], SIZES["base"]
-    tiny_params = new_params(tiny, 7)
     step = 0
 
     def done():
@@ -123,22 +126,81 @@ def prepare(progress=None) -> float:
         if progress is not None:
             progress(step, len(STAGES), STAGES[step - 1])
 
-    out = forward(tiny, to_runtime(tiny_params), random_window(tiny, 9, 1), ops)
+    out = forward(tiny, to_runtime(new_params(tiny, 7)), random_window(tiny, 9, 1), ops)
     done()
     forward(base, to_runtime(new_params(base, 3)), random_window(base, 7, 2), ops)
     done()
     tags, _ = tags_and_probs(ops, out.tag_logits)
     tag_confidence(out.tag_logits, tags, "fast")
     done()
+    if helper is not None:
+        helper.wait()  # its kernels are in the cache now (a failed one: compiled below instead)
+    cfg, params, examples, settings = _training_run()
+    train_step(TrainState.start(cfg, params, settings), examples, 1e-3)
+    done()
+    mark_prepared()
+    return time.process_time() - start + _children_cpu() - children
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+def _children_cpu() -> float:
+    t = os.times()
+    return t.children_user + t.children_system
+
+
+def _start_training_beside():
+    """`python -m dxstudio.engine.readiness --training` (prepare_training), quiet; None where it
+    cannot start (then the training stage compiles them here)."""
+    try:
+        return subprocess.Popen([sys.executable, "-m", "dxstudio.engine.readiness", "--training"],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except OSError:
+        return None
+
+
+def _training_run():
+    """(config, parameters, examples, settings) of the training step the preparation runs: the
+    tiny size, two windows of random words and targets, every loss term on."""
+    import numpy as np
+
+    from dxstudio.engine.config import SIZES
+    from dxstudio.engine.params import new_params
+    from dxstudio.engine.training import Example, Targets, TrainSettings
+
+    tiny = SIZES["tiny"]
     rng = np.random.default_rng(5)
     examples = [Example(random_window(tiny, n, seed), Targets(
         tags=rng.integers(-1, tiny.n_tags, n), roles=rng.integers(0, len(tiny.roles), n), doc=2,
         items=rng.integers(-1, n, n), kv=rng.integers(-1, n, n))) for n, seed in ((6, 11), (9, 12))]
     settings = TrainSettings(backbone_scale=0.5, loss_role=1.0, loss_doc=1.0, loss_items=0.5, loss_kv=0.5,
                              clip=0.5, kernels="fast", weight_decay=0.01, tag_class_weights=(1.0,) + (3.0,) * (tiny.n_tags - 1))
-    train_step(TrainState.start(tiny, tiny_params, settings), examples, 1e-3)
-    done()
-    mark_prepared()
+    return tiny, new_params(tiny, 7), examples, settings
+
+
+def prepare_training() -> float:
+    """Compile (or load) the kernels only a training step runs (the backward, the losses'
+    gradients, clipping, AdamW), from the activations of the reference forward, so that nothing
+    of the forward is compiled here: a second process runs this beside prepare() and the two fill
+    one cache in about the time of the longer (prepare()'s training stage then loads them). The
+    test suite's second worker does (tests/conftest.py). Does not mark the engine prepared.
+    Returns the CPU seconds it took."""
+    from dxstudio.engine import training
+
+    start = time.process_time()
+    cfg, params, examples, settings = _training_run()
+    state = training.TrainState.start(cfg, params, settings)
+    wanted = list(training.trainable_scales(cfg, settings))
+    for ex in examples:
+        _, grads = training.example_gradients(cfg, state.params, ex, settings, wanted, len(examples),
+                                              forward_kernels="reference")
+    training.global_norm(grads, settings.kernels)
+    training.adamw_update(state, grads, 1e-3)
     return time.process_time() - start
 
 
@@ -200,7 +262,9 @@ def _still_preparing(busy: Path) -> bool:
     return True
 
 
-if __name__ == "__main__":  # python -m dxstudio.engine.readiness: prepare now
+if __name__ == "__main__" and sys.argv[1:] == ["--training"]:  # beside prepare(): the training step's kernels
+    prepare_training()
+elif __name__ == "__main__":  # python -m dxstudio.engine.readiness: prepare now
     try:
         os.nice(10)  # a background job: after the person's own work
     except OSError:

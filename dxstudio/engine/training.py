@@ -165,11 +165,14 @@ def _check_targets(cfg, ex: Example, idx: int):
         raise ValueError(f"example {idx}: document type {t.doc} is outside the {len(cfg.doc_types)} types")
 
 
-def example_gradients(cfg, params, ex: Example, settings: TrainSettings, wanted, batch_size: int):
-    """(loss of the example, gradients of the wanted tensors scaled by 1/batch_size)."""
+def example_gradients(cfg, params, ex: Example, settings: TrainSettings, wanted, batch_size: int,
+                      forward_kernels: str | None = None):
+    """(loss of the example, gradients of the wanted tensors scaled by 1/batch_size).
+    forward_kernels: the forward's kernel path where it is not the settings' (the same bytes
+    either way; readiness.prepare_training runs the reference forward to compile only the rest)."""
     ops = Ops(settings.kernels)
     lw = settings.loss_weights()
-    out = forward(cfg, params, ex.inputs, ops, keep=True)
+    out = forward(cfg, params, ex.inputs, ops if forward_kernels is None else Ops(forward_kernels), keep=True)
     t = ex.targets
     go = OutputGrads()
     loss = 0.0
