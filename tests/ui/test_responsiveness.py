@@ -1158,3 +1158,31 @@ def test_the_current_fields_frame_repaints_its_edges_only_and_a_page_switch_sets
     assert len(shown) == 6
     assert [t for t in tips if t[1] == t[2]] == []  # no tip set again to the same text
     assert first.toolTip() and w.page_list.progress.toolTip()  # (the tips are there)
+
+
+def test_showing_the_train_tab_again_opens_the_project_only_when_its_file_changed(window, qtbot, monkeypatch):
+    """Each show of the Train tab opened the project three times (the start line, the folds
+    line, the runs): Project.open reads dxproject.json and sweeps pages/, labels/ and the label
+    cache for orphan temp files, 3-5 ms of the show. Shown again with the file unchanged, the tab
+    opens nothing; after the file changed (a save elsewhere) it reads it once."""
+    from dxstudio.project import Project
+
+    w = window
+    train = next(i for i in range(w.tabs.count()) if w.tabs.widget(i) is w.training_panel)
+    _click_tab(qtbot, w, train)
+    _train_tab_settled(qtbot, w)
+    _click_tab(qtbot, w, 0)
+    real = Project.open
+    opened = []
+    monkeypatch.setattr(Project, "open", classmethod(lambda cls, path: opened.append(path) or real(path)))
+    _click_tab(qtbot, w, train)
+    _train_tab_settled(qtbot, w)
+    assert opened == []
+    _click_tab(qtbot, w, 0)
+    project = real(w.project_root)
+    project.settings["epochs"] = 7
+    project.save()  # (another window's save: a new file)
+    _click_tab(qtbot, w, train)
+    _train_tab_settled(qtbot, w)
+    assert len(opened) == 1
+    assert w.training_panel._project().settings["epochs"] == 7 and len(opened) == 1
