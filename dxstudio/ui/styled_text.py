@@ -54,7 +54,6 @@ class StyledText(QWidget):
         self._text = ""
         self._laid: dict = {}  # {width: (QTextLayout, height)}, a few widths
         self._least_width: int | None = None
-        self._hint: QSize | None = None  # the text's sizeHint (no margins), kept until the text or the font changes
         policy = QSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
         policy.setHeightForWidth(wrap)
         self.setSizePolicy(policy)
@@ -74,7 +73,6 @@ class StyledText(QWidget):
     def _forget(self) -> None:
         self._laid.clear()
         self._least_width = None
-        self._hint = None
         self.updateGeometry()
         self.update()
 
@@ -120,7 +118,7 @@ class StyledText(QWidget):
                 line.setPosition(QPointF(0.0, y))
                 y += line.height()
             layout.endLayout()
-            if len(self._laid) >= 8:  # (a resize passes through many widths)
+            if len(self._laid) >= 6:  # (a resize passes through many widths)
                 self._laid.pop(next(iter(self._laid)))
             laid = self._laid[key] = (layout, math.ceil(y) if self._text else self.fontMetrics().height())
         return laid
@@ -143,13 +141,7 @@ class StyledText(QWidget):
         return QSize(math.ceil(wide), height)
 
     def sizeHint(self) -> QSize:
-        # (asked by every layout above it, on each show of its tab too: kept, not laid out again)
-        if self._hint is None:
-            self._hint = self._text_size_hint()
         across, down = self._margins()
-        return QSize(self._hint.width() + across, self._hint.height() + down)
-
-    def _text_size_hint(self) -> QSize:
         size = self._extent(NO_WRAP)
         if self._wrap:  # (QLabel's guess for a word-wrapped text: 80 average characters, or a half or a quarter of that)
             width, lines = self.fontMetrics().averageCharWidth() * 80, self.fontMetrics().lineSpacing()
@@ -159,7 +151,7 @@ class StyledText(QWidget):
                 size = self._extent(width // 2)
             if size.height() < 2 * lines and size.width() > width // 4:
                 size = self._extent(width // 4)
-        return size
+        return QSize(size.width() + across, size.height() + down)
 
     def minimumSizeHint(self) -> QSize:
         if not self._wrap:

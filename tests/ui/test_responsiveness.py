@@ -1186,33 +1186,3 @@ def test_showing_the_train_tab_again_opens_the_project_only_when_its_file_change
     _train_tab_settled(qtbot, w)
     assert len(opened) == 1
     assert w.training_panel._project().settings["epochs"] == 7 and len(opened) == 1
-
-
-def test_showing_the_review_tab_again_measures_no_styled_text_anew(model_window, qtbot, monkeypatch):
-    """A tab's show asks every layout in it for its size hints: the field panel's StyledTexts
-    kept none, and laid each text out three times more on every show of the Review tab (a
-    wrapped text's guess, as QLabel's: 80 characters, a half, a quarter). Now a text's hint is
-    kept until its text or font changes."""
-    from dxstudio.ui.styled_text import StyledText
-
-    w = model_window
-    train = next(i for i in range(w.tabs.count()) if w.tabs.widget(i) is w.training_panel)
-    _click_tab(qtbot, w, train)
-    _train_tab_settled(qtbot, w)
-    _click_tab(qtbot, w, 0)
-    qtbot.wait(50)
-    _click_tab(qtbot, w, train)
-    _train_tab_settled(qtbot, w)
-    real = StyledText._text_size_hint
-    measured = []
-    monkeypatch.setattr(StyledText, "_text_size_hint", lambda self: measured.append(self) or real(self))
-    _click_tab(qtbot, w, 0)
-    qtbot.wait(50)
-    assert measured == []
-    panel = w.field_panel
-    hint = panel.header.sizeHint()
-    w.view.setFocus()
-    qtbot.keyClick(w.view, Qt.Key_J)  # a new page's header: measured again, once
-    qtbot.wait(20)
-    assert panel.header.text().startswith(w.session.current) and panel.header.sizeHint().height() == hint.height()
-    assert measured.count(panel.header) == 1
