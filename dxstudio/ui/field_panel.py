@@ -22,11 +22,11 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QFrame, QGridLayout, QHBoxLayout, QLabel, QPushButton, QScrollArea,
                                QSizePolicy, QToolButton, QVBoxLayout, QWidget)
 
+from html import escape
 
 from dxstudio.ui.layout_stop import LayoutStop
 from dxstudio.ui.page_list import STATUS_COLOURS, STATUS_LABELS
 from dxstudio.ui.page_view import field_colours
-from dxstudio.ui.styled_text import Style, StyledText, badge
 
 GROUNDING_HELP = {
     "exact": "found on the page exactly as answered",
@@ -43,15 +43,6 @@ GROUNDING_COLOURS = {"exact": "#2B9348", "normalized": "#3A86FF", "computed": "#
                      "null": "#8D99AE", "other_page": "#5E60CE", "fixed": "#7B2CBF", "none": "#ADB5BD",
                      "not asked": "#F4A300"}
 
-
-# the runs' styles of the panel's StyledTexts
-GREY = Style(colour="#6C757D")
-BOLD = Style(bold=True)
-ITALIC = Style(italic=True)
-PAGE_NAME = Style(bold=True, pixel_size=15)
-MODEL_PREFIX = Style(colour="#495057")
-AGREES = Style(colour="#1B9E3A", bold=True)
-DIFFERS = Style(colour="#D7191C", bold=True)
 
 # A field row's label keeps the room of up to this many lines from page to page (LayoutStop's
 # keep_lines): a page switch then moves no row unless a text needs more.
@@ -86,6 +77,11 @@ def same_value_pairs(rows) -> list:
     return out
 
 
+def _badge(text: str, colour: str) -> str:
+    return (f"<span style='background:{colour}; color:white; border-radius:3px; padding:1px 4px;'>"
+            f"&nbsp;{text}&nbsp;</span>")
+
+
 class WrapLabel(QLabel):
     """A word-wrapped QLabel that keeps its height per width until its text, format or look
     changes. A page switch sets the rows' texts, and the layouts above them (the row, its
@@ -113,11 +109,11 @@ class WrapLabel(QLabel):
         super().changeEvent(event)
 
 
-def _stop(label: QWidget, keep_lines: int = 0) -> LayoutStop:
+def _stop(label: QLabel, keep_lines: int = 0) -> LayoutStop:
     """label in a LayoutStop that follows its width (its height: its lines at that width;
     keep_lines: the room of the most lines it has had there, up to keep_lines, its text at
-    the top of the room: a StyledText draws its text there)."""
-    if keep_lines and isinstance(label, QLabel):
+    the top of the room)."""
+    if keep_lines:
         label.setAlignment(Qt.AlignLeft | Qt.AlignTop)
     return LayoutStop(label, follow_width=True, keep_lines=keep_lines)
 
@@ -189,9 +185,8 @@ class FieldRowWidget(QFrame):
             f"#fieldRow {{ {edge} border-top: 1px solid #DEE2E6; border-right: 1px solid #DEE2E6; "
             f"border-bottom: 1px solid #DEE2E6; background: white; border-radius: 4px; }}")
         self.frame = _CurrentFrame(self)
-        # the title and the model line are StyledTexts (runs of a colour, bold, a badge), not
-        # rich-text labels: no HTML parsed into a document for each page's new texts
-        self.title = StyledText()
+        self.title = QLabel()
+        self.title.setTextFormat(Qt.RichText)
         self.value = WrapLabel()
         self.value.setTextInteractionFlags(Qt.TextSelectableByMouse)
         self.value.setStyleSheet("font-size: 14px; font-family: 'DejaVu Sans Mono', monospace;")
@@ -205,7 +200,8 @@ class FieldRowWidget(QFrame):
         self.clear_button.setText("No value")
         self.revert_button = QToolButton()
         self.revert_button.setText("Revert")
-        self.model_line = StyledText(wrap=True)
+        self.model_line = WrapLabel()
+        self.model_line.setTextFormat(Qt.RichText)
         # each label in a LayoutStop: a page's new texts lay the rows out again only where a
         # label's number of lines changed (field_panel's rows were 6-9 ms of each J); the model
         # line's is shown and hidden with the model's answers
@@ -274,14 +270,14 @@ class FieldRowWidget(QFrame):
             self.use_button.hide()
             return
         a = compare.answer
-        value = [(f" “{a.text}” {a.confidence:.2f}", None)] if a is not None else [(" ", None), ("no value", ITALIC)]
+        value = f"“{escape(a.text)}” {a.confidence:.2f}" if a is not None else "<i>no value</i>"
         if compare.elsewhere:
-            mark = [("same value", AGREES), (" (printed at other words)", None)]
+            mark = "<span style='color:#1B9E3A'><b>same value</b></span> (printed at other words)"
         elif compare.agrees:
-            mark = [("agrees", AGREES)]
+            mark = "<span style='color:#1B9E3A'><b>agrees</b></span>"
         else:
-            mark = [("differs", DIFFERS)]
-        self.model_line.set_parts([("model:", MODEL_PREFIX), *value, (" · ", None), *mark])
+            mark = "<span style='color:#D7191C'><b>differs</b></span>"
+        self.model_line.setText(f"<span style='color:#495057'>model:</span> {value} · {mark}")
         self.model_room.show()
         self.use_button.show()
         self.use_button.setEnabled(not compare.agrees)
@@ -292,14 +288,12 @@ class FieldRowWidget(QFrame):
 
     def show_row(self, row, same_as: str | None = None) -> None:
         colour = GROUNDING_COLOURS.get(row.status, "#6C757D")
-        title = [(f"[{self.key}]", GREY), (" ", None)] if self.key <= 9 else []
-        title += [(row.name, BOLD), (" \u00a0", None), *badge(row.status, colour)]
-        if row.unscored:
-            title += [(" ", None), *badge("not scored", "#F4A300")]
+        key = f"<span style='color:#6C757D'>[{self.key}]</span> " if self.key <= 9 else ""
+        extra = " " + _badge("not scored", "#F4A300") if row.unscored else ""
         if same_as:
-            title += [(" ", None), *badge(f"same as {same_as}: check", "#D55E00")]
+            extra += " " + _badge(f"same as {same_as}: check", "#D55E00")
         self.same_as = same_as
-        self.title.set_parts(title)
+        self.title.setText(f"{key}<b>{row.name}</b> &nbsp;{_badge(row.status, colour)}{extra}")
         empty = "not asked" if row.status == "not asked" else "no value"
         self.value.setText(row.text if row.words else f"<i style='color:#ADB5BD'>{empty}</i>")
         self.value.setTextFormat(Qt.PlainText if row.words else Qt.RichText)
@@ -338,8 +332,12 @@ class FieldPanel(QWidget):
         self.current_field: str | None = None
         self._current_page: str | None = None
         self.setMinimumWidth(300)
-        self.header = StyledText(wrap=True)
-        self.state = StyledText(wrap=True)
+        self.header = QLabel()
+        self.header.setTextFormat(Qt.RichText)
+        self.header.setWordWrap(True)
+        self.state = QLabel()
+        self.state.setTextFormat(Qt.RichText)
+        self.state.setWordWrap(True)
         self.selection = QLabel()
         self.selection.setWordWrap(True)
         self.selection.setStyleSheet("color: #1A1AFF;")
@@ -410,17 +408,18 @@ class FieldPanel(QWidget):
         self.buttons["undo"].setEnabled(s.can_undo)
         self.buttons["redo"].setEnabled(s.can_redo)
         if s.current is None:
-            self.header.set_parts([("No pages", BOLD), (" — import pages into the project first", None)])
-            self.state.set_parts([])
+            self.header.setText("<b>No pages</b> — import pages into the project first")
+            self.state.setText("")
             return
         pos = s.page_ids.index(s.current) + 1
-        self.header.set_parts([(s.current, PAGE_NAME), (" ", None), (f"page {pos} of {len(s.page_ids)}", GREY)])
+        self.header.setText(f"<span style='font-size:15px'><b>{s.current}</b></span> "
+                            f"<span style='color:#6C757D'>page {pos} of {len(s.page_ids)}</span>")
         st = s.statuses[s.current]
         # the badge only: the status's note (a conflict, a field not asked, the exclusion's reason)
         # is the banner's above the page, which keeps its room. Said here too, it came and went
         # with the page (one to five lines) and moved Accept and the buttons under it: a click
         # aimed at Accept on the next page landed on Previous (seen in a real-window walk).
-        self.state.set_parts(badge(STATUS_LABELS[st.status], STATUS_COLOURS[st.status]))
+        self.state.setText(_badge(STATUS_LABELS[st.status], STATUS_COLOURS[st.status]))
         _tip(self.state, st.message)
         rows = s.field_rows()
         same = {}

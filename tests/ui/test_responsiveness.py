@@ -1046,68 +1046,6 @@ def test_a_roomy_labels_alternatives_are_measured_from_documents_as_qlabel_measu
     assert not asked  # no QLabel measured them
 
 
-def test_a_page_switch_parses_no_html_for_the_field_panels_titles_model_lines_and_header(model_window, qtbot):
-    """Each field row's title (key, name, status badges) and model line (the model's value,
-    confidence, agrees / differs), and the panel's page header and status badge, were rich-text
-    QLabels: every page's new texts were parsed from HTML into QTextDocuments, about 15 a J
-    (2.5-3 ms of the GUI thread at 1920x1080). They are StyledTexts now (runs of a colour, bold,
-    a badge, laid out with one QTextLayout): J makes no document for them, and they show what
-    they showed, the status badges in their colours."""
-    from PySide6.QtCore import QEvent, QObject
-    from PySide6.QtGui import QColor, QTextDocument
-
-    from dxstudio.ui.field_panel import GROUNDING_COLOURS
-
-    w = model_window
-    panel, s, answers = w.field_panel, w.session, w.model_answers
-    styled = [panel.header, panel.state] + [r.title for r in panel.rows.values()] + \
-        [r.model_line for r in panel.rows.values()]
-    made = []
-
-    class Documents(QObject):
-        def eventFilter(self, obj, event):
-            if event.type() == QEvent.Type.ChildAdded and isinstance(obj, QTextDocument):
-                owner = obj.parent()
-                while owner is not None and not any(owner is label for label in styled):
-                    owner = owner.parent()
-                if owner is not None:
-                    made.append(owner)
-            return False
-
-    from PySide6.QtWidgets import QApplication
-    spy = Documents()
-    QApplication.instance().installEventFilter(spy)
-    try:
-        w.view.setFocus()
-        seen_differs = 0
-        for _ in range(6):
-            qtbot.keyClick(w.view, Qt.Key_J)
-            qtbot.wait(5)
-            assert made == []  # no document made for them
-            pid = s.current
-            assert pid in panel.header.text() and f"page {s.page_ids.index(pid) + 1} of {len(s.page_ids)}" \
-                in panel.header.text()
-            comp = answers.comparison(pid)
-            for row in s.field_rows():
-                widget = panel.rows[row.name]
-                assert row.name in widget.title.text() and row.status in widget.title.text()
-                image = widget.title.grab().toImage()  # the status badge drawn in its colour
-                colour = QColor(GROUNDING_COLOURS[row.status]).rgb()
-                assert any(image.pixel(x, y) == colour for x in range(image.width())
-                           for y in range(image.height())), row.name
-                c = comp.get(row.name)
-                if c is not None:
-                    line = widget.model_line.text()
-                    mark = "same value" if c.elsewhere else "agrees" if c.agrees else "differs"
-                    assert line.startswith("model:") and mark in line
-                    if c.answer is not None:
-                        assert f"“{c.answer.text}” {c.answer.confidence:.2f}" in line
-                    seen_differs += not c.agrees
-    finally:
-        QApplication.instance().removeEventFilter(spy)
-    assert seen_differs  # (the tiny model differs from the labels somewhere)
-
-
 def test_the_current_fields_frame_repaints_its_edges_only_and_a_page_switch_sets_no_tooltip_again(model_window, qtbot):
     """The current field's frame covered its row: drawn or not (a click on a row, each page's
     first disagreement), it repainted the row's texts and buttons, and each new text of the
