@@ -56,6 +56,13 @@ def _restyle(widget, sheet: str) -> None:
         widget.setStyleSheet(sheet)
 
 
+def _tip(widget, text: str) -> None:
+    """setToolTip only when the tip changes (each call sends the widget a ToolTipChange event,
+    and the rows' tips were set again on every page switch)."""
+    if widget.toolTip() != text:
+        widget.setToolTip(text)
+
+
 def same_value_pairs(rows) -> list:
     """[(field, field, value)] of two fields with the same value on the page (total and
     subtotal): easily swapped, whatever their grounding says."""
@@ -129,7 +136,18 @@ class _CurrentFrame(QWidget):
     def set_on(self, on: bool) -> None:
         if on != self.on:
             self.on = on
-            self.update()
+            self.update(self.mask())  # (its edges: the row's texts and buttons are not painted again)
+
+    def fit(self, rect) -> None:
+        """Cover the row's rect, masked to the edges it draws on (4 px of the top, right and
+        bottom; the row's contents start 6 px in): a new text in the row, or the frame drawn or
+        not, repaints none of the other (the whole row's texts and buttons were painted again
+        when the current field changed, and the frame with every text of its row)."""
+        from PySide6.QtGui import QRegion
+
+        self.setGeometry(rect)
+        w, h, edge = rect.width(), rect.height(), 4
+        self.setMask(QRegion(0, 0, w, edge) + QRegion(0, h - edge, w, edge) + QRegion(w - edge, 0, edge, h))
 
     def paintEvent(self, event):
         from PySide6.QtGui import QPainter, QPainterPath, QPen
@@ -243,7 +261,7 @@ class FieldRowWidget(QFrame):
 
     def resizeEvent(self, event):
         super().resizeEvent(event)
-        self.frame.setGeometry(self.rect())
+        self.frame.fit(self.rect())
 
     def show_model(self, compare) -> None:
         """The model's answer for this field (a FieldCompare), or None to hide the line."""
@@ -291,12 +309,12 @@ class FieldRowWidget(QFrame):
         if row.unscored:
             parts.append("ignored by the loss: its words are not one run or are shared with another field")
         self.detail.setText(" · ".join(p for p in parts if p))
-        self.setToolTip(GROUNDING_HELP.get(row.status, ""))
+        _tip(self, GROUNDING_HELP.get(row.status, ""))
         self.revert_button.setEnabled(row.status == "fixed")
         self.target_page = getattr(row, "page", None)
         self.goto_button.setVisible(self.target_page is not None)
         if self.target_page is not None:
-            self.goto_button.setToolTip(f"Show page {self.target_page}, which holds the document's {row.name}")
+            _tip(self.goto_button, f"Show page {self.target_page}, which holds the document's {row.name}")
 
 
 class FieldPanel(QWidget):
@@ -402,7 +420,7 @@ class FieldPanel(QWidget):
         # with the page (one to five lines) and moved Accept and the buttons under it: a click
         # aimed at Accept on the next page landed on Previous (seen in a real-window walk).
         self.state.setText(_badge(STATUS_LABELS[st.status], STATUS_COLOURS[st.status]))
-        self.state.setToolTip(st.message)
+        _tip(self.state, st.message)
         rows = s.field_rows()
         same = {}
         for a, b, _ in same_value_pairs(rows):

@@ -326,6 +326,7 @@ class ModelBar(QWidget):
         answers.changed.connect(self.refresh)
         answers.progress.connect(self._on_progress)
         self._shown: tuple = (None, None, None)  # (model path, project root, the path as shown)
+        self._state: tuple | None = None  # what the bar was last refreshed from
         self.refresh()
 
     def _on_progress(self, done: int, total: int) -> None:
@@ -346,6 +347,21 @@ class ModelBar(QWidget):
         return self._shown[2]
 
     def refresh(self) -> None:
+        a = self.answers
+        # what the bar shows depends on these alone: a page switch (J, K, Q) changes none of
+        # them, and the bar's texts and tooltip were set again on each (a tooltip's change
+        # event, the queue's count over every page)
+        if self._state_now() == self._state:
+            return
+        self._refresh()
+        self._state = self._state_now()  # (after: the keys the refresh worked out count)
+
+    def _state_now(self) -> tuple:
+        a = self.answers
+        return (a.model_path, a.session.project.root, a.running, a.error, len(a.answers), len(a.problems),
+                a._keys.version, tuple(a.session.page_ids))
+
+    def _refresh(self) -> None:
         a = self.answers
         running = a.running
         self.progress.setVisible(running)

@@ -242,9 +242,11 @@ class PageList(QWidget):
         fmt = f"{reviewed} of {total} reviewed" + (f" ({odd} accepted with conflicts)" if odd else "")
         if self.progress.format() != fmt:
             self.progress.setFormat(fmt)
-        self.progress.setToolTip("Reviewed pages: accepted or excluded by a person" +
-                                 (f"; {odd} of the accepted still have conflicts, so the trainer cannot use them "
-                                  f"as they stand and they count under “with conflicts”" if odd else ""))
+        tip = "Reviewed pages: accepted or excluded by a person" + \
+            (f"; {odd} of the accepted still have conflicts, so the trainer cannot use them "
+             f"as they stand and they count under “with conflicts”" if odd else "")
+        if self.progress.toolTip() != tip:  # (a page switch changes no count: no ToolTipChange)
+            self.progress.setToolTip(tip)
 
     def _queue(self) -> list:
         try:

@@ -788,6 +788,7 @@ def test_the_model_bar_resolves_its_model_path_once_not_on_every_page(model_wind
     assert w.session.current != first and resolved == []
     assert "20260101-000000" in w.model_bar.label.text()  # the model's run folder, as before
     w.model_bar._shown = (None, None, None)  # (another model: worked out again)
+    w.model_bar._state = None
     w.model_bar.refresh()
     assert resolved and "20260101-000000" in w.model_bar.label.text()
 
@@ -1043,3 +1044,83 @@ def test_a_roomy_labels_alternatives_are_measured_from_documents_as_qlabel_measu
         label._alt_room.clear()
         assert label._alternatives_height(width) == expected[width], width
     assert not asked  # no QLabel measured them
+
+
+def test_the_current_fields_frame_repaints_its_edges_only_and_a_page_switch_sets_no_tooltip_again(model_window, qtbot):
+    """The current field's frame covered its row: drawn or not (a click on a row, each page's
+    first disagreement), it repainted the row's texts and buttons, and each new text of the
+    row repainted the frame. It is masked to the edges it draws on now. And a page switch set
+    every row's tooltip, the list's progress bar's and the model bar's again, the same texts
+    (a ToolTipChange event each, and the bar's queue counted over every page): now only a tip
+    that changes is set."""
+    from PySide6.QtCore import QEvent, QObject
+    from PySide6.QtGui import QColor
+
+    w = model_window
+    panel = w.field_panel
+    rows = list(panel.rows.values())
+    first = rows[0]
+    panel.set_current_field(rows[1].name)
+    qtbot.wait(20)
+    painted, tips = [], []
+    watched = [first.set_button, first.clear_button, first.title, first.value]
+    tipped = rows + [w.page_list.progress, w.model_bar.label]
+    last_tip = {id(o): o.toolTip() for o in tipped}
+
+    class Spy(QObject):
+        def eventFilter(self, obj, event):
+            if event.type() == QEvent.Type.Paint and any(obj is o for o in watched):
+                painted.append(obj)
+            if event.type() == QEvent.Type.ToolTipChange and any(obj is o for o in tipped):
+                tips.append((obj, last_tip[id(obj)], obj.toolTip()))
+                last_tip[id(obj)] = obj.toolTip()
+            return False
+
+    spy = Spy()
+    for o in watched + tipped:
+        o.installEventFilter(spy)
+    # a click in the first row's right margin makes it current: its frame is drawn, nothing else
+    qtbot.mouseClick(first, Qt.LeftButton, pos=first.rect().topRight() + QPoint(-3, 12))
+    assert panel.current_field == first.name and first.frame.on
+    qtbot.wait(50)
+    assert painted == []
+    image = first.grab().toImage()
+    blue = QColor(first.frame.COLOUR).rgb()
+    assert image.pixel(first.width() - 2, first.height() // 2) == blue  # (the frame's right edge)
+    w.view.setFocus()
+    shown = set()
+    for _ in range(6):
+        qtbot.keyClick(w.view, Qt.Key_J)
+        qtbot.wait(5)
+        shown.add(w.session.current)
+    assert len(shown) == 6
+    assert [t for t in tips if t[1] == t[2]] == []  # no tip set again to the same text
+    assert first.toolTip() and w.page_list.progress.toolTip()  # (the tips are there)
+
+
+def test_showing_the_train_tab_again_opens_the_project_only_when_its_file_changed(window, qtbot, monkeypatch):
+    """Each show of the Train tab opened the project three times (the start line, the folds
+    line, the runs): Project.open reads dxproject.json and sweeps pages/, labels/ and the label
+    cache for orphan temp files, 3-5 ms of the show. Shown again with the file unchanged, the tab
+    opens nothing; after the file changed (a save elsewhere) it reads it once."""
+    from dxstudio.project import Project
+
+    w = window
+    train = next(i for i in range(w.tabs.count()) if w.tabs.widget(i) is w.training_panel)
+    _click_tab(qtbot, w, train)
+    _train_tab_settled(qtbot, w)
+    _click_tab(qtbot, w, 0)
+    real = Project.open
+    opened = []
+    monkeypatch.setattr(Project, "open", classmethod(lambda cls, path: opened.append(path) or real(path)))
+    _click_tab(qtbot, w, train)
+    _train_tab_settled(qtbot, w)
+    assert opened == []
+    _click_tab(qtbot, w, 0)
+    project = real(w.project_root)
+    project.settings["epochs"] = 7
+    project.save()  # (another window's save: a new file)
+    _click_tab(qtbot, w, train)
+    _train_tab_settled(qtbot, w)
+    assert len(opened) == 1
+    assert w.training_panel._project().settings["epochs"] == 7 and len(opened) == 1
