@@ -112,7 +112,7 @@ def layer_depth(cfg: ModelConfig, name: str) -> int:
 
 
 @functools.lru_cache(maxsize=64)
-def _trainable(cfg: ModelConfig, s: float, loss_weights: tuple, decay: float = 1.0) -> tuple:
+def _trainable(cfg: ModelConfig, s: float, loss_weights: tuple, decay: float) -> tuple:
     """trainable_scales as ((name, scale), ...): worked out once per model shape and loss choice
     (every step asks, twice: the gradients wanted and AdamW's tensors)."""
     lw = dict(loss_weights)

@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (QFrame, QGridLayout, QHBoxLayout, QLabel, QPushBu
 
 from html import escape
 
-from dxstudio.ui.layout_stop import LayoutStop
+from dxstudio.ui.layout_stop import LayoutStop, set_tip
 from dxstudio.ui.page_list import STATUS_COLOURS, STATUS_LABELS
 from dxstudio.ui.page_view import field_colours
 
@@ -54,13 +54,6 @@ def _restyle(widget, sheet: str) -> None:
     window's style sheet (about 7 ms here), and the rows are refreshed on every page."""
     if widget.styleSheet() != sheet:
         widget.setStyleSheet(sheet)
-
-
-def _tip(widget, text: str) -> None:
-    """setToolTip only when the tip changes (each call sends the widget a ToolTipChange event,
-    and the rows' tips were set again on every page switch)."""
-    if widget.toolTip() != text:
-        widget.setToolTip(text)
 
 
 def same_value_pairs(rows) -> list:
@@ -309,12 +302,12 @@ class FieldRowWidget(QFrame):
         if row.unscored:
             parts.append("ignored by the loss: its words are not one run or are shared with another field")
         self.detail.setText(" · ".join(p for p in parts if p))
-        _tip(self, GROUNDING_HELP.get(row.status, ""))
+        set_tip(self, GROUNDING_HELP.get(row.status, ""))
         self.revert_button.setEnabled(row.status == "fixed")
         self.target_page = getattr(row, "page", None)
         self.goto_button.setVisible(self.target_page is not None)
         if self.target_page is not None:
-            _tip(self.goto_button, f"Show page {self.target_page}, which holds the document's {row.name}")
+            set_tip(self.goto_button, f"Show page {self.target_page}, which holds the document's {row.name}")
 
 
 class FieldPanel(QWidget):
@@ -420,7 +413,7 @@ class FieldPanel(QWidget):
         # with the page (one to five lines) and moved Accept and the buttons under it: a click
         # aimed at Accept on the next page landed on Previous (seen in a real-window walk).
         self.state.setText(_badge(STATUS_LABELS[st.status], STATUS_COLOURS[st.status]))
-        _tip(self.state, st.message)
+        set_tip(self.state, st.message)
         rows = s.field_rows()
         same = {}
         for a, b, _ in same_value_pairs(rows):

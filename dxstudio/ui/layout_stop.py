@@ -2,6 +2,7 @@
 new text or look asks the layouts above for a new layout only when its size hints changed.
 
     LayoutStop(child, height=None, parent=None, least_only=False, follow_width=False, keep_lines=0)
+    set_tip(widget, text)   setToolTip only when the tip changes
 
 A size-hint change inside a widget (QLabel.setText always asks for one) goes up through the
 layouts to the window, and each layout on the way is done again; the tab widget answers by
@@ -34,6 +35,14 @@ from __future__ import annotations
 
 from PySide6.QtCore import QEvent, QSize
 from PySide6.QtWidgets import QSizePolicy, QWidget
+
+
+def set_tip(widget: QWidget, text: str) -> None:
+    """setToolTip only when the tip changes: each call sends the widget a ToolTipChange event,
+    and a page switch set the same tips again (the field rows, the status badge, the page list's
+    progress bar)."""
+    if widget.toolTip() != text:
+        widget.setToolTip(text)
 
 
 class LayoutStop(QWidget):

@@ -347,7 +347,6 @@ class ModelBar(QWidget):
         return self._shown[2]
 
     def refresh(self) -> None:
-        a = self.answers
         # what the bar shows depends on these alone: a page switch (J, K, Q) changes none of
         # them, and the bar's texts and tooltip were set again on each (a tooltip's change
         # event, the queue's count over every page)

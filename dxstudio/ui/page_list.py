@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QLineEdit, QListW
                                QProgressBar, QVBoxLayout, QWidget)
 
 from dxstudio.review import STATUSES
+from dxstudio.ui.layout_stop import set_tip
 from dxstudio.ui.worker_process import PROCESS, search_text, page_texts_at
 
 STATUS_COLOURS = {
@@ -245,8 +246,7 @@ class PageList(QWidget):
         tip = "Reviewed pages: accepted or excluded by a person" + \
             (f"; {odd} of the accepted still have conflicts, so the trainer cannot use them "
              f"as they stand and they count under “with conflicts”" if odd else "")
-        if self.progress.toolTip() != tip:  # (a page switch changes no count: no ToolTipChange)
-            self.progress.setToolTip(tip)
+        set_tip(self.progress, tip)  # (a page switch changes no count: no ToolTipChange)
 
     def _queue(self) -> list:
         try:
