@@ -102,15 +102,6 @@ def _part_log64():
     return _sha(kc.log64_fast(_sweeps()[2]))
 
 
-def _tiny_setup():
-    from dxstudio.engine.config import SIZES
-    from dxstudio.engine.model import to_runtime
-    from dxstudio.engine.params import new_params
-
-    cfg = SIZES["tiny"]
-    return cfg, new_params(cfg, 7), to_runtime(new_params(cfg, 7))
-
-
 def _part_forward():
     from dxstudio.engine.layers import Ops
     from dxstudio.engine.model import forward
@@ -119,8 +110,8 @@ def _part_forward():
     from dxstudio.engine.model import to_runtime
     from dxstudio.engine.params import new_params
 
-    cfg, _, rt = _tiny_setup()
-    base = SIZES["base"]
+    cfg, base = SIZES["tiny"], SIZES["base"]
+    rt = to_runtime(new_params(cfg, 7))
     outs = []
     # the tiny size, and the base size (its fixed-shape kernels: the pair MLP's 8 -> 32 -> 16)
     for c, params, n, seed in ((cfg, rt, 7, 1), (cfg, rt, 23, 2), (base, to_runtime(new_params(base, 3)), 21, 3)):
@@ -130,18 +121,10 @@ def _part_forward():
 
 
 def _part_train_step():
-    from dxstudio.engine.training import Example, Targets, TrainSettings, TrainState, train_step
+    from dxstudio.engine.readiness import training_run
+    from dxstudio.engine.training import TrainState, train_step
 
-    cfg, container, _ = _tiny_setup()
-    rng = np.random.default_rng(5)
-    examples = []
-    for n, seed in ((6, 11), (9, 12)):
-        examples.append(Example(_fake_window(cfg, n, seed), Targets(
-            tags=rng.integers(-1, cfg.n_tags, n), roles=rng.integers(0, len(cfg.roles), n), doc=2,
-            items=rng.integers(-1, n, n), kv=rng.integers(-1, n, n))))
-    settings = TrainSettings(backbone_scale=0.5, loss_role=1.0, loss_doc=1.0, loss_items=0.5,
-                             loss_kv=0.5, clip=0.5, kernels="fast", weight_decay=0.01,
-                             tag_class_weights=(1.0,) + (3.0,) * (cfg.n_tags - 1))
+    cfg, container, examples, settings = training_run()  # the step readiness.prepare compiles
     state = TrainState.start(cfg, container, settings)
     result = train_step(state, examples, 1e-3)
     return _sha(float(result.loss), float(result.grad_norm), *result.grads.values(),

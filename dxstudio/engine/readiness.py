@@ -4,6 +4,7 @@
     prepare(progress=None, beside=True)   compile (or load) them now, a second process helping on 2+
                                           cores; the CPU seconds it took
     prepare_training() -> float           only a training step's own kernels (that second process)
+    training_run()                        the training step both run: (config, parameters, examples, settings)
     PREPARE_CPU_SECONDS                   about how long a first preparation takes (measured)
     preparing_message()                   the one line every command and the app show meanwhile
     start_background_prepare() -> bool    a detached process that prepares them (the CLI's small jobs)
@@ -135,7 +136,7 @@ def prepare(progress=None, beside: bool = True) -> float:
     done()
     if helper is not None:
         helper.wait()  # its kernels are in the cache now (a failed one: compiled below instead)
-    cfg, params, examples, settings = _training_run()
+    cfg, params, examples, settings = training_run()
     train_step(TrainState.start(cfg, params, settings), examples, 1e-3)
     done()
     mark_prepared()
@@ -164,9 +165,10 @@ def _start_training_beside():
         return None
 
 
-def _training_run():
-    """(config, parameters, examples, settings) of the training step the preparation runs: the
-    tiny size, two windows of random words and targets, every loss term on."""
+def training_run():
+    """(config, container parameters, examples, settings) of the training step the preparation
+    runs: the tiny size, two windows of random words and targets, every loss term on. The
+    cross-CPU check (tests/cpu_subprocess_check.py) runs the same step."""
     import numpy as np
 
     from dxstudio.engine.config import SIZES
@@ -193,7 +195,7 @@ def prepare_training() -> float:
     from dxstudio.engine import training
 
     start = time.process_time()
-    cfg, params, examples, settings = _training_run()
+    cfg, params, examples, settings = training_run()
     state = training.TrainState.start(cfg, params, settings)
     wanted = list(training.trainable_scales(cfg, settings))
     for ex in examples:
