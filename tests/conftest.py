@@ -672,9 +672,12 @@ def prepare_engine(config, items, want_facts=False) -> "PreparationWait | None":
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:  # the other worker compiles them: help, then go on with the tests
-                _prepare_training_beside(config, want_facts and shared)
+                _prepare_training_beside(config, want_facts and shared, shared)
                 return PreparationWait(config, lock, want_facts and shared)
         try:
+            if lock is not None and shared:  # the other worker's help starts once they are cached
+                readiness.compile_products()
+                (Path(shared) / PRODUCTS_READY).touch()
             readiness.prepare(beside=lock is None)  # under pytest-xdist the other worker helps instead
             if want_facts and shared:
                 _host_facts(config, shared)
@@ -689,12 +692,21 @@ def prepare_engine(config, items, want_facts=False) -> "PreparationWait | None":
     return None
 
 
-def _prepare_training_beside(config, facts_folder) -> None:
+# Left in the run's shared folder by the preparing worker once mm_nt's builds are in the cache
+# (readiness.compile_products): the other's help starts then and loads them (12 s of CPU each
+# where both compiled them). The wait costs no CPU time of the run: the build for another CPU
+# (the generic one) compiles beside the preparation from the start.
+PRODUCTS_READY = "products-ready"
+PRODUCTS_WAIT = 300  # seconds; past it the help starts anyway
+
+
+def _prepare_training_beside(config, facts_folder, shared) -> None:
     """In the worker that found the other preparing: compile the training step's own kernels
     (readiness.prepare_training: the backward from a reference forward, so none of the other's
-    forward kernels) beside it, before its kernel-free files; the other's training stage then
-    loads them from the cache. On a busy machine the preparation was one worker's two to three
-    minutes while the other, its kernel-free files done, waited for it (227 s).
+    forward kernels) beside it, before its kernel-free files, once the other has cached the
+    products both call (PRODUCTS_READY in `shared`); the other's training stage then loads them
+    from the cache. On a busy machine the preparation was one worker's two to three minutes
+    while the other, its kernel-free files done, waited for it (227 s).
     facts_folder: where the other computes the host build's facts, the assembly of the kernels
     compiled here is left for it (TRAINING_ASSEMBLY), as it holds none of them."""
     import time
@@ -703,6 +715,9 @@ def _prepare_training_beside(config, facts_folder) -> None:
 
     if facts_folder:
         (Path(facts_folder) / TRAINING_ASSEMBLY).with_suffix(".started").touch()
+    deadline = time.monotonic() + PRODUCTS_WAIT
+    while shared and not (Path(shared) / PRODUCTS_READY).is_file() and time.monotonic() < deadline:
+        time.sleep(0.2)
     start = time.process_time()
     try:
         readiness.prepare_training()

@@ -151,7 +151,8 @@ def test_the_training_kernels_prepared_beside_take_the_reference_forward_and_the
 
 def test_a_first_preparation_compiles_the_training_step_beside_on_two_cores(unprepared, monkeypatch):
     """prepare(): where the engine is not prepared and two cores are there, a second process
-    (`python -m dxstudio.engine.readiness --training`) is started before the first stage and
+    (`python -m dxstudio.engine.readiness --training`) is started before the first stage, after
+    mm_nt's builds (compile_products: both call them, the second loads them), and
     waited for before the training stage, which then loads its kernels; on one core, with
     beside=False (the test suite's first worker, whose partner does that part) or once prepared,
     none."""
@@ -170,11 +171,13 @@ def test_a_first_preparation_compiles_the_training_step_beside_on_two_cores(unpr
     def stage(done, total, label):
         events.append(("stage", done))
 
+    compile_products = readiness.compile_products
     with monkeypatch.context() as m:
         m.setattr(readiness.subprocess, "Popen", Helper)
         m.setattr(readiness, "_cores", lambda: 2)
+        m.setattr(readiness, "compile_products", lambda: events.append(("products",)) or compile_products())
         readiness.prepare(stage)
-        assert events == [("start", ["-m", "dxstudio.engine.readiness", "--training"]),
+        assert events == [("products",), ("start", ["-m", "dxstudio.engine.readiness", "--training"]),
                           ("stage", 1), ("stage", 2), ("stage", 3), ("wait",), ("stage", 4)]
         assert readiness.is_prepared()
         for cores, beside, prepared in ((2, True, True), (1, True, False), (2, False, False)):
@@ -184,7 +187,7 @@ def test_a_first_preparation_compiles_the_training_step_beside_on_two_cores(unpr
             events.clear()
             m.setattr(readiness, "_cores", lambda: cores)
             readiness.prepare(stage, beside=beside)
-            assert events == [("stage", 1), ("stage", 2), ("stage", 3), ("stage", 4)], (cores, beside, prepared)
+            assert events == [("products",), ("stage", 1), ("stage", 2), ("stage", 3), ("stage", 4)], (cores, beside, prepared)
     # the second process itself: the training step's kernels (loaded from this run's cache here),
     # quiet, and not the whole preparation (which says what it prepared on stderr)
     r = subprocess.run([sys.executable, "-m", "dxstudio.engine.readiness", "--training"], capture_output=True,

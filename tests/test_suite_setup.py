@@ -373,10 +373,43 @@ def test_the_host_facts_take_the_assembly_the_other_worker_compiled_beside(tmp_p
     monkeypatch.setattr(readiness, "prepare_training", failing)
     monkeypatch.setattr(conftest, "load_script", lambda path: check)
     config = SimpleNamespace(summary_notes=[])
-    late = threading.Timer(1.0, conftest._prepare_training_beside, (config, str(tmp_path)))
+    late = threading.Timer(1.0, conftest._prepare_training_beside, (config, str(tmp_path), None))
     (tmp_path / conftest.TRAINING_ASSEMBLY).with_suffix(".started").touch()  # as it does first
     late.start()
     assert conftest._training_assembly(tmp_path) == {here: "vaddps %ymm1"}  # waited for the file
     late.join()
     assert "failed" in config.summary_notes[-1] and "no compiler" in config.summary_notes[-1]
     assert json.loads((tmp_path / conftest.TRAINING_ASSEMBLY).read_text()) == {here: "vaddps %ymm1"}
+
+
+def test_the_help_beside_starts_once_the_other_worker_has_cached_the_products(tmp_path, monkeypatch):
+    """The second worker's help (conftest._prepare_training_beside) compiles nothing until the
+    first left PRODUCTS_READY in the run's shared folder (mm_nt's builds in the cache, which the
+    help then loads instead of compiling them too); it says at once that it started, so the
+    first waits for its assembly."""
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    from dxstudio.engine import readiness
+    from tests import conftest
+
+    started = []
+    monkeypatch.setattr(readiness, "prepare_training", lambda: started.append(True) or 0.0)
+    monkeypatch.setattr(conftest, "load_script", lambda path: SimpleNamespace(assembly_map=lambda: {}))
+    config = SimpleNamespace(summary_notes=[])
+    facts, shared = tmp_path / "facts", tmp_path / "shared"
+    facts.mkdir()
+    shared.mkdir()
+    helper = threading.Thread(target=conftest._prepare_training_beside, args=(config, str(facts), str(shared)))
+    helper.start()
+    try:
+        time.sleep(1.0)
+        assert helper.is_alive() and not started
+        assert (facts / conftest.TRAINING_ASSEMBLY).with_suffix(".started").is_file()
+        (shared / conftest.PRODUCTS_READY).touch()
+    finally:
+        helper.join(60)
+    assert started == [True] and not helper.is_alive()
+    assert "compiled the training step's beside" in config.summary_notes[-1]
+    assert (facts / conftest.TRAINING_ASSEMBLY).is_file()

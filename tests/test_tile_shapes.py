@@ -1,4 +1,4 @@
-"""mm_nt's tile shape is chosen per instruction set (dxstudio/engine/kernels/isa.py) and changes no bit: AVX-512's 4 x 4 tile, AVX2's 2 x 2, SSE2's 2 x 1 and the others give
+"""mm_nt's tile shape is chosen per instruction set (dxstudio/engine/kernels/isa.py) and changes no bit: AVX-512's 4 x 4 tile, AVX2's 4 x 2 in passes of 8 lanes, SSE2's 2 x 1 and the others give
 the bytes of the reference product, on this machine, for the same inputs; and the whole engine
 built with another shape than the host's (in a subprocess, compiled afresh) gives the host's
 digests (tests/cpu_subprocess_check.py)."""
@@ -75,27 +75,25 @@ def test_a_bad_forced_shape_is_refused(monkeypatch):
 
 
 # ----------------------------------------------------------------------------------------
-# Every shape, one process: mm_nt's body compiled with each tile gives the same bytes
+# Every shape, lanes per pass and column block, one process: mm_nt's body compiled with each
+# gives the same bytes
 # ----------------------------------------------------------------------------------------
-def _mm_nt_with(mr, nr, panel=None):
-    """mm_nt's serial body with another tile (Numba freezes module globals when it compiles:
-    a copy of the function over a copy of the globals); panel: the column block (isa.TILE_PANEL
-    floats of bt, 0 = none), the host's when None. One build per (tile, block) for the module:
-    the tests below share them (each is a compile of about a second)."""
-    return _mm_nt_built(mr, nr, kc._PANEL if panel is None else panel)
-
-
 @functools.lru_cache(maxsize=None)
-def _mm_nt_built(mr, nr, panel):
+def _mm_nt_built(mr, nr, lanes, panel):
+    """mm_nt's serial body with another tile of mr x nr outputs, its k loop in passes of `lanes`
+    (isa.TILE_LANES) and column blocks of `panel` floats of bt (isa.TILE_PANEL, 0 = none): Numba
+    freezes module globals when it compiles, so a copy of the function over a copy of the
+    globals. Each is a compile of one to two seconds of CPU: one per variant for the module."""
     g = dict(kc.__dict__)
-    g.update(_MR=mr, _NR=nr, _tile_mr_nr=intrinsics._make_tile(mr, nr), _PANEL=panel)
-    body = types.FunctionType(kc._mm_nt_body.__code__, g, f"mm_nt_tile_{mr}x{nr}_{panel}")
+    g.update(_MR=mr, _NR=nr, _tile_mr_nr=intrinsics._make_tile(mr, nr, lanes), _PANEL=panel)
+    body = types.FunctionType(kc._mm_nt_body.__code__, g, f"mm_nt_tile_{mr}x{nr}_{lanes}_{panel}")
     return njit(nogil=True, fastmath=False, error_model="numpy")(body)
 
 
 def _operands():
     """Rows and columns that are and are not multiples of every tile side, k below, at and past
-    16; denormals, overflow to infinity, signed zeros; a bias."""
+    16 (and long enough for several column blocks); denormals, overflow to infinity, signed
+    zeros; a bias."""
     rng = np.random.default_rng(26)
     cases = []
     for m, k, n in ((37, 45, 29), (8, 16, 8), (5, 3, 70), (1, 200, 33), (17, 33, 40), (64, 48, 7), (6, 32, 5)):
@@ -108,67 +106,51 @@ def _operands():
     z = np.zeros((6, 19), F32)
     z[::2] = F32(-0.0)
     cases.append((z, -np.ones((20, 19), F32), np.full(20, -0.0, F32)))
+    rng = np.random.default_rng(261)
+    cases += [(rng.standard_normal((m, k)).astype(F32), rng.standard_normal((n, k)).astype(F32),
+               rng.standard_normal(n).astype(F32))
+              for m, k, n in ((35, 128, 75), (18, 416, 33), (16, 16, 130), (3, 150, 9))]
     return cases
 
 
-SHAPES = [(4, 4), (2, 2), (2, 1)]  # AVX-512; AVX2 and NEON; SSE2 (each compiled here: a few s)
+SHAPES = [(4, 4), (4, 2), (2, 2), (2, 1)]  # AVX-512; AVX2; NEON; SSE2
+LANES = [16, 8, 4]
+PANELS = [0, 64, 600, isa.TILE_PANEL["ymm"]]  # none (AVX-512's order), one tile's columns, a few tiles, AVX2's
+# The default suite: every shape, every lane count and every column block at least once, the
+# AVX-512 and AVX2 defaults among them (5 compiles, about 2 s of CPU each); -m heavy: every
+# shape with every lane count and column block
+VARIANTS = [((4, 4), 16, 0), ((4, 2), 8, isa.TILE_PANEL["ymm"]), ((2, 2), 16, 64), ((2, 1), 4, 600),
+            ((2, 4), 8, 0)]
 
 
-def test_every_tile_shape_gives_the_bytes_of_the_reference():
-    kernels = {s: _mm_nt_with(*s) for s in SHAPES}
+def _check_variants(variants):
+    kernels = {(s, lanes, panel): _mm_nt_built(*s, lanes, panel) for s, lanes, panel in variants}
     for a, bt, bias in _operands():
         m, n = a.shape[0], bt.shape[0]
         with np.errstate(all="ignore"):  # the overflowing case: inf - inf in the fold is NaN
             want = (ref.mm_nt_ref(a, bt) + bias).astype(F32)  # dot16, then + bias: one rounding each
         host = kc.mm_nt_fast(a, bt, bias) if not (a.shape[1] == 32 and n >= 16) else None
-        for (mr, nr), kernel in kernels.items():
-            biasp = np.zeros((n + nr - 1) // nr * nr, F32)
-            biasp[:n] = bias
-            out = np.empty((m, n), F32)
-            kernel(a, bt, biasp, out)
-            assert out.view(np.uint32).tobytes() == want.view(np.uint32).tobytes(), (mr, nr, a.shape, bt.shape)
-            if host is not None:
-                assert out.tobytes() == host.tobytes(), (mr, nr, a.shape, bt.shape)
-
-
-# Column blocks (isa.TILE_PANEL, AVX2's 4096 floats): the outputs in another order, each the same
-# tile call: the bytes of the reference with blocks of one tile's columns (64 floats of bt at
-# most), a few tiles (600), and none (AVX-512's order); AVX2's default, 4096, with AVX2's tile
-# (2 x 2), the one that uses it
-PANELS = [0, 64, 600]
-AVX2_PANEL = ((2, 2), isa.TILE_PANEL["ymm"])
-# The default suite: each block size with one tile (AVX-512's tile with no blocks, its order;
-# AVX2's with one tile's columns; SSE2's with a few tiles) and AVX2's default: every tile and
-# every block size run, 4 compiles (about 2 s of CPU each). -m heavy: every tile with every block.
-PANEL_PAIRS = [((4, 4), 0), ((2, 2), 64), ((2, 1), 600), AVX2_PANEL]
-
-
-def _check_column_blocks(pairs):
-    kernels = {(s, p): _mm_nt_with(*s, panel=p) for s, p in pairs}
-    rng = np.random.default_rng(261)
-    cases = _operands() + [(rng.standard_normal((m, k)).astype(F32), rng.standard_normal((n, k)).astype(F32),
-                            rng.standard_normal(n).astype(F32))
-                           for m, k, n in ((35, 128, 75), (18, 416, 33), (16, 16, 130), (3, 150, 9))]
-    for a, bt, bias in cases:
-        m, n = a.shape[0], bt.shape[0]
-        with np.errstate(all="ignore"):
-            want = (ref.mm_nt_ref(a, bt) + bias).astype(F32)
-        for ((mr, nr), panel), kernel in kernels.items():
+        for ((mr, nr), lanes, panel), kernel in kernels.items():
             biasp = np.zeros((n + nr - 1) // nr * nr, F32)
             biasp[:n] = bias
             out = np.full((m, n), np.nan, F32)  # every output written: none left from before
             kernel(a, bt, biasp, out)
-            assert out.view(np.uint32).tobytes() == want.view(np.uint32).tobytes(), (mr, nr, panel, a.shape, bt.shape)
+            assert out.view(np.uint32).tobytes() == want.view(np.uint32).tobytes(), (mr, nr, lanes, panel, a.shape)
+            if host is not None:
+                assert out.tobytes() == host.tobytes(), (mr, nr, lanes, panel, a.shape)
 
 
-def test_column_blocks_give_the_bytes_of_the_reference():
-    assert {s for s, _ in PANEL_PAIRS} == set(SHAPES) and {p for _, p in PANEL_PAIRS} >= set(PANELS)
-    _check_column_blocks(PANEL_PAIRS)
+def test_every_tile_shape_lane_count_and_column_block_gives_the_bytes_of_the_reference():
+    assert {s for s, _, _ in VARIANTS} >= set(SHAPES) and {lanes for _, lanes, _ in VARIANTS} == set(LANES)
+    assert {p for _, _, p in VARIANTS} == set(PANELS)
+    for kind in ("zmm", "ymm"):  # the two defaults measured on their machines
+        assert (isa.TILE_SHAPES[kind], isa.TILE_LANES[kind], isa.TILE_PANEL[kind]) in VARIANTS
+    _check_variants(VARIANTS)
 
 
-@pytest.mark.heavy  # 10 compiles: every tile with every block size
-def test_every_tile_with_every_column_block_gives_the_bytes_of_the_reference():
-    _check_column_blocks([(s, p) for s in SHAPES for p in PANELS] + [AVX2_PANEL])
+@pytest.mark.heavy  # 60 compiles: every tile with every lane count and column block
+def test_every_tile_with_every_lane_count_and_column_block_gives_the_bytes_of_the_reference():
+    _check_variants([(s, lanes, p) for s in SHAPES + [(2, 4)] for lanes in LANES for p in PANELS])
 
 
 def test_the_column_block_is_read_from_the_forced_tile(monkeypatch):
@@ -216,32 +198,9 @@ def test_the_engine_built_with_the_other_shape_gives_the_host_bytes(tmp_path):
 
 # ----------------------------------------------------------------------------------------
 # Lanes per pass (isa.TILE_LANES, DXSTUDIO_TILE=MxN:L): the k loop over 8 or 4 lanes of every
-# chunk at a time, then the parts joined and folded: the same bytes as one pass of 16
+# chunk at a time, then the parts joined and folded: the same bytes as one pass of 16 (checked
+# with the shapes above)
 # ----------------------------------------------------------------------------------------
-def _mm_nt_lanes(mr, nr, lanes):
-    g = dict(kc.__dict__)
-    g.update(_MR=mr, _NR=nr, _tile_mr_nr=intrinsics._make_tile(mr, nr, lanes))
-    body = types.FunctionType(kc._mm_nt_body.__code__, g, f"mm_nt_tile_{mr}x{nr}_{lanes}")
-    return njit(nogil=True, fastmath=False, error_model="numpy")(body)
-
-
-LANE_SHAPES = [(4, 2, 8), (2, 4, 8), (2, 2, 8), (2, 1, 4)]
-
-
-def test_tiles_in_passes_of_fewer_lanes_give_the_bytes_of_the_reference():
-    kernels = {s: _mm_nt_lanes(*s) for s in LANE_SHAPES}
-    for a, bt, bias in _operands():
-        m, n = a.shape[0], bt.shape[0]
-        with np.errstate(all="ignore"):
-            want = (ref.mm_nt_ref(a, bt) + bias).astype(F32)
-        for (mr, nr, lanes), kernel in kernels.items():
-            biasp = np.zeros((n + nr - 1) // nr * nr, F32)
-            biasp[:n] = bias
-            out = np.empty((m, n), F32)
-            kernel(a, bt, biasp, out)
-            assert out.view(np.uint32).tobytes() == want.view(np.uint32).tobytes(), (mr, nr, lanes, a.shape)
-
-
 def test_lanes_per_pass_are_read_from_the_forced_tile(monkeypatch):
     monkeypatch.setenv("DXSTUDIO_TILE", "4x2:8")
     assert isa._tile_shape() == ("DXSTUDIO_TILE", 4, 2) and isa._tile_lanes("DXSTUDIO_TILE") == 8

@@ -4,6 +4,7 @@
     prepare(progress=None, beside=True)   compile (or load) them now, a second process helping on 2+
                                           cores; the CPU seconds it took
     prepare_training() -> float           only a training step's own kernels (that second process)
+    compile_products()                    mm_nt's two builds, which both call: first, before the second starts
     training_run()                        the training step both run: (config, parameters, examples, settings)
     PREPARE_CPU_SECONDS                   about how long a first preparation takes (measured)
     preparing_message()                   the one line every command and the app show meanwhile
@@ -116,6 +117,7 @@ def prepare(progress=None, beside: bool = True) -> float:
     from dxstudio.engine.training import TrainState, train_step
 
     start, children = time.process_time(), _children_cpu()
+    compile_products()  # before the second process starts, which then loads them
     helper = _start_training_beside() if beside and _cores() >= 2 and not is_prepared() else None
     ops = Ops("fast")
     tiny, base = SIZES["tiny"], SIZES["base"]
@@ -141,6 +143,21 @@ def prepare(progress=None, beside: bool = True) -> float:
     done()
     mark_prepared()
     return time.process_time() - start + _children_cpu() - children
+
+
+def compile_products() -> None:
+    """Compile (or load) mm_nt's parallel and serial builds, the product the forward's sections
+    and the backward's both call: where the two preparations started together, each compiled
+    them (12 s of CPU each on a Zen 3 core); started after this, prepare_training loads them
+    from the cache. The arguments have the types the sections pass (C-contiguous float32)."""
+    import numpy as np
+
+    from dxstudio.engine.kernels import compiled as kc
+
+    a, bt = np.ones((3, 20), np.float32), np.ones((5, 20), np.float32)
+    bias = np.zeros((5 + kc._NR - 1) // kc._NR * kc._NR, np.float32)
+    for build in kc._MM_NT:
+        build(a, bt, bias, np.empty((3, 5), np.float32))
 
 
 def _cores() -> int:
