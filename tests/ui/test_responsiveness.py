@@ -1215,3 +1215,51 @@ def test_j_asks_no_list_item_whether_it_is_hidden_and_no_page_its_queue_key(mode
     nxt = a.peek_next_in_queue(s.current)
     qtbot.keyClick(w.view, Qt.Key_Q)
     assert nxt is not None and s.current == nxt
+
+
+def test_the_prefetch_thread_reads_only_the_page_files_it_has_not_read(window, qtbot, monkeypatch):
+    """On every J the prefetch thread read the list's next and previous pages' files and the
+    queue's next one to learn their images' names (1.5-2 ms of Python a J, holding Python's
+    lock while the GUI thread painted), two of them read on the J before. It now reads a page's
+    file again only when the file changed; the next page's image is still decoded before J."""
+    import threading
+    from pathlib import Path
+
+    from dxstudio.project import Project
+    from dxstudio.ui import page_view
+
+    w, s = window, window.session
+    read = []
+    real = Project.load_page
+    monkeypatch.setattr(Project, "load_page", lambda self, pid: (
+        read.append(pid) if threading.current_thread().name == "dxstudio-page-images" else None,
+        real(self, pid))[1])
+    w.view.setFocus()
+    ids = w.page_list.visible_ids()
+
+    def next_decoded():
+        nxt = ids[ids.index(s.current) + 1]
+        key = page_view._image_key(Path(s.project.pages_dir) / real(s.project, nxt).image)
+        qtbot.waitUntil(lambda: key in page_view._DECODED or key in page_view._PIXMAPS, timeout=10000)
+        return nxt
+
+    qtbot.keyClick(w.view, Qt.Key_J)
+    next_decoded()
+    read.clear()
+    for _ in range(3):
+        nxt = next_decoded()
+        qtbot.keyClick(w.view, Qt.Key_J)
+        assert s.current == nxt and w.view.has_image
+        new = next_decoded()
+        assert read == [new]  # the one page not read before
+        read.clear()
+    # a page file that changed is read again: the page shown, the previous one after the next J
+    import os
+
+    shown = s.current
+    st = s.project.page_path(shown).stat()
+    os.utime(s.project.page_path(shown), ns=(st.st_atime_ns, st.st_mtime_ns + 10_000_000))
+    qtbot.keyClick(w.view, Qt.Key_J)
+    new = next_decoded()
+    qtbot.waitUntil(lambda: len(read) >= 2, timeout=10000)
+    assert sorted(read) == sorted([new, shown])
