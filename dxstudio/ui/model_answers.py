@@ -63,7 +63,7 @@ class ModelAnswers(QObject):
         self._labels: dict[str, dict] = {}  # page id -> {field: label words}
         self._texts: dict[str, dict] = {}  # page id -> {field: the label's text}
         self._keys: _Keys = _Keys()  # page id -> its queue key (queue_key)
-        self._queue_cache: tuple | None = None  # (the keys' version, page ids, the queue in order)
+        self._queue_cache: tuple | None = None  # (the keys' version, page ids, [(key, page id)] sorted)
         self._ids: tuple = tuple(session.page_ids)  # the pages as the keys' places count them
         self._job: Job | None = None
         self._cursor: tuple | None = None  # the queue key of the last page the queue opened
@@ -237,14 +237,18 @@ class ModelAnswers(QObject):
         """The queue in order, sorted again only when a key changed (a decision, answers, a
         reload): a page switch asks for it twice (the bar's count, the list's) and a sort of
         every page's key each time was a few ms of the GUI thread per key press."""
+        return [pid for _, pid in self._keyed_queue()]
+
+    def _keyed_queue(self) -> list:
+        """[(queue key, page id)] of the queued pages, sorted: sorted again only when a key
+        changed (a decision, answers, a reload) or the pages did."""
         ids = self.session.page_ids
         cached = self._queue_cache
         if cached is not None and cached[0] == self._keys.version and cached[1] is ids:
-            return list(cached[2])
-        keyed = [(k, pid) for pid in ids if (k := self.queue_key(pid)) is not None]
-        order = [pid for _, pid in sorted(keyed)]
-        self._queue_cache = (self._keys.version, ids, order)
-        return list(order)
+            return cached[2]
+        keyed = sorted((k, pid) for pid in ids if (k := self.queue_key(pid)) is not None)
+        self._queue_cache = (self._keys.version, ids, keyed)
+        return keyed
 
     def next_in_queue(self, current: str | None) -> str | None:
         """The next page of the queue: after the last page the queue opened (so after accepting
@@ -264,8 +268,9 @@ class ModelAnswers(QObject):
         return None if found is None else found[1]
 
     def _next_in_queue(self, current: str | None):
-        keyed = [(k, pid) for pid in self.session.page_ids if (k := self.queue_key(pid)) is not None]
-        return review_queue.next_in_queue(keyed, current, self._cursor)
+        # (the sorted queue kept by _keyed_queue: every J asked every page's key for the prefetch's
+        # peek, and sorted them; a sorted list is sorted again in one pass)
+        return review_queue.next_in_queue(self._keyed_queue(), current, self._cursor)
 
 
 class _Keys(dict):

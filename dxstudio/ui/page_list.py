@@ -105,6 +105,7 @@ class PageList(QWidget):
         layout.addWidget(self.progress)
         layout.addWidget(self.summary)
         self._items: dict[str, QListWidgetItem] = {}
+        self._visible: list[str] = []  # the ids of the items shown (apply_filter)
         self._text_cache: dict[str, str] = {}
         self._styled: dict = {}  # page id -> the status its item shows
         self._syncing = False
@@ -185,6 +186,7 @@ class PageList(QWidget):
                 item.setData(Qt.UserRole, pid)
                 self.list.addItem(item)
                 self._items[pid] = item
+            self._visible = list(ids)  # (new items are shown; apply_filter below hides what it must)
             self._text_cache = {pid: t for pid, t in self._text_cache.items() if pid in self._items}
         for pid in ids:
             self._style_item(pid)
@@ -280,8 +282,13 @@ class PageList(QWidget):
 
     def apply_filter(self) -> None:
         queue = set(self._queue()) if self.filter.currentData() == QUEUE else None
+        visible = []
         for pid, item in self._items.items():
-            item.setHidden(not self._matches(pid, queue))
+            shown = self._matches(pid, queue)
+            item.setHidden(not shown)
+            if shown:
+                visible.append(pid)
+        self._visible = visible
         current = self._items.get(self.session.current)
         if current is not None and not current.isHidden():  # e.g. the search was cleared
             self.list.scrollToItem(current)
@@ -333,7 +340,10 @@ class PageList(QWidget):
         return super().eventFilter(obj, event)
 
     def visible_ids(self) -> list[str]:
-        return [pid for pid, item in self._items.items() if not item.isHidden()]
+        """The pages the filter and the search show, in the list's order (kept by apply_filter,
+        the only place that hides an item: J and K asked every item whether it was hidden, twice
+        a key, 0.3 ms each with 200 pages)."""
+        return list(self._visible)
 
     def set_status_filter(self, status: str | None) -> None:
         self.filter.setCurrentIndex(max(0, self.filter.findData(status)))
