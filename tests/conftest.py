@@ -676,8 +676,10 @@ def prepare_engine(config, items, want_facts=False) -> "PreparationWait | None":
                 return PreparationWait(config, lock, want_facts and shared)
         try:
             if lock is not None and shared:  # the other worker's help starts once they are cached
-                readiness.compile_products()
-                (Path(shared) / PRODUCTS_READY).touch()
+                try:
+                    readiness.compile_products()
+                finally:  # (after a failure too: it never waits for nothing)
+                    (Path(shared) / PRODUCTS_READY).touch()
             readiness.prepare(beside=lock is None)  # under pytest-xdist the other worker helps instead
             if want_facts and shared:
                 _host_facts(config, shared)
