@@ -413,3 +413,35 @@ def test_the_help_beside_starts_once_the_other_worker_has_cached_the_products(tm
     assert started == [True] and not helper.is_alive()
     assert "compiled the training step's beside" in config.summary_notes[-1]
     assert (facts / conftest.TRAINING_ASSEMBLY).is_file()
+
+
+def test_the_assembly_of_a_callee_is_read_in_its_callers(monkeypatch):
+    """cpu_subprocess_check.assembly_map: a kernel compiled here whose module Numba linked into
+    another listed kernel's (its caller) gives "" (its code is in the caller's assembly, read
+    once), counted neither as missing nor twice; a kernel alone gives its own assembly."""
+    from numba import njit
+
+    from tests import conftest
+
+    check = conftest.load_script(conftest.REPO / "tests" / "cpu_subprocess_check.py")
+
+    @njit
+    def callee(x):
+        return x * 3.0 + 1.0
+
+    @njit
+    def caller(x):
+        return callee(x) - 2.0
+
+    @njit
+    def alone(x):
+        return x / 7.0
+
+    assert caller(1.0) == 2.0 and callee(1.0) == 4.0 and alone(7.0) == 1.0
+    monkeypatch.setattr(check, "_kernels", lambda sample=False: [caller, callee, alone])
+    found = check.assembly_map()
+    name = {k: f"{k.py_func.__module__}.{k.py_func.__qualname__}{k.signatures[0]}" for k in (caller, callee, alone)}
+    assert found[name[callee]] == ""  # carried by the caller
+    assert found[name[caller]] and found[name[alone]]  # each its own assembly
+    asm, missing = check._compiled_assembly()
+    assert missing == 0 and asm == found[name[caller]] + "\n" + found[name[alone]]
