@@ -215,9 +215,10 @@ def assembly_map(sample: bool = False) -> dict:
     carried = _carried(kernels)
     for kernel in kernels:
         for sig in kernel.signatures:
+            key = f"{kernel.py_func.__module__}.{kernel.py_func.__qualname__}{sig}"
             overload = getattr(kernel, "overloads", {}).get(sig)
             if overload is not None and id(overload.library) in carried:
-                found[f"{kernel.py_func.__module__}.{kernel.py_func.__qualname__}{sig}"] = ""
+                found[key] = ""
                 continue
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
@@ -229,7 +230,7 @@ def assembly_map(sample: bool = False) -> dict:
             # code. Invalid result is returned.") and a placeholder: not this kernel's assembly
             if any("cached code" in str(w.message) for w in caught):
                 asm = None
-            found[f"{kernel.py_func.__module__}.{kernel.py_func.__qualname__}{sig}"] = asm
+            found[key] = asm
     return found
 
 
