@@ -1007,21 +1007,30 @@ def tiny_base(tmp_path_factory):
     return d / "run" / "model.safetensors"
 
 
+def sample_project(root, pages: int, settings: dict, sample=None):
+    """A project at root (made) holding the first `pages` pages of the bundled sample (or of the
+    sample folder given), their labels as they ship and the sample's schema, with `settings` as
+    the project's settings; returns root."""
+    sample = Path(sample or SAMPLE)
+    root = Path(root)
+    (root / "pages").mkdir(parents=True)
+    (root / "labels").mkdir()
+    for page in sorted((sample / "pages").glob("*.json"))[:pages]:
+        shutil.copy(page, root / "pages")
+        if (sample / "labels" / page.name).exists():
+            shutil.copy(sample / "labels" / page.name, root / "labels")
+    data = json.loads((sample / "dxproject.json").read_text())
+    data["settings"] = dict(settings)
+    (root / "dxproject.json").write_text(json.dumps(data))
+    return root
+
+
 @pytest.fixture
 def small_project(tmp_path):
     """Eight pages of the bundled sample with its labels as they ship, tiny-model settings that
     checkpoint every step (resume and snapshot tests)."""
-    root = tmp_path / "p"
-    (root / "pages").mkdir(parents=True)
-    (root / "labels").mkdir()
-    for page in sorted((SAMPLE / "pages").glob("*.json"))[:8]:
-        shutil.copy(page, root / "pages")
-        shutil.copy(SAMPLE / "labels" / page.name, root / "labels")
-    data = json.loads((SAMPLE / "dxproject.json").read_text())
-    data["settings"] = {"size": "tiny", "auto_folds": 0, "epochs": 2, "batch": 2, "warmup": 1, "heldout_fraction": 0.25,
-                        "checkpoint_every": 1}
-    (root / "dxproject.json").write_text(json.dumps(data))
-    return root
+    return sample_project(tmp_path / "p", 8, {"size": "tiny", "auto_folds": 0, "epochs": 2, "batch": 2, "warmup": 1,
+                                              "heldout_fraction": 0.25, "checkpoint_every": 1})
 
 
 def set_review(root, pid, **change):

@@ -4,7 +4,6 @@ Built on a few pages of the bundled sample (no ../shared needed)."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -16,26 +15,16 @@ from dxstudio.cli import main as cli_main
 from dxstudio.project import Project
 from dxstudio.tuning import TuneError, TuneRun
 from dxstudio.tuning.rundir import RunDir, RunLockedError
+from tests.conftest import sample_project
 
 REPO = Path(__file__).resolve().parents[1]
-SAMPLE = REPO / "resources" / "sample"
 
 
 @pytest.fixture
 def small_project(tmp_path):
     """Eight sample receipts, a tiny model, one epoch of two steps."""
-    root = tmp_path / "p"
-    (root / "pages").mkdir(parents=True)
-    (root / "labels").mkdir()
-    for page in sorted((SAMPLE / "pages").glob("*.json"))[:8]:
-        shutil.copy(page, root / "pages")
-        if (SAMPLE / "labels" / page.name).exists():
-            shutil.copy(SAMPLE / "labels" / page.name, root / "labels")
-    data = json.loads((SAMPLE / "dxproject.json").read_text())
-    data["settings"] = {"size": "tiny", "auto_folds": 0, "epochs": 1, "batch": 4, "warmup": 1, "heldout_fraction": 0.25,
-                        "checkpoint_every": 1}
-    (root / "dxproject.json").write_text(json.dumps(data))
-    return root
+    return sample_project(tmp_path / "p", 8, {"size": "tiny", "auto_folds": 0, "epochs": 1,
+                                             "batch": 4, "warmup": 1, "heldout_fraction": 0.25, "checkpoint_every": 1})
 
 
 def test_create_gives_unique_names(tmp_path):

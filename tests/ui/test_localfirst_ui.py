@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
-from pathlib import Path
 
 import pytest
 
@@ -13,23 +11,12 @@ from dxstudio.tuning.localfirst import promise_sentence
 from dxstudio.tuning.scoring import HeldOutPage, score_pages
 from dxstudio.ui.results_tab import ResultsPanel, threshold_sentence
 from dxstudio.ui.train_tab import TrainingPanel
-
-SAMPLE = Path(__file__).resolve().parents[2] / "resources" / "sample"
+from tests.conftest import sample_project
 
 
 @pytest.fixture
 def eight_pages(tmp_path):
-    root = tmp_path / "p"
-    (root / "pages").mkdir(parents=True)
-    (root / "labels").mkdir()
-    for page in sorted((SAMPLE / "pages").glob("*.json"))[:8]:
-        shutil.copy(page, root / "pages")
-        if (SAMPLE / "labels" / page.name).exists():
-            shutil.copy(SAMPLE / "labels" / page.name, root / "labels")
-    data = json.loads((SAMPLE / "dxproject.json").read_text())
-    data["settings"] = {"size": "tiny", "epochs": 1, "batch": 4, "warmup": 1}  # folds: auto
-    (root / "dxproject.json").write_text(json.dumps(data))
-    return root
+    return sample_project(tmp_path / "p", 8, {"size": "tiny", "epochs": 1, "batch": 4, "warmup": 1})  # folds: auto
 
 
 def test_the_results_tab_leads_with_the_one_sentence(qtbot, tmp_path):

@@ -861,7 +861,6 @@ def test_a_page_switch_lays_the_field_rows_out_again_only_for_a_text_that_needs_
     spy = Requests()
     for row in rows:
         row.installEventFilter(spy)
-    order = list(panel.rows)  # top to bottom
     where = {name: row.geometry() for name, row in panel.rows.items()}
     texts, still, tall_before = set(), 0, taller_than_kept()
     for _ in range(pages - 1):

@@ -14,6 +14,7 @@ from dxstudio.project import Project
 from dxstudio.tuning import TuneRun
 from dxstudio.ui.runs_panel import RunsPanel, settings_text
 from dxstudio.ui.results_tab import FEW_HELDOUT_PAGES, ResultsPanel, threshold_sentence
+from tests.conftest import sample_project
 
 SAMPLE = Path(__file__).resolve().parents[2] / "resources" / "sample"
 
@@ -21,15 +22,8 @@ SAMPLE = Path(__file__).resolve().parents[2] / "resources" / "sample"
 @pytest.fixture(scope="module")
 def runs_template(tmp_path_factory):
     """A project with two finished runs (A older, seed 1; B newer, lr 0.01) and a stopped one."""
-    root = tmp_path_factory.mktemp("runs") / "p"
-    (root / "pages").mkdir(parents=True)
-    (root / "labels").mkdir()
-    for page in sorted((SAMPLE / "pages").glob("*.json"))[:8]:
-        shutil.copy(page, root / "pages")
-        shutil.copy(SAMPLE / "labels" / page.name, root / "labels")
-    data = json.loads((SAMPLE / "dxproject.json").read_text())
-    data["settings"] = {"size": "tiny", "auto_folds": 0, "epochs": 2, "batch": 2, "warmup": 1, "heldout_fraction": 0.25}
-    (root / "dxproject.json").write_text(json.dumps(data))
+    root = sample_project(tmp_path_factory.mktemp("runs") / "p", 8, {"size": "tiny", "auto_folds": 0, "epochs": 2,
+                                                                    "batch": 2, "warmup": 1, "heldout_fraction": 0.25})
     for i, (name, overrides, finish) in enumerate([("20260101-000000", {}, True),
                                                    ("20260102-000000", {"lr": 0.01}, True),
                                                    ("20260103-000000", {"epochs": 3}, False)]):

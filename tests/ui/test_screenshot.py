@@ -6,6 +6,7 @@ import struct
 import pytest
 
 from dxstudio.cli import main
+from tests.conftest import sample_project
 
 
 def png_size(path) -> tuple[int, int]:
@@ -71,21 +72,11 @@ def test_project_settings_trains_with_the_projects_own_settings(receipts_project
 def test_the_runs_screen_compares_two_runs_on_the_sample(tmp_path, monkeypatch):
     """On a few pages of the bundled sample (no ../shared): two runs, both listed and compared."""
     import json
-    import shutil
-    from pathlib import Path
 
     from dxstudio.ui import screenshot
 
-    sample = Path(__file__).resolve().parents[2] / "resources" / "sample"
-    root = tmp_path / "p"
-    (root / "pages").mkdir(parents=True)
-    (root / "labels").mkdir()
-    for page in sorted((sample / "pages").glob("*.json"))[:8]:
-        shutil.copy(page, root / "pages")
-        shutil.copy(sample / "labels" / page.name, root / "labels")
-    data = json.loads((sample / "dxproject.json").read_text())
-    data["settings"] = {"batch": 2, "auto_folds": 0, "heldout_fraction": 0.25}
-    (root / "dxproject.json").write_text(json.dumps(data))
+    root = sample_project(tmp_path / "p", 8, {"batch": 2, "auto_folds": 0, "heldout_fraction": 0.25})
+    fields = len(json.loads((root / "dxproject.json").read_text())["schema"])
     seen = {}
     save_png = screenshot._save_png
 
@@ -99,6 +90,6 @@ def test_the_runs_screen_compares_two_runs_on_the_sample(tmp_path, monkeypatch):
     monkeypatch.setattr(screenshot, "_save_png", look_then_save)
     screenshot.render(root, tmp_path / "runs.png", "runs", steps=4, size=(1280, 800))
     assert seen["runs"] == ["finished", "finished"]
-    assert seen["compare_rows"] >= len(data["schema"]) and "lr 0.01 → 0.005" in seen["title"]
+    assert seen["compare_rows"] >= fields and "lr 0.01 → 0.005" in seen["title"]
     assert (tmp_path / "runs.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not (root / "runs").exists() or not any((root / "runs").iterdir())

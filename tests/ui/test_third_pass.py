@@ -3,7 +3,6 @@ offscreen, on the 16-receipt project (tests/conftest.py) with tiny models made h
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest

@@ -2,10 +2,6 @@
 On eight receipts of the bundled sample (no ../shared needed)."""
 from __future__ import annotations
 
-import json
-import shutil
-from pathlib import Path
-
 import pytest
 from PySide6.QtWidgets import QCheckBox, QComboBox, QDoubleSpinBox, QSpinBox
 
@@ -14,23 +10,13 @@ from dxstudio.tuning.rundir import RunDir
 from dxstudio.tuning.settings import DEFAULTS, FORM_SETTINGS, SETTINGS, Setting, usable_cores
 from dxstudio.ui import train_tab
 from dxstudio.ui.train_tab import TrainingPanel
-
-SAMPLE = Path(__file__).resolve().parents[2] / "resources" / "sample"
+from tests.conftest import sample_project
 
 
 @pytest.fixture
 def small_project(tmp_path):
-    root = tmp_path / "p"
-    (root / "pages").mkdir(parents=True)
-    (root / "labels").mkdir()
-    for page in sorted((SAMPLE / "pages").glob("*.json"))[:8]:
-        shutil.copy(page, root / "pages")
-        if (SAMPLE / "labels" / page.name).exists():
-            shutil.copy(SAMPLE / "labels" / page.name, root / "labels")
-    data = json.loads((SAMPLE / "dxproject.json").read_text())
-    data["settings"] = {"size": "tiny", "auto_folds": 0, "epochs": 1, "batch": 4, "warmup": 1, "heldout_fraction": 0.25}
-    (root / "dxproject.json").write_text(json.dumps(data))
-    return root
+    return sample_project(tmp_path / "p", 8, {"size": "tiny", "auto_folds": 0, "epochs": 1,
+                                             "batch": 4, "warmup": 1, "heldout_fraction": 0.25})
 
 
 def test_every_form_row_of_the_table_is_a_widget_with_its_range_and_help(qtbot, small_project):

@@ -3,26 +3,12 @@ lr 0.002 without a word): the Train tab opens, and Fine-tune says which key in w
 the nearest known one instead of starting (or crashing)."""
 from __future__ import annotations
 
-import json
-import shutil
-from pathlib import Path
-
 from dxstudio.ui.train_tab import TrainingPanel
-
-SAMPLE = Path(__file__).resolve().parents[2] / "resources" / "sample"
+from tests.conftest import sample_project
 
 
 def test_fine_tune_names_the_unknown_setting_and_the_nearest(qtbot, tmp_path):
-    root = tmp_path / "p"
-    (root / "pages").mkdir(parents=True)
-    (root / "labels").mkdir()
-    for page in sorted((SAMPLE / "pages").glob("*.json"))[:4]:
-        shutil.copy(page, root / "pages")
-        if (SAMPLE / "labels" / page.name).exists():
-            shutil.copy(SAMPLE / "labels" / page.name, root / "labels")
-    data = json.loads((SAMPLE / "dxproject.json").read_text())
-    data["settings"] = {"size": "tiny", "learning_rate": 5}
-    (root / "dxproject.json").write_text(json.dumps(data))
+    root = sample_project(tmp_path / "p", 4, {"size": "tiny", "learning_rate": 5})
     panel = TrainingPanel(root)
     panel.show_dialogs = False
     qtbot.addWidget(panel)
