@@ -117,3 +117,28 @@ def click_tab(qtbot, w, widget):
     bar = w.tabs.tabBar()
     qtbot.mouseClick(bar, Qt.LeftButton, pos=bar.tabRect(index).center())
     assert w.tabs.currentIndex() == index
+
+
+def cancel_after_step(monkeypatch, step: int):
+    """Make the Train tab's fine-tuning cancel itself as step `step` is reported (on the job's
+    thread, as a person's Cancel would land); returns the real train_tab.tune_work, to put back."""
+    from dxstudio.ui import train_tab
+
+    real = train_tab.tune_work
+
+    def cancelling(*args):
+        work = real(*args)
+
+        def wrapped(job):
+            report = job.report
+
+            def report_then_cancel(obj):
+                report(obj)
+                if getattr(obj, "kind", None) == "step" and obj.step == step:
+                    job.cancel()
+            job.report = report_then_cancel
+            return work(job)
+        return wrapped
+
+    monkeypatch.setattr(train_tab, "tune_work", cancelling)
+    return real

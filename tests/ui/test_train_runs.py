@@ -16,6 +16,7 @@ from dxstudio.ui import train_tab
 from dxstudio.ui.train_tab import TrainingPanel
 
 from tests.conftest import set_review
+from tests.ui.conftest import cancel_after_step
 
 WAIT_MS = 60_000
 
@@ -68,23 +69,7 @@ def test_review_during_a_stopped_run_then_resume_gives_the_bytes_of_an_uninterru
 
     panel = panel_on(qtbot, small_project)
     assert not panel.resume_button.isEnabled()
-    real = train_tab.tune_work
-
-    def stopping_after_step_2(*args):  # on the job's thread, as step 2 is reported
-        work = real(*args)
-
-        def wrapped(job):
-            report = job.report
-
-            def report_then_cancel(obj):
-                report(obj)
-                if getattr(obj, "kind", None) == "step" and obj.step == 2:
-                    job.cancel()
-            job.report = report_then_cancel
-            return work(job)
-        return wrapped
-
-    monkeypatch.setattr(train_tab, "tune_work", stopping_after_step_2)
+    real = cancel_after_step(monkeypatch, 2)
     with qtbot.waitSignal(panel.stopped, timeout=WAIT_MS):
         qtbot.mouseClick(panel.fine_tune_button, Qt.MouseButton.LeftButton)
     monkeypatch.setattr(train_tab, "tune_work", real)

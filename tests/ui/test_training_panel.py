@@ -9,10 +9,11 @@ from PySide6.QtCore import Qt, QTimer
 
 from dxstudio.project import Project
 from dxstudio.tuning import TuneRun
-from dxstudio.ui import results_tab, train_tab
+from dxstudio.ui import results_tab
 from dxstudio.ui.page_view import field_colours
 from dxstudio.ui.results_tab import ResultsPanel, page_tally, threshold_sentence
 from dxstudio.ui.train_tab import TrainingPanel, WholeNumberAxis, checkpoint_step, format_duration, unfinished_run
+from tests.ui.conftest import cancel_after_step
 
 WAIT_MS = 60_000  # generous: the machine is shared and slow; a run takes about a second
 
@@ -146,23 +147,7 @@ def test_cancel_then_resume_ends_with_the_uninterrupted_bytes(qtbot, receipts_pr
     panel, results = make_panels(qtbot, receipts_project)
     # Cancel deterministically after step 2: on the job's thread, as step 2 is reported, so the
     # cancel lands before step 3.
-    real = train_tab.tune_work
-
-    def cancelling_after_step_2(*args):
-        work = real(*args)
-
-        def wrapped(job):
-            report = job.report
-
-            def report_then_cancel(obj):
-                report(obj)
-                if getattr(obj, "kind", None) == "step" and obj.step == 2:
-                    job.cancel()
-            job.report = report_then_cancel
-            return work(job)
-        return wrapped
-
-    monkeypatch.setattr(train_tab, "tune_work", cancelling_after_step_2)
+    cancel_after_step(monkeypatch, 2)
     with qtbot.waitSignal(panel.stopped, timeout=WAIT_MS) as stopped:
         run_dir = panel.fine_tune()
     assert stopped.args[1] == 2 and checkpoint_step(run_dir) == 2
