@@ -332,20 +332,7 @@ class LabelClient:
 
     def cached(self, page, schema) -> dict | None:
         path = self.cache_path(page, schema)
-        if path is None or not path.is_file():
-            return None
-        try:
-            d = read_json(path)
-            if d.get("page_sha") != page_hash(page):
-                return None  # the page changed since: ask again
-            answers = d["answers"]
-            names = [f.name for f in _fields(schema)]
-            if not isinstance(answers, dict) or set(answers) != set(names):
-                return None
-            check_answers(answers, names, str(path))
-            return answers
-        except (ValueError, KeyError, TypeError, AttributeError):
-            return None  # a damaged cache entry is only a miss
+        return _cached_answers(path, "page_sha", lambda: page_hash(page), schema)
 
     def ask(self, page, schema) -> dict:
         """Answers for every schema field, from the cache or the endpoint."""
@@ -374,20 +361,7 @@ class LabelClient:
         if len(pages) == 1:
             return self.cached(pages[0], schema)
         path = self.document_cache_path(pages, schema)
-        if path is None or not path.is_file():
-            return None
-        try:
-            d = read_json(path)
-            if d.get("document_sha") != document_hash(pages):
-                return None
-            answers = d["answers"]
-            names = [f.name for f in _fields(schema)]
-            if not isinstance(answers, dict) or set(answers) != set(names):
-                return None
-            check_answers(answers, names, str(path))
-            return answers
-        except (ValueError, KeyError, TypeError, AttributeError):
-            return None
+        return _cached_answers(path, "document_sha", lambda: document_hash(pages), schema)
 
     def ask_document(self, pages, schema, max_chars: int = MAX_DOCUMENT_PROMPT_CHARS) -> dict:
         """Answers for a document, asked once with every page's text behind page markers
@@ -654,6 +628,26 @@ def _retry_after(value) -> float | None:
 
 # ---------------------------------------------------------------------------------------
 # Saving answers as labels
+
+
+def _cached_answers(path, key: str, digest_of, schema) -> dict | None:
+    """The answers a cache file at path holds for the schema, if its `key` (the page's or the
+    document's hash) is digest_of() (computed only when the file exists); else None: the input changed since (ask again), or the entry is
+    missing, damaged or for other fields (a damaged cache entry is only a miss)."""
+    if path is None or not path.is_file():
+        return None
+    try:
+        d = read_json(path)
+        if d.get(key) != digest_of():
+            return None
+        answers = d["answers"]
+        names = [f.name for f in _fields(schema)]
+        if not isinstance(answers, dict) or set(answers) != set(names):
+            return None
+        check_answers(answers, names, str(path))
+        return answers
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 def check_answers(answers, field_names, source: str) -> dict:
     """Validate {field: text or None}; a field the schema lacks is an error."""
