@@ -18,7 +18,6 @@ version's settings survive an older version's save. See docs/project.md.
 from __future__ import annotations
 
 import copy
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -183,7 +183,7 @@ class _FirstInterruptCancels:
 
 
 def _tune(project, args) -> int:
-    from dxstudio.tuning import TuneError, prepare_run, score_summary
+    from dxstudio.tuning import TuneError
     from dxstudio.tuning.rundir import RunDir
 
     if args.resume and not args.out:

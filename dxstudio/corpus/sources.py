@@ -187,7 +187,7 @@ def naf_doc(path: Path) -> CorpusDoc:
     ents = []  # (box, id, role, words)
     for ent in list(d["textBBs"]) + list(d["fieldBBs"]):
         try:
-            eid, kind = ent["id"], str(ent.get("type", ""))
+            eid = ent["id"]
             pts = ent["poly_points"]
             xs = [float(p[0]) for p in pts]
             ys = [float(p[1]) for p in pts]

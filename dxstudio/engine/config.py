@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import unicodedata
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .blocks import block_names
 

@@ -15,11 +15,9 @@ document of one page whose document id is the page id (dxstudio/documents.py).
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 
 # Coordinates and page sizes are bounded (docs/security.md): a box of 1e308 is finite, but

@@ -153,3 +153,19 @@ def _check_tensors(path, tensors: dict, expected: dict) -> None:
                             f"expected {tuple(np.shape(want))}")
         if not np.isfinite(arr).all():
             raise TuneError(f"{path}: checkpoint tensor {k!r} has non-finite values")
+
+
+class CheckpointedRun:
+    """The checkpoint of a run (TuneRun, PretrainRun): its file in the run folder, written and read
+    back with the run's fingerprint and components. The run has `rundir`, `state`,
+    `fingerprint`, `components` and `total_steps`."""
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.rundir.checkpoint_path
+
+    def save_checkpoint(self) -> None:
+        save_checkpoint(self.checkpoint_path, self.state, self.fingerprint, self.components)
+
+    def load_checkpoint(self) -> int:
+        return load_checkpoint(self.checkpoint_path, self.state, self.fingerprint, self.components, self.total_steps)

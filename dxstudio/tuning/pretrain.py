@@ -45,7 +45,7 @@ def resolve(overrides: dict | None) -> dict:
 
 
 @dataclass
-class PretrainRun:
+class PretrainRun(checkpoint.CheckpointedRun):
     run_dir: Path
     settings: dict
     cfg: object
@@ -123,16 +123,7 @@ class PretrainRun:
     def rundir(self) -> RunDir:
         return RunDir(self.run_dir)
 
-    @property
-    def checkpoint_path(self) -> Path:
-        return self.rundir.checkpoint_path
-
-    def save_checkpoint(self) -> None:
-        checkpoint.save_checkpoint(self.checkpoint_path, self.state, self.fingerprint, self.components)
-
-    def load_checkpoint(self) -> int:
-        return checkpoint.load_checkpoint(self.checkpoint_path, self.state, self.fingerprint, self.components,
-                                          self.total_steps)
+    # checkpoint_path, save_checkpoint, load_checkpoint: checkpoint.CheckpointedRun
 
     # -- training -------------------------------------------------------------------------
     def start_state(self, resume: bool = False) -> int:

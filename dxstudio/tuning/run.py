@@ -26,7 +26,7 @@ from dxstudio.bundled import models_dir
 from dxstudio.corpus.generic import transfer_tag_head
 from dxstudio.engine.config import size_config
 from dxstudio.engine.container import ModelFileError, canonical_json, load_model, model_bytes, save_model
-from dxstudio.engine.extract import DEFAULT_DECODING, JOINT_DECODINGS, KEYWORD_DECODINGS, predict_page, reading_keywords
+from dxstudio.engine.extract import JOINT_DECODINGS, KEYWORD_DECODINGS, predict_page, reading_keywords
 from dxstudio.engine.inputs import window_inputs
 from dxstudio.engine.params import new_params, new_tag_head
 from dxstudio.engine.training import Example, Targets, TrainSettings, TrainState, train_step
@@ -48,7 +48,7 @@ BASE_MODEL = models_dir() / "docextract-v0-base.safetensors"  # resources/models
 
 
 @dataclass
-class TuneRun:
+class TuneRun(checkpoint.CheckpointedRun):
     project: object
     run_dir: Path
     settings: dict
@@ -278,16 +278,7 @@ class TuneRun:
                              clip=s["clip"], degree=self.degree_override or s["degree"], kernels=s["kernels"])
 
     # -- checkpoints (checkpoint.py) -------------------------------------------------------
-    @property
-    def checkpoint_path(self) -> Path:
-        return self.rundir.checkpoint_path
-
-    def save_checkpoint(self) -> None:
-        checkpoint.save_checkpoint(self.checkpoint_path, self.state, self.fingerprint, self.components)
-
-    def load_checkpoint(self) -> int:
-        return checkpoint.load_checkpoint(self.checkpoint_path, self.state, self.fingerprint, self.components,
-                                          self.total_steps)
+    # checkpoint_path, save_checkpoint, load_checkpoint: checkpoint.CheckpointedRun
 
     # -- training ------------------------------------------------------------------------
     def start_state(self, resume: bool = False, overwrite: bool = False) -> int:
