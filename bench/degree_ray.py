@@ -6,9 +6,9 @@ example order), beside degree D in one process.
 
 The run's own examples, settings and starting model (TuneRun.prepare, nothing written), its
 batches in schedule order. Contestants, each with its own TrainState, one step each per round:
-`degree` (D threads in this process), `ray-sets` (RayGradients(), the default: every set
-back), `ray-sums` (RayGradients(summed=True)). Not run to the end on the loaded machine where it
-was written (Ray could not start a node there). After every round all weights must be the same bytes (checked).
+`degree` (D threads in this process), `ray-sets` (RayGradients(summed=False): every set back),
+`ray-sums` (RayGradients(summed=True), the default since 7 December 2026). After every round all
+weights must be the same bytes (checked). Figures: docs/scale.md, "One partial sum a task".
 Per step: wall (indicative on a loaded machine), the CPU seconds of this process and every
 process it started (Ray's raylet, object store and workers; read from /proc), and the gradient
 bytes that crossed processes (the runner's count). The last line is one JSON object.

@@ -3,6 +3,7 @@ processes and on a local Ray instance (127.0.0.1 only), tune --ray; always the b
 process. The Ray tests skip when the cluster extra is not installed."""
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
@@ -489,7 +490,13 @@ def sample_project(tmp_path):
     return proj
 
 
-def test_tune_on_ray_gives_the_bytes_of_degree_1_resume_included(ray_local, sample_project, tmp_path, capsys):
+@pytest.mark.parametrize("summed", [True, False], ids=["a partial sum a task (the default)", "every set back"])
+def test_tune_on_ray_gives_the_bytes_of_degree_1_resume_included(ray_local, sample_project, tmp_path, capsys,
+                                                                   monkeypatch, summed):
+    from dxstudio.scale import cluster
+
+    if not summed:
+        monkeypatch.setattr(cluster, "RayGradients", functools.partial(cluster.RayGradients, summed=False))
     code, _, err = run_cli(["tune", str(sample_project), "--out", str(tmp_path / "one"), "--degree", "1"], capsys)
     assert code == 0, err
     code, _, err = run_cli(["tune", str(sample_project), "--out", str(tmp_path / "ray"), "--ray", "local",
@@ -498,7 +505,7 @@ def test_tune_on_ray_gives_the_bytes_of_degree_1_resume_included(ray_local, samp
     code, _, err = run_cli(["tune", str(sample_project), "--out", str(tmp_path / "ray"), "--ray", "local",
                             "--resume"], capsys)
     assert code == 0, err
-    assert "bytes of gradient sets" in err
+    assert "bytes of gradient sets " + ("between processes" if summed else "back to this process") in err
     one = (tmp_path / "one" / "model.safetensors").read_bytes()
     assert (tmp_path / "ray" / "model.safetensors").read_bytes() == one
 

@@ -220,7 +220,9 @@ def _ray_runner(args):
 
     def close(runner):
         if runner.bytes_back:
-            warn(f"--ray: {runner.steps} steps on the cluster; per step {runner.bytes_back} bytes of gradient sets back to this process, "
+            where = ("between processes (one partial sum a task, in example order)" if runner.sums
+                     else "back to this process (one set an example)")
+            warn(f"--ray: {runner.steps} steps on the cluster; per step {runner.bytes_back} bytes of gradient sets {where}, "
                  f"{runner.bytes_out} bytes of weights out (the last step)")
         if started:
             cluster.shutdown()

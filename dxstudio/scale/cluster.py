@@ -5,7 +5,7 @@ Imported only when a command gets --ray; it imports ray (the cluster extra) at o
     connect("local", num_cpus=2)    # a Ray instance on this machine, on 127.0.0.1
     connect("10.0.0.5:6379")        # a running cluster; dxstudio travels as a py_module
     with RayTasks(fn, model, ...):  # fn(model, chunk, ...) as tasks, the model ray.put once
-    state.runner = RayGradients()   # a training step's examples as tasks, sets back in order
+    state.runner = RayGradients()   # a training step's examples as tasks, one partial sum a task in order
 
 A task whose worker dies (killed, out of memory, its node lost) is run again by Ray
 (max_retries); its result is taken once, so no output line is lost or doubled.
@@ -180,19 +180,19 @@ class RayGradients:
     """A TrainState.runner: a step's examples split into consecutive runs, one task each
     (the weights ray.put once per step).
 
-    summed=False (the default): every example's own set comes back and the driver adds them in
-    example order. summed=True (issue 26 item 5; NOT the default: on the loaded 2-core machine
-    where it was written its Ray test did not finish within the test's limit, and a Ray node
-    alone could not start there, so it is unvalidated on Ray): each task adds its examples'
-    gradient sets onto the previous task's partial sum, in example order, and hands on one
-    set: the tasks compute side by side and only the additions form a chain; the driver gets
-    the last sum (batch_gradients takes it as it is). Per step, `tasks` gradient sets cross
-    processes instead of one per example. Either way the additions are those of one process, in
-    example order (tests/test_degree.py checks the chained arithmetic without Ray).
+    summed=True (the default since issue 26 item 5): each task adds its examples' gradient sets
+    onto the previous task's partial sum, in example order, and hands on one set: the tasks
+    compute side by side and only the additions form a chain; the driver gets the last sum
+    (batch_gradients takes it as it is). Per step, `tasks` gradient sets cross processes instead
+    of one per example (a quarter of the bytes at batch 8 on 2 CPUs). summed=False: every
+    example's own set comes back and the driver adds them in example order. Either way the
+    additions are those of one process, in example order: the same bytes as degree 1
+    (tests/test_degree.py checks the chained arithmetic without Ray, tests/test_scale.py both
+    runners on a local Ray instance).
     `bytes_back` counts the gradient bytes that crossed processes in the last step (the partial
     sums handed on and the last one back), `bytes_out` the weights put once."""
 
-    def __init__(self, tasks: int | None = None, summed: bool = False):
+    def __init__(self, tasks: int | None = None, summed: bool = True):
         self.tasks = tasks
         self.sums = summed  # batch_gradients: this runner returns (loss sum, gradient sums)
         self.bytes_back = 0
