@@ -375,3 +375,17 @@ def torch_first_max(cfg: ModelConfig, P: dict, inp: WindowInputs) -> list[np.nda
             h = F.relu(F.conv1d(seq.T[None], P["char_conv.weight"], P["char_conv.bias"], padding=1))[0]
             out.append(h.argmax(dim=1).numpy())
     return out
+
+
+PREPARE_WAIT_S = 1800  # the longest wait for a first preparation (about 100 s of CPU)
+
+
+def wait_prepared(cache: Path, t0: float) -> float:
+    """Seconds from t0 until the preparation the cold run started has left its marker in the
+    cache folder (readiness.mark_prepared) and ended (its busy file gone)."""
+    while time.perf_counter() - t0 < PREPARE_WAIT_S:
+        found = [f.name for f in cache.rglob("dxstudio-prepared-*")]
+        if any(not n.endswith(".preparing") for n in found) and not any(n.endswith(".preparing") for n in found):
+            return time.perf_counter() - t0
+        time.sleep(0.5)
+    raise BenchError(f"the background preparation left no marker in {cache} within {PREPARE_WAIT_S} s")
