@@ -85,3 +85,30 @@ def test_block_weights_are_kept_while_the_params_hold_the_same_arrays():
     assert w3.qkvw.dtype == F32 and np.array_equal(w3.qkvw, p2["blocks.7.qkv.weight"])
     assert TB.Weights.of(p3, "blocks.7.") is not w3  # a converted copy is made anew each time
     assert TB.Weights.of(p2, "blocks.7.") is w2
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_compiled_cross_entropy_is_the_reference_bit_for_bit(seed):
+    """losses.cross_entropy's one compiled call (the fast path) against the NumPy definition:
+    binary32 and binary64 logits, ignored words, class weights, scales, wide logits, one row."""
+    from dxstudio.engine import losses
+    from dxstudio.engine.kernels.registry import Ops
+
+    rng = np.random.default_rng(seed)
+    n, c = [(55, 9), (1, 4), (150, 9), (7, 3), (3, 40), (12, 9)][seed]
+    for dtype in (F32, np.float64):
+        z = (rng.standard_normal((n, c)) * [1, 10, 300, 3, 40, 0.01][seed]).astype(dtype)
+        t = rng.integers(-1, c, n)
+        for weight in (None, rng.uniform(0.5, 3.0, c)):
+            for scale in (1.0, 0.37, 1.0 / 3):
+                fast = losses.cross_entropy(z, t, weight, scale=scale, kernels="fast")
+                ref = losses._cross_entropy_ref(Ops("reference"), z, t, weight, scale)
+                ref_fast_maps = losses._cross_entropy_ref(Ops("fast"), z, t, weight, scale)
+                assert np.float64(fast[0]).view(np.uint64) == np.float64(ref[0]).view(np.uint64)
+                assert fast[1].dtype == F32 and _same(fast[1], ref[1]) and _same(fast[1], ref_fast_maps[1])
+    none = losses.cross_entropy(np.zeros((4, 3), F32), np.full(4, -1), np.ones(5), kernels="fast")
+    assert none[0] == 0.0 and not none[1].any()  # no word counted: no check of the weights, as before
+    with pytest.raises(ValueError, match="class weights"):
+        losses.cross_entropy(np.zeros((4, 3), F32), np.zeros(4, np.int64), np.ones(5), kernels="fast")
+    with pytest.raises(ValueError, match="out of range"):
+        losses.cross_entropy(np.zeros((4, 3), F32), np.array([0, 3, 1, -1]), kernels="fast")

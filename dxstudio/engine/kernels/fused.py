@@ -1273,3 +1273,59 @@ def embed_backward(dx, emb_saved, feats, buckets, rows: int, pooled, p, conv_sav
     g.update({"char_proj.weight": cpwg, "char_proj.bias": cpbg, "char_emb": demb, "char_conv.weight": dwc,
               "char_conv.bias": dbc})
     return g
+
+
+# ----------------------------------------------------------------------------------------
+# Cross-entropy in binary64 (losses.cross_entropy), one call: the reference's operations
+# element by element, its sums left to right in the same order
+# ----------------------------------------------------------------------------------------
+@njit(**_jit)
+def _cross_entropy_body(z, t, w, scale, grad):
+    """z (n, C) binary64, t (n,) int64 (negative: ignored), w (C,) binary64; grad (n, C) binary32
+    of zeros, written for the counted rows. Returns (loss, counted rows). Per counted row i:
+    m = max_j z (a NaN anywhere makes it NaN, as np.max), e_j = exp64(z_j - m), s = ((0 + e_0)
+    + e_1) + ..., lse = m + log64(s), nll = lse - z_t; the weights' sum and the weighted nll's
+    sum over the counted rows in order from 0.0; prob = e / s, prob_t -= 1, and the gradient
+    ((scale * w_t) / wsum) * prob rounded once to binary32."""
+    n, c = z.shape
+    rows = np.empty(n, np.int64)
+    k = 0
+    for i in range(n):
+        if t[i] >= 0:
+            rows[k] = i
+            k += 1
+    if k == 0:
+        return 0.0, 0
+    e = np.empty((k, c), np.float64)
+    s = np.empty(k, np.float64)
+    nll = np.empty(k, np.float64)
+    for r in range(k):
+        zi = z[rows[r]]
+        m = zi[0]
+        for j in range(1, c):
+            v = zi[j]
+            if v > m or v != v:
+                m = v
+        acc = 0.0
+        for j in range(c):
+            ej = kc.exp64_scalar(zi[j] - m)
+            e[r, j] = ej
+            acc = acc + ej
+        s[r] = acc
+        nll[r] = (m + kc.log64_scalar(acc)) - zi[t[rows[r]]]
+    wsum = 0.0
+    for r in range(k):
+        wsum = wsum + w[t[rows[r]]]
+    tot = 0.0
+    for r in range(k):
+        tot = tot + w[t[rows[r]]] * nll[r]
+    for r in range(k):
+        i = rows[r]
+        ti = t[i]
+        coef = (scale * w[ti]) / wsum
+        for j in range(c):
+            p = e[r, j] / s[r]
+            if j == ti:
+                p = p - 1.0
+            grad[i, j] = np.float32(coef * p)
+    return tot / wsum, k
