@@ -10,6 +10,7 @@ The order of operations is docs/model.md's, one line of code per line of the spe
 """
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -340,8 +341,7 @@ def backward(cfg: ModelConfig, params, inp, out: Outputs, go: OutputGrads, ops: 
     want = (lambda name: True) if wanted is None else (lambda name: name in wanted)
 
     # 5. heads -> df, added in the order tag, role, doc, rel_q, rel_k; then final_ln
-    backbone = [name for name in p if not name.startswith(("tag_head", "role_head", "doc_head", "rel_q", "rel_k"))]
-    need_dx = any(want(name) for name in backbone)
+    need_dx = any(want(name) for name in _backbone(tuple(p)))
     final, heads = heads_backward_section(ops, cfg, p, c, go, need_dx)
     grads.update(heads)
     if final is None:
@@ -364,6 +364,12 @@ def backward(cfg: ModelConfig, params, inp, out: Outputs, go: OutputGrads, ops: 
     # 2. embedding sum and its layer norm; 1. characters
     grads.update(embed_backward_section(ops, cfg, p, c, inp.buckets, dx))
     return _ordered(p, grads)
+
+
+@functools.lru_cache(maxsize=64)
+def _backbone(names: tuple) -> tuple:
+    """The tensors below the heads, of a model's tensor names (worked out once per model shape)."""
+    return tuple(name for name in names if not name.startswith(("tag_head", "role_head", "doc_head", "rel_q", "rel_k")))
 
 
 def _ordered(params, grads):

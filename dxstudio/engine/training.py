@@ -151,9 +151,9 @@ def _check_targets(cfg, ex: Example, idx: int):
         a = np.asarray(v)
         if a.shape != (n,):
             raise ValueError(f"example {idx}: {name} targets have length {a.shape}, the window has {n} words")
-        if not np.issubdtype(a.dtype, np.integer):
+        if a.dtype.kind not in "iu":  # np.issubdtype(a.dtype, np.integer)
             raise ValueError(f"example {idx}: {name} targets must be integers")
-        if np.any(a >= hi):
+        if a.size and a.max() >= hi:  # np.any(a >= hi), one reduction and no array of flags
             bad = int(a[a >= hi][0])
             raise ValueError(f"example {idx}: {name} target {bad} is outside the {hi} {what}")
 
@@ -194,8 +194,20 @@ def example_gradients(cfg, params, ex: Example, settings: TrainSettings, wanted,
         l, g = cross_entropy(logits, targ, weight, scale=lw[name] * scale, kernels=k)
         loss = loss + lw[name] * l
         setattr(go, name, g[0] if name == "doc" else g)
-    grads = backward(cfg, params, ex.inputs, out, go, ops, wanted=set(wanted))
+    grads = backward(cfg, params, ex.inputs, out, go, ops, wanted=_wanted_set(wanted))
     return loss, OrderedDict((n_, grads[n_]) for n_ in wanted if n_ in grads)
+
+
+def _wanted_set(wanted) -> frozenset:
+    """set(wanted), made once for a tuple of names (every step of a training passes the same one)."""
+    if isinstance(wanted, tuple):
+        return _memo(_frozen, wanted)
+    return frozenset(wanted)
+
+
+@functools.lru_cache(maxsize=64)
+def _frozen(names: tuple) -> frozenset:
+    return frozenset(names)
 
 
 def example_cost(ex: Example) -> int:
@@ -477,8 +489,14 @@ def adamw_update(state: TrainState, grads, lr: float) -> None:
     ADAMW(Ops(s.kernels), state, ps, gs, ms, vs, decay, wdf, lrb, b1, omb1, b2, omb2, sbc2, eps)
 
 
+@functools.lru_cache(maxsize=64)
+def _names(trainable: tuple) -> tuple:
+    """The names of trainable_scales' ((name, scale), ...), in order."""
+    return tuple(name for name, _ in trainable)
+
+
 def train_step(state: TrainState, examples, lr: float) -> StepResult:
-    wanted = list(trainable_scales(state.cfg, state.settings))
+    wanted = _memo(_names, _trainable_of(state.cfg, state.settings))
     if not wanted:
         raise ValueError("nothing to train: every loss term is off")
     loss, grads = batch_gradients(state.cfg, state.params, examples, state.settings, wanted, state.runner)

@@ -21,6 +21,8 @@ the same bytes). row0 is the block's first row of the pair bias (one row per hea
 """
 from __future__ import annotations
 
+import functools
+import operator
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -72,11 +74,30 @@ class Weights(NamedTuple):
 
     @classmethod
     def of(cls, p, prefix: str) -> "Weights":
-        return cls(*(np.ascontiguousarray(p[prefix + name], F32) for name in _TENSOR_NAMES))
+        """The block's tensors of p, each binary32 and C-contiguous (a copy where it is not). The
+        last Weights made for `prefix` is kept and given again while p holds the very same arrays
+        (identity: a kept array is the one ascontiguousarray would give, since it is binary32 and
+        contiguous), so a step does not convert 12 arrays in each block's forward and backward."""
+        arrays = [p[key] for key in _weight_keys(prefix)]
+        kept = _KEPT_WEIGHTS.get(prefix)
+        if kept is not None and all(map(operator.is_, kept, arrays)):
+            return kept
+        w = cls(*(np.ascontiguousarray(a, F32) for a in arrays))
+        if all(map(operator.is_, w, arrays)):  # only arrays taken as they are (copies are made anew)
+            _KEPT_WEIGHTS[prefix] = w
+        return w
 
 
 _TENSOR_NAMES = ("ln1.weight", "ln1.bias", "qkv.weight", "qkv.bias", "proj.weight", "proj.bias",
                  "ln2.weight", "ln2.bias", "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias")
+
+# the last Weights.of per block prefix (it holds that block's arrays while no other params replace them)
+_KEPT_WEIGHTS: dict = {}
+
+
+@functools.lru_cache(maxsize=256)
+def _weight_keys(prefix: str) -> tuple:
+    return tuple(prefix + name for name in _TENSOR_NAMES)
 
 
 @dataclass

@@ -477,22 +477,35 @@ _VEC_CHUNK = 256  # elements per pass of the branch-free kernels (their scratch 
 
 
 @njit(**_jit)
+def _exp32_tail(x, out, lo, hi):
+    """out[lo:hi] = exp32(x[lo:hi]) for hi - lo < 16 (contiguous), as one chunk of exp32_lanes
+    padded with +0: the loops of exp32_vec below cost about 0.25 us for a few elements (their
+    scratch arrays), a quarter of a 55-word softmax's exp."""
+    buf = np.zeros(16, np.float32)
+    for j in range(hi - lo):
+        buf[j] = x[lo + j]
+    exp32_lanes(buf, 0, buf, 0, 1)
+    for j in range(hi - lo):
+        out[lo + j] = buf[j]
+
+
+@njit(**_jit)
 def exp32_vec(x, out):
     """out[i] = exp32(x[i]) (reference.exp32_ref) for 1-D binary32 arrays (out may be x), the same bytes, written
     without branches so the loops vectorize: every element takes the in-range formula on its value
     clamped to [EXP32_MIN, EXP32_MAX] (a NaN as 0), 2^n1 and 2^n2 are built from their exponent
     bits (both normal: n1, n2 in [-75, 64]), and the special cases are selected at the end.
-    Contiguous arrays of 16 or more take exp32_lanes (the same operations in IR, a register
-    per 16) for their whole chunks of 16; the last x.size % 16 take the loops below."""
+    Contiguous arrays take exp32_lanes (the same operations in IR, a register per 16) for their
+    whole chunks of 16, and their last x.size % 16 elements as one more chunk padded with +0 (each
+    lane computed alone: the padding's lanes are dropped); other strides take the loops below."""
     m = x.size
-    if m >= 16 and x.strides[0] == 4 and out.strides[0] == 4:
+    if x.strides[0] == 4 and out.strides[0] == 4:
         whole = m // 16 * 16
-        exp32_lanes(x, 0, out, 0, m // 16)
-        if whole == m:
-            return
-        x = x[whole:]
-        out = out[whole:]
-        m = x.size
+        if whole:
+            exp32_lanes(x, 0, out, 0, m // 16)
+        if whole < m:
+            _exp32_tail(x, out, whole, m)
+        return
     pbuf = np.empty(_VEC_CHUNK, np.float32)
     xbuf = np.empty(_VEC_CHUNK, np.float32)  # the inputs again: out may be x, and a loop that
     # reads x and writes out then runs scalar (LLVM's overlap check fails when they are one array)

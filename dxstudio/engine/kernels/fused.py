@@ -13,6 +13,9 @@ The wrappers take binary32 arrays only; layers.py calls them on the fast path.
 """
 from __future__ import annotations
 
+import operator
+from ctypes import addressof as _addressof, c_char as _c_char
+
 import numpy as np
 
 from . import compiled as kc
@@ -689,15 +692,13 @@ class AdamWTable:
     held with their data addresses and sizes: built once and kept while the same arrays train
     (`holds` asks), so a step takes only its gradients' addresses."""
 
-    __slots__ = ("ps", "ms", "vs", "ids", "addr", "sizes", "size_list")
+    __slots__ = ("ps", "ms", "vs", "addr", "sizes", "size_list")
 
     def __init__(self, ps, ms, vs):
         self.ps, self.ms, self.vs = tuple(ps), tuple(ms), tuple(vs)
         nt = len(self.ps)
         if not len(self.ms) == len(self.vs) == nt:
             raise ValueError("adamw_all: one p, m and v per tensor")
-        # the arrays' identities, for holds (the table keeps the arrays, so no id is reused)
-        self.ids = tuple(map(id, self.ps + self.ms + self.vs))
         self.addr = np.zeros((nt, 4), np.int64)
         self.sizes = np.empty(nt, np.int64)
         for t, (p, m, v) in enumerate(zip(self.ps, self.ms, self.vs)):
@@ -711,7 +712,18 @@ class AdamWTable:
 
     def holds(self, ps, ms, vs) -> bool:
         """The very arrays (identity) this table was built on, in order."""
-        return tuple(map(id, (*ps, *ms, *vs))) == self.ids and len(ps) == len(self.ps)
+        return (len(ps) == len(self.ps) == len(ms) == len(vs) and all(map(operator.is_, ps, self.ps))
+                and all(map(operator.is_, ms, self.ms)) and all(map(operator.is_, vs, self.vs)))
+
+
+def _addresses(arrays) -> list:
+    """Each array's data address (arrays C-contiguous): through a ctypes view of its buffer, a
+    quarter of the cost of `a.ctypes.data`; an array whose buffer that view cannot take (read
+    only, empty) is asked `a.ctypes.data`."""
+    try:
+        return [_addressof(_c_char.from_buffer(a)) for a in arrays]
+    except (TypeError, ValueError):
+        return [a.ctypes.data for a in arrays]
 
 
 def adamw_all(table: AdamWTable, gs, decay, wdf, lrb, b1, omb1, b2, omb2, sbc2, eps) -> None:
@@ -726,7 +738,7 @@ def adamw_all(table: AdamWTable, gs, decay, wdf, lrb, b1, omb1, b2, omb2, sbc2, 
         if g.dtype != F32 or not g.flags.c_contiguous or g.size != size:
             _check_f32(g, f"gradient {t}")
             raise ValueError(f"adamw_all: gradient {t} has {g.size} elements, its tensor {size}")
-    addr[:, 1] = [g.ctypes.data for g in gs]
+    addr[:, 1] = _addresses(gs)
     total = int(sizes.sum())
     try:
         pick(_ADAMW_ALL, total // _ADAMW_CHUNK + 1, total)(
@@ -1261,3 +1273,59 @@ def embed_backward(dx, emb_saved, feats, buckets, rows: int, pooled, p, conv_sav
     g.update({"char_proj.weight": cpwg, "char_proj.bias": cpbg, "char_emb": demb, "char_conv.weight": dwc,
               "char_conv.bias": dbc})
     return g
+
+
+# ----------------------------------------------------------------------------------------
+# Cross-entropy in binary64 (losses.cross_entropy), one call: the reference's operations
+# element by element, its sums left to right in the same order
+# ----------------------------------------------------------------------------------------
+@njit(**_jit)
+def _cross_entropy_body(z, t, w, scale, grad):
+    """z (n, C) binary64, t (n,) int64 (negative: ignored), w (C,) binary64; grad (n, C) binary32
+    of zeros, written for the counted rows. Returns (loss, counted rows). Per counted row i:
+    m = max_j z (a NaN anywhere makes it NaN, as np.max), e_j = exp64(z_j - m), s = ((0 + e_0)
+    + e_1) + ..., lse = m + log64(s), nll = lse - z_t; the weights' sum and the weighted nll's
+    sum over the counted rows in order from 0.0; prob = e / s, prob_t -= 1, and the gradient
+    ((scale * w_t) / wsum) * prob rounded once to binary32."""
+    n, c = z.shape
+    rows = np.empty(n, np.int64)
+    k = 0
+    for i in range(n):
+        if t[i] >= 0:
+            rows[k] = i
+            k += 1
+    if k == 0:
+        return 0.0, 0
+    e = np.empty((k, c), np.float64)
+    s = np.empty(k, np.float64)
+    nll = np.empty(k, np.float64)
+    for r in range(k):
+        zi = z[rows[r]]
+        m = zi[0]
+        for j in range(1, c):
+            v = zi[j]
+            if v > m or v != v:
+                m = v
+        acc = 0.0
+        for j in range(c):
+            ej = kc.exp64_scalar(zi[j] - m)
+            e[r, j] = ej
+            acc = acc + ej
+        s[r] = acc
+        nll[r] = (m + kc.log64_scalar(acc)) - zi[t[rows[r]]]
+    wsum = 0.0
+    for r in range(k):
+        wsum = wsum + w[t[rows[r]]]
+    tot = 0.0
+    for r in range(k):
+        tot = tot + w[t[rows[r]]] * nll[r]
+    for r in range(k):
+        i = rows[r]
+        ti = t[i]
+        coef = (scale * w[ti]) / wsum
+        for j in range(c):
+            p = e[r, j] / s[r]
+            if j == ti:
+                p = p - 1.0
+            grad[i, j] = np.float32(coef * p)
+    return tot / wsum, k
