@@ -125,8 +125,9 @@ embed_section = register("embed_section", _embed_ref, _embed_compiled,
                          lambda pooled, p, b, feats, eps, keep, allowed: binary32(pooled, p["char_proj.weight"]))
 
 
-def _pair_bias_ref(ops: Ops, pf, w1, b1, w2, b2, allowed):
-    """3. pair bias over the n^2 pairs in row-major (i, j) order, once per window: (ph, pbias_t).
+def _pair_bias_ref(ops: Ops, pf, w1, b1, w2, b2, allowed, keep):
+    """3. pair bias over the n^2 pairs in row-major (i, j) order, once per window: (ph, pbias_t)
+    (ph, the hidden layer the backward reads, may be None when not keep).
     pbias (n*n, L*heads) goes on as pbias_t: one copy with each (layer, head)'s bias map
     contiguous, rather than a strided column per head."""
     ph = L.linear_relu_forward(ops, pf, w1, b1)
@@ -136,8 +137,8 @@ def _pair_bias_ref(ops: Ops, pf, w1, b1, w2, b2, allowed):
 
 
 pair_bias_section = register("pair_bias_section", _pair_bias_ref, late(fused, "pair_bias_forward"),
-                             lambda pf, w1, b1, w2, b2, allowed: (binary32(pf) and pf.shape[1] == 8
-                                                                  and w2.shape[1] == 32))
+                             lambda pf, w1, b1, w2, b2, allowed, keep: (binary32(pf) and pf.shape[1] == 8
+                                                                        and w2.shape[1] == 32))
 
 
 def _pair_bias_backward_ref(ops: Ops, dpbias_t, ph, pf, w2):
@@ -210,7 +211,7 @@ def forward(cfg: ModelConfig, params, inp, ops: Ops, keep: bool = False) -> Outp
     # 3. pair bias over the n^2 pairs
     pf = np.asarray(inp.pair_feats, dt)
     ph, pbias_t = pair_bias_section(ops, pf, p["pair1.weight"], p["pair1.bias"], p["pair2.weight"],
-                                    p["pair2.bias"], allowed)
+                                    p["pair2.bias"], allowed, keep)
     if keep:
         cache = Activations(tap_ids=tap_ids, w_rt=w_rt, conv=conv_saved, pooled=pooled, feats=feats,
                             emb_ln=emb_ln_saved, pf=pf, ph=ph)

@@ -158,49 +158,67 @@ def _forward_ref(ops: Ops, cfg, p, q, x, pbias_t, row0, keep, allowed):
 # GELU), called from compiled code: the bytes are the same, and the ~30 Python calls a block
 # makes (dispatch, shape checks, the per-head copies) become one. `par` picks the kernels'
 # parallel builds (rows over the threads) or the serial ones, as runtime.pick() would.
+_ATT_ROWS = 32  # query rows per block of a head's forward: the block's scores and probabilities stay in L2
+_ATT_ROWS_FROM = 256  # words from which a head's rows go in blocks (below, the whole head is one block)
+
+
 def _attention_heads_body(qkv, pbias_t, row0, heads, scale, probs, a):
-    """Each head of one block: q, k, v copied out of qkv (v transposed, the words padded with +0
-    to whole chunks), raw = q k^T, p = softmax(raw / scale + bias) into probs[hd], p v into a's
-    columns of the head. The serial kernels inside: one thread per head."""
+    """Each head of one block: v copied out of qkv transposed and k^T (the words padded with +0
+    to whole chunks), then blocks of _ATT_ROWS query rows: raw = q k^T, p = softmax(raw / scale
+    + bias) into probs[hd]'s rows, p v into a's columns of the head. Every row is the whole
+    head's row (the same kernels on the same row: rows32 and the softmax row by row, every p v
+    output a whole dot16 over the keys), so the same bytes as the head done whole; the raw
+    scores are never written whole (a block's stay in L2 for the softmax, its probabilities for
+    p v). The serial kernels inside: one thread per head."""
     n = qkv.shape[0]
     d = a.shape[1]
     dh = d // heads
     n16 = (n + 15) // 16 * 16
     qkvf = qkv.reshape(n * 3 * d)
+    R = _ATT_ROWS if n >= _ATT_ROWS_FROM else max(n, 1)
     # every head's scratch, allocated once per call (v^T and k^T padded with +0 to whole chunks)
     vts = np.zeros((heads, dh, n16), np.float32)
     kts = np.empty((heads, 32 if dh == 32 else 0, n16), np.float32)
-    raws = np.empty((heads, n, n), np.float32)
-    ohs = np.empty((heads, n, dh), np.float32)
+    khs = np.empty((heads, 0 if dh == 32 else n, dh), np.float32)
+    raws = np.empty((heads, R, n), np.float32)
+    ohs = np.empty((heads, R, dh), np.float32)
     tbs = np.empty((heads, 64), np.float32)
     zeros = np.zeros(max(n16, (dh + _NR - 1) // _NR * _NR), np.float32)  # no bias: +0 changes no bit
     for hd in prange(heads):
         vt = vts[hd]
-        raw = raws[hd]
         oh = ohs[hd]
         c0 = hd * dh
         for i in range(n):
             for c in range(dh):
                 vt[c, i] = qkv[i, 2 * d + c0 + c]
         if dh == 32:  # q read in place, k^T with the keys in the lanes (compiled.rows32_block)
-            kt = kts[hd]
-            kc.transpose32_into(qkvf, d + c0, 3 * d, n, kt)
-            kc.rows32_block(qkvf, c0, 3 * d, np.int64(0), n, kt, zeros[:n16], raw.reshape(n * n), n, n, tbs[hd])
+            kc.transpose32_into(qkvf, d + c0, 3 * d, n, kts[hd])
         else:
-            qh = np.empty((n, dh), np.float32)
-            kh = np.empty((n, dh), np.float32)
+            kh = khs[hd]
             for i in range(n):
                 for c in range(dh):
-                    qh[i, c] = qkv[i, c0 + c]
                     kh[i, c] = qkv[i, d + c0 + c]
-            _mm_nt_ser(qh, kh, np.zeros((n + _NR - 1) // _NR * _NR, np.float32), raw)
-        bias = pbias_t[row0 + hd, :n * n].reshape((n, n))
         p = probs[hd]
-        _softmax_fwd_ser(raw, bias, scale, True, p)
-        _mm_nt_ser(p, vt, zeros[:(dh + _NR - 1) // _NR * _NR], oh)
-        for i in range(n):
-            for c in range(dh):
-                a[i, c0 + c] = oh[i, c]
+        bias = pbias_t[row0 + hd, :n * n].reshape((n, n))
+        for i0 in range(0, n, R):
+            nr = min(R, n - i0)
+            raw = raws[hd, :nr]
+            if dh == 32:
+                kc.rows32_block(qkvf, c0 + i0 * 3 * d, 3 * d, np.int64(0), nr, kts[hd], zeros[:n16],
+                                raw.reshape(nr * n), n, n, tbs[hd])
+            else:
+                qh = np.empty((nr, dh), np.float32)
+                for i in range(nr):
+                    for c in range(dh):
+                        qh[i, c] = qkv[i0 + i, c0 + c]
+                _mm_nt_ser(qh, khs[hd], np.zeros((n + _NR - 1) // _NR * _NR, np.float32), raw)
+            pr = p[i0:i0 + nr]
+            _softmax_fwd_ser(raw, bias[i0:i0 + nr], scale, True, pr)
+            ohr = oh[:nr]
+            _mm_nt_ser(pr, vt, zeros[:(dh + _NR - 1) // _NR * _NR], ohr)
+            for i in range(nr):
+                for c in range(dh):
+                    a[i0 + i, c0 + c] = ohr[i, c]
 
 
 _attention_heads_par, _attention_heads_ser = _build(_attention_heads_body, "_attention_heads")

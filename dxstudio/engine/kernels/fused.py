@@ -21,7 +21,7 @@ import numpy as np
 from . import compiled as kc
 from .compiled import fold16
 from .constants import GELU32_C0, GELU32_C1, GELU32_C3
-from .intrinsics import _MR, _NR, _t16, f32_ptr, tile_acc
+from .intrinsics import _MR, _NR, _rows8_relu_x1, _rows8_relu_x4, _t16, f32_ptr, tile_acc
 from .runtime import _build, _jit, njit, pick, prange, section_par
 
 from numba import carray  # noqa: E402  (after runtime: the environment before Numba starts)
@@ -415,10 +415,73 @@ def linear32_forward(x, w, b):
     return kc.rows32_product(x, w, b)
 
 
+_PAIR_FWD_BLOCK = 128  # pairs per block of the fused pair MLP: their hidden rows (16 KB) and biases (8 KB) stay in L1
+_PAIR_FWD_TASKS = 64  # tasks of the parallel build (each a run of whole blocks, its scratch once); the serial one runs 1
+
+
 @njit(**_jit)
-def _pair_bias_body(pf, w1, b1, w2, b2, par):
+def _rows8_relu_block(pff, q0, nq, w1tf, b1, y, yoff):
+    """y[yoff + r*32 + j] = relu(dot16(pf[q0 + r, :], W1[j, :]) + b1[j]) for r < nq, j < 32
+    (intrinsics.rows8_relu: four pairs at a time, 32 outputs in two registers; the same bytes as
+    _linear8_relu_row). pff: pf flat (8 features a pair), w1tf: W1^T flat (8, 32)."""
+    r = 0
+    while r + 4 <= nq:
+        _rows8_relu_x4(pff, (q0 + r) * 8, 8, w1tf, 32, b1, y, yoff + r * 32, 32)
+        r += 4
+    while r < nq:
+        _rows8_relu_x1(pff, (q0 + r) * 8, 8, w1tf, 32, b1, y, yoff + r * 32, 32)
+        r += 1
+
+
+def _pair_blocks_body(pf, w1t, b1, w2t, b2p, ph, keep, pbias_t, tasks):
+    """The base model's pair MLP (8 -> 32 -> 16) a block of _PAIR_FWD_BLOCK pairs at a time:
+    the block's hidden rows relu(pf W1^T + b1) (_rows8_relu_block, into ph's rows when keep, else
+    into a scratch block that stays in L1), their 16 biases each (rows32_block, into a scratch
+    block), and those transposed 16 x 16 in registers (_t16) straight into pbias_t's columns. The
+    same kernels on the same rows as linear8_relu, rows32 and pack_t over the whole arrays, so the
+    same bytes; neither pbias (n^2, 16) nor, for the lean forward, ph (n^2, 32) is written whole.
+    tasks: at most this many runs of blocks, each with its scratch."""
+    npair = pf.shape[0]
+    ldo = pbias_t.shape[1]
+    pbf = pbias_t.reshape(pbias_t.size)
+    phf = ph.reshape(ph.size)
+    pff = pf.reshape(pf.size)
+    w1tf = w1t.reshape(w1t.size)
+    nblk = (npair + _PAIR_FWD_BLOCK - 1) // _PAIR_FWD_BLOCK
+    ntask = min(nblk, tasks)
+    per = (nblk + ntask - 1) // max(ntask, 1)
+    for t in prange(ntask):
+        hb = np.empty((0 if keep else _PAIR_FWD_BLOCK, 32), np.float32)
+        hbf = hb.reshape(hb.size)
+        pb = np.empty(_PAIR_FWD_BLOCK * 16, np.float32)
+        tb = np.empty(64, np.float32)
+        for blk in range(t * per, min(nblk, (t + 1) * per)):
+            q0 = blk * _PAIR_FWD_BLOCK
+            nq = min(npair - q0, _PAIR_FWD_BLOCK)
+            if keep:
+                _rows8_relu_block(pff, q0, nq, w1tf, b1, phf, q0 * 32)
+                kc.rows32_block(phf, q0 * 32, 32, np.int64(0), nq, w2t, b2p, pb, 16, 16, tb)
+            else:
+                _rows8_relu_block(pff, q0, nq, w1tf, b1, hbf, np.int64(0))
+                kc.rows32_block(hbf, np.int64(0), 32, np.int64(0), nq, w2t, b2p, pb, 16, 16, tb)
+            nw = nq // 16 * 16
+            for r0 in range(0, nw, 16):
+                _t16(pb, r0 * 16, 16, pbf, q0 + r0, ldo)
+            for r in range(nw, nq):
+                for o in range(16):
+                    pbias_t[o, q0 + r] = pb[r * 16 + o]
+
+
+_PAIR_BLOCKS = _build(_pair_blocks_body, "_pair_blocks")
+_pair_blocks_par, _pair_blocks_ser = _PAIR_BLOCKS
+
+
+@njit(**_jit)
+def _pair_bias_body(pf, w1, b1, w2, b2, keep, par):
     """The pair MLP in one call: ph = relu(pf W1^T + b1) (linear8_relu), pbias = ph W2^T + b2
-    (rows32), then pbias^T padded with +0 to whole chunks (compiled.pack_t)."""
+    (rows32), then pbias^T padded with +0 to whole chunks (compiled.pack_t). With 16 biases a
+    pair (the base model), by blocks of pairs (_pair_blocks_body: pbias never written whole, ph
+    only when keep); ph is returned empty when not keep."""
     npair = pf.shape[0]
     hidden = w1.shape[0]
     m = w2.shape[0]
@@ -433,12 +496,19 @@ def _pair_bias_body(pf, w1, b1, w2, b2, par):
     b2p = np.zeros(m16, np.float32)
     for j in range(m):
         b2p[j] = b2[j]
-    ph = np.empty((npair, hidden), np.float32)
-    pbias = np.empty((npair, m), np.float32)
     pbias_t = np.empty((m, (npair + 15) // 16 * 16), np.float32)
-    for o in range(m):  # only the padding past the last pair cleared: pack_t writes the rest
+    for o in range(m):  # only the padding past the last pair cleared: the kernels write the rest
         for q in range(npair, pbias_t.shape[1]):
             pbias_t[o, q] = np.float32(0.0)
+    if m == 16 and hidden == 32:
+        ph = np.empty((npair if keep else 0, hidden), np.float32)
+        if par is not None and par:
+            _pair_blocks_par(pf, w1t, b1, w2t, b2p, ph, keep, pbias_t, _PAIR_FWD_TASKS)
+        else:
+            _pair_blocks_ser(pf, w1t, b1, w2t, b2p, ph, keep, pbias_t, 1)
+        return ph, pbias_t
+    ph = np.empty((npair, hidden), np.float32)
+    pbias = np.empty((npair, m), np.float32)
     if par is not None and par:
         _linear8_relu_par(pf, w1t, b1, ph)
         _rows32_par(ph.reshape(npair * hidden), at0, hidden, npair, w2t, b2p, pbias.reshape(npair * m), m, m)
@@ -450,14 +520,16 @@ def _pair_bias_body(pf, w1, b1, w2, b2, par):
     return ph, pbias_t
 
 
-def pair_bias_forward(pf, w1, b1, w2, b2, allowed: bool | None = None):
+def pair_bias_forward(pf, w1, b1, w2, b2, allowed: bool | None = None, keep: bool = True):
     """(ph, pbias_t): model.forward's step 3 for the base model's pair MLP (8 -> 32 -> L*heads)
-    in one compiled call; pbias_t as compiled.pack_t(pbias)."""
+    in one compiled call; pbias_t as compiled.pack_t(pbias); ph None when not keep (the lean
+    forward: with 16 biases a pair it is never written)."""
     pf = np.ascontiguousarray(pf, F32)
     npair = pf.shape[0]
     par = section_par(npair, npair * 8 * w1.shape[0], allowed)
-    return _pair_bias_body(pf, np.ascontiguousarray(w1, F32), np.ascontiguousarray(b1, F32),
-                           np.ascontiguousarray(w2, F32), np.ascontiguousarray(b2, F32), par)
+    ph, pbias_t = _pair_bias_body(pf, np.ascontiguousarray(w1, F32), np.ascontiguousarray(b1, F32),
+                                  np.ascontiguousarray(w2, F32), np.ascontiguousarray(b2, F32), bool(keep), par)
+    return (ph if keep else None), pbias_t
 
 
 def linear16_relu_backward(dy, w, h):

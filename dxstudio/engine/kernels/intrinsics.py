@@ -262,6 +262,69 @@ _rows32_x4 = _make_rows32(_ROWS32)
 _rows32_x1 = _make_rows32(1)
 
 
+def _make_rows8_relu(rows, groups):
+    """Intrinsic rows8_relu(x, xoff, ldx, wt, ldw, b, y, yoff, ldy): for r < rows, c < 16*groups,
+    y[yoff + r*ldy + c] = relu(dot16 over k < 8 of x[xoff + r*ldx + k] and wt[k*ldw + c], plus
+    b[c]) (the pair MLP's first layer, layers.linear_forward then relu_forward: flat offsets into
+    C-contiguous binary32 arrays, wt holds W^T). Each output group of 16 is a register's lanes,
+    the weights loaded once for the rows, x broadcast. dot16 with 8 terms: lane l < 8 takes
+    (+0 + x[l] w[l]), lanes 8..15 stay +0; here the raw products are folded (l and l+4, l+2,
+    l+1): a product's lane is the spec's but for -0 where the spec has +0, and a fold of such
+    values stays so (the spec's sums are never -0; rows32's argument, above). rows32 adds +0 once
+    to put that -0 right; here the ReLU does it: the value plus the bias then differs from the
+    spec's only by -0 for +0 (where the bias is -0 too), and the ReLU (v > 0 ? v : +0, so -0 and
+    NaN give +0, as relu_forward) gives +0 for both. One add an output fewer."""
+
+    @_intrinsic
+    def rows8_relu(typingctx, x, xoff, ldx, wt, ldw, b, y, yoff, ldy):
+        sig = _nbtypes.void(x, xoff, ldx, wt, ldw, b, y, yoff, ldy)
+
+        def codegen(context, builder, sig, args):
+            i64 = _ir.IntType(64)
+            i32 = _ir.IntType(32)
+            v16 = _ir.VectorType(_ir.FloatType(), 16)
+            xp, wp, bp, yp = (context.make_array(sig.args[k])(context, builder, args[k]).data for k in (0, 3, 5, 6))
+            xoff_, ldx_, ldw_, yoff_, ldy_ = (
+                context.cast(builder, args[k], sig.args[k], _nbtypes.int64) for k in (1, 2, 4, 7, 8))
+            zero = _ir.Constant(v16, [0.0] * 16)
+            undef = _ir.Constant(v16, None)
+            lane0 = _ir.Constant(_ir.VectorType(i32, 16), [0] * 16)
+
+            def at(base, off):
+                return builder.bitcast(builder.gep(base, [off]), v16.as_pointer())
+
+            def c64(v):
+                return _ir.Constant(i64, v)
+
+            w = [[builder.load(at(wp, builder.add(builder.mul(c64(k), ldw_), c64(16 * g))), align=4)
+                  for g in range(groups)] for k in range(8)]
+            bias = [builder.load(at(bp, c64(16 * g)), align=4) for g in range(groups)]
+            for r in range(rows):
+                xr = builder.add(xoff_, builder.mul(c64(r), ldx_))
+                xs = []
+                for k in range(8):
+                    v = builder.insert_element(undef, builder.load(builder.gep(xp, [builder.add(xr, c64(k))])),
+                                               _ir.Constant(i32, 0))
+                    xs.append(builder.shuffle_vector(v, undef, lane0))
+                yr = builder.add(yoff_, builder.mul(c64(r), ldy_))
+                for g in range(groups):
+                    p = [builder.fmul(xs[k], w[k][g]) for k in range(8)]
+                    a = [builder.fadd(p[l], p[l + 4]) for l in range(4)]
+                    a = [builder.fadd(a[l], a[l + 2]) for l in range(2)]
+                    v = builder.fadd(builder.fadd(a[0], a[1]), bias[g])
+                    v = builder.select(builder.fcmp_ordered(">", v, zero), v, zero)
+                    builder.store(v, at(yp, builder.add(yr, c64(16 * g))), align=4)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return rows8_relu
+
+
+_rows8_relu_x4 = _make_rows8_relu(4, 2)  # the pair MLP's 8 -> 32: four pairs, two registers of outputs
+_rows8_relu_x1 = _make_rows8_relu(1, 2)
+
+
 def _make_t16(w):
     """Intrinsic t16(x, xoff, ldx, out, ooff, ldo): out[ooff + c*ldo + r] = x[xoff + r*ldx + c] for
     r, c < 16: one 16 x 16 block transposed in registers, in square sub-blocks of w a side (16,
