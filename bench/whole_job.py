@@ -61,7 +61,9 @@ def tune_runs(project: Path, tmp: Path, degrees, epochs) -> tuple[dict, list[str
     figures, lines, digests = {}, [], {}
     for d in degrees:
         out = tmp / f"run-degree{d}"
-        cmd = cli() + ["tune", str(project), "--out", str(out), "--degree", str(d)]
+        # one training (--auto-folds 0), as the 12-epoch tune: since the LocalFirst work a tune
+        # cross-validates by default (K + 1 trainings, bench/degree_folds.py measures those)
+        cmd = cli() + ["tune", str(project), "--out", str(out), "--degree", str(d), "--auto-folds", "0"]
         if epochs:
             cmd += ["--epochs", str(epochs)]
         res = measured(cmd)
@@ -98,6 +100,7 @@ def extract_speed(model_path: Path | None, project: Path, n_pages: int, tmp: Pat
     from dxstudio.engine.kernels import runtime as nu
     from dxstudio.engine.config import size_config
     from dxstudio.engine.container import load_model, save_model
+    import dxstudio.grounding  # noqa: F401 (hands the printing decoding its labelling rule, as the CLI does)
     from dxstudio.engine.extract import predict_page
     from dxstudio.engine.model import to_runtime
     from dxstudio.engine.page import load_page
