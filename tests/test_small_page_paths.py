@@ -108,6 +108,8 @@ def test_compiled_cross_entropy_is_the_reference_bit_for_bit(seed):
                 assert fast[1].dtype == F32 and _same(fast[1], ref[1]) and _same(fast[1], ref_fast_maps[1])
     none = losses.cross_entropy(np.zeros((4, 3), F32), np.full(4, -1), np.ones(5), kernels="fast")
     assert none[0] == 0.0 and not none[1].any()  # no word counted: no check of the weights, as before
+    none2d = losses.cross_entropy(np.zeros((4, 3), F32), np.full(4, -1), np.ones((3, 1)), kernels="fast")
+    assert none2d[0] == 0.0 and not none2d[1].any()  # the weights not read at all, whatever their shape
     with pytest.raises(ValueError, match="class weights"):
         losses.cross_entropy(np.zeros((4, 3), F32), np.zeros(4, np.int64), np.ones(5), kernels="fast")
     with pytest.raises(ValueError, match="out of range"):

@@ -57,9 +57,10 @@ def _check_weight(w, c):
 def _cross_entropy_compiled(z, t, weight, scale):
     c = z.shape[1]
     grad = np.zeros(z.shape, np.float32)
+    if not (t >= 0).any():  # no counted word: loss 0, zero gradients, the weights not read (as the reference)
+        return 0.0, grad
     w = np.ones(c, F64) if weight is None else np.ascontiguousarray(weight, F64)
-    if w.shape != (c,) and (t >= 0).any():  # checked where a word counts, as the reference
-        _check_weight(w, c)
+    _check_weight(w, c)
     loss, _ = fused._cross_entropy_body(np.ascontiguousarray(z, F64), np.ascontiguousarray(t), w, scale, grad)
     return float(loss), grad
 

@@ -200,9 +200,7 @@ def example_gradients(cfg, params, ex: Example, settings: TrainSettings, wanted,
 
 def _wanted_set(wanted) -> frozenset:
     """set(wanted), made once for a tuple of names (every step of a training passes the same one)."""
-    if isinstance(wanted, tuple):
-        return _memo(_frozen, wanted)
-    return frozenset(wanted)
+    return _frozen(wanted) if isinstance(wanted, tuple) else frozenset(wanted)  # names: always a key
 
 
 @functools.lru_cache(maxsize=64)

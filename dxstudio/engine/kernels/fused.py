@@ -472,8 +472,7 @@ def _pair_blocks_body(pf, w1t, b1, w2t, b2p, ph, keep, pbias_t, tasks):
                     pbias_t[o, q0 + r] = pb[r * 16 + o]
 
 
-_PAIR_BLOCKS = _build(_pair_blocks_body, "_pair_blocks")
-_pair_blocks_par, _pair_blocks_ser = _PAIR_BLOCKS
+_pair_blocks_par, _pair_blocks_ser = _build(_pair_blocks_body, "_pair_blocks")
 
 
 @njit(**_jit)
