@@ -34,7 +34,9 @@ takes no keyed run without one (keyed_values' `alone` and `digits`).
 The default, `decoding="keyed_layout"`: keyed_learned, with keyed runs that go on over the next rows
 that start where they start (an address, a list of names: grounding.keyed_extents' `layout`), and,
 for the fields whose training values nearly always had one of their keywords beside or above them
-(near_keys, learnt), no model value without one (keyed_values' `near`).
+(near_keys, learnt), no model value without one (keyed_values' `near`); last, a value that ends
+on the first piece of a number the OCR split into words ("8/" "7/" "87") takes the rest of it
+(whole_numbers).
 """
 from __future__ import annotations
 
@@ -601,6 +603,59 @@ def keyed_values(page: Page, fields, values: dict, tag_logits, keywords: dict | 
         if pick is None:
             continue
         out[f] = value_of(c, *pick)
+    if layout:
+        out = whole_numbers(page, fields, out, value_of)
+    return out
+
+
+# A number printed as one (a date, an amount, a time) that the page's OCR split into words: a word
+# that ends in one of these after a digit ("8/", "3,") is continued by a next word that starts
+# with a digit, and a word that ends in a digit by a next word that starts with one of
+# NUMBER_LEADS and a digit ("2" "/15" "/90"). "," only before a year ("August 3," "1998").
+NUMBER_TRAILS = "/-.:"
+NUMBER_LEADS = "/-"
+# ... and only where the next word is on the same row, at most this many word heights to the right
+NUMBER_GAP = 1.0
+
+
+def _splits_a_number(a, b) -> bool:
+    """Whether words a, b (Words, b right after a in reading order) are two pieces of one number."""
+    ta, tb = a.text, b.text
+    if not ta or not tb:
+        return False
+    h = max(a.box[3] - a.box[1], 1e-9)
+    cy = (b.box[1] + b.box[3]) / 2
+    if not (a.box[1] <= cy <= a.box[3]) or not (-h <= b.box[0] - a.box[2] <= NUMBER_GAP * h):
+        return False
+    if len(ta) >= 2 and ta[-1] in NUMBER_TRAILS and ta[-2].isdigit() and tb[0].isdigit():
+        return True
+    if len(ta) >= 2 and ta[-1] == "," and ta[-2].isdigit() and len(tb) == 4 and tb.isdigit():
+        return True
+    return ta[-1].isdigit() and len(tb) >= 2 and tb[0] in NUMBER_LEADS and tb[1].isdigit()
+
+
+def whole_numbers(page: Page, fields, values: dict, value_of) -> dict:
+    """The "keyed_layout" reading's last rule: a value whose last word is the first piece of a
+    number split by the OCR ("8/" "7/" "87", "2" "/15" "/90": _splits_a_number) runs on over the
+    rest of it, word by word in reading order, while the next word is no other field's. The model
+    often reads such a piece as O (a word that starts with "/" looks like no date it saw), so the
+    words taken are the page's, not the model's: the value's confidence is recomputed over all of
+    them (value_of, the span's tag confidence) and falls where the model read them as O."""
+    out = dict(values)
+    words = page.words
+    for c, f in enumerate(fields):
+        v = out.get(f)
+        if v is None or not v.words:
+            continue
+        held = {w for g, u in out.items() if g != f and u is not None for w in u.words}
+        last = v.words[-1]
+        while last + 1 < len(words) and last + 1 not in held and _splits_a_number(words[last], words[last + 1]):
+            last += 1
+        if last == v.words[-1]:
+            continue
+        if v.words != tuple(range(v.words[0], v.words[-1] + 1)):
+            continue  # a value in pieces (value_of makes one run): left as read
+        out[f] = value_of(c, v.words[0], last)
     return out
 
 
