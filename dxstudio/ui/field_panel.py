@@ -17,7 +17,7 @@ the current field.
 """
 from __future__ import annotations
 
-from PySide6.QtCore import QRect, Qt, Signal
+from PySide6.QtCore import QRect, QSize, Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QFrame, QGridLayout, QHBoxLayout, QLabel, QPushButton, QScrollArea,
                                QSizePolicy, QToolButton, QVBoxLayout, QWidget)
@@ -75,31 +75,69 @@ def _badge(text: str, colour: str) -> str:
             f"&nbsp;{text}&nbsp;</span>")
 
 
-class WrapLabel(QLabel):
-    """A word-wrapped QLabel that keeps its height per width until its text, format or look
-    changes. A page switch sets the rows' texts, and the layouts above them (the row, its
-    model line, the rows' box, the scroll area) then asked each label's height at the same
-    width about ten times, each a new layout of its text (50 µs for the rich model line):
-    45-50 calls a label per J at 1920x1080, 4 ms of it (bench notes in docs/app.md)."""
+class MemoLabel(QLabel):
+    """A QLabel that keeps its measures (its height at each width asked, its size hint and its
+    least size) for the last few texts it has shown, until its format or look changes. A page
+    switch sets the field rows' texts, and each new text was measured by QLabel again: a rich
+    text laid out three to five times, 0.2-0.5 ms a label (a row's title, its status badge in
+    it, 4-5 of them a J at 1920x1080). Most of these texts come back on the next pages (a
+    row's title changes only with its field's status: a handful of texts), and a text shown
+    before is now measured from memory. What QLabel measures depends on the text, its format,
+    the word wrap, indent, margin, alignment, contents margins and greatest width (all in the key) and on the
+    font and style (a change of either clears the memory, changeEvent)."""
+
+    KEPT = 16  # texts remembered per label
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self._measures: dict = {}  # {key of the text and its layout: {"h": {width: height}, "hint", "least"}}
+
+    def _memo(self) -> dict:
+        m = self.contentsMargins()
+        key = (self.text(), self.textFormat(), self.wordWrap(), self.indent(), self.margin(), int(self.alignment()),
+               m.left(), m.top(), m.right(), m.bottom(), self.maximumWidth())
+        memo = self._measures.get(key)
+        if memo is None:
+            if len(self._measures) >= self.KEPT:
+                self._measures.pop(next(iter(self._measures)))
+            memo = self._measures[key] = {"h": {}}
+        return memo
+
+    def heightForWidth(self, width: int) -> int:
+        heights = self._memo()["h"]
+        h = heights.get(width)
+        if h is None:
+            h = heights[width] = super().heightForWidth(width)
+        return h
+
+    def sizeHint(self):
+        memo = self._memo()
+        hint = memo.get("hint")
+        if hint is None:
+            hint = memo["hint"] = super().sizeHint()
+        return QSize(hint)
+
+    def minimumSizeHint(self):
+        memo = self._memo()
+        least = memo.get("least")
+        if least is None:
+            least = memo["least"] = super().minimumSizeHint()
+        return QSize(least)
+
+    def changeEvent(self, event):
+        self._measures = {}  # a font, a style sheet, enabled or not: measured again
+        super().changeEvent(event)
+
+
+class WrapLabel(MemoLabel):
+    """A word-wrapped MemoLabel. A page switch sets the rows' texts, and the layouts above them
+    (the row, its model line, the rows' box, the scroll area) then asked each label's height at
+    the same width about ten times, each a new layout of its text (50 µs for the rich model
+    line): 45-50 calls a label per J at 1920x1080, 4 ms of it (bench notes in docs/app.md)."""
 
     def __init__(self, *args):
         super().__init__(*args)
         self.setWordWrap(True)
-        self._heights: dict = {}  # {width: height} for _heights_of
-        self._heights_of: tuple = ()  # (text, format) the heights are of
-
-    def heightForWidth(self, width: int) -> int:
-        of = (self.text(), self.textFormat())
-        if of != self._heights_of:
-            self._heights, self._heights_of = {}, of
-        h = self._heights.get(width)
-        if h is None:
-            h = self._heights[width] = super().heightForWidth(width)
-        return h
-
-    def changeEvent(self, event):
-        self._heights_of = ()  # a font, a style sheet, enabled or not: measured again
-        super().changeEvent(event)
 
 
 def _stop(label: QLabel, keep_lines: int = 0) -> LayoutStop:
@@ -197,7 +235,7 @@ class FieldRowWidget(QFrame):
             f"#fieldRow {{ {edge} border-top: 1px solid #DEE2E6; border-right: 1px solid #DEE2E6; "
             f"border-bottom: 1px solid #DEE2E6; background: white; border-radius: 4px; }}")
         self.frame = _CurrentFrame(self)
-        self.title = QLabel()
+        self.title = MemoLabel()  # (its texts: the field's name and status, a few a row)
         self.title.setTextFormat(Qt.RichText)
         self.value = WrapLabel()
         self.value.setTextInteractionFlags(Qt.TextSelectableByMouse)
@@ -347,9 +385,8 @@ class FieldPanel(QWidget):
         self.header = QLabel()
         self.header.setTextFormat(Qt.RichText)
         self.header.setWordWrap(True)
-        self.state = QLabel()
+        self.state = WrapLabel()  # (the page's status badge: a few texts)
         self.state.setTextFormat(Qt.RichText)
-        self.state.setWordWrap(True)
         self.selection = QLabel()
         self.selection.setWordWrap(True)
         self.selection.setStyleSheet("color: #1A1AFF;")

@@ -945,6 +945,144 @@ def test_a_field_rows_wrapped_labels_lay_out_their_text_once_per_width_and_text(
     assert label.heightForWidth(120) == real(label, 120)  # a new look: measured again
 
 
+def test_a_field_rows_title_is_measured_once_per_text_and_again_after_an_edit(window, qtbot, monkeypatch):
+    """A row's title (its field's name and status badge, rich text) comes back from page to
+    page: QLabel measured it anew at every setText (0.2-0.5 ms a title, 4-5 a J at 1920x1080);
+    MemoLabel keeps the measures of its last texts. A title seen before is measured from
+    memory, and what it reports is what QLabel measures for that text; a label edit (a new
+    status) and a schema edit (a new name) give new texts, measured and laid out anew."""
+    from PySide6.QtWidgets import QLabel
+
+    w, s = window, window.session
+    real_hint = QLabel.sizeHint
+    measured = []
+
+    def counted(self):
+        measured.append(self.text())
+        return real_hint(self)
+
+    monkeypatch.setattr(QLabel, "sizeHint", counted)
+    rows = w.field_panel.rows
+    first = s.current
+    seen = {name: [] for name in rows}
+    for key in (Qt.Key_J, Qt.Key_K):  # two pages: every title text shown once
+        qtbot.keyClick(w.view, key)
+        qtbot.wait(20)
+        for name, row in rows.items():
+            seen[name].append(row.title.text())
+    assert s.current == first
+    measured.clear()
+    for _ in range(2):  # the same two pages again: their titles' sizes come from memory
+        qtbot.keyClick(w.view, Qt.Key_J)
+        qtbot.keyClick(w.view, Qt.Key_K)
+        qtbot.wait(20)
+    titles = {row.title.text() for row in rows.values()} | {t for v in seen.values() for t in v}
+    assert not [t for t in measured if t in titles], measured  # (QLabel measured each again: 2-4 a J)
+    for row in rows.values():  # and each is what QLabel measures for its text
+        assert row.title.sizeHint() == real_hint(row.title)
+        assert row.title.minimumSizeHint() == QLabel.minimumSizeHint(row.title)
+        assert row.title.height() >= real_hint(row.title).height()
+
+    # a label edit: the field's status (and its title) changes, measured anew, laid out to fit
+    name = s.field_names[0]
+    before = rows[name].title.text()
+    s.set_field(name, [0])
+    qtbot.wait(20)
+    title = rows[name].title
+    assert title.text() != before and "fixed" in title.text()
+    assert title.sizeHint() == real_hint(title) and title.text() in measured
+    assert title.height() >= real_hint(title).height()
+
+    # a schema edit: a longer name in the title, measured anew
+    fields = list(s.field_names)
+    longer = name + "_with_a_much_longer_name"
+    staged = s.stage_schema([longer if f == name else f for f in fields], {name: longer})
+    s.commit_schema(staged)
+    qtbot.wait(20)
+    title = w.field_panel.rows[longer].title
+    assert longer in title.text() and title.sizeHint() == real_hint(title)
+    assert title.height() >= real_hint(title).height()
+    title.setStyleSheet("font-size: 22px;")  # a new look: measured again
+    assert title.sizeHint() == real_hint(title)
+
+
+def test_the_page_image_is_drawn_straight_first_and_from_its_cache_after_the_same(window, qtbot):
+    """A page switch's paint draws the page's image scaled straight onto the view (making the
+    item's device cache there cost 0.5-0.6 ms more of the view's 2-2.8 ms); the cache is on
+    from the next turn of the event loop, and the page looks the same from it. What is drawn
+    follows a label edit (the word's fill over the image) and a new image file (a new item)."""
+    import os
+    import time
+    from pathlib import Path
+
+    from PySide6.QtGui import QImage
+    from PySide6.QtWidgets import QGraphicsItem, QGraphicsPixmapItem
+
+    from dxstudio.ui import page_view
+
+    w, s, view = window, window.session, window.view
+    qtbot.keyClick(view, Qt.Key_J)  # a page switch (its paint is in the key press's turn)
+    items = [i for i in view.scene().items() if isinstance(i, QGraphicsPixmapItem)]
+    assert len(items) == 1 and view.has_image
+    item = items[0]
+    painted = []
+    real_paint = type(item).paint
+
+    def paint(self, painter, option, widget=None):
+        painted.append(self.cacheMode())
+        return real_paint(self, painter, option, widget)
+
+    type(item).paint = paint
+    try:
+        view.viewport().repaint()
+        first = view.viewport().grab().toImage()
+        assert painted and set(painted) == {QGraphicsItem.CacheMode.NoCache}  # (before: the cache made in the first)
+        qtbot.waitUntil(lambda: item.cacheMode() == QGraphicsItem.CacheMode.DeviceCoordinateCache, timeout=2000)
+        view.viewport().repaint()
+        view.viewport().repaint()
+        cached = view.viewport().grab().toImage()
+    finally:
+        type(item).paint = real_paint
+    assert first.size() == cached.size()
+    differ = sum(1 for y in range(0, first.height(), 3) for x in range(0, first.width(), 3)
+                 if first.pixel(x, y) != cached.pixel(x, y))
+    assert differ <= 0.001 * (first.width() * first.height() / 9), differ  # the same page
+
+    # a label edit: the word's fill is drawn over the cached image
+    i = 0
+    point = view.word_viewport_point(i)
+    before = cached.pixelColor(point)
+    s.set_field(s.field_names[0], [i])
+    qtbot.wait(20)
+    view.viewport().repaint()
+    after = view.viewport().grab().toImage().pixelColor(point)
+    assert after != before and view.word_brush(i).style() != Qt.NoBrush
+
+    # a new image file for the page: shown again, the new image is drawn (not the cached one)
+    pid = s.current
+    path = Path(s.project.pages_dir) / s.project.load_page(pid).image
+    image = QImage(str(path))
+    image.invertPixels()
+    assert image.save(str(path), "PNG")
+    os.utime(path, ns=(time.time_ns() + 10**9, time.time_ns() + 10**9))  # (a new time, whatever the clock's step)
+    qtbot.keyClick(view, Qt.Key_K)
+    qtbot.keyClick(view, Qt.Key_J)
+    assert s.current == pid
+    qtbot.wait(20)
+    view.viewport().repaint()
+    again = view.viewport().grab().toImage()
+    shown = [i for i in view.scene().items() if isinstance(i, QGraphicsPixmapItem)][0]
+    area = view.mapFromScene(shown.sceneBoundingRect().intersected(view.sceneRect())).boundingRect()
+    area = area.intersected(view.viewport().rect()).adjusted(2, 2, -2, -2)
+
+    def lightness(img):
+        points = [(x, y) for y in range(area.top(), area.bottom(), 7) for x in range(area.left(), area.right(), 7)]
+        return sum(img.pixelColor(x, y).lightness() for x, y in points) / len(points)
+
+    assert lightness(again) < 128 < lightness(cached)  # the paper: light before, dark in the new image
+    assert page_view._image_key(path) in page_view._PIXMAPS
+
+
 def test_the_prefetch_thread_decodes_the_next_image_and_scales_none(window, qtbot, monkeypatch):
     """The prefetch thread only decodes: PySide holds Python's lock for the whole of a Qt call,
     and a smooth QImage.scaled of a page to the screen there (533da06, taken back) held it
