@@ -110,19 +110,18 @@ class MemoLabel(QLabel):
             h = heights[width] = super().heightForWidth(width)
         return h
 
-    def sizeHint(self):
+    def _kept_size(self, name: str, measure) -> QSize:
         memo = self._memo()
-        hint = memo.get("hint")
-        if hint is None:
-            hint = memo["hint"] = super().sizeHint()
-        return QSize(hint)
+        size = memo.get(name)
+        if size is None:
+            size = memo[name] = measure()
+        return QSize(size)
+
+    def sizeHint(self):
+        return self._kept_size("hint", super().sizeHint)
 
     def minimumSizeHint(self):
-        memo = self._memo()
-        least = memo.get("least")
-        if least is None:
-            least = memo["least"] = super().minimumSizeHint()
-        return QSize(least)
+        return self._kept_size("least", super().minimumSizeHint)
 
     def changeEvent(self, event):
         self._measures = {}  # a font, a style sheet, enabled or not: measured again
