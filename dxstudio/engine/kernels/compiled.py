@@ -17,7 +17,9 @@ from .constants import (EXP32_C, EXP32_LN2_HI, EXP32_LN2_LO, EXP32_LOG2E, EXP32_
                         EXP64_LN2_HI, EXP64_LN2_LO, EXP64_LOG2E, EXP64_MAX, EXP64_MIN, F32, F64,
                         LOG64_C, LOG64_SQRT_HALF, TANH32_BIG, TANH32_C, TANH32_SMALL)
 from .intrinsics import (_MR, _NR, _PANEL, _ROWS32, _rows32_x1, _rows32_x4, _t16, _tile_mr_nr, exp32_lanes,  # noqa: F401
-                         gelu_lanes, lanes_dot, lanes_dot_acc, lanes_max, lanes_sum, lanes_sum_acc, tanh32_lanes)
+                         gelu_lanes, lanes_dot, lanes_dot_acc, lanes_max, lanes_sum, lanes_sum_acc,
+                         softmax_row_div, softmax_row_exp_sum, softmax_row_max_plain, softmax_row_max_scaled,
+                         tanh32_lanes)
 from .runtime import _build, _jit, njit, pick, prange
 
 @njit(inline="always", **_jit)  # inlined: in a loop over outputs each lane stays a scalar LLVM vectorises
