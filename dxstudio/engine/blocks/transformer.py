@@ -190,12 +190,13 @@ def _attention_heads_body(qkv, pbias_t, row0, heads, scale, probs, a):
         vt = vts[hd]
         oh = ohs[hd]
         c0 = hd * dh
-        for i in range(n):
-            for c in range(dh):
-                vt[c, i] = qkv[i, 2 * d + c0 + c]
         if dh == 32:  # q read in place, k^T with the keys in the lanes (compiled.rows32_block)
+            kc.transpose32_into(qkvf, 2 * d + c0, 3 * d, n, vt)  # v^T: 16 x 16 blocks in registers
             kc.transpose32_into(qkvf, d + c0, 3 * d, n, kts[hd])
         else:
+            for i in range(n):
+                for c in range(dh):
+                    vt[c, i] = qkv[i, 2 * d + c0 + c]
             kh = khs[hd]
             for i in range(n):
                 for c in range(dh):
