@@ -3,7 +3,8 @@
     python bench/forward_ab.py A_CHECKOUT B_CHECKOUT [--turns 30] [--sizes 50,150,400] [--threads 1] [--one-process]
 
 Each checkout's engine runs in a worker process of its own (its checkout first on the path,
-PYTHONPATH too; each prints the engine it imported), both alive for the whole run; the parent
+PYTHONPATH too; each prints the engine it imported), both alive for the whole run and pinned to
+the same CPU (--cpu; unpinned, each stayed on its own core and took that core's neighbours); the parent
 hands them turns of 20 / 8 / 3 calls per size in turn (the order swapped every turn) and each
 worker times its calls on its own CPU clock. Prints each side's median (min) ms per forward and
 the median of the per-turn ratios B / A with its interquartile range. Pairing the two sides turn
@@ -41,9 +42,14 @@ def load_engine(checkout: str, tag: str):
     return mod, cfg, rt
 
 
-def worker(checkout: str, sizes, threads: int) -> int:
+def worker(checkout: str, sizes, threads: int, cpu: int) -> int:
     """One side: the checkout's engine imported as dxstudio, its inputs built, then turns read
-    from stdin ("N CALLS") and answered with the ms per call on this process's CPU clock."""
+    from stdin ("N CALLS") and answered with the ms per call on this process's CPU clock.
+    cpu >= 0: the process pinned to that CPU (both sides on the same one)."""
+    import os
+
+    if cpu >= 0:
+        os.sched_setaffinity(0, {cpu})
     sys.path.insert(0, str(Path(checkout).resolve()))
     from bench import common as C
     import dxstudio
@@ -74,14 +80,18 @@ def worker(checkout: str, sizes, threads: int) -> int:
 
 def main(argv=None) -> int:
     if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        _, _, checkout, sizes, threads = sys.argv
-        return worker(checkout, [int(s) for s in sizes.split(",")], int(threads))
+        _, _, checkout, sizes, threads, cpu = sys.argv
+        return worker(checkout, [int(s) for s in sizes.split(",")], int(threads), int(cpu))
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("a", help="checkout A (the baseline)")
     ap.add_argument("b", help="checkout B")
     ap.add_argument("--turns", type=int, default=30, help="turns per size (default 30)")
     ap.add_argument("--sizes", default="50,150,400", help="words per page (default 50,150,400)")
     ap.add_argument("--threads", type=int, default=1, help="Numba threads (default 1)")
+    ap.add_argument("--cpu", type=int, default=None,
+                    help="the CPU both workers are pinned to (default: the last this process may use; "
+                         "-1: not pinned). Unpinned, the scheduler kept each worker on its own core and the "
+                         "same checkout against itself read up to 1.08 at 400 words on a shared machine")
     ap.add_argument("--one-process", action="store_true",
                     help="both engines in this process (biased against the one loaded second: see above)")
     args = ap.parse_args(argv)
@@ -130,15 +140,19 @@ def two_processes(args, sizes) -> int:
     import os
     import subprocess
 
+    cpu = args.cpu
+    if cpu is None:
+        cpu = max(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else -1
     procs = []
     for checkout in (args.a, args.b):
         env = dict(os.environ, PYTHONPATH=str(Path(checkout).resolve()))
         procs.append(subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker", checkout,
-                                       ",".join(map(str, sizes)), str(args.threads)],
+                                       ",".join(map(str, sizes)), str(args.threads), str(cpu)],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env))
     for tag, proc in zip("AB", procs):
         print(f"{tag}: {proc.stdout.readline().strip()}", flush=True)
-    print(f"{args.turns} turns, CPU clock (each worker's own), {args.threads} thread(s); "
+    print(f"{args.turns} turns, CPU clock (each worker's own), {args.threads} thread(s), "
+          f"{'both on CPU %d' % cpu if cpu >= 0 else 'not pinned'}; "
           f"A = {args.a}, B = {args.b}", flush=True)
 
     def turn(k, n, calls):
