@@ -169,7 +169,9 @@ def _attention_heads_body(qkv, pbias_t, row0, heads, scale, probs, a):
     head's row (the same kernels on the same row: rows32 and the softmax row by row, every p v
     output a whole dot16 over the keys), so the same bytes as the head done whole; the raw
     scores are never written whole (a block's stay in L2 for the softmax, its probabilities for
-    p v). The serial kernels inside: one thread per head."""
+    p v). The serial kernels inside: one thread per head. probs (heads, n, n) keeps every row;
+    probs (heads, R, n) with R < n (the lean forward) is scratch, each block's rows at its top
+    (a block's probabilities stay in L2 for p v and are never written out to memory)."""
     n = qkv.shape[0]
     d = a.shape[1]
     dh = d // heads
@@ -188,12 +190,13 @@ def _attention_heads_body(qkv, pbias_t, row0, heads, scale, probs, a):
         vt = vts[hd]
         oh = ohs[hd]
         c0 = hd * dh
-        for i in range(n):
-            for c in range(dh):
-                vt[c, i] = qkv[i, 2 * d + c0 + c]
         if dh == 32:  # q read in place, k^T with the keys in the lanes (compiled.rows32_block)
+            kc.transpose32_into(qkvf, 2 * d + c0, 3 * d, n, vt)  # v^T: 16 x 16 blocks in registers
             kc.transpose32_into(qkvf, d + c0, 3 * d, n, kts[hd])
         else:
+            for i in range(n):
+                for c in range(dh):
+                    vt[c, i] = qkv[i, 2 * d + c0 + c]
             kh = khs[hd]
             for i in range(n):
                 for c in range(dh):
@@ -212,7 +215,7 @@ def _attention_heads_body(qkv, pbias_t, row0, heads, scale, probs, a):
                     for c in range(dh):
                         qh[i, c] = qkv[i0 + i, c0 + c]
                 _mm_nt_ser(qh, khs[hd], np.zeros((n + _NR - 1) // _NR * _NR, np.float32), raw)
-            pr = p[i0:i0 + nr]
+            pr = p[i0:i0 + nr] if p.shape[0] == n else p[:nr]
             _softmax_fwd_ser(raw, bias[i0:i0 + nr], scale, True, pr)
             ohr = oh[:nr]
             _mm_nt_ser(pr, vt, zeros[:(dh + _NR - 1) // _NR * _NR], ohr)
@@ -234,8 +237,9 @@ def _add_into(x, y):
 
 
 @njit(**_jit)
-def _block_forward_body(x, w, pbias_t, row0, heads, scale, eps, par):
-    """w: Weights. (x out, h, xhat1, inv1, qkv, probs, a, h2, xhat2, inv2, f1, g, t)."""
+def _block_forward_parts(x, w, pbias_t, row0, heads, scale, eps, par, keep):
+    """w: Weights. (x out, h, xhat1, inv1, qkv, probs, a, h2, xhat2, inv2, f1, g, t); probs is
+    (heads, n, n) when keep, else each head's scratch for a block of query rows."""
     n, d = x.shape
     h, xhat1, inv1 = _layernorm_nt(x, w.ln1w, w.ln1b, eps, par)
     qkv = _linear_nt(h, w.qkvw, w.qkvb, par)
@@ -243,7 +247,8 @@ def _block_forward_body(x, w, pbias_t, row0, heads, scale, eps, par):
     # over the threads when par (a page alone still uses the cores; each head is computed whole
     # by one thread, so the bytes are the same)
     a = np.empty((n, d), np.float32)
-    probs = np.empty((heads, n, n), np.float32)
+    rows = n if keep or n < _ATT_ROWS_FROM else _ATT_ROWS
+    probs = np.empty((heads, rows, n), np.float32)
     if par is not None and par:
         _attention_heads_par(qkv, pbias_t, row0, heads, scale, probs, a)
     else:
@@ -264,10 +269,17 @@ def _block_forward_body(x, w, pbias_t, row0, heads, scale, eps, par):
 
 
 @njit(**_jit)
+def _block_forward_body(x, w, pbias_t, row0, heads, scale, eps, par):
+    """w: Weights. (x out, h, xhat1, inv1, qkv, probs, a, h2, xhat2, inv2, f1, g, t)."""
+    return _block_forward_parts(x, w, pbias_t, row0, heads, scale, eps, par, True)
+
+
+@njit(**_jit)
 def _block_forward_lean(x, w, pbias_t, row0, heads, scale, eps, par):
     """x out alone: the other arrays are freed here instead of going back to Python (each array
-    handed to Python costs a quarter of a microsecond)."""
-    return _block_forward_body(x, w, pbias_t, row0, heads, scale, eps, par)[0]
+    handed to Python costs a quarter of a microsecond); from _ATT_ROWS_FROM words the
+    probabilities only in a block of rows a head (scratch: 2.6 MB a block fewer written at 411 words)."""
+    return _block_forward_parts(x, w, pbias_t, row0, heads, scale, eps, par, False)[0]
 
 
 def block_forward(x, p, prefix: str, pbias_t, row0: int, heads: int, scale, eps, keep: bool = True,

@@ -128,54 +128,28 @@ _SOFTMAX_ROWS = 8  # rows per task
 
 
 def _softmax_fwd_body(raw, bias, scale, scaled, p):
+    """Each row in three passes, each one intrinsic (compiled.softmax_row_*: whole chunks of 16
+    in a register, the last m % 16 under a lane mask): s = raw / scale + bias and its maximum;
+    exp32(s - top) in place and its dot16 with ones (lane j & 15, j ascending, the spec's fold);
+    each element divided by that sum. The reference's operations on every element and its sum's
+    order, so its bytes. A row with a NaN or a maximum of zero takes the scalar scan, as before."""
     n, m = raw.shape
-    m16 = m // 16 * 16
     nblk = (n + _SOFTMAX_ROWS - 1) // _SOFTMAX_ROWS
-    lanes = np.empty((nblk, 2, 16), np.float32)  # each task's lane buffers: one allocation per call
     for blk in prange(nblk):
-        acc = lanes[blk, 0]
-        tops = lanes[blk, 1]
-        i0 = blk * _SOFTMAX_ROWS
-        i1 = min(n, i0 + _SOFTMAX_ROWS)
-        for i in range(i0, i1):
-            row = p[i]
-            rrow = raw[i]
+        for i in range(blk * _SOFTMAX_ROWS, min(n, blk * _SOFTMAX_ROWS + _SOFTMAX_ROWS)):
             if scaled:
-                brow = bias[i]
-                for j in range(m):
-                    row[j] = rrow[j] / scale + brow[j]  # s
+                top = kc.softmax_row_max_scaled(raw, i * m, bias, i * m, scale, p, i * m, m)
             else:
-                for j in range(m):
-                    row[j] = rrow[j]
-            # the row maximum, 16 lanes at a time in a register (a max is exact in any order);
-            # a NaN, or a maximum of zero (whose sign the scan order picks), takes the scalar
-            # scan below, as before
-            nan = kc.lanes_max(p, i * m, m16 // 16, tops, 0)
-            top = tops[0]
-            for lane in range(1, 16):
-                top = tops[lane] if tops[lane] > top else top
-            for j in range(m16, m):
-                v = row[j]
-                top = v if v > top else top
-                nan = nan | (v != v)
-            if nan or top == np.float32(0.0) or m16 == 0:
+                top = kc.softmax_row_max_plain(raw, i * m, raw, i * m, scale, p, i * m, m)
+            if top != top or top == np.float32(0.0):
+                row = p[i]
                 top = row[0]
                 for j in range(1, m):
                     v = row[j]
                     if v > top or v != v:  # a NaN anywhere makes the maximum NaN, as np.max
                         top = v
-            for j in range(m):
-                row[j] = row[j] - top
-        block = p[i0:i1].reshape((i1 - i0) * m)  # the block's rows are consecutive: one exp call
-        kc.exp32_vec(block, block)
-        for i in range(i0, i1):
-            row = p[i]
-            kc.lanes_sum(p, i * m, m16 // 16, acc, 0)  # dot16 with ones: lane j & 15, j ascending
-            for j in range(m16, m):
-                acc[j & 15] += row[j]
-            z = fold16(acc)
-            for j in range(m):
-                row[j] = row[j] / z
+            z = kc.softmax_row_exp_sum(p, i * m, top, m)
+            kc.softmax_row_div(p, i * m, z, m)
 
 
 def _softmax_bwd_body(dp, p, scale, scaled, ds, dsc):

@@ -9,6 +9,7 @@ contract them into fused multiply-adds (the assembly is checked).
     lanes_dot_acc, lanes_sum_acc           the same, continued from stored lanes (K-blocked dot16)
     tile_acc                    lanes_dot_acc for a tile of _MR x _NR outputs, in registers
     exp32_lanes, tanh32_lanes, gelu_lanes  the branch-free exp32 / tanh32 / GELU, a register per 16
+    softmax_row_max_*, softmax_row_exp_sum, softmax_row_div  a softmax row's three passes (s and max, exp and sum, / sum)
 """
 from __future__ import annotations
 
@@ -584,6 +585,196 @@ def exp32_lanes(typingctx, x, xoff, out, ooff, nch):
             return vals
 
         _chunk_loop(builder, nch_, [], step)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+def _splat_ir(builder, x):
+    """A <16 x float> with the scalar float x in every lane."""
+    v16 = _ir.VectorType(_ir.FloatType(), 16)
+    i32 = _ir.IntType(32)
+    v = builder.insert_element(_ir.Constant(v16, _ir.Undefined), x, _ir.Constant(i32, 0))
+    return builder.shuffle_vector(v, v, _ir.Constant(_ir.VectorType(i32, 16), [0] * 16))
+
+
+# ---- the softmax row in three passes, each one intrinsic over the whole row (fused's softmax):
+# s and its maximum, exp(s - top) and its dot16 with ones, the division by that sum; each the
+# reference's operations on each element (docs/numerics.md section 3). The row's whole chunks of
+# 16 a register each, its last m % 16 elements as one more chunk under a lane mask (masked loads
+# and stores: nothing outside the row is read or written; the mask's other lanes add +0 to the
+# sum's lanes, which changes no lane: a lane is never -0); the maximum and the sum's fold in
+# registers. Before: six passes and the rows' tails, maxima and folds in scalar code (a 55-word
+# row spent most of its time there).
+def _row_parts(context, builder, m_arg, m_type):
+    """(nch, rem, mask of the last chunk's lanes < rem) of a row of m elements."""
+    i64 = _ir.IntType(64)
+    i32 = _ir.IntType(32)
+    m = context.cast(builder, m_arg, m_type, _nbtypes.int64)
+    nch = builder.ashr(m, _ir.Constant(i64, 4))
+    rem = builder.trunc(builder.and_(m, _ir.Constant(i64, 15)), i32)
+    iv = _ir.VectorType(i32, 16)
+    rv = builder.insert_element(_ir.Constant(iv, _ir.Undefined), rem, _ir.Constant(i32, 0))
+    rv = builder.shuffle_vector(rv, rv, _ir.Constant(iv, [0] * 16))
+    mask = builder.icmp_signed("<", _ir.Constant(iv, list(range(16))), rv)
+    return nch, mask
+
+
+def _masked(builder, kind):
+    """llvm.masked.load / llvm.masked.store of a <16 x float>."""
+    v16 = _ir.VectorType(_ir.FloatType(), 16)
+    m16 = _ir.VectorType(_ir.IntType(1), 16)
+    mod = builder.module
+    name = f"llvm.masked.{kind}.v16f32.p0"
+    fn = mod.globals.get(name)
+    if fn is None:
+        if kind == "load":
+            fnty = _ir.FunctionType(v16, [v16.as_pointer(), _ir.IntType(32), m16, v16])
+        else:
+            fnty = _ir.FunctionType(_ir.VoidType(), [v16, v16.as_pointer(), _ir.IntType(32), m16])
+        fn = _ir.Function(mod, fnty, name)
+    return fn
+
+
+def _mload(builder, ptr, mask):
+    v16 = _ir.VectorType(_ir.FloatType(), 16)
+    return builder.call(_masked(builder, "load"), [ptr, _ir.Constant(_ir.IntType(32), 4), mask,
+                                                   _ir.Constant(v16, [0.0] * 16)])
+
+
+def _mstore(builder, v, ptr, mask):
+    builder.call(_masked(builder, "store"), [v, ptr, _ir.Constant(_ir.IntType(32), 4), mask])
+
+
+def _vptr(builder, base, off, c):
+    i64 = _ir.IntType(64)
+    v16 = _ir.VectorType(_ir.FloatType(), 16)
+    return builder.bitcast(builder.gep(base, [builder.add(off, builder.mul(c, _ir.Constant(i64, 16)))]),
+                           v16.as_pointer())
+
+
+def _splat_ir(builder, x):
+    """A <16 x float> with the scalar float x in every lane."""
+    v16 = _ir.VectorType(_ir.FloatType(), 16)
+    i32 = _ir.IntType(32)
+    v = builder.insert_element(_ir.Constant(v16, _ir.Undefined), x, _ir.Constant(i32, 0))
+    return builder.shuffle_vector(v, v, _ir.Constant(_ir.VectorType(i32, 16), [0] * 16))
+
+
+def _make_softmax_row_max(scaled):
+    """Intrinsic (raw, roff, bias, boff, scale, p, poff, m) -> top: p[poff + j] = s_j for j < m,
+    s_j = raw[roff + j] / scale + bias[boff + j] (the division, then the sum, each rounded) when
+    scaled, else raw[roff + j] (bias and scale unused); returns the largest s_j, or NaN when any
+    is a NaN (the caller then scans the row itself, whose order picks the NaN; it scans a maximum
+    of zero too, whose sign the order picks: every other maximum is the same in any order)."""
+
+    @_intrinsic
+    def row_max(typingctx, raw, roff, bias, boff, scale, p, poff, m):
+        sig = _nbtypes.float32(raw, roff, bias, boff, scale, p, poff, m)
+
+        def codegen(context, builder, sig, args):
+            f32 = _ir.FloatType()
+            v16 = _ir.VectorType(f32, 16)
+            i32 = _ir.IntType(32)
+            rp = context.make_array(sig.args[0])(context, builder, args[0]).data
+            bp = context.make_array(sig.args[2])(context, builder, args[2]).data
+            pp = context.make_array(sig.args[5])(context, builder, args[5]).data
+            roff_, boff_, poff_ = (context.cast(builder, args[i], sig.args[i], _nbtypes.int64) for i in (1, 3, 6))
+            sv = _splat_ir(builder, context.cast(builder, args[4], sig.args[4], _nbtypes.float32))
+            nch, mask = _row_parts(context, builder, args[7], sig.args[7])
+
+            def score(r, b):
+                return builder.fadd(builder.fdiv(r, sv), b) if scaled else r
+
+            def step(c, vals):
+                top, bad = vals
+                s = score(builder.load(_vptr(builder, rp, roff_, c), align=4),
+                          builder.load(_vptr(builder, bp, boff_, c), align=4) if scaled else None)
+                builder.store(s, _vptr(builder, pp, poff_, c), align=4)
+                top = builder.select(builder.fcmp_ordered(">", s, top), s, top)
+                return [top, builder.or_(bad, builder.fcmp_unordered("uno", s, s))]
+
+            ninf = _ir.Constant(v16, [float("-inf")] * 16)
+            bad0 = _ir.Constant(_ir.VectorType(_ir.IntType(1), 16), [0] * 16)
+            top, bad = _chunk_loop(builder, nch, [ninf, bad0], step)
+            # the last m % 16 elements (the mask's lanes; none when m % 16 == 0)
+            s = score(_mload(builder, _vptr(builder, rp, roff_, nch), mask),
+                      _mload(builder, _vptr(builder, bp, boff_, nch), mask) if scaled else None)
+            _mstore(builder, s, _vptr(builder, pp, poff_, nch), mask)
+            st = builder.select(mask, s, ninf)
+            top = builder.select(builder.fcmp_ordered(">", st, top), st, top)
+            bad = builder.or_(bad, builder.and_(mask, builder.fcmp_unordered("uno", s, s)))
+            # the 16 lanes' maximum (no NaN among them when it is used)
+            w = 16
+            while w > 1:
+                h = w // 2
+                lo = builder.shuffle_vector(top, top, _ir.Constant(_ir.VectorType(i32, h), list(range(h))))
+                hi = builder.shuffle_vector(top, top, _ir.Constant(_ir.VectorType(i32, h), list(range(h, w))))
+                top = builder.select(builder.fcmp_ordered(">", hi, lo), hi, lo)
+                w = h
+            top = builder.extract_element(top, _ir.Constant(i32, 0))
+            anybad = builder.icmp_unsigned("!=", builder.bitcast(bad, _ir.IntType(16)), _ir.Constant(_ir.IntType(16), 0))
+            return builder.select(anybad, _ir.Constant(f32, float("nan")), top)
+
+        return sig, codegen
+
+    return row_max
+
+
+softmax_row_max_scaled = _make_softmax_row_max(True)
+softmax_row_max_plain = _make_softmax_row_max(False)
+
+
+@_intrinsic
+def softmax_row_exp_sum(typingctx, p, poff, top, m):
+    """p[poff + j] = exp32(p[poff + j] - top) for j < m in place; returns dot16 of them with ones
+    (lane j & 15, j ascending from +0, then the spec's fold)."""
+    sig = _nbtypes.float32(p, poff, top, m)
+
+    def codegen(context, builder, sig, args):
+        v16 = _ir.VectorType(_ir.FloatType(), 16)
+        pp = context.make_array(sig.args[0])(context, builder, args[0]).data
+        poff_ = context.cast(builder, args[1], sig.args[1], _nbtypes.int64)
+        tv = _splat_ir(builder, context.cast(builder, args[2], sig.args[2], _nbtypes.float32))
+        nch, mask = _row_parts(context, builder, args[3], sig.args[3])
+
+        def step(c, vals):
+            ptr = _vptr(builder, pp, poff_, c)
+            e = _exp32_ir(builder, builder.fsub(builder.load(ptr, align=4), tv))
+            builder.store(e, ptr, align=4)
+            return [builder.fadd(vals[0], e)]
+
+        zero = _ir.Constant(v16, [0.0] * 16)
+        (acc,) = _chunk_loop(builder, nch, [zero], step)
+        ptr = _vptr(builder, pp, poff_, nch)
+        e = _exp32_ir(builder, builder.fsub(_mload(builder, ptr, mask), tv))
+        _mstore(builder, e, ptr, mask)
+        acc = builder.fadd(acc, builder.select(mask, e, zero))  # + (+0) in the other lanes: no change
+        (z,) = _fold_tile_ir(builder, [acc])
+        return builder.extract_element(z, _ir.Constant(_ir.IntType(32), 0))
+
+    return sig, codegen
+
+
+@_intrinsic
+def softmax_row_div(typingctx, p, poff, z, m):
+    """p[poff + j] = p[poff + j] / z for j < m (each division rounded)."""
+    sig = _nbtypes.void(p, poff, z, m)
+
+    def codegen(context, builder, sig, args):
+        pp = context.make_array(sig.args[0])(context, builder, args[0]).data
+        poff_ = context.cast(builder, args[1], sig.args[1], _nbtypes.int64)
+        zv = _splat_ir(builder, context.cast(builder, args[2], sig.args[2], _nbtypes.float32))
+        nch, mask = _row_parts(context, builder, args[3], sig.args[3])
+
+        def step(c, vals):
+            ptr = _vptr(builder, pp, poff_, c)
+            builder.store(builder.fdiv(builder.load(ptr, align=4), zv), ptr, align=4)
+            return vals
+
+        _chunk_loop(builder, nch, [], step)
+        ptr = _vptr(builder, pp, poff_, nch)
+        _mstore(builder, builder.fdiv(_mload(builder, ptr, mask), zv), ptr, mask)
         return context.get_dummy_value()
 
     return sig, codegen
