@@ -152,31 +152,6 @@ class RoomyLabel(QLabel):
         self._alt_room: dict = {}  # width -> the tallest of them there
         self._alt_docs: tuple | None = None  # (font, the rich alternatives laid out as QLabel lays them out)
         self._measure: QLabel | None = None
-        self._lines_room: tuple | None = None  # (what it was measured for, the room of `lines` lines)
-
-    def _lines_height(self) -> int:
-        """The room of `lines` lines as QLabel lays this label's text out. Rich text's lines
-        are a QTextDocument's, 1 px taller than the font's line spacing in some fonts: the Train
-        tab's sentence (3 lines kept) had 45 px kept where its first 3-line text took 48 (a field
-        left out after a schema edit), and that text resized both plots, every axis drawn anew
-        in the tab's next show (20-40 ms of the GUI thread; 73 in one run of bench/ui_latency
-        --threads at 1920x1080, Zen 5, load 4). Plain text keeps the font's line spacing."""
-        font = self.font()
-        rich = self.textFormat() == Qt.TextFormat.RichText or (
-            self.textFormat() == Qt.TextFormat.AutoText and QtGui.Qt.mightBeRichText(self.text()))
-        m = self.contentsMargins()
-        key = (font, rich, self.margin(), m.top(), m.bottom())
-        if self._lines_room is None or self._lines_room[0] != key:
-            if rich:
-                doc = QTextDocument()
-                doc.setDefaultFont(font)
-                doc.setDocumentMargin(0)
-                doc.setHtml("<br>".join(["Xg"] * self._lines))
-                room = math.ceil(doc.size().height()) + 2 * self.margin() + m.top() + m.bottom()
-            else:
-                room = self.fontMetrics().lineSpacing() * self._lines
-            self._lines_room = (key, room)
-        return self._lines_room[1]
 
     def set_alternatives(self, texts) -> None:
         """Texts the label may show next (the Folds line for every choice of Folds): its room
@@ -247,14 +222,15 @@ class RoomyLabel(QLabel):
         return tallest + 2 * self.margin() + m.top() + m.bottom()
 
     def heightForWidth(self, width: int) -> int:
-        h = max(super().heightForWidth(width), self._lines_height(), self._alternatives_height(width))
+        h = max(super().heightForWidth(width), self.fontMetrics().lineSpacing() * self._lines,
+                self._alternatives_height(width))
         h = max(h, self._rooms.get(width, 0))
         _keep_room(self._rooms, width, h)
         return h
 
     def minimumSizeHint(self):
         size = super().minimumSizeHint()
-        size.setHeight(max(size.height(), self._lines_height()))
+        size.setHeight(max(size.height(), self.fontMetrics().lineSpacing() * self._lines))
         return size
 
 

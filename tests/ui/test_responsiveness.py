@@ -1400,39 +1400,3 @@ def test_the_prefetch_thread_reads_only_the_page_files_it_has_not_read(window, q
     new = next_decoded()
     qtbot.waitUntil(lambda: len(read) >= 2, timeout=10000)
     assert sorted(read) == sorted([new, shown])
-
-
-def test_a_roomy_label_keeps_the_room_of_its_lines_as_qlabel_lays_rich_text_out(qtbot):
-    """A RoomyLabel of 3 lines kept 3 x the font's line spacing, where a rich text's lines are
-    a QTextDocument's, 1 px taller in some fonts (13 px: 45 kept, 48 taken). The Train tab's
-    sentence then grew when it first needed 3 lines (a field left out after a schema edit) and
-    resized both plots: every axis drawn anew in the tab's next show. Now its room is that of 3
-    lines as QLabel lays them out, at every size; plain text keeps the line spacing."""
-    from PySide6.QtWidgets import QLabel
-
-    from dxstudio.ui.train_tab import RoomyLabel
-
-    taller = 0
-    for px in (10, 12, 13, 14, 16, 19, 21):
-        label = RoomyLabel("<b>Trains on</b> one line", 3)
-        qtbot.addWidget(label)
-        label.setTextFormat(Qt.TextFormat.RichText)
-        font = label.font()
-        font.setPixelSize(px)
-        label.setFont(font)
-        three = QLabel("<b>Trains on</b> 196 pages<br>a second line<br>a third line")
-        qtbot.addWidget(three)
-        three.setFont(font)
-        three.setWordWrap(True)
-        three.setTextFormat(Qt.TextFormat.RichText)
-        needed = three.heightForWidth(600)
-        assert label.heightForWidth(600) >= needed, px
-        assert label.minimumSizeHint().height() >= needed, px
-        taller += needed > label.fontMetrics().lineSpacing() * 3
-        plain = RoomyLabel("one line", 3)
-        qtbot.addWidget(plain)
-        plain.setFont(font)
-        plain.setTextFormat(Qt.TextFormat.PlainText)
-        assert plain.heightForWidth(600) == max(QLabel.heightForWidth(plain, 600), plain.fontMetrics().lineSpacing() * 3)
-    assert taller  # (a size where the rich lines are taller than the line spacing: the case that failed)
-
