@@ -14,6 +14,10 @@ writes a cProfile of each action (FILE.<action>.prof) and prints where the slow 
 thread's own CPU, its wait for a core (run queue: other processes, the load), and the rest, when
 it was not runnable at all (blocked: Python's lock held by another thread of the app, a mutex,
 the disk), beside the CPU each other thread of the app used meanwhile (by its name).
+--catch MS samples the GUI thread's Python stack every ~1 ms from a helper thread while an event
+is timed and prints the samples of each event whose GUI-thread CPU reaches MS (the rare slow
+events: what the GUI thread did in them), with the disk's completions meanwhile (/proc/softirqs
+BLOCK) and each event's start on CLOCK_MONOTONIC, to read with `perf record -k CLOCK_MONOTONIC`.
 """
 from __future__ import annotations
 
@@ -44,6 +48,9 @@ def main() -> int:
                     "thread's CPU, run-queue wait and blocked time, and name the app's other threads that ran")
     ap.add_argument("--switch-interval", type=float, metavar="S", help="an experiment: Python's switch interval "
                     "(sys.setswitchinterval) set after the window is made, in seconds")
+    ap.add_argument("--catch", type=float, metavar="MS", help="sample the GUI thread's Python stack every ~1 ms "
+                    "from a helper thread during each timed event and print the samples of any event whose "
+                    "GUI-thread CPU reaches MS (what the rare slow events did), with the garbage collector's passes")
     args = ap.parse_args()
     try:
         width, height = (int(v) for v in args.size.lower().split("x"))
@@ -138,7 +145,13 @@ def main() -> int:
                        "sleeps": after[gui_tid][2] - before[gui_tid][2],
                        "others_cpu_ms": {k: round(v, 1) for k, v in sorted(others.items(), key=lambda kv: -kv[1])}}
 
+    sampler = _Sampler(threading.get_ident(), gui_tid) if args.catch else None
+    caught: list = []
+    disk: dict[str, int] = {}  # --catch: the disk's completions (all CPUs) during each action's events, summed
+
     def measured(name, fn, record=True):
+        if sampler is not None:
+            sampler.begin()
         prof = None
         if args.profile:
             import cProfile
@@ -150,6 +163,12 @@ def main() -> int:
         end, end_cpu = time.perf_counter(), time.thread_time()
         if prof is not None:
             prof.disable()
+        if sampler is not None:
+            samples = sampler.end()
+            disk[name] = disk.get(name, 0) + sum(sampler.blocks)
+            if (end_cpu - start_cpu) * 1000 >= args.catch:
+                caught.append((name, (end - start) * 1000, (end_cpu - start_cpu) * 1000, start, samples,
+                               sampler.blocks))
         if before is not None:
             record_split(name, (end - start) * 1000, before, tasks(), record)
         if record:
@@ -271,6 +290,16 @@ def main() -> int:
                 break
             print(f"\n== {name} (summed over {r['n']} events) ==")
             pstats.Stats(profiles[name]).sort_stats("cumulative").print_stats(25)
+    if sampler is not None:
+        sampler.stop = True
+        print("\ndisk completions during each action's events (/proc/softirqs BLOCK, all CPUs): "
+              + ", ".join(f"{k} {v}" for k, v in sorted(disk.items(), key=lambda kv: -kv[1]) if v))
+        print(f"\n{len(caught)} event(s) with GUI-thread CPU >= {args.catch:g} ms:")
+        for name, wall, thread, start, samples, blocks in caught:
+            print(f"== {name}: wall {wall:.1f} ms, GUI CPU {thread:.1f} ms, disk completions per CPU {blocks}, "
+                  f"{len(samples)} samples, from "
+                  f"{start:.6f} s (CLOCK_MONOTONIC, for perf record -k CLOCK_MONOTONIC) ==")
+            _print_samples(samples, start)
     print(f"window opened in {opened * 1000:.0f} ms (not an input event); window {w.width()}x{w.height()}; "
           f"switch interval {sys.getswitchinterval() * 1000:g} ms")
     worst = max(rows.items(), key=lambda kv: kv[1]["worst_ms"])
@@ -282,6 +311,84 @@ def main() -> int:
                       "switch_interval_ms": sys.getswitchinterval() * 1000, "worst": {"action": worst[0], **worst[1]}, "open_ms": round(opened * 1000),
                       "size": f"{w.width()}x{w.height()}"}))
     return 0
+
+
+class _Sampler(threading.Thread):
+    """--catch: the GUI thread's Python stack every ~1 ms while an event is timed, with the GUI
+    thread's CPU so far (schedstat) and the garbage collector's passes. (The sampler needs Python's
+    lock: a Qt call that holds it shows as a jump of CPU between two samples.)"""
+
+    def __init__(self, ident: int, native_id: int):
+        super().__init__(name="ui-latency-sampler", daemon=True)
+        import gc
+        self.gui_ident, self.path = ident, f"/proc/self/task/{native_id}/schedstat"
+        self.active, self.stop, self.samples = False, False, []
+        gc.callbacks.append(self._gc)
+        self.start()
+
+    def _cpu(self) -> float:
+        with open(self.path) as f:
+            return int(f.read().split()[0]) / 1e6
+
+    def _gc(self, phase, info):
+        if self.active:
+            self.samples.append((time.perf_counter(), self._cpu(), (f"gc {phase} gen {info.get('generation')}",)))
+
+    @staticmethod
+    def block_irqs() -> list[int]:
+        """The disk's completions handled so far on each CPU (/proc/softirqs BLOCK): a kernel
+        without IRQ_TIME_ACCOUNTING charges their handling to whichever thread ran there."""
+        try:
+            with open("/proc/softirqs") as f:
+                for line in f:
+                    if line.split(":")[0].strip() == "BLOCK":
+                        return [int(v) for v in line.split(":")[1].split()]
+        except OSError:
+            pass
+        return []
+
+    def begin(self):
+        self.samples = []
+        self.blocks = self.block_irqs()
+        self.active = True
+
+    def end(self) -> list:
+        self.active = False
+        self.blocks = [b - a for a, b in zip(self.blocks, self.block_irqs())]
+        return self.samples
+
+    def run(self):
+        while not self.stop:
+            time.sleep(0.001)
+            if not self.active:
+                continue
+            frame = sys._current_frames().get(self.gui_ident)
+            stack = []
+            while frame is not None and len(stack) < 40:
+                code = frame.f_code
+                stack.append(f"{Path(code.co_filename).name}:{frame.f_lineno} {code.co_name}")
+                frame = frame.f_back
+            self.samples.append((time.perf_counter(), self._cpu(), tuple(stack)))
+
+
+def _print_samples(samples, start):
+    """One line a run of samples with the same stack: time from the event's start, the GUI
+    thread's CPU used since the previous line, how many samples the run merged and the longest
+    gap between two samples in it (a gap: the sampler waited for Python's lock, held by the GUI
+    thread in a Qt call), the innermost frames."""
+    if not samples:
+        return
+    prev_cpu, prev_t = samples[0][1], samples[0][0]
+    last, count, gap = None, 0, 0.0
+    for t, c, stack in samples:
+        gap = max(gap, t - prev_t)
+        prev_t = t
+        count += 1
+        if stack == last:
+            continue
+        inner = " < ".join(stack[:7])
+        print(f"  {1000 * (t - start):7.1f} ms  cpu +{c - prev_cpu:6.1f}  n {count:3d} gap {1000 * gap:5.1f}  {inner}")
+        prev_cpu, last, count, gap = c, stack, 0, 0.0
 
 
 if __name__ == "__main__":
