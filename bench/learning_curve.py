@@ -302,7 +302,7 @@ SETS = {"sroie": sroie_projects, "funsd": funsd_projects, "sroie_renamed": sroie
 # ---- runs and the table ---------------------------------------------------------------------
 def model_with_keywords(run: Path, proj: Path, source: str) -> Path:
     """The run's model, or where it stores no keywords of `source` (tuned before the setting
-    keywords, or for learned before their keyed counts of seven numbers were stored: the same
+    keywords, or for learned before their keyed counts of eight numbers were stored: the same
     weights, the reading differs), a copy of it beside it
     (model.kw-SOURCE.safetensors) with the keywords tune stores now: learnt from the same
     training pages (the run's split of its project: usable_split and the early-stop carve,
@@ -314,9 +314,9 @@ def model_with_keywords(run: Path, proj: Path, source: str) -> Path:
     from dxstudio.tuning.keywords import field_keywords
     from dxstudio.tuning.pages import usable_split
 
-    def current(stored: dict) -> bool:  # learned keywords with today's keyed counts (seven numbers)
+    def current(stored: dict) -> bool:  # learned keywords with today's keyed counts (eight numbers)
         return stored.get("source") == source and (
-            source != "learned" or all(len(c) >= 7 for c in stored.get("keyed") or [[]]))
+            source != "learned" or all(len(c) >= 8 for c in stored.get("keyed") or [[]]))
 
     path = run / "model.safetensors"
     loaded = load_model(path)

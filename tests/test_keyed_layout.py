@@ -104,7 +104,7 @@ def test_keyed_layout_is_a_setting_the_default_and_reads_as_keyed_learned_plus_r
     stored = {"source": "learned", "fields": [["to"], ["from"], ["cc"]], "keyed": [[3, 3, 0, 3], [0, 0, 0, 1], [0, 0, 0, 0]]}
     rec = reading_record("keyed_layout", stored, FIELDS)
     assert rec["alone"] == ["to"] and rec["digits"] == [] and rec["near"] == []  # four counts: no near field
-    assert {k: v for k, v in rec.items() if k not in ("near", "inside", "colon")} == \
+    assert {k: v for k, v in rec.items() if k not in ("near", "inside", "colon", "longer")} == \
         reading_record("keyed_learned", stored, FIELDS)
 
 
@@ -248,7 +248,7 @@ def test_a_field_keyed_with_a_colon_is_keyed_only_where_its_keyword_is_printed_w
     names = ["to", "from"]
     rows = [("a", page, targets(page, names, {"to": (ron, ron + 1), "from": (ann,)})),
             ("b", page, targets(page, names, {"to": (whom,), "from": (bob,)}))]
-    assert [c[5:] for c in keyed_counts(names, rows, {"to": {"to"}, "from": {"from"}})] == [[2, 1], [2, 2]]
+    assert [c[5:7] for c in keyed_counts(names, rows, {"to": {"to"}, "from": {"from"}})] == [[2, 1], [2, 2]]
     # learnt: beside >= 3 and colon >= KEY_COLON_SHARE of them; five numbers (an older model): none
     assert KEY_COLON_SHARE == 0.9
     counts = [[0, 0, 0, 5, 5, 4, 4], [0, 0, 0, 5, 5, 4, 3], [0, 0, 0, 5, 5, 2, 2]]  # 1.0; 0.75; too few
@@ -266,3 +266,36 @@ def test_a_field_keyed_with_a_colon_is_keyed_only_where_its_keyword_is_printed_w
     # keyed_reading hands the colon fields to keyed_layout only
     assert keyed_reading(page, FIELDS, none, lg, reading, "fast", "keyed_layout")["to"].text == "Ron Smith"
     assert keyed_reading(page, FIELDS, none, lg, reading, "fast", "keyed_learned")["to"].text == "whom are we talking?"
+
+
+def test_a_field_whose_values_follow_longer_keys_keeps_them_there():
+    """Receipts print their total after "Grand Total": learnt from the labels (the eighth keyed
+    count, `longer`), such a near field's value after a longer key stays its own (the rule of
+    "MESSAGE TO:" dropped every total of the bundled sample's receipts after "Grand Total")."""
+    from dxstudio.engine.container import check_keywords
+    from dxstudio.engine.extract import FieldValue as FV, longer_keys, reading_keywords
+    from dxstudio.tuning.keywords import keyed_counts
+
+    page = page_at([[("Sub", 0), ("Total", 1), ("10.00", 2)], [("Grand", 0), ("Total", 1), ("12.00", 2)]])
+    assert grounding.after_part_of_a_key(page, 5, {"total"})  # "Grand" is no keyword of total
+    kw = {"total": frozenset({"total"})}
+    value = {"total": FV((5,), "12.00", 0.99)}
+    lg = logits(len(page.words), 1, {})
+    assert keyed_values(page, ["total"], value, lg, kw, layout=True, near={"total"})["total"] is None  # as before
+    kept = keyed_values(page, ["total"], value, lg, kw, layout=True, near={"total"}, longer={"total"})
+    assert kept["total"].words == (5,)
+    # the count: the training values after a longer key of which a keyword is only a part
+    from types import SimpleNamespace
+    t = SimpleNamespace(field_words={"total": [5]}, unscored=set())
+    counts = keyed_counts(["total"], [("p", page, t)], kw)
+    assert len(counts[0]) == 8 and counts[0][7] == 1 and counts[0][5] == 1
+    # the rule's field: at least KEY_LONGER_MIN values and KEY_LONGER_SHARE of those with a key beside
+    assert longer_keys([[0, 0, 0, 40, 35, 20, 0, 2]], ["total"]) == {"total"}
+    assert longer_keys([[0, 0, 0, 40, 35, 20, 0, 1]], ["total"]) == frozenset()  # one: FUNSD's date
+    assert longer_keys([[0, 0, 0, 40, 35, 31, 0, 3]], ["total"]) == frozenset()  # under a tenth of 31
+    assert longer_keys([[0, 0, 0, 40, 35, 31, 0, 4]], ["total"]) == {"total"}
+    assert longer_keys([[0, 0, 0, 40, 35, 31, 0]], ["total"]) == frozenset()  # seven counts: as before
+    stored = {"source": "learned", "fields": [["total"]], "keyed": [[0, 0, 0, 40, 35, 31, 0, 12]]}
+    assert reading_keywords(check_keywords(stored, ["total"]), ["total"]).longer == {"total"}
+    with pytest.raises(ValueError, match="longer <= beside"):
+        check_keywords({"source": "learned", "fields": [["total"]], "keyed": [[0, 0, 0, 40, 35, 31, 0, 32]]}, ["total"])

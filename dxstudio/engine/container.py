@@ -158,10 +158,11 @@ def check_thresholds(value, fields) -> dict:
 def check_keywords(value, fields) -> dict:
     """The stored keywords, checked: {"source": "schema" or "learned", "fields": one list of
     distinct non-empty strings per field of the model, in its order[, "keyed": one [hits, seen,
-    digits, values], [hits, seen, digits, values, near] or [hits, seen, digits, values, near,
-    beside, colon] per field (all of one length), integers, 0 <= hits <= seen <= values, 0 <=
-    digits <= values, 0 <= near <= values and 0 <= colon <= beside <= values (tuning/keywords.py
-    keyed_counts; four or five numbers: a model tuned before `near` or `colon`)]}. ValueError says
+    digits, values], [hits, seen, digits, values, near], [hits, seen, digits, values, near,
+    beside, colon] or [..., colon, longer] per field (all of one length), integers, 0 <= hits <=
+    seen <= values, 0 <= digits <= values, 0 <= near <= values, 0 <= colon <= beside <= values and
+    0 <= longer <= beside (tuning/keywords.py keyed_counts; four, five or seven numbers: a model
+    tuned before `near`, `colon` or `longer`)]}. ValueError says
     what is wrong."""
     if not isinstance(value, dict) or not {"source", "fields"} <= set(value) <= {"source", "fields", "keyed"}:
         raise ValueError("must be a JSON object with exactly source and fields (and optionally keyed)")
@@ -181,14 +182,15 @@ def check_keywords(value, fields) -> dict:
         return {"source": value["source"], "fields": out}
     keyed = value["keyed"]
     if not isinstance(keyed, list) or len(keyed) != len(fields) or not all(
-            isinstance(c, list) and len(c) in (4, 5, 7) and len(c) == len(keyed[0]) and all(type(x) is int for x in c)
+            isinstance(c, list) and len(c) in (4, 5, 7, 8) and len(c) == len(keyed[0]) and all(type(x) is int for x in c)
             and 0 <= c[0] <= c[1] <= c[3] and 0 <= c[2] <= c[3] and (len(c) == 4 or 0 <= c[4] <= c[3])
-            and (len(c) < 7 or 0 <= c[6] <= c[5] <= c[3])
+            and (len(c) < 7 or 0 <= c[6] <= c[5] <= c[3]) and (len(c) < 8 or 0 <= c[7] <= c[5])
             for c in keyed):
         raise ValueError(f"keyed must be a list of {len(fields)} [hits, seen, digits, values], [hits, seen, digits, "
-                         f"values, near] or [hits, seen, digits, values, near, beside, colon] lists of integers, all "
-                         f"of one length, 0 <= hits <= seen <= values, 0 <= digits <= values, 0 <= near <= values, "
-                         f"0 <= colon <= beside <= values (one per field of the model)")
+                         f"values, near], [hits, seen, digits, values, near, beside, colon] or [..., colon, longer] lists "
+                         f"of integers, all of one length, 0 <= hits <= seen <= values, 0 <= digits <= values, "
+                         f"0 <= near <= values, 0 <= colon <= beside <= values, 0 <= longer <= beside (one per "
+                         f"field of the model)")
     return {"source": value["source"], "fields": out, "keyed": [list(hs) for hs in keyed]}
 
 

@@ -363,6 +363,15 @@ KEY_INSIDE_SHARE = 0.5
 KEY_COLON_SHARE = 0.9
 
 
+# The "keyed_layout" reading's fields whose keys come in longer ones: a near field's value after a
+# longer key of which its keyword is only a part ("MESSAGE TO:", "Coupon Issue Date") is dropped,
+# unless at least this many of its labelled values, and this share of those with a key beside
+# them, followed such a key ("Grand Total" on receipts: the rule, learnt on forms, dropped every
+# total after it; FUNSD's fields have 0 or 1 of 2-46 at 25-100 forms, receipts' totals 12-31 of 31-153)
+KEY_LONGER_MIN = 2
+KEY_LONGER_SHARE = 0.1
+
+
 class ReadingKeywords(dict):
     """{field: frozenset of word keys} (what predict_page places values by), and what the
     "keyed_learned" reading learnt of the fields (key_rules): `alone`, the fields it reads by their
@@ -372,6 +381,7 @@ class ReadingKeywords(dict):
     near: frozenset = frozenset()  # the "keyed_layout" reading's fields named where printed (near_keys)
     inside: frozenset = frozenset()  # the "keyed_layout" reading's fields read inside their keyed run (inside_keys)
     colon: frozenset = frozenset()  # the "keyed_layout" reading's fields keyed only with a colon (colon_keys)
+    longer: frozenset = frozenset()  # the "keyed_layout" reading's fields keyed in longer keys too (longer_keys)
 
 
 def key_rules(counts, field_names) -> tuple:
@@ -421,6 +431,19 @@ def colon_keys(counts, field_names) -> frozenset:
                      if len(c) >= 7 and c[5] >= KEY_ALONE_MIN_PAGES and c[6] >= KEY_COLON_SHARE * c[5])
 
 
+def longer_keys(counts, field_names) -> frozenset:
+    """The fields whose labelled values followed a longer key of which one of their keywords is only
+    a part at least KEY_LONGER_MIN times and KEY_LONGER_SHARE of those with a key beside them
+    ("Grand Total 1,591,600"): the "keyed_layout" reading
+    keeps their values after such keys (keyed_values' `longer`). From the stored keyed counts
+    ([..., colon, longer] per field, tuning/keywords.py keyed_counts); counts of four, five or
+    seven numbers (a model tuned before `longer`) or none: no field, the rule as it was."""
+    if not counts:
+        return frozenset()
+    return frozenset(n for n, c in zip(field_names, counts)
+                     if len(c) >= 8 and c[7] >= KEY_LONGER_MIN and c[7] >= KEY_LONGER_SHARE * c[5])
+
+
 def reading_keywords(stored: dict | None, field_names) -> dict | None:
     """{field: frozenset of word keys} of a model's stored keywords (container.py "keywords", in
     the model's field order, under the fields' names now): what predict_page places values by;
@@ -433,6 +456,7 @@ def reading_keywords(stored: dict | None, field_names) -> dict | None:
     out.near = near_keys(stored.get("keyed"), field_names)
     out.inside = inside_keys(stored.get("keyed"), field_names)
     out.colon = colon_keys(stored.get("keyed"), field_names)
+    out.longer = longer_keys(stored.get("keyed"), field_names)
     return out
 
 
@@ -480,7 +504,7 @@ KEYED_RUN_ON = 5.0
 
 def keyed_values(page: Page, fields, values: dict, tag_logits, keywords: dict | None = None,
                  kernels: str = "fast", alone=(), digits=(), layout: bool = False, near=(), inside=(),
-                 colon=()) -> dict:
+                 colon=(), longer=()) -> dict:
     """The "keyed" decoding's {field: FieldValue or None}: `values` (the printing reading's) where
     the page prints a field's keywords with words after them on their row (the project's rule,
     grounding.keyed_extents), two changes, the fields in schema order: a field with no value takes
@@ -519,7 +543,7 @@ def keyed_values(page: Page, fields, values: dict, tag_logits, keywords: dict | 
     keys = keywords or {}
 
     def after_longer_key(f, start) -> bool:
-        return f in near and _part_key_rule(page, start, keys.get(f, ()))
+        return f in near and f not in longer and _part_key_rule(page, start, keys.get(f, ()))
 
     for f in fields:
         v = out.get(f)
@@ -670,7 +694,8 @@ def keyed_reading(page: Page, fields, values: dict, tag_logits, keywords, kernel
 
     return keyed_values(page, fields, values, tag_logits, keywords, kernels, rule("alone", learned),
                         rule("digits", learned), layout=layout, near=rule("near", layout),
-                        inside=rule("inside", layout), colon=rule("colon", layout))
+                        inside=rule("inside", layout), colon=rule("colon", layout),
+                        longer=rule("longer", layout))
 
 
 def predict_page(cfg: ModelConfig, params_rt, page: Page, kernels: str = "fast",

@@ -34,9 +34,10 @@ from __future__ import annotations
 
 import math
 
-from dxstudio.engine.extract import KEYWORD_DECODINGS, LEARNED_DECODINGS, colon_keys, inside_keys, key_rules, near_keys
+from dxstudio.engine.extract import (KEYWORD_DECODINGS, LEARNED_DECODINGS, colon_keys, inside_keys, key_rules, longer_keys,
+                                     near_keys)
 from dxstudio.grounding import (KEYWORD_SOURCES, _ground, _hint_keys, canonical_number, context_words, description_keywords,
-                                key_beside, key_with_colon, keyed_extents, keyword_near, name_keywords, split_name, word_key)
+                                after_part_of_a_key, key_beside, key_with_colon, keyed_extents, keyword_near, name_keywords, split_name, word_key)
 
 LEARN_MIN_PAGES = 2
 LEARN_MIN_SHARE = 0.1
@@ -122,17 +123,18 @@ def field_keywords(schema, train_pages, source: str) -> dict | None:
 
 
 def keyed_counts(names, train_pages, keywords: dict) -> list:
-    """[[hits, seen, digits, values, near, beside, colon], ...] per field, in `names` order, over the training
+    """[[hits, seen, digits, values, near, beside, colon, longer], ...] per field, in `names` order, over the training
     pages where the field is scored and has a labelled value (values: their count; digits: those
     whose value holds a digit): seen = those of them that print one of its keywords with words
     after it on their row (the first run of grounding.keyed_extents), hits = those whose value is
     exactly that run's words; near = those with one of its keywords beside or above the value
     (grounding.keyword_near); beside = those with one among the three words before the value on its
     row (grounding.key_beside), colon = those of them whose key is printed with a colon
-    (grounding.key_with_colon). The "keyed_learned" reading's rules (engine/extract.py key_rules)
+    (grounding.key_with_colon), longer = those of them whose key is part of a longer one ("Grand
+    Total", grounding.after_part_of_a_key). The "keyed_learned" reading's rules (engine/extract.py key_rules)
     and the "keyed_layout" reading's fields named where they are printed (near_keys) and keyed
     with a colon (colon_keys)."""
-    counts = {n: [0, 0, 0, 0, 0, 0, 0] for n in names}
+    counts = {n: [0, 0, 0, 0, 0, 0, 0, 0] for n in names}
     for _, page, t in train_pages:
         runs = keyed_extents(page, names, keywords)
         for n in names:
@@ -145,6 +147,7 @@ def keyed_counts(names, train_pages, keywords: dict) -> list:
             c[4] += keyword_near(page, fw[0], keywords.get(n, ()))
             c[5] += key_beside(page, fw[0], keywords.get(n, ())) is not None
             c[6] += key_with_colon(page, fw[0], keywords.get(n, ()))
+            c[7] += after_part_of_a_key(page, fw[0], keywords.get(n, ()))
             if runs.get(n):
                 a, b = runs[n][0]
                 c[1] += 1
@@ -174,4 +177,5 @@ def reading_record(decoding: str, stored: dict | None, field_names) -> dict | No
         out["near"] = sorted(near_keys((stored or {}).get("keyed"), field_names))
         out["inside"] = sorted(inside_keys((stored or {}).get("keyed"), field_names))
         out["colon"] = sorted(colon_keys((stored or {}).get("keyed"), field_names))
+        out["longer"] = sorted(longer_keys((stored or {}).get("keyed"), field_names))
     return out
