@@ -116,24 +116,33 @@ def main(argv=None) -> int:
         for fwd, cfg, rt, ops, inps in sides:
             for _ in range(3):
                 fwd(cfg, rt, inps[n], ops)
-        ta, tb, ratios = [], [], []
-        for turn in range(args.turns):
-            order = (0, 1) if turn % 2 == 0 else (1, 0)
-            ms = [0.0, 0.0]
-            for k in order:
-                fwd, cfg, rt, ops, inps = sides[k]
-                t0 = time.process_time()
-                for _ in range(calls):
-                    fwd(cfg, rt, inps[n], ops)
-                ms[k] = (time.process_time() - t0) / calls * 1e3
-            ta.append(ms[0])
-            tb.append(ms[1])
-            ratios.append(ms[1] / ms[0])
-        q = statistics.quantiles(ratios, n=4)
-        print(f"{n} words: A {statistics.median(ta):.3f} ms (min {min(ta):.3f})  "
-              f"B {statistics.median(tb):.3f} ms (min {min(tb):.3f})  "
-              f"B / A {statistics.median(ratios):.4f} (quartiles {q[0]:.3f}-{q[2]:.3f})", flush=True)
+
+        def side_ms(k):
+            fwd, cfg, rt, ops, inps = sides[k]
+            t0 = time.process_time()
+            for _ in range(calls):
+                fwd(cfg, rt, inps[n], ops)
+            return (time.process_time() - t0) / calls * 1e3
+
+        alternate(n, args.turns, side_ms)
     return 0
+
+
+def alternate(n: int, turns: int, side_ms) -> None:
+    """Time sides A (0) and B (1) in turns, A first in even turns and B first in odd ones
+    (side_ms(k): one side's ms a call), and print the medians and B / A's median and quartiles."""
+    ta, tb, ratios = [], [], []
+    for t in range(turns):
+        ms = [0.0, 0.0]
+        for k in ((0, 1) if t % 2 == 0 else (1, 0)):
+            ms[k] = side_ms(k)
+        ta.append(ms[0])
+        tb.append(ms[1])
+        ratios.append(ms[1] / ms[0])
+    q = statistics.quantiles(ratios, n=4)
+    print(f"{n} words: A {statistics.median(ta):.3f} ms (min {min(ta):.3f})  "
+          f"B {statistics.median(tb):.3f} ms (min {min(tb):.3f})  "
+          f"B / A {statistics.median(ratios):.4f} (quartiles {q[0]:.3f}-{q[2]:.3f})", flush=True)
 
 
 def two_processes(args, sizes) -> int:
@@ -162,19 +171,7 @@ def two_processes(args, sizes) -> int:
 
     for n in sizes:
         calls = CALLS.get(n, max(1, 2000 // n))
-        ta, tb, ratios = [], [], []
-        for t in range(args.turns):
-            order = (0, 1) if t % 2 == 0 else (1, 0)
-            ms = [0.0, 0.0]
-            for k in order:
-                ms[k] = turn(k, n, calls)
-            ta.append(ms[0])
-            tb.append(ms[1])
-            ratios.append(ms[1] / ms[0])
-        q = statistics.quantiles(ratios, n=4)
-        print(f"{n} words: A {statistics.median(ta):.3f} ms (min {min(ta):.3f})  "
-              f"B {statistics.median(tb):.3f} ms (min {min(tb):.3f})  "
-              f"B / A {statistics.median(ratios):.4f} (quartiles {q[0]:.3f}-{q[2]:.3f})", flush=True)
+        alternate(n, args.turns, lambda k: turn(k, n, calls))
     for proc in procs:
         proc.stdin.close()
         proc.wait()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from dxstudio import grounding  # noqa: F401  (hands the keyed rules to the engine)
+import dxstudio.grounding  # noqa: F401  (hands the keyed rules to the engine)
 from dxstudio.engine.extract import FieldValue, _splits_a_number, keyed_values
 from dxstudio.engine.page import Page, Word
 from tests.test_keyed_decoding import logits
