@@ -669,17 +669,14 @@ def whole_numbers(page: Page, fields, values: dict, value_of) -> dict:
     words = page.words
     for c, f in enumerate(fields):
         v = out.get(f)
-        if v is None or not v.words:
-            continue
+        if v is None or not v.words or v.words != tuple(range(v.words[0], v.words[-1] + 1)):
+            continue  # no value, or a value in pieces (value_of makes one run): left as read
         held = {w for g, u in out.items() if g != f and u is not None for w in u.words}
         last = v.words[-1]
         while last + 1 < len(words) and last + 1 not in held and _splits_a_number(words[last], words[last + 1]):
             last += 1
-        if last == v.words[-1]:
-            continue
-        if v.words != tuple(range(v.words[0], v.words[-1] + 1)):
-            continue  # a value in pieces (value_of makes one run): left as read
-        out[f] = value_of(c, v.words[0], last)
+        if last > v.words[-1]:
+            out[f] = value_of(c, v.words[0], last)
     return out
 
 

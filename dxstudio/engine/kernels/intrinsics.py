@@ -607,7 +607,8 @@ def _splat_ir(builder, x):
 # registers. Before: six passes and the rows' tails, maxima and folds in scalar code (a 55-word
 # row spent most of its time there).
 def _row_parts(context, builder, m_arg, m_type):
-    """(nch, rem, mask of the last chunk's lanes < rem) of a row of m elements."""
+    """(nch, mask) of a row of m elements: its whole chunks of 16, and the mask of the last
+    chunk's lanes < m % 16."""
     i64 = _ir.IntType(64)
     i32 = _ir.IntType(32)
     m = context.cast(builder, m_arg, m_type, _nbtypes.int64)
@@ -651,14 +652,6 @@ def _vptr(builder, base, off, c):
     v16 = _ir.VectorType(_ir.FloatType(), 16)
     return builder.bitcast(builder.gep(base, [builder.add(off, builder.mul(c, _ir.Constant(i64, 16)))]),
                            v16.as_pointer())
-
-
-def _splat_ir(builder, x):
-    """A <16 x float> with the scalar float x in every lane."""
-    v16 = _ir.VectorType(_ir.FloatType(), 16)
-    i32 = _ir.IntType(32)
-    v = builder.insert_element(_ir.Constant(v16, _ir.Undefined), x, _ir.Constant(i32, 0))
-    return builder.shuffle_vector(v, v, _ir.Constant(_ir.VectorType(i32, 16), [0] * 16))
 
 
 def _make_softmax_row_max(scaled):
