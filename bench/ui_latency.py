@@ -103,15 +103,14 @@ def main() -> int:
         out = {}
         for tid in os.listdir("/proc/self/task"):
             try:
-                with open(f"/proc/self/task/{tid}/schedstat") as f:
-                    run, wait = f.read().split()[:2]
+                run, wait = schedstat(tid)
                 sleeps = 0
                 if int(tid) == gui_tid:
                     with open(f"/proc/self/task/{tid}/status") as f:
                         sleeps = next(int(line.split()[1]) for line in f if line.startswith("voluntary_ctxt"))
             except (OSError, StopIteration):
                 continue
-            out[int(tid)] = (int(run), int(wait), sleeps)
+            out[int(tid)] = (run, wait, sleeps)
         return out
 
     def thread_name(tid: int) -> str:
@@ -313,6 +312,13 @@ def main() -> int:
     return 0
 
 
+def schedstat(tid) -> tuple[int, int]:
+    """(ns on a CPU, ns waiting on a run queue) of thread `tid` of this process (Linux)."""
+    with open(f"/proc/self/task/{tid}/schedstat") as f:
+        run, wait = f.read().split()[:2]
+    return int(run), int(wait)
+
+
 class _Sampler(threading.Thread):
     """--catch: the GUI thread's Python stack every ~1 ms while an event is timed, with the GUI
     thread's CPU so far (schedstat) and the garbage collector's passes. (The sampler needs Python's
@@ -321,14 +327,13 @@ class _Sampler(threading.Thread):
     def __init__(self, ident: int, native_id: int):
         super().__init__(name="ui-latency-sampler", daemon=True)
         import gc
-        self.gui_ident, self.path = ident, f"/proc/self/task/{native_id}/schedstat"
+        self.gui_ident, self.gui_tid = ident, native_id
         self.active, self.stop, self.samples = False, False, []
         gc.callbacks.append(self._gc)
         self.start()
 
     def _cpu(self) -> float:
-        with open(self.path) as f:
-            return int(f.read().split()[0]) / 1e6
+        return schedstat(self.gui_tid)[0] / 1e6
 
     def _gc(self, phase, info):
         if self.active:
